@@ -1,0 +1,70 @@
+#include "cli/checkpoint_ref.h"
+
+#include <optional>
+
+namespace cairn::cli {
+
+namespace {
+
+Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string& trial_text,
+                                    const std::string& which) {
+  auto id = parse_id(trial_text);
+  if (!id.ok()) return id.status();
+  if (!id->trial) return Status::BadInput("'" + trial_text + "@" + which + "': expected a trial id before '@'");
+  auto reader = ExperimentReader::open(store, id->experiment);
+  if (!reader.ok()) return reader.status();
+  auto exp = (*reader)->experiment();
+  if (!exp.ok()) return exp.status();
+  auto ckpts = (*reader)->checkpoints(id->trial);
+  if (!ckpts.ok()) return ckpts.status();
+  std::vector<Json> usable;
+  for (auto& c : *ckpts)
+    if (!c.value("corrupt", false) && !c.value("deleted", false)) usable.push_back(std::move(c));
+  if (usable.empty()) return Status::NotFound("trial " + trial_text + " has no checkpoints");
+  if (which == "latest") return ResolvedCheckpoint{id->experiment, usable.back()};
+  if (which != "best")
+    return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
+  const Json searcher = (*exp)["config"].value("searcher", Json::object());
+  const std::string metric = searcher.value("metric", "");
+  const bool smaller = searcher.value("smaller_is_better", true);
+  std::optional<size_t> best;
+  for (size_t i = 0; i < usable.size(); ++i) {
+    const Json& m = usable[i]["metrics"];
+    if (!m.is_object() || !m.contains(metric) || !m[metric].is_number()) continue;
+    double v = m[metric].get<double>();
+    if (!best) {
+      best = i;
+      continue;
+    }
+    double b = usable[*best]["metrics"][metric].get<double>();
+    if (smaller ? v < b : v > b) best = i;
+  }
+  // No checkpoint was validated: the latest is the best we know of.
+  return ResolvedCheckpoint{id->experiment, usable[best.value_or(usable.size() - 1)]};
+}
+
+}  // namespace
+
+Result<ResolvedCheckpoint> resolve_checkpoint(const StoreLayout& store, const std::string& ref) {
+  if (auto at = ref.find('@'); at != std::string::npos)
+    return by_trial(store, ref.substr(0, at), ref.substr(at + 1));
+  if (ref.size() < 4 || ref.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return Status::BadInput("'" + ref + "' is not a checkpoint: give at least 4 hex digits of its id, or TRIAL@latest / TRIAL@best");
+  std::vector<ResolvedCheckpoint> matches;
+  for (int64_t exp : list_experiment_ids(store)) {
+    auto reader = ExperimentReader::open(store, exp);
+    if (!reader.ok()) continue;
+    (*reader)->db().scan(schema::checkpoint_key(ref), [&](std::string_view, std::string_view value) {
+      Json j = Json::parse(value, nullptr, false);
+      if (!j.is_discarded()) matches.push_back({exp, std::move(j)});
+      return true;
+    });
+  }
+  if (matches.empty()) return Status::NotFound("no checkpoint " + ref);
+  for (const auto& m : matches)
+    if (m.record["id"] != matches.front().record["id"])
+      return Status::BadInput("checkpoint prefix " + ref + " is ambiguous: give more digits");
+  return matches.front();
+}
+
+}  // namespace cairn::cli

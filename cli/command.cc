@@ -1,0 +1,65 @@
+#include "cli/command.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace cairn::cli {
+
+int fail(const Status& status, const std::string& hint) {
+  std::fflush(stdout);
+  std::cerr << "cairn: error: " << status.message() << "\n";
+  if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
+  return status.exit_code();
+}
+
+void print_json(const Json& doc) {
+  std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
+
+Result<StoreLayout> open_store(const GlobalOptions& global) {
+  return find_store(global.store_dir(), std::filesystem::current_path());
+}
+
+Result<ParsedId> parse_id(const std::string& text) {
+  ParsedId id;
+  auto bad = [&] {
+    return Status::BadInput("'" + text + "' is not an experiment id (7) or a trial id (7.3)");
+  };
+  auto dot = text.find('.');
+  auto parse_number = [](const std::string& s, int64_t* out) {
+    if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoll(s);
+    return *out > 0;
+  };
+  if (!parse_number(text.substr(0, dot), &id.experiment)) return bad();
+  if (dot != std::string::npos && !parse_number(text.substr(dot + 1), &id.trial)) return bad();
+  return id;
+}
+
+std::string trial_id_text(int64_t experiment, int64_t trial) {
+  return std::to_string(experiment) + "." + std::to_string(trial);
+}
+
+Json trial_json(const Json& r) {
+  Json t{{"id", r.value("id", "")},
+         {"state", r.value("state", "")},
+         {"hparams", r.value("hparams", Json::object())},
+         {"seed", r.value("seed", Json(nullptr))},
+         {"steps_completed", r.value("steps_completed", 0)},
+         {"restarts", r.value("restarts", 0)},
+         {"best_validation", r.value("best_validation", Json(nullptr))},
+         {"latest_checkpoint", r.value("latest_checkpoint", Json(nullptr))}};
+  if (r.contains("exit")) t["exit"] = r["exit"];
+  if (r.contains("error")) t["error"] = r["error"];
+  return t;
+}
+
+Json checkpoint_json(const Json& r) {
+  return Json{{"id", r.value("id", "")},
+              {"trial", r.value("trial", "")},
+              {"steps_completed", r.value("steps_completed", 0)},
+              {"metrics", r.value("metrics", Json::object())},
+              {"bytes", r.value("bytes", 0)}};
+}
+
+}  // namespace cairn::cli

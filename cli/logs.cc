@@ -1,0 +1,82 @@
+// `cairn logs TRIAL [-f] [--rank N] [--tail N]`: a trial's output.
+#include <poll.h>
+#include <unistd.h>
+
+#include <deque>
+#include <iostream>
+
+#include "cli/command.h"
+
+namespace cairn::cli {
+
+namespace {
+
+struct LogsOptions {
+  std::string id;
+  bool follow = false;
+  int rank = 0;
+  int tail = 0;
+};
+
+bool trial_is_live(const Json& trial) {
+  const std::string s = trial.value("state", "");
+  return s == "RUNNING" || s == "QUEUED";
+}
+
+int logs(const GlobalOptions& global, const LogsOptions& opts) {
+  auto id = parse_id(opts.id);
+  if (!id.ok()) return fail(id.status());
+  if (!id->trial) return fail(Status::BadInput("logs needs a trial id such as " + opts.id + ".1"));
+  auto store = open_store(global);
+  if (!store.ok()) return fail(store.status());
+  auto reader = ExperimentReader::open(*store, id->experiment);
+  if (!reader.ok()) return fail(reader.status());
+  auto trial = (*reader)->trial(id->trial);
+  if (!trial.ok()) return fail(trial.status());
+
+  int64_t last = 0;
+  std::string text;
+  Status st = (*reader)->read_log(id->trial, opts.rank, 0, [&](int64_t seq, std::string_view chunk) {
+    text.append(chunk);
+    last = seq;
+  });
+  if (!st.ok()) return fail(st);
+  if (opts.tail > 0) {
+    size_t pos = text.size();
+    if (pos && text[pos - 1] == '\n') --pos;
+    for (int n = 0; n < opts.tail && pos != std::string::npos && pos > 0; ++n) pos = text.rfind('\n', pos - 1);
+    if (pos != std::string::npos && pos > 0) text.erase(0, pos + 1);
+  }
+  std::cout << text << std::flush;
+  if (!opts.follow) return 0;
+  // Follow: poll the database for new chunks until the trial is no longer running and the
+  // experiment is not being driven.
+  for (;;) {
+    ::poll(nullptr, 0, 250);
+    if (!(*reader)->refresh().ok()) continue;
+    st = (*reader)->read_log(id->trial, opts.rank, last, [&](int64_t seq, std::string_view chunk) {
+      std::cout.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      last = seq;
+    });
+    std::cout << std::flush;
+    if (!st.ok()) return fail(st);
+    auto now = (*reader)->trial(id->trial);
+    if (now.ok() && !trial_is_live(*now)) break;
+    if (!experiment_is_driven(store->experiment(id->experiment))) break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_logs(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto opts = std::make_shared<LogsOptions>();
+  CLI::App* cmd = app.add_subcommand("logs", "Print a trial's output (stdout and stderr)");
+  cmd->add_option("trial", opts->id, "Trial id (7.3)")->required()->type_name("TRIAL");
+  cmd->add_flag("-f,--follow", opts->follow, "Keep printing new output while the trial runs");
+  cmd->add_option("--rank", opts->rank, "Rank of a data-parallel trial (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tail", opts->tail, "Print only the last N lines")->check(CLI::NonNegativeNumber);
+  cmd->callback([&global, &outcome, opts] { outcome.exit_code = logs(global, *opts); });
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,78 @@
+// cairn's entry point: one CLI11 application with a subcommand per file in cli/.
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
+
+#include "cli/command.h"
+#include "common/build_info.h"
+#include "gpu/mlp_main.h"
+
+namespace {
+
+constexpr const char* kDescription =
+    "cairn: run, track, checkpoint and search training trials on your own machines.\n"
+    "Store: the nearest .cairn/ from the current directory upwards (or CAIRN_DIR, --store).";
+
+int print_help(CLI::App& app, const std::string& command) {
+  if (command.empty()) {
+    std::cout << app.help();
+    return 0;
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == command && !sub->get_group().empty()) {
+      std::cout << sub->help();
+      return 0;
+    }
+  }
+  std::cerr << "cairn: error: no command '" << command << "'\nhint: `cairn help` lists the commands\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The built-in trainer is cairn re-executing itself as a trial (SPEC §6).
+  if (argc >= 2 && std::strcmp(argv[1], "__builtin-mlp") == 0) return cairn::run_builtin_mlp();
+
+  CLI::App app(kDescription, "cairn");
+  app.set_version_flag("--version", std::string("cairn ") + CAIRN_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  cairn::cli::GlobalOptions global;
+  cairn::cli::Outcome outcome;
+  app.add_option("--store", global.store, "Store directory (default: nearest .cairn/ upwards; env CAIRN_DIR)")
+      ->type_name("DIR");
+
+  cairn::cli::add_init(app, global, outcome);
+  cairn::cli::add_run(app, global, outcome);
+  cairn::cli::add_ls(app, global, outcome);
+  cairn::cli::add_show(app, global, outcome);
+  cairn::cli::add_logs(app, global, outcome);
+  cairn::cli::add_metrics(app, global, outcome);
+  cairn::cli::add_checkpoints(app, global, outcome);
+  cairn::cli::add_export(app, global, outcome);
+  cairn::cli::add_version(app, global, outcome);
+  cairn::cli::add_completion(app, global, outcome);
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "Describe every command, or one command");
+  help->add_option("command", help_topic, "Command to describe")->type_name("COMMAND");
+  help->callback([&] { outcome.exit_code = print_help(app, help_topic); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "cairn: error: " << e.what() << "\nhint: `cairn help` lists the commands and their options\n";
+    return 2;
+  } catch (const std::exception& e) {
+    // Nothing should get here; if something does, it still gets a one-line error.
+    std::cerr << "cairn: error: " << e.what() << "\n";
+    return 1;
+  }
+  return outcome.exit_code;
+}

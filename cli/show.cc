@@ -1,0 +1,126 @@
+// `cairn show ID`: an experiment or a trial.
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/table.h"
+
+namespace cairn::cli {
+
+namespace {
+
+std::string metrics_text(const Json& metrics) {
+  if (!metrics.is_object() || metrics.empty()) return "-";
+  std::string out;
+  for (const auto& [k, v] : metrics.items()) {
+    if (!out.empty()) out += " ";
+    out += k + "=" + (v.is_number() ? format_number(v.get<double>()) : v.dump());
+  }
+  return out;
+}
+
+std::string hparams_text(const Json& hparams) {
+  if (!hparams.is_object() || hparams.empty()) return "-";
+  std::string out;
+  for (const auto& [k, v] : hparams.items()) {
+    if (!out.empty()) out += " ";
+    out += k + "=" + (v.is_number_float() ? format_number(v.get<double>()) : v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return out;
+}
+
+Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
+  Json out{{"id", exp.value("id", 0)},
+           {"name", exp.value("name", "")},
+           {"state", exp.value("state", "")},
+           {"searcher", exp.value("searcher", "")},
+           {"seed", exp.value("seed", Json(nullptr))},
+           {"config", exp.value("config", Json::object())},
+           {"trials", Json::array()},
+           {"best_trial", exp.value("best_trial", Json(nullptr))}};
+  for (const Json& t : trials) out["trials"].push_back(trial_json(t));
+  return out;
+}
+
+int show_experiment(ExperimentReader& reader, bool json) {
+  auto exp = reader.experiment();
+  if (!exp.ok()) return fail(exp.status());
+  auto trials = reader.trials();
+  if (!trials.ok()) return fail(trials.status());
+  if (json) {
+    print_json(experiment_json(*exp, *trials));
+    return 0;
+  }
+  const Json& cfg = (*exp)["config"];
+  const Json searcher = cfg.value("searcher", Json::object());
+  std::cout << "experiment " << exp->value("id", 0) << "  " << exp->value("name", "") << "  "
+            << exp->value("state", "") << "\n";
+  std::cout << "searcher    " << exp->value("searcher", "") << " (metric " << searcher.value("metric", "")
+            << ", " << (searcher.value("smaller_is_better", true) ? "smaller" : "larger") << " is better)\n";
+  std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
+  std::cout << "config      " << exp->value("config_file", "") << "\n";
+  std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
+  if (exp->contains("best_trial")) std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
+  std::cout << "\n";
+  Table table({"TRIAL", "STATE", "STEPS", "RESTARTS", "BEST VALIDATION", "HPARAMS"});
+  for (const Json& t : *trials)
+    table.add({t.value("id", ""), t.value("state", ""), std::to_string(t.value("steps_completed", 0)),
+               std::to_string(t.value("restarts", 0)), metrics_text(t.value("best_validation", Json())),
+               hparams_text(t.value("hparams", Json()))});
+  table.print(std::cout);
+  return 0;
+}
+
+int show_trial(ExperimentReader& reader, int64_t index, bool json) {
+  auto trial = reader.trial(index);
+  if (!trial.ok()) return fail(trial.status());
+  auto ckpts = reader.checkpoints(index);
+  if (!ckpts.ok()) return fail(ckpts.status());
+  Json out = trial_json(*trial);
+  out["checkpoints"] = Json::array();
+  for (const Json& c : *ckpts) out["checkpoints"].push_back(checkpoint_json(c));
+  if (json) {
+    print_json(out);
+    return 0;
+  }
+  std::cout << "trial       " << out["id"].get<std::string>() << "  " << out["state"].get<std::string>() << "\n";
+  std::cout << "hparams     " << hparams_text(out["hparams"]) << "\n";
+  std::cout << "seed        " << out["seed"].dump() << "\n";
+  std::cout << "steps       " << out["steps_completed"].dump() << "\n";
+  std::cout << "restarts    " << out["restarts"].dump() << "\n";
+  std::cout << "best        " << metrics_text(out["best_validation"]) << "\n";
+  if (trial->contains("latest_validation"))
+    std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"]) << " (step "
+              << (*trial)["latest_validation"]["step"].dump() << ")\n";
+  if (trial->contains("exit")) std::cout << "exit        " << (*trial)["exit"].value("description", "") << "\n";
+  if (trial->contains("error")) std::cout << "error       " << (*trial)["error"].get<std::string>() << "\n";
+  std::cout << "\n";
+  Table table({"CHECKPOINT", "STEPS", "BYTES", "METRICS"});
+  for (const Json& c : out["checkpoints"])
+    table.add({c["id"].get<std::string>().substr(0, 12), c["steps_completed"].dump(), c["bytes"].dump(),
+               metrics_text(c["metrics"])});
+  table.print(std::cout);
+  return 0;
+}
+
+int show(const GlobalOptions& global, const std::string& id_text, bool json) {
+  auto id = parse_id(id_text);
+  if (!id.ok()) return fail(id.status());
+  auto store = open_store(global);
+  if (!store.ok()) return fail(store.status());
+  auto reader = ExperimentReader::open(*store, id->experiment);
+  if (!reader.ok()) return fail(reader.status(), "`cairn ls` lists the experiments");
+  return id->trial ? show_trial(**reader, id->trial, json) : show_experiment(**reader, json);
+}
+
+}  // namespace
+
+void add_show(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto id = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("show", "Show an experiment (7) or a trial (7.3)");
+  cmd->add_option("id", *id, "Experiment or trial id")->required()->type_name("ID");
+  cmd->add_flag("--json", *json, "Print JSON");
+  cmd->callback([&global, &outcome, id, json] { outcome.exit_code = show(global, *id, *json); });
+}
+
+}  // namespace cairn::cli

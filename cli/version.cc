@@ -1,0 +1,72 @@
+// `cairn version`: version and build details.
+#include <cblas.h>
+#include <curl/curlver.h>
+#include <git2/version.h>
+#include <openssl/opensslv.h>
+#include <rocksdb/version.h>
+
+#include <iostream>
+
+#include "cli/command.h"
+#include "common/build_info.h"
+#include "gpu/runtime_probe.h"
+
+namespace cairn::cli {
+
+namespace {
+
+#ifdef CAIRN_STATIC_LINK
+constexpr const char* kStaticLibs = "static";
+#else
+constexpr const char* kStaticLibs = "shared";
+#endif
+
+Json version_json() {
+  const GpuRuntime gpu = probe_gpu_runtime();
+  auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
+  return Json{{"version", CAIRN_VERSION},
+              {"git", CAIRN_GIT_REV},
+              {"build", CAIRN_BUILD_TYPE},
+              {"compiler", CAIRN_COMPILER},
+              {"libraries",
+               {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
+                {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
+                {"yaml-cpp", {{"linked", kStaticLibs}}},
+                {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
+                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
+                {"libcurl", {{"version", LIBCURL_VERSION}, {"linked", "shared"}}},
+                {"gloo", {{"linked", "shared"}}}}},
+              {"cuda", {{"loaded_at_run_time", true}, {"driver", gpu.driver}, {"driver_version", gpu.driver_version},
+                        {"devices", gpu.device_count}}},
+              {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
+              {"gpu", gpu.describe()}};
+}
+
+int version(bool json) {
+  Json v = version_json();
+  if (json) {
+    print_json(v);
+    return 0;
+  }
+  std::cout << "cairn " << v["version"].get<std::string>() << " (git " << v["git"].get<std::string>() << ", "
+            << v["build"].get<std::string>() << ", " << v["compiler"].get<std::string>() << ")\n";
+  for (const auto& [name, lib] : v["libraries"].items()) {
+    std::cout << "  " << name;
+    if (lib.contains("version")) std::cout << " " << lib["version"].get<std::string>();
+    if (lib.contains("config")) std::cout << " (" << lib["config"].get<std::string>() << ")";
+    std::cout << ", " << lib["linked"].get<std::string>() << "\n";
+  }
+  std::cout << "  GPU: " << v["gpu"].get<std::string>() << " (loaded at run time)\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_version(CLI::App& app, GlobalOptions&, Outcome& outcome) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("version", "Print version and build details");
+  cmd->add_flag("--json", *json, "Print JSON");
+  cmd->callback([&outcome, json] { outcome.exit_code = version(*json); });
+}
+
+}  // namespace cairn::cli

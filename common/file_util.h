@@ -1,0 +1,72 @@
+// Small POSIX helpers with RAII: file descriptors, durable writes, directory fsync.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/status.h"
+
+namespace cairn {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+Status write_all(int fd, std::string_view data);
+Result<std::string> read_file(const std::filesystem::path& file);
+// Writes to a temporary sibling, fsyncs it, renames it over `file` and fsyncs the directory:
+// readers see the old content or the new, never a torn file.
+Status write_file_atomic(const std::filesystem::path& file, std::string_view data);
+Status fsync_dir(const std::filesystem::path& dir);
+Status copy_file_durable(const std::filesystem::path& from, const std::filesystem::path& to);
+std::string errno_text();
+// A fresh, unique directory under `parent` (created), named with `prefix`.
+Result<std::filesystem::path> make_unique_dir(const std::filesystem::path& parent,
+                                              std::string_view prefix);
+
+// Removes a directory tree when it goes out of scope, unless release()d.
+class ScopedDirRemover {
+ public:
+  explicit ScopedDirRemover(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  ~ScopedDirRemover() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  ScopedDirRemover(const ScopedDirRemover&) = delete;
+  ScopedDirRemover& operator=(const ScopedDirRemover&) = delete;
+  void release() { dir_.clear(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,153 @@
+# fish completion for cairn.
+#
+# Install it as cairn.fish in a directory on $fish_complete_path (for example
+# /usr/local/share/fish/vendor_completions.d), or load it with
+# `cairn completion fish | source`.
+
+# Prints the cairn command on the line so far (the first word that is neither an
+# option nor the value of --store); fails when there is none yet.
+function __cairn_command
+    set -l tokens (commandline -opc)
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --store
+                set i (math $i + 1)
+            case '-*'
+            case '*'
+                echo $tokens[$i]
+                return 0
+        end
+        set i (math $i + 1)
+    end
+    return 1
+end
+
+function __cairn_needs_command
+    not __cairn_command >/dev/null
+end
+
+function __cairn_using_command
+    set -l command (__cairn_command)
+    or return 1
+    contains -- $command $argv
+end
+
+# True when the word being completed is argument number $argv[1] of the command.
+function __cairn_at_argument
+    set -l tokens (commandline -opc)
+    set -l arguments 0
+    set -l seen_command 0
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --store --set --name --slots --rank --tail
+                set i (math $i + 1)
+            case '-*'
+            case '*'
+                if test $seen_command = 1
+                    set arguments (math $arguments + 1)
+                else
+                    set seen_command 1
+                end
+        end
+        set i (math $i + 1)
+    end
+    test $arguments -eq (math $argv[1] - 1)
+end
+
+# Ids of experiments and trials, one per line, from the hidden `cairn __complete ids`.
+# $argv[1] selects: all (experiments and trials), trials, or checkpoints
+# (TRIAL@latest and TRIAL@best).
+function __cairn_ids
+    set -l tokens (commandline -opc)
+    set -l program $tokens[1]
+    set -l store
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --store
+                set store --store $tokens[(math $i + 1)]
+            case '--store=*'
+                set store --store (string replace -- --store= '' $tokens[$i])
+        end
+        set i (math $i + 1)
+    end
+    type -q $program; or set program cairn
+    set -l ids ($program $store __complete ids 2>/dev/null)
+    switch $argv[1]
+        case trials
+            string match -- '*.*' $ids
+        case checkpoints
+            for id in (string match -- '*.*' $ids)
+                echo $id@latest
+                echo $id@best
+            end
+        case '*'
+            string join \n -- $ids
+    end
+end
+
+complete -c cairn -f
+
+# Global options and the commands.
+complete -c cairn -n __cairn_needs_command -l store -x -a '(__fish_complete_directories)' -d 'Use the store in DIR instead of the nearest .cairn/'
+complete -c cairn -n __cairn_needs_command -l version -d 'Print the version and exit'
+complete -c cairn -s h -l help -d 'Print help and exit'
+complete -c cairn -n __cairn_needs_command -a init -d 'Create a store (.cairn/) in DIR'
+complete -c cairn -n __cairn_needs_command -a run -d 'Create an experiment and drive it to the end'
+complete -c cairn -n __cairn_needs_command -a ls -d 'List experiments'
+complete -c cairn -n __cairn_needs_command -a show -d 'Show an experiment or a trial'
+complete -c cairn -n __cairn_needs_command -a logs -d 'Print the output of a trial'
+complete -c cairn -n __cairn_needs_command -a metrics -d 'Print the metric series of a trial'
+complete -c cairn -n __cairn_needs_command -a checkpoints -d 'List checkpoints'
+complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
+complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
+complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
+complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
+
+# init [DIR]
+complete -c cairn -n '__cairn_using_command init; and __cairn_at_argument 1' -a '(__fish_complete_directories)'
+
+# run CONFIG.yaml [--set KEY=VALUE]... [--name NAME] [--detach] [--slots N]
+complete -c cairn -n '__cairn_using_command run' -l set -x -d 'Override a config key (KEY=VALUE)'
+complete -c cairn -n '__cairn_using_command run' -l name -x -d 'Name the experiment'
+complete -c cairn -n '__cairn_using_command run' -l detach -d 'Start the experiment in the background and return'
+complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Number of slots to use'
+complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -a '(__fish_complete_suffix .yaml; __fish_complete_suffix .yml)'
+
+# ls [--all] [--json]
+complete -c cairn -n '__cairn_using_command ls' -l all -d 'Include canceled experiments'
+complete -c cairn -n '__cairn_using_command ls' -l json -d 'Print JSON'
+
+# show ID [--json]
+complete -c cairn -n '__cairn_using_command show' -l json -d 'Print JSON'
+complete -c cairn -n '__cairn_using_command show; and __cairn_at_argument 1' -a '(__cairn_ids all)' -d 'Experiment or trial'
+
+# logs TRIAL [-f|--follow] [--rank N] [--tail N]
+complete -c cairn -n '__cairn_using_command logs' -s f -l follow -d 'Keep printing output as it arrives'
+complete -c cairn -n '__cairn_using_command logs' -l rank -x -d 'The output of this rank'
+complete -c cairn -n '__cairn_using_command logs' -l tail -x -d 'Only the last N lines'
+complete -c cairn -n '__cairn_using_command logs; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
+
+# metrics TRIAL [--json|--csv]
+complete -c cairn -n '__cairn_using_command metrics' -l json -d 'Print JSON'
+complete -c cairn -n '__cairn_using_command metrics' -l csv -d 'Print CSV'
+complete -c cairn -n '__cairn_using_command metrics; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
+
+# checkpoints ID [--json]
+complete -c cairn -n '__cairn_using_command checkpoints' -l json -d 'Print JSON'
+complete -c cairn -n '__cairn_using_command checkpoints; and __cairn_at_argument 1' -a '(__cairn_ids all)' -d 'Experiment or trial'
+
+# export CKPT DIR
+complete -c cairn -n '__cairn_using_command export; and __cairn_at_argument 1' -a '(__cairn_ids checkpoints)' -d Checkpoint
+complete -c cairn -n '__cairn_using_command export; and __cairn_at_argument 2' -a '(__fish_complete_directories)'
+
+# version [--json]
+complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
+
+# help [COMMAND]
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run ls show logs metrics checkpoints export version help completion'
+
+# completion bash|zsh|fish
+complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

@@ -1,0 +1,102 @@
+// The experiment config (SPEC §2): YAML in, a typed and fully validated ExperimentConfig
+// out. Every mistake is reported before anything runs, as one line naming the file, the
+// line and the dotted key: `exp.yaml:12: searcher.max_length: must be at least 1, got 0`.
+// docs/config.md is the user-facing reference of every key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace cairn {
+
+// One entry of `hyperparameters:`. A plain value is kConst; a map with `type:` is a
+// distribution; a map without `type:` is kNested.
+struct HyperparameterSpec {
+  enum class Type { kConst, kInt, kDouble, kLog, kCategorical, kNested };
+  Type type = Type::kConst;
+  Json value;                     // kConst
+  double minval = 0, maxval = 0;  // kInt/kDouble/kLog (for kLog these are exponents)
+  double base = 10;               // kLog; > 0 and != 1
+  std::optional<int> count;       // grid points of an int/double/log range (>= 1)
+  std::vector<Json> vals;         // kCategorical; never empty
+  std::map<std::string, HyperparameterSpec> children;  // kNested (sorted keys)
+  int line = 0;  // 1-based line in the config file; 0 when it came from --set
+};
+
+struct SearcherConfig {
+  // Canonical: single|grid|random|hyperband|asha (adaptive_asha, async_halving -> asha).
+  std::string name;
+  std::string metric;
+  bool smaller_is_better = true;
+  int64_t max_length = 0;   // > 0
+  std::string length_unit;  // "" for a plain number; "epochs"/"batches"/"records" for {epochs: 81}
+  int max_trials = 0;       // random, asha: > 0; grid, hyperband: 0 = no cap; single: 1
+  int max_concurrent_trials = 0;  // 0 = as many as slots allow
+  double divisor = 3;             // > 1
+  int64_t min_length = 1;         // 1 <= min_length <= max_length, in length_unit
+  int max_rungs = 5;              // >= 1
+  std::string mode = "standard";  // aggressive|standard|conservative
+};
+
+struct ResourcesConfig {
+  int slots_per_trial = 1;           // >= 1
+  std::string devices = "auto";      // auto|cpu|gpu
+  std::string peers_mode = "none";   // none|auto|list
+  std::vector<std::string> peers;    // "host:port", set when peers_mode == "list"
+};
+
+struct CheckpointConfig {
+  int64_t period = 1;  // >= 1
+  int keep_trial_latest = 1, keep_trial_best = 1, keep_experiment_best = 0;  // >= 0
+};
+
+struct ReproducibilityConfig {
+  std::optional<uint64_t> seed;  // absent: the experiment picks one and records it
+  bool deterministic = false;
+};
+
+struct ExperimentConfig {
+  std::string name;                      // default: the config file's stem
+  std::vector<std::string> entrypoint;   // argv, never empty; nothing in it was expanded
+  std::filesystem::path config_path;     // absolute
+  std::filesystem::path workdir;         // absolute; an existing directory
+  std::map<std::string, HyperparameterSpec> hyperparameters;
+  SearcherConfig searcher;
+  ResourcesConfig resources;
+  int max_restarts = 3;  // >= 0
+  CheckpointConfig checkpoint;
+  ReproducibilityConfig reproducibility;
+  std::vector<std::string> data;                   // as written (relative to workdir)
+  std::map<std::string, std::string> environment;  // valid names, no CAIRN_*
+  std::string notify_webhook;                      // "" or http(s)://…
+  Json resolved;  // the whole config after --set, as JSON (for storing and `show`)
+};
+
+// Reads `file` and validates it. `sets` are "KEY=VALUE" strings from --set: a dotted key
+// and a YAML value (scalar or flow: `searcher.max_trials=8`, `entrypoint=[a, b]`); each
+// replaces or adds one subtree, in order, before validation.
+// Errors: Status::BadInput, "FILE:LINE: KEY: what is wrong", or for a value that came
+// from --set, "--set KEY=VALUE: KEY: what is wrong".
+Result<ExperimentConfig> load_experiment_config(const std::filesystem::path& file,
+                                                const std::vector<std::string>& sets);
+
+// The same from text already read (`cairn resume` stores the original text and sets).
+// `file_label` names the file in messages and gives the default name; `base_dir` is the
+// directory relative paths (workdir) are resolved against.
+Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
+                                                 const std::string& file_label,
+                                                 const std::filesystem::path& base_dir,
+                                                 const std::vector<std::string>& sets);
+
+// True when the trials run the trainer built into cairn (entrypoint: builtin:mlp).
+bool is_builtin_entrypoint(const ExperimentConfig& config);
+
+}  // namespace cairn

@@ -1,0 +1,191 @@
+#include "engine/coordinator.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+#include "common/build_info.h"
+#include "common/file_util.h"
+#include "engine/signal_pipe.h"
+#include "engine/trial_state.h"
+#include "store/checkpoint_files.h"
+#include "store/schema.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string now_iso8601() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
+                         ExperimentConfig config, Json experiment, CoordinatorOptions options)
+    : store_(std::move(store)),
+      db_(std::move(db)),
+      objects_(store_.objects()),
+      config_(std::move(config)),
+      experiment_(std::move(experiment)),
+      options_(std::move(options)) {
+  if (options_.slots <= 0) options_.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+Coordinator::~Coordinator() = default;
+
+std::string Coordinator::trial_id(int64_t index) const {
+  return std::to_string(experiment_["id"].get<int64_t>()) + "." + std::to_string(index);
+}
+
+Coordinator::Trial* Coordinator::trial_by_index(int64_t index) {
+  auto it = trials_.find(index);
+  return it == trials_.end() ? nullptr : it->second.get();
+}
+
+void Coordinator::record_event(const std::string& type, Json fields) {
+  fields["type"] = type;
+  fields["time"] = now_iso8601();
+  Json ordered = Json{{"seq", next_event_seq_}};
+  ordered.update(fields);
+  batch_.put_json(schema::event_key(next_event_seq_++), ordered);
+  batch_needs_sync_ = true;
+}
+
+void Coordinator::reply(ControlConnection& conn, Json message) {
+  deferred_replies_.emplace_back(conn.fd(), std::move(message));
+}
+
+void Coordinator::set_trial_state(Trial& trial, const char* state) {
+  if (trial.record.value("state", "") == state) return;
+  trial.record["state"] = state;
+  trial.dirty = true;
+  record_event("trial_state", {{"trial", trial.index}, {"state", state}});
+}
+
+Status Coordinator::commit() {
+  for (auto& [index, trial] : trials_) {
+    if (!trial->dirty) continue;
+    batch_.put_json(schema::trial_key(index), trial->record);
+    trial->dirty = false;
+  }
+  Status st = db_->commit(batch_, batch_needs_sync_ || !deferred_replies_.empty());
+  batch_needs_sync_ = false;
+  if (!st.ok()) return st;
+  // Only now, with the batch durable, may the trials hear that their reports are safe.
+  for (auto& [fd, message] : deferred_replies_) {
+    auto it = connections_.find(fd);
+    if (it != connections_.end()) {
+      it->second->send(message);
+      it->second->flush();
+    }
+  }
+  deferred_replies_.clear();
+  return Status::Ok();
+}
+
+Status Coordinator::start() {
+  auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>());
+  if (!searcher.ok()) return searcher.status();
+  searcher_ = std::move(*searcher);
+  auto listener = ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() +
+                                                           "-" + std::to_string(::getpid()) + ".sock");
+  if (!listener.ok()) return listener.status();
+  listener_.emplace(std::move(*listener));
+  experiment_["state"] = "ACTIVE";
+  batch_.put_json(schema::kExperiment, experiment_);
+  apply(searcher_->start());
+  return commit();
+}
+
+void Coordinator::apply(const std::vector<SearcherAction>& actions) {
+  for (const SearcherAction& action : actions) {
+    switch (action.kind) {
+      case SearcherAction::Kind::kCreateTrial: {
+        auto trial = std::make_unique<Trial>();
+        trial->index = action.trial;
+        trial->record = Json{{"id", trial_id(action.trial)},
+                             {"index", action.trial},
+                             {"state", "QUEUED"},
+                             {"hparams", action.hparams},
+                             {"seed", action.seed},
+                             {"steps_completed", 0},
+                             {"restarts", 0},
+                             {"best_validation", nullptr},
+                             {"latest_checkpoint", nullptr},
+                             {"created_at", now_iso8601()}};
+        trial->dirty = true;
+        record_event("trial_created",
+                     {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
+        trials_[action.trial] = std::move(trial);
+        break;
+      }
+      case SearcherAction::Kind::kTrain: {
+        Trial* trial = trial_by_index(action.trial);
+        if (!trial) break;
+        trial->target = action.length;
+        trial->record["target_length"] = action.length;
+        trial->dirty = true;
+        record_event("train", {{"trial", action.trial}, {"length", action.length}});
+        answer_pending_operation(*trial);
+        break;
+      }
+      case SearcherAction::Kind::kClose: {
+        Trial* trial = trial_by_index(action.trial);
+        if (!trial) break;
+        trial->closed = true;
+        record_event("close", {{"trial", action.trial}});
+        answer_pending_operation(*trial);
+        if (!trial->running() && !trial->finished) {
+          trial->finished = true;
+          set_trial_state(*trial, "COMPLETED");
+          apply(searcher_->on_trial_closed(trial->index));
+        }
+        break;
+      }
+    }
+  }
+}
+
+int Coordinator::slots_free() const {
+  int used = 0;
+  for (const auto& [index, trial] : trials_)
+    if (trial->running()) used += config_.resources.slots_per_trial;
+  int limit = options_.slots;
+  if (config_.searcher.max_concurrent_trials > 0)
+    limit = std::min(limit, config_.searcher.max_concurrent_trials * config_.resources.slots_per_trial);
+  return limit - used;
+}
+
+void Coordinator::schedule() {
+  if (pausing_) return;
+  const auto now = Clock::now();
+  for (auto& [index, trial] : trials_) {
+    if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
+    if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
+    if (slots_free() < config_.resources.slots_per_trial) return;
+    Status st = start_trial(*trial);
+    if (!st.ok()) {
+      terminal_.warn("error: trial " + trial_id(index) + ": " + st.message());
+      trial->record["error"] = st.message();
+      trial->finished = true;
+      set_trial_state(*trial, "ERROR");
+      apply(searcher_->on_trial_closed(index));
+    }
+  }
+}
+
+}  // namespace cairn

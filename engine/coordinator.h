@@ -1,0 +1,104 @@
+// The coordinator drives one experiment to its end (DESIGN.md, "The flow of one
+// experiment"). It is a single-threaded event loop: it owns the searcher, the trial
+// processes and their control connections, and reacts to events — a control message, trial
+// output, a process exit, a signal, a timer. Writes made while handling one round of events
+// are committed as one RocksDB batch, and answers that promise durability (validation and
+// checkpoint acks) are sent only after that batch is on disk.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "engine/config.h"
+#include "engine/control_channel.h"
+#include "engine/searcher.h"
+#include "engine/signal_pipe.h"
+#include "engine/terminal.h"
+#include "engine/trial_process.h"
+#include "store/experiment_db.h"
+#include "store/object_store.h"
+#include "store/store_location.h"
+
+namespace cairn {
+
+struct CoordinatorOptions {
+  int slots = 0;                  // 0: the number of CPU cores
+  std::string self_executable;    // re-executed for builtin:mlp
+};
+
+class Coordinator {
+ public:
+  Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db, ExperimentConfig config,
+              Json experiment, CoordinatorOptions options);
+  ~Coordinator();
+
+  // Drives the experiment until it completes, errors or is paused. Returns the exit status
+  // of `cairn run`: 0 completed or paused, 1 when the experiment ended in ERROR.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Trial;
+
+  Status start();
+  void apply(const std::vector<SearcherAction>& actions);
+  void schedule();
+  Status start_trial(Trial& trial);
+  Status restore_latest_checkpoint(Trial& trial, std::map<std::string, std::string>& env);
+  void poll_once();
+  void accept_connections();
+  void read_connection(int fd);
+  void handle_message(ControlConnection& conn, const Json& msg);
+  void handle_hello(ControlConnection& conn, const Json& msg);
+  void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_training(Trial& trial, const Json& msg);
+  void handle_validation(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_abort(Trial& trial, const Json& msg);
+  void answer_pending_operation(Trial& trial);
+  void drain_output(Trial& trial, bool final);
+  void log_output(Trial& trial, std::string_view chunk);
+  void reap_children();
+  void handle_exit(Trial& trial, ExitInfo info);
+  void handle_signal(int sig);
+  void request_stop(Trial& trial, const char* reason);
+  void set_trial_state(Trial& trial, const char* state);
+  void record_event(const std::string& type, Json fields);
+  void reply(ControlConnection& conn, Json message);
+  Status commit();
+  bool finished() const;
+  int finish();
+  Trial* trial_by_index(int64_t index);
+  std::string trial_id(int64_t index) const;
+  int slots_free() const;
+
+  StoreLayout store_;
+  std::unique_ptr<ExperimentDb> db_;
+  ObjectStore objects_;
+  ExperimentConfig config_;
+  Json experiment_;
+  CoordinatorOptions options_;
+  Terminal terminal_;
+  std::unique_ptr<Searcher> searcher_;
+  std::unique_ptr<SignalPipe> signals_;
+  std::optional<ControlListener> listener_;
+  std::map<int, std::unique_ptr<ControlConnection>> connections_;
+  std::map<int64_t, std::unique_ptr<Trial>> trials_;
+  StoreBatch batch_;
+  bool batch_needs_sync_ = false;
+  std::vector<std::pair<int, Json>> deferred_replies_;  // (connection fd, message)
+  int64_t next_event_seq_ = 1;
+  int interrupts_ = 0;
+  bool pausing_ = false;
+  Status fatal_ = Status::Ok();
+};
+
+}  // namespace cairn

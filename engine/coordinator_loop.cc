@@ -1,0 +1,161 @@
+// The coordinator's event loop: poll, dispatch, commit, answer.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "engine/coordinator.h"
+#include "engine/trial_state.h"
+#include "store/schema.h"
+
+namespace cairn {
+
+void Coordinator::accept_connections() {
+  for (UniqueFd& fd : listener_->accept_all()) {
+    int raw = fd.get();
+    connections_[raw] = std::make_unique<ControlConnection>(std::move(fd));
+  }
+}
+
+void Coordinator::read_connection(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  ControlConnection& conn = *it->second;
+  const bool open = conn.read_available();
+  for (const Json& msg : conn.take_messages()) handle_message(conn, msg);
+  if (!open) {
+    if (Trial* trial = trial_by_index(conn.trial); trial && trial->connection_fd == fd) {
+      trial->connection_fd = -1;
+      trial->pending_operation_seq.reset();
+    }
+    // Replies still queued for it have nowhere to go.
+    std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });
+    connections_.erase(it);
+  }
+}
+
+void Coordinator::poll_once() {
+  std::vector<pollfd> fds;
+  fds.push_back({signals_->fd(), POLLIN, 0});
+  fds.push_back({listener_->fd(), POLLIN, 0});
+  for (auto& [fd, conn] : connections_)
+    fds.push_back({fd, static_cast<short>(POLLIN | (conn->wants_write() ? POLLOUT : 0)), 0});
+  for (auto& [index, trial] : trials_)
+    if (trial->process && trial->process->output_fd() >= 0)
+      fds.push_back({trial->process->output_fd(), POLLIN, 0});
+
+  int timeout_ms = 1000;
+  const auto now = Clock::now();
+  for (auto& [index, trial] : trials_) {
+    if (trial->finished || trial->running() || trial->not_before <= now) continue;
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
+    timeout_ms = std::min<int>(timeout_ms, static_cast<int>(wait) + 1);
+  }
+  int n = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (n < 0 && errno != EINTR) {
+    fatal_ = Status::Io("poll: " + errno_text());
+    return;
+  }
+  for (const pollfd& p : fds) {
+    if (!p.revents) continue;
+    if (p.fd == fds[0].fd) {
+      char sigs[64];
+      ssize_t got;
+      while ((got = ::read(p.fd, sigs, sizeof sigs)) > 0)
+        for (ssize_t i = 0; i < got; ++i) handle_signal(sigs[i]);
+    } else if (p.fd == listener_->fd()) {
+      accept_connections();
+    } else if (connections_.count(p.fd)) {
+      if (p.revents & POLLOUT) connections_[p.fd]->flush();
+      if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_connection(p.fd);
+    } else {
+      for (auto& [index, trial] : trials_)
+        if (trial->process && trial->process->output_fd() == p.fd) drain_output(*trial, false);
+    }
+  }
+  // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
+  reap_children();
+}
+
+bool Coordinator::finished() const {
+  for (const auto& [index, trial] : trials_)
+    if (trial->running()) return false;
+  if (pausing_) return true;
+  return searcher_->finished();
+}
+
+int Coordinator::finish() {
+  int total = 0, errored = 0, completed = 0;
+  for (const auto& [index, trial] : trials_) {
+    ++total;
+    const std::string state = trial->record.value("state", "");
+    if (state == "ERROR") ++errored;
+    if (state == "COMPLETED") ++completed;
+  }
+  std::string state = "COMPLETED";
+  if (pausing_ && !searcher_->finished()) state = "PAUSED";
+  else if (total > 0 && errored == total) state = "ERROR";
+  experiment_["state"] = state;
+  if (state != "PAUSED") experiment_["ended_at"] = Json(std::time(nullptr));
+  // The best trial by the searcher's metric, among those that validated.
+  const std::string& metric = config_.searcher.metric;
+  std::optional<double> best;
+  for (const auto& [index, trial] : trials_) {
+    const Json& bv = trial->record["best_validation"];
+    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
+    double v = bv[metric].get<double>();
+    if (!best || (config_.searcher.smaller_is_better ? v < *best : v > *best)) {
+      best = v;
+      experiment_["best_trial"] = trial_id(index);
+    }
+  }
+  batch_.put_json(schema::kExperiment, experiment_);
+  record_event("experiment_state", {{"state", state}});
+  Status st = commit();
+  if (!st.ok()) {
+    terminal_.warn("error: " + st.message());
+    return 1;
+  }
+  const std::string id = std::to_string(experiment_["id"].get<int64_t>());
+  if (state == "PAUSED") {
+    terminal_.note("experiment " + id + " paused");
+    return 0;
+  }
+  std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) + " of " +
+                        std::to_string(total) + " trials completed";
+  if (experiment_.contains("best_trial"))
+    summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric + " " +
+               Json(*best).dump() + ")";
+  terminal_.note(summary);
+  return state == "ERROR" ? 1 : 0;
+}
+
+int Coordinator::run() {
+  signals_ = std::make_unique<SignalPipe>();
+  Status st = start();
+  if (!st.ok()) {
+    terminal_.warn("error: " + st.message());
+    return st.exit_code();
+  }
+  while (!finished()) {
+    schedule();
+    if (finished()) break;
+    poll_once();
+    if (!fatal_.ok()) break;
+    Status committed = commit();
+    if (!committed.ok()) {
+      fatal_ = committed;
+      break;
+    }
+  }
+  if (!fatal_.ok()) {
+    terminal_.warn("error: " + fatal_.message());
+    for (auto& [index, trial] : trials_)
+      if (trial->running()) request_stop(*trial, "shutdown");
+    return 1;
+  }
+  return finish();
+}
+
+}  // namespace cairn

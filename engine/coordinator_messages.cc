@@ -1,0 +1,216 @@
+// The coordinator's side of the control protocol (docs/protocol.md).
+#include <cmath>
+
+#include "common/file_util.h"
+#include "engine/coordinator.h"
+#include "engine/trial_state.h"
+#include "store/checkpoint_files.h"
+#include "store/schema.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kProtocolVersion = 1;
+
+std::optional<double> finite_metric(const Json& metrics, const std::string& name) {
+  if (!metrics.is_object() || !metrics.contains(name) || !metrics[name].is_number()) return std::nullopt;
+  double d = metrics[name].get<double>();
+  if (!std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+bool is_step(const Json& msg) { return msg.contains("step") && msg["step"].is_number_integer(); }
+
+}  // namespace
+
+void Coordinator::handle_message(ControlConnection& conn, const Json& msg) {
+  const std::string type = msg.value("type", "");
+  if (type == "hello") return handle_hello(conn, msg);
+  Trial* trial = conn.trial > 0 ? trial_by_index(conn.trial) : nullptr;
+  if (!trial) {
+    reply(conn, Json{{"type", "error"}, {"message", "say hello first"}});
+    return;
+  }
+  if (type == "next_operation") return handle_next_operation(*trial, conn, msg);
+  if (type == "training") return handle_training(*trial, msg);
+  if (type == "validation") return handle_validation(*trial, conn, msg);
+  if (type == "checkpoint_begin") return handle_checkpoint_begin(*trial, conn, msg);
+  if (type == "checkpoint_end") return handle_checkpoint_end(*trial, conn, msg);
+  if (type == "checkpoint_abort") return handle_checkpoint_abort(*trial, msg);
+  if (msg.contains("seq"))
+    reply(conn, Json{{"type", "error"}, {"re", msg["seq"]}, {"message", "unknown message type '" + type + "'"}});
+}
+
+void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
+  if (msg.value("protocol", 0) != kProtocolVersion) {
+    reply(conn, Json{{"type", "error"},
+                     {"message", "this cairn speaks control protocol " + std::to_string(kProtocolVersion)}});
+    return;
+  }
+  const std::string id = msg.value("trial", "");
+  Trial* trial = nullptr;
+  for (auto& [index, t] : trials_)
+    if (trial_id(index) == id && t->running()) trial = t.get();
+  if (!trial) {
+    reply(conn, Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
+    return;
+  }
+  conn.trial = trial->index;
+  conn.rank = msg.value("rank", 0);
+  trial->connection_fd = conn.fd();
+  reply(conn, Json{{"type", "welcome"},
+                   {"protocol", kProtocolVersion},
+                   {"checkpoint_period", config_.checkpoint.period},
+                   {"deterministic", config_.reproducibility.deterministic}});
+  if (trial->stop_requested) reply(conn, Json{{"type", "stop"}, {"reason", "pause"}});
+}
+
+void Coordinator::answer_pending_operation(Trial& trial) {
+  if (!trial.pending_operation_seq) return;
+  auto it = connections_.find(trial.connection_fd);
+  if (it == connections_.end()) {
+    trial.pending_operation_seq.reset();
+    return;
+  }
+  const int64_t steps = trial.record.value("steps_completed", int64_t{0});
+  Json answer{{"type", "operation"}, {"re", *trial.pending_operation_seq}};
+  if (trial.closed || trial.stop_requested) {
+    answer["done"] = true;
+  } else if (trial.target > trial.validated_target || trial.target > steps) {
+    answer["length"] = trial.target;
+  } else {
+    return;  // the searcher has not decided yet: keep the trial waiting
+  }
+  trial.pending_operation_seq.reset();
+  reply(*it->second, std::move(answer));
+}
+
+void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg) {
+  trial.pending_operation_seq = msg.value("seq", int64_t{0});
+  answer_pending_operation(trial);
+}
+
+void Coordinator::handle_training(Trial& trial, const Json& msg) {
+  if (!msg.contains("reports") || !msg["reports"].is_array()) return;
+  int64_t steps = trial.record.value("steps_completed", int64_t{0});
+  for (const Json& report : msg["reports"]) {
+    if (!is_step(report) || !report.contains("metrics")) continue;
+    const int64_t step = report["step"].get<int64_t>();
+    batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kTraining, step), report["metrics"]);
+    steps = std::max(steps, step);
+  }
+  if (steps != trial.record.value("steps_completed", int64_t{0})) {
+    trial.record["steps_completed"] = steps;
+    trial.dirty = true;
+  }
+}
+
+void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const Json& msg) {
+  if (!is_step(msg) || !msg.contains("metrics") || !msg["metrics"].is_object()) {
+    reply(conn, Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", "validation needs step and metrics"}});
+    return;
+  }
+  const int64_t step = msg["step"].get<int64_t>();
+  const Json& metrics = msg["metrics"];
+  batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation, step), metrics);
+  batch_needs_sync_ = true;
+  trial.record["steps_completed"] = std::max(step, trial.record.value("steps_completed", int64_t{0}));
+  trial.record["latest_validation"] = Json{{"step", step}, {"metrics", metrics}};
+  trial.dirty = true;
+
+  const std::string& name = config_.searcher.metric;
+  std::optional<double> value = finite_metric(metrics, name);
+  if (!value) {
+    log_output(trial, "cairn: warning: validation at step " + std::to_string(step) + " has no finite '" +
+                          name + "'; the searcher counts it as the worst value\n");
+  } else {
+    const Json& best = trial.record["best_validation"];
+    std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
+    const bool better = !old || (config_.searcher.smaller_is_better ? *value < *old : *value > *old);
+    if (better) {
+      trial.record["best_validation"] = metrics;
+      trial.record["best_validation_step"] = step;
+    }
+  }
+  // A checkpoint taken at this step gets the metrics it was validated with.
+  if (trial.latest_checkpoint_step == step && trial.record["latest_checkpoint"].is_string()) {
+    const std::string id = trial.record["latest_checkpoint"].get<std::string>();
+    auto ckpt = db_->get_json(schema::checkpoint_key(id));
+    if (ckpt.ok() && ckpt->has_value()) {
+      Json record = **ckpt;
+      record["metrics"] = metrics;
+      batch_.put_json(schema::checkpoint_key(id), record);
+    }
+  }
+  record_event("validation", {{"trial", trial.index}, {"step", step}, {"metrics", metrics}});
+  reply(conn, Json{{"type", "ack"}, {"re", msg.value("seq", 0)}});
+
+  if (step >= trial.target && trial.validated_target < trial.target) {
+    trial.validated_target = trial.target;
+    const double m = value ? *value
+                           : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
+    apply(searcher_->on_validation(trial.index, step, m));
+  }
+}
+
+void Coordinator::handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg) {
+  auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
+  if (!dir.ok()) {
+    reply(conn, Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", dir.status().message()}});
+    return;
+  }
+  trial.staging_dirs.insert(dir->string());
+  reply(conn, Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", dir->string()}});
+}
+
+void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const Json seq = msg.value("seq", Json(0));
+  const std::string path = msg.value("path", "");
+  if (!trial.staging_dirs.count(path) || !is_step(msg)) {
+    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    return;
+  }
+  trial.staging_dirs.erase(path);
+  const int64_t step = msg["step"].get<int64_t>();
+  uint64_t new_bytes = 0;
+  auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes);
+  if (!manifest.ok()) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
+                          " was not saved: " + manifest.status().message() + "\n");
+    record_event("checkpoint_failed", {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
+    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
+    return;
+  }
+  Json record{{"id", manifest->id},
+              {"trial", trial_id(trial.index)},
+              {"trial_index", trial.index},
+              {"steps_completed", step},
+              {"metrics", Json::object()},
+              {"bytes", manifest->bytes},
+              {"new_bytes", new_bytes},
+              {"files", manifest->files.size()},
+              {"metadata", msg.value("metadata", Json::object())}};
+  if (trial.record.contains("latest_validation") && trial.record["latest_validation"].value("step", int64_t{-1}) == step)
+    record["metrics"] = trial.record["latest_validation"]["metrics"];
+  batch_.put_json(schema::checkpoint_key(manifest->id), record);
+  trial.record["latest_checkpoint"] = manifest->id;
+  trial.record["latest_checkpoint_steps"] = step;
+  trial.latest_checkpoint_step = step;
+  trial.dirty = true;
+  record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest->id}});
+  reply(conn, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
+}
+
+void Coordinator::handle_checkpoint_abort(Trial& trial, const Json& msg) {
+  const std::string path = msg.value("path", "");
+  if (!trial.staging_dirs.count(path)) return;
+  trial.staging_dirs.erase(path);
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+}  // namespace cairn

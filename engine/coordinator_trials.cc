@@ -1,0 +1,273 @@
+// The coordinator's side of trial processes: starting them (with the environment of
+// SPEC §4 and the checkpoint to resume from), capturing their output, and turning their
+// exits into states and restarts.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/embedded.h"
+#include "common/file_util.h"
+#include "engine/config.h"
+#include "engine/coordinator.h"
+#include "engine/trial_state.h"
+#include "store/checkpoint_files.h"
+#include "store/schema.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes the embedded Python SDK where PYTHONPATH will point, unless it is already there.
+Result<fs::path> write_python_sdk(const StoreLayout& store) {
+  const fs::path dir = store.sdk() / "python";
+  const fs::path file = dir / "cairn.py";
+  auto existing = read_file(file);
+  if (existing.ok() && *existing == kPythonSdkSource) return dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Io("cannot create " + dir.string() + ": " + ec.message());
+  Status st = write_file_atomic(file, kPythonSdkSource);
+  if (!st.ok()) return st;
+  return dir;
+}
+
+}  // namespace
+
+Status Coordinator::restore_latest_checkpoint(Trial& trial, std::map<std::string, std::string>& env) {
+  // Newest first: a corrupt checkpoint is reported and the one before it is used.
+  auto candidates = std::vector<Json>();
+  Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
+    Json j = Json::parse(value, nullptr, false);
+    if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index && !j.value("corrupt", false))
+      candidates.push_back(std::move(j));
+    return true;
+  });
+  if (!scan.ok()) return scan;
+  std::sort(candidates.begin(), candidates.end(), [](const Json& a, const Json& b) {
+    return a.value("steps_completed", int64_t{0}) > b.value("steps_completed", int64_t{0});
+  });
+  const fs::path dest = store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";
+  std::error_code ec;
+  fs::remove_all(dest, ec);
+  for (Json& ckpt : candidates) {
+    const std::string id = ckpt["id"].get<std::string>();
+    auto manifest = load_manifest(objects_, id);
+    Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+    if (st.ok()) {
+      env["CAIRN_LATEST_CHECKPOINT"] = dest.string();
+      env["CAIRN_STEPS_COMPLETED"] = std::to_string(ckpt["steps_completed"].get<int64_t>());
+      trial.record["restored_checkpoint"] = id;
+      return Status::Ok();
+    }
+    if (st.kind() != ErrorKind::kCorrupt) return st;
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": " + st.message() +
+                   "; falling back to the previous checkpoint");
+    ckpt["corrupt"] = true;
+    batch_.put_json(schema::checkpoint_key(id), ckpt);
+    record_event("checkpoint_corrupt", {{"trial", trial.index}, {"checkpoint", id}});
+  }
+  env["CAIRN_STEPS_COMPLETED"] = "0";
+  return Status::Ok();
+}
+
+Status Coordinator::start_trial(Trial& trial) {
+  auto sdk_dir = write_python_sdk(store_);
+  if (!sdk_dir.ok()) return sdk_dir.status();
+
+  std::map<std::string, std::string> env = current_environment();
+  for (const auto& [k, v] : config_.environment) env[k] = v;
+  const int64_t exp_id = experiment_["id"].get<int64_t>();
+  env["CAIRN_EXPERIMENT_ID"] = std::to_string(exp_id);
+  env["CAIRN_TRIAL_ID"] = trial_id(trial.index);
+  env["CAIRN_HPARAMS"] = trial.record["hparams"].dump();
+  env["CAIRN_SEED"] = std::to_string(trial.record["seed"].get<uint64_t>());
+  env["CAIRN_CONTROL"] = listener_->address();
+  env["CAIRN_DETERMINISTIC"] = config_.reproducibility.deterministic ? "1" : "0";
+  env["CAIRN_CHECKPOINT_PERIOD"] = std::to_string(config_.checkpoint.period);
+  env["CAIRN_MAX_LENGTH"] = std::to_string(config_.searcher.max_length);
+  env["CAIRN_ORPHAN_DIR"] = (store_.trial_work(exp_id, trial.index) / "orphans").string();
+  env.erase("CAIRN_LATEST_CHECKPOINT");
+  env["RANK"] = "0";
+  env["LOCAL_RANK"] = "0";
+  env["WORLD_SIZE"] = "1";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(29500 + (exp_id * 131 + trial.index) % 20000);
+  auto pythonpath = env.find("PYTHONPATH");
+  env["PYTHONPATH"] = sdk_dir->string() +
+                      (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
+  if (config_.reproducibility.deterministic) {
+    env.emplace("PYTHONHASHSEED", "0");
+  }
+  Status restored = restore_latest_checkpoint(trial, env);
+  if (!restored.ok()) return restored;
+
+  ProcessSpec spec;
+  spec.cwd = config_.workdir;
+  spec.env = std::move(env);
+  spec.argv = is_builtin_entrypoint(config_)
+                  ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
+                  : config_.entrypoint;
+  auto process = TrialProcess::spawn(spec);
+  if (!process.ok()) return process.status();
+
+  trial.process.emplace(std::move(*process));
+  trial.exit.reset();
+  trial.stop_requested = pausing_;
+  trial.record["pid"] = trial.process->pid();
+  trial.record["process_start_time"] = trial.process->start_time();
+  trial.record["boot_id"] = boot_id();
+  trial.record.erase("exit");
+  set_trial_state(trial, "RUNNING");
+  record_event("trial_started", {{"trial", trial.index}, {"pid", trial.process->pid()}});
+  const std::string from = trial.record.contains("restored_checkpoint") &&
+                                   spec.env.count("CAIRN_LATEST_CHECKPOINT")
+                               ? " from checkpoint " +
+                                     trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) +
+                                     " (" + spec.env["CAIRN_STEPS_COMPLETED"] + " units done)"
+                               : "";
+  terminal_.note("trial " + trial_id(trial.index) + " started (pid " +
+                 std::to_string(trial.process->pid()) + ")" + from);
+  return Status::Ok();
+}
+
+void Coordinator::log_output(Trial& trial, std::string_view chunk) {
+  batch_.put(schema::log_key(trial.index, 0, ++trial.log_seq), chunk);
+  trial.partial_line.append(chunk);
+  size_t start = 0;
+  for (;;) {
+    size_t nl = trial.partial_line.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string line = trial.partial_line.substr(start, nl - start);
+    start = nl + 1;
+    terminal_.trial_line(trial_id(trial.index), line);
+    trial.tail.push_back(std::move(line));
+    if (trial.tail.size() > 20) trial.tail.pop_front();
+  }
+  trial.partial_line.erase(0, start);
+}
+
+void Coordinator::drain_output(Trial& trial, bool final) {
+  if (!trial.process || trial.process->output_fd() < 0) return;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(trial.process->output_fd(), buf, sizeof buf);
+    if (n > 0) {
+      log_output(trial, std::string_view(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || final || (n < 0 && errno != EAGAIN)) {
+      if (!trial.partial_line.empty()) log_output(trial, "\n");
+      trial.process->close_output();
+    }
+    return;
+  }
+}
+
+void Coordinator::reap_children() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& [index, trial] : trials_) {
+      if (trial->process && trial->process->pid() == pid) {
+        drain_output(*trial, /*final=*/true);
+        handle_exit(*trial, ExitInfo::from_wait_status(status));
+        break;
+      }
+    }
+  }
+}
+
+void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
+  trial.process.reset();
+  if (trial.connection_fd >= 0) connections_.erase(trial.connection_fd);
+  trial.connection_fd = -1;
+  trial.pending_operation_seq.reset();
+  std::error_code ec;
+  for (const auto& dir : trial.staging_dirs) fs::remove_all(dir, ec);
+  trial.staging_dirs.clear();
+  trial.record["exit"] = {{"code", info.code}, {"signal", info.signal}, {"description", info.describe()}};
+  trial.record["ended_at"] = Json(nullptr);
+  trial.dirty = true;
+  record_event("trial_exited", {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
+  const std::string id = trial_id(trial.index);
+
+  if (info.ok() && trial.closed) {
+    trial.finished = true;
+    set_trial_state(trial, "COMPLETED");
+    terminal_.note("trial " + id + " completed (" +
+                   std::to_string(trial.record.value("steps_completed", int64_t{0})) + " units)");
+    apply(searcher_->on_trial_closed(trial.index));
+    return;
+  }
+  if (info.ok() && trial.stop_requested) {
+    set_trial_state(trial, "PAUSED");
+    terminal_.note("trial " + id + " paused");
+    return;
+  }
+  std::string why = info.ok() ? "exited with status 0 before finishing its work (" +
+                                    std::to_string(trial.record.value("steps_completed", int64_t{0})) +
+                                    " of " + std::to_string(trial.target) + " units)"
+                              : info.describe();
+  if (pausing_) {  // killed while we were stopping: not the trial's fault
+    set_trial_state(trial, "PAUSED");
+    terminal_.note("trial " + id + " stopped: " + why);
+    return;
+  }
+  terminal_.warn("trial " + id + " failed: " + why);
+  if (!trial.tail.empty()) {
+    terminal_.warn("last lines of its log (cairn logs " + id + "):");
+    for (const auto& line : trial.tail) terminal_.warn("  " + line);
+  }
+  const int restarts = trial.record.value("restarts", 0);
+  if (restarts < config_.max_restarts) {
+    trial.record["restarts"] = restarts + 1;
+    const int backoff_s = std::min(30, 1 << std::min(restarts, 5));
+    trial.not_before = Clock::now() + std::chrono::seconds(backoff_s);
+    set_trial_state(trial, "QUEUED");
+    record_event("trial_restart", {{"trial", trial.index}, {"restart", restarts + 1}, {"reason", why}});
+    terminal_.note("restarting trial " + id + " from its latest checkpoint in " +
+                   std::to_string(backoff_s) + " s (restart " + std::to_string(restarts + 1) + " of " +
+                   std::to_string(config_.max_restarts) + ")");
+    return;
+  }
+  trial.record["error"] = why;
+  trial.finished = true;
+  set_trial_state(trial, "ERROR");
+  apply(searcher_->on_trial_closed(trial.index));
+}
+
+void Coordinator::request_stop(Trial& trial, const char* reason) {
+  trial.stop_requested = true;
+  auto it = connections_.find(trial.connection_fd);
+  if (it != connections_.end()) {
+    it->second->send(Json{{"type", "stop"}, {"reason", reason}});
+    it->second->flush();
+  }
+  answer_pending_operation(trial);
+}
+
+void Coordinator::handle_signal(int sig) {
+  if (sig == SIGCHLD) {
+    reap_children();
+    return;
+  }
+  ++interrupts_;
+  if (interrupts_ == 1) {
+    pausing_ = true;
+    terminal_.note("pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
+    for (auto& [index, trial] : trials_)
+      if (trial->running()) request_stop(*trial, "pause");
+    return;
+  }
+  terminal_.note("stopping at once");
+  for (auto& [index, trial] : trials_)
+    if (trial->running()) trial->process->signal_group(SIGKILL);
+}
+
+}  // namespace cairn

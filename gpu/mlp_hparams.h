@@ -1,0 +1,30 @@
+// The built-in trainer's hyperparameters (SPEC §6), parsed from the trial's JSON object
+// with every default filled in and every value range-checked. docs/builtin-mlp.md lists
+// them; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "gpu/mlp_dataset.h"
+#include "gpu/mlp_optimizer.h"
+
+namespace cairn {
+
+struct MlpHparams {
+  MlpOptimizerConfig optimizer;  // optimizer, lr, momentum, weight_decay
+  int hidden = 64;               // width of every hidden layer
+  int layers = 2;                // number of hidden layers; 0 = softmax regression
+  int batch_size = 64;
+  MlpDatasetSpec data;
+  std::optional<uint64_t> data_seed;  // absent: the trial's seed decides data and split
+  int threads = 0;                    // BLAS threads; 0 = default (all cores)
+
+  // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
+  // value out of range.
+  static Result<MlpHparams> from_json(const Json& hparams);
+};
+
+}  // namespace cairn

@@ -1,0 +1,170 @@
+#include "gpu/mlp_trainer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "gpu/blas.h"
+#include "gpu/mlp_checkpoint.h"
+#include "gpu/mlp_random.h"
+
+namespace cairn {
+namespace {
+
+// 2^28 floats = 1 GiB of weights; with gradients and Adam's moments four times that.
+constexpr size_t kMaxParameters = size_t{1} << 28;
+// Validation batches: large enough to keep BLAS busy, small enough to stay in cache.
+constexpr int64_t kEvalRows = 1024;
+
+std::string checkpoint_mismatch(const std::string& what, const std::string& in_file,
+                                const std::string& here) {
+  return "checkpoint does not fit this trial: " + what + " " + in_file + " in the checkpoint, " +
+         here + " here";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
+                                                       bool deterministic,
+                                                       const std::filesystem::path& workdir) {
+  const uint64_t data_seed = hparams.data_seed.value_or(seed);
+  auto data = make_mlp_dataset(hparams.data, data_seed, workdir);
+  if (!data.ok()) return data.status();
+  const MlpShape shape{.inputs = data->features, .hidden = hparams.hidden,
+                       .layers = hparams.layers, .classes = data->classes};
+  if (shape.parameters() > kMaxParameters) {
+    return Status::BadInput("model " + shape.describe() + " has " +
+                            std::to_string(shape.parameters()) +
+                            " parameters; builtin:mlp allows at most " +
+                            std::to_string(kMaxParameters));
+  }
+  blas::set_threads(deterministic ? 1 : hparams.threads);
+  return std::unique_ptr<MlpTrainer>(
+      new MlpTrainer(hparams, seed, data_seed, std::move(data).value()));
+}
+
+MlpTrainer::MlpTrainer(const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
+                       MlpDataset data)
+    : hparams_(hparams),
+      seed_(seed),
+      data_seed_(data_seed),
+      data_(std::move(data)),
+      model_(MlpShape{.inputs = data_.features, .hidden = hparams.hidden,
+                      .layers = hparams.layers, .classes = data_.classes}),
+      optimizer_(hparams.optimizer, model_.shape().parameters()),
+      workspace_(model_.shape(),
+                 static_cast<int>(std::min<int64_t>(hparams.batch_size, data_.train.rows()))),
+      order_(data_.train.rows()) {
+  model_.initialize(seed_);
+}
+
+// The order is rebuilt from (seed, epoch) rather than carried over, so a resumed run needs
+// nothing but the epoch number to continue the sequence.
+void MlpTrainer::shuffle_for_epoch(int64_t epoch) {
+  std::iota(order_.begin(), order_.end(), 0);
+  MlpRng rng(derive_seed(seed_, MlpStream::kShuffle, static_cast<uint64_t>(epoch)));
+  for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
+    std::swap(order_[i], order_[rng.below(static_cast<uint64_t>(i) + 1)]);
+  }
+}
+
+void MlpTrainer::gather_batch(const int64_t* rows, int count) {
+  const size_t d = static_cast<size_t>(data_.features);
+  float* x = workspace_.input();
+  int32_t* y = workspace_.labels();
+  for (int i = 0; i < count; ++i) {
+    std::memcpy(x + i * d, data_.train.x.data() + rows[i] * d, sizeof(float) * d);
+    y[i] = data_.train.y[rows[i]];
+  }
+}
+
+double MlpTrainer::train_epoch() {
+  shuffle_for_epoch(epochs_completed_);
+  const int64_t n = data_.train.rows();
+  const int batch = workspace_.max_rows();
+  double loss_sum = 0;
+  for (int64_t start = 0; start < n; start += batch) {
+    const int rows = static_cast<int>(std::min<int64_t>(batch, n - start));
+    gather_batch(order_.data() + start, rows);
+    loss_sum += model_.forward_backward(workspace_, rows).loss_sum;
+    optimizer_.step(model_.weights(), model_.gradients());
+  }
+  ++epochs_completed_;
+  return loss_sum / static_cast<double>(n);
+}
+
+MlpTrainer::Eval MlpTrainer::evaluate() const {
+  const MlpSplit& val = data_.validation;
+  const size_t d = static_cast<size_t>(data_.features);
+  MlpWorkspace ws(model_.shape(), static_cast<int>(std::min(kEvalRows, val.rows())));
+  MlpBatchStats total;
+  for (int64_t start = 0; start < val.rows(); start += ws.max_rows()) {
+    const int rows = static_cast<int>(std::min<int64_t>(ws.max_rows(), val.rows() - start));
+    std::memcpy(ws.input(), val.x.data() + start * d, sizeof(float) * rows * d);
+    std::memcpy(ws.labels(), val.y.data() + start, sizeof(int32_t) * rows);
+    const MlpBatchStats batch = model_.evaluate(ws, rows);
+    total.loss_sum += batch.loss_sum;
+    total.correct += batch.correct;
+    total.rows += batch.rows;
+  }
+  return Eval{.loss = total.loss_sum / static_cast<double>(total.rows),
+              .accuracy = static_cast<double>(total.correct) / static_cast<double>(total.rows)};
+}
+
+Status MlpTrainer::save(const std::filesystem::path& dir) const {
+  const MlpCheckpoint checkpoint{
+      .shape = model_.shape(),
+      .optimizer = optimizer_.config().kind,
+      .seed = seed_,
+      .data_seed = data_seed_,
+      .epochs_completed = epochs_completed_,
+      .optimizer_steps = optimizer_.steps(),
+      .weights = flat_weights(),
+      .optimizer_state = {optimizer_.state().begin(), optimizer_.state().end()}};
+  return write_mlp_checkpoint(dir / kMlpCheckpointFile, checkpoint);
+}
+
+Status MlpTrainer::load(const std::filesystem::path& dir) {
+  auto read = read_mlp_checkpoint(dir / kMlpCheckpointFile);
+  if (!read.ok()) return read.status();
+  const MlpCheckpoint& c = *read;
+  if (!(c.shape == model_.shape())) {
+    return Status::BadInput(checkpoint_mismatch("architecture", c.shape.describe(),
+                                                model_.shape().describe()));
+  }
+  if (c.optimizer != optimizer_.config().kind) {
+    return Status::BadInput(checkpoint_mismatch("optimizer",
+                                                std::string(optimizer_name(c.optimizer)),
+                                                std::string(optimizer_name(
+                                                    optimizer_.config().kind))));
+  }
+  if (c.data_seed != data_seed_) {
+    return Status::BadInput(checkpoint_mismatch("data seed", std::to_string(c.data_seed),
+                                                std::to_string(data_seed_)));
+  }
+  if (c.weights.size() != model_.weights().size() ||
+      c.optimizer_state.size() != optimizer_.state().size() || c.epochs_completed < 0) {
+    return Status::Corrupt("checkpoint " + (dir / kMlpCheckpointFile).string() +
+                           " has buffers of the wrong size for " + c.shape.describe());
+  }
+  std::copy(c.weights.begin(), c.weights.end(), model_.weights().begin());
+  optimizer_.restore(c.optimizer_state, c.optimizer_steps);
+  epochs_completed_ = c.epochs_completed;
+  return Status::Ok();
+}
+
+std::vector<float> MlpTrainer::flat_weights() const {
+  return {model_.weights().begin(), model_.weights().end()};
+}
+
+std::string MlpTrainer::describe() const {
+  const MlpOptimizerConfig& opt = optimizer_.config();
+  return data_.description + ", " + std::to_string(data_.train.rows()) + " train / " +
+         std::to_string(data_.validation.rows()) + " validation; model " +
+         model_.shape().describe() + " (" + std::to_string(model_.shape().parameters()) +
+         " parameters); " + std::string(optimizer_name(opt.kind)) +
+         " lr=" + std::to_string(opt.lr) + " batch_size=" + std::to_string(hparams_.batch_size) +
+         "; BLAS threads " + std::to_string(blas::threads());
+}
+
+}  // namespace cairn

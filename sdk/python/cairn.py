@@ -1,0 +1,951 @@
+"""cairn trial SDK: the Python side of the control protocol (docs/protocol.md).
+
+A training script calls ``cairn.init()`` and gets a Context that knows the trial's
+hyperparameters and seed, hands out operations ("train until N units are completed"),
+carries metrics and checkpoints to the cairn process that supervises the trial, and
+tells the script when to stop. Outside cairn (no CAIRN_CONTROL) the same script runs
+standalone. See docs/sdk.md for the user guide.
+
+Standard library only: cairn writes this file out and puts it on PYTHONPATH.
+"""
+
+import atexit
+import contextlib
+import json
+import math
+import os
+import pathlib
+import pickle
+import random
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+__all__ = ["init", "Context", "Operation", "PROTOCOL_VERSION"]
+__version__ = "0.1.0"
+
+PROTOCOL_VERSION = 1
+
+# A training batch is sent when it holds this many reports or bytes, or when its first
+# report has waited this long: large enough to amortise the syscall, small enough that
+# `cairn watch` looks live.
+_BATCH_REPORTS = 1000
+_BATCH_BYTES = 64 * 1024
+_BATCH_SECONDS = 0.2
+_HANDSHAKE_SECONDS = 60.0
+_ORPHAN_MARKER = "cairn_orphan.json"
+
+_context = None  # init() is idempotent: one control connection per process
+
+
+def init():
+    """Connects to cairn (or goes standalone) and returns the trial's Context.
+
+    Seeds ``random``, NumPy and torch from the trial's seed; NumPy and torch are seeded
+    when the script imports them, so a script that never uses torch does not pay for
+    importing it. Exits the process with status 1 and a one-line message when the
+    control channel named by CAIRN_CONTROL cannot be reached.
+    """
+    global _context
+    if _context is None:
+        _context = Context._from_environment()
+    return _context
+
+
+class Operation:
+    """One unit of work from the searcher: train until ``length`` units are completed."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, length):
+        self.length = length
+
+    def __repr__(self):
+        return "Operation(length=%d)" % self.length
+
+
+class Context:
+    """The trial's view of cairn. Create it with ``cairn.init()``."""
+
+    def __init__(self, settings, channel):
+        self._settings = settings
+        self._channel = channel
+        self.hparams = settings["hparams"]
+        self.seed = settings["seed"]
+        self.trial_id = settings["trial_id"]
+        self.experiment_id = settings["experiment_id"]
+        self.steps_completed = settings["steps_completed"]
+        self.latest_checkpoint = settings["latest_checkpoint"]
+        self.rank = settings["rank"]
+        self.world_size = settings["world_size"]
+        self.deterministic = settings["deterministic"]
+        self.checkpoint_period = settings["checkpoint_period"]
+        self.latest_checkpoint_id = None  # cairn's id of the last checkpoint committed
+        self._op_length = None
+        self._rng_pending = self.latest_checkpoint is not None
+        self._signals = _StopSignals()
+
+    @classmethod
+    def _from_environment(cls):
+        settings = _settings_from_environment()
+        channel = None
+        if settings["control"]:
+            channel = _Channel.connect_or_exit(settings, agree_on_stop=settings["world_size"] > 1)
+            settings["checkpoint_period"] = channel.welcome.get(
+                "checkpoint_period", settings["checkpoint_period"])
+            settings["deterministic"] = bool(
+                channel.welcome.get("deterministic", settings["deterministic"]))
+        _seed_generators(settings["seed"], settings["deterministic"])
+        context = cls(settings, channel)
+        context._signals.install()
+        atexit.register(context._close)
+        return context
+
+    # -- work -----------------------------------------------------------------------
+
+    def operations(self):
+        """Yields the operations cairn has for this trial; ends when there is no more
+        work or the trial must stop, after which the script should exit 0."""
+        try:
+            while self._stop_reason() is None:
+                length = self._next_operation_length()
+                if length is None:
+                    break
+                self._op_length = length
+                if self._rng_pending:
+                    self._rng_pending = False
+                    self._restore_rng()
+                yield Operation(length)
+        finally:
+            if self._channel is not None:
+                self._channel.flush()
+
+    def _next_operation_length(self):
+        if self._channel is None:
+            if self._op_length is not None:
+                return None
+            return self._settings["max_length"]
+        # A single-rank trial may give up waiting on Ctrl-C; ranks must stay together.
+        interrupt = self._signals.stop_requested if self.world_size == 1 else None
+        answer = self._channel.request({"type": "next_operation"}, interrupt=interrupt)
+        if answer is None or answer.get("type") != "operation" or answer.get("done"):
+            return None
+        return int(answer["length"])
+
+    # -- metrics --------------------------------------------------------------------
+
+    def report_training(self, step, metrics):
+        """Records training metrics for ``step``. Buffered: cheap enough to call on
+        every batch. NaN and infinities are recorded as null."""
+        if self._channel is None:
+            _print_metrics("training", step, metrics)
+            return
+        self._channel.add_training_report(step, metrics)
+
+    def report_validation(self, step, metrics):
+        """Records validation metrics for ``step`` (they must include the searcher's
+        metric) and waits until cairn has stored them. Returns False when they could
+        not be delivered."""
+        if self._channel is None:
+            _print_metrics("validation", step, metrics)
+            return True
+        answer = self._channel.request(
+            {"type": "validation", "step": int(step), "metrics": _finite_metrics(metrics)})
+        if answer is None:
+            _warn("validation metrics for step %d dropped: cairn is gone" % int(step))
+            return False
+        if answer.get("type") == "error":
+            _warn("validation metrics for step %d rejected: %s" %
+                  (int(step), answer.get("message", "")))
+            return False
+        return True
+
+    # -- stopping -------------------------------------------------------------------
+
+    def checkpoint_due(self, step):
+        """True when ``step`` is a multiple of the checkpoint period, when it reaches
+        the current operation's length (a searcher decision point), and when the trial
+        has been asked to stop."""
+        step = int(step)
+        if self._channel is not None:
+            if self.world_size > 1:
+                self._channel.sync(step, self._signals.stop_requested())
+            else:
+                self._channel.poll()
+        if self._stop_reason() is not None:
+            return True
+        period = self.checkpoint_period
+        if step > 0 and period > 0 and step % period == 0:
+            return True
+        return self._op_length is not None and step >= self._op_length
+
+    def should_preempt(self):
+        """True when the trial must checkpoint and exit: paused, pre-empted, Ctrl-C,
+        or cairn itself went away. In a multi-rank trial this is the stop decision
+        all ranks agreed on at the last checkpoint_due()."""
+        if self._channel is not None and self.world_size == 1:
+            self._channel.poll()
+        return self._stop_reason() is not None
+
+    def _stop_reason(self):
+        if self._channel is not None:
+            reason = self._channel.stop_reason
+            if reason is not None or self.world_size > 1:
+                return reason
+        return self._signals.stop_requested()
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def checkpoint(self, step, metadata=None):
+        """Yields an empty directory (pathlib.Path) to write the checkpoint for
+        ``step`` into. When the block ends normally the checkpoint is committed
+        atomically, with the state of the random generators; when it raises, the
+        partial checkpoint is discarded and the exception propagates."""
+        step = int(step)
+        rng_state = _capture_rng()
+        target = self._checkpoint_target(step)
+        try:
+            yield target.path
+        except BaseException:
+            target.abort()
+            raise
+        _write_rng_file(target.path, self.rank, rng_state)
+        checkpoint_id = target.commit(dict(metadata or {}))
+        if checkpoint_id is not None:
+            self.latest_checkpoint_id = checkpoint_id
+
+    def _checkpoint_target(self, step):
+        if self._channel is None:
+            return _StandaloneCheckpoint(self._settings["standalone_dir"], step)
+        answer = self._channel.request({"type": "checkpoint_begin", "step": step})
+        if answer is not None and answer.get("type") == "checkpoint_dir":
+            return _CairnCheckpoint(self, step, pathlib.Path(answer["path"]))
+        if answer is not None:
+            _warn("cairn refused a checkpoint at step %d: %s; it will not be kept" %
+                  (step, answer.get("message", "")))
+            return _DiscardedCheckpoint(step, None)
+        return _orphan_or_discard(self._settings, step)
+
+    def _restore_rng(self):
+        path = self.latest_checkpoint / _rng_file_name(self.rank)
+        try:
+            with open(path, "rb") as f:
+                state = pickle.load(f)
+        except FileNotFoundError:
+            _warn("%s has no %s; random generators not restored" %
+                  (self.latest_checkpoint, path.name))
+            return
+        except Exception as e:  # a damaged file must not stop training
+            _warn("cannot read %s (%s); random generators not restored" % (path, e))
+            return
+        _restore_rng_state(state)
+
+    def _close(self):
+        if self._channel is not None:
+            self._channel.close()
+
+
+# -- settings -----------------------------------------------------------------------
+
+
+def _settings_from_environment():
+    env = os.environ
+    latest = env.get("CAIRN_LATEST_CHECKPOINT", "")
+    experiment = env.get("CAIRN_EXPERIMENT_ID", "")
+    return {
+        "control": env.get("CAIRN_CONTROL", ""),
+        "hparams": _hparams_from_environment(),
+        "seed": _env_int("CAIRN_SEED", 0),
+        "trial_id": env.get("CAIRN_TRIAL_ID") or None,
+        "experiment_id": int(experiment) if experiment.isdigit() else (experiment or None),
+        "steps_completed": _env_int("CAIRN_STEPS_COMPLETED", 0),
+        "latest_checkpoint": pathlib.Path(latest).resolve() if latest else None,
+        "rank": _env_int("RANK", 0),
+        "world_size": max(1, _env_int("WORLD_SIZE", 1)),
+        "deterministic": env.get("CAIRN_DETERMINISTIC", "0").strip().lower() in
+        ("1", "true", "yes"),
+        "checkpoint_period": _env_int("CAIRN_CHECKPOINT_PERIOD", 1),
+        "max_length": _env_int("CAIRN_MAX_LENGTH", 1),
+        "orphan_dir": env.get("CAIRN_ORPHAN_DIR") or None,
+        "standalone_dir": pathlib.Path("checkpoints").resolve(),
+    }
+
+
+def _hparams_from_environment():
+    text = os.environ.get("CAIRN_HPARAMS", "").strip()
+    if not text:
+        return {}
+    try:
+        hparams = json.loads(text)
+    except ValueError as e:
+        _fail("CAIRN_HPARAMS is not valid JSON: %s" % e)
+    if not isinstance(hparams, dict):
+        _fail("CAIRN_HPARAMS must be a JSON object")
+    return hparams
+
+
+def _env_int(name, default):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        _warn("%s=%r is not an integer; using %d" % (name, text, default))
+        return default
+
+
+def _warn(message):
+    sys.stderr.write("cairn: warning: %s\n" % message)
+    sys.stderr.flush()
+
+
+def _fail(message):
+    sys.stderr.write("cairn: error: %s\n" % message)
+    sys.stderr.flush()
+    sys.exit(1)
+
+
+# -- metrics encoding -----------------------------------------------------------------
+
+
+def _metric_default(value):
+    # NumPy and torch scalars are not JSON types but know how to become floats.
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError("cairn: metric values must be numbers, got %r" % (value,)) from None
+
+
+_metrics_encoder = json.JSONEncoder(separators=(",", ":"), default=_metric_default)
+
+
+def _finite_metrics(metrics):
+    """The metrics with every value a float, and NaN or infinities as None (null)."""
+    result = {}
+    for name, value in metrics.items():
+        number = float(value) if value is not None else math.nan
+        result[str(name)] = number if math.isfinite(number) else None
+    return result
+
+
+def _encode_metrics(metrics):
+    text = _metrics_encoder.encode(metrics)
+    # json writes NaN/Infinity literals, which are not JSON; rare enough to redo slowly.
+    if "NaN" in text or "Infinity" in text:
+        text = _metrics_encoder.encode(_finite_metrics(metrics))
+    return text
+
+
+def _print_metrics(kind, step, metrics):
+    values = " ".join("%s=%.6g" % (name, float(value)) if value is not None else
+                      "%s=null" % name for name, value in metrics.items())
+    sys.stderr.write("cairn: step %d %s: %s\n" % (int(step), kind, values))
+
+
+# -- the control channel ----------------------------------------------------------------
+
+
+class _Channel:
+    """One connection to cairn: newline-delimited JSON in both directions.
+
+    The main thread sends requests and reads answers; a small daemon thread sends a
+    training batch that has waited _BATCH_SECONDS. ``_lock`` covers the training buffer
+    and every write to the socket, so lines never interleave and messages leave in the
+    order the trial made its calls.
+    """
+
+    def __init__(self, sock, agree_on_stop):
+        self._sock = sock
+        # Ranks of one trial must stop at the same step, so their stop comes from the
+        # answer to `sync`, never straight from a `stop` message.
+        self._agree_on_stop = agree_on_stop
+        self._lock = threading.Lock()
+        self._batch = []
+        self._batch_bytes = 0
+        self._batch_started = 0.0
+        self._batch_waiting = threading.Event()
+        self._inbox = bytearray()
+        self._answers = {}
+        self._seq = 0
+        self.closed = False
+        self.stop_reason = None
+        self.welcome = {}
+        self._fatal_error = None
+        threading.Thread(target=self._flush_when_old, name="cairn-flush", daemon=True).start()
+
+    @classmethod
+    def connect_or_exit(cls, settings, agree_on_stop):
+        address = settings["control"]
+        try:
+            sock = _connect(address)
+        except (OSError, ValueError) as e:
+            _fail("cannot reach cairn at CAIRN_CONTROL=%s: %s" % (address, _os_reason(e)))
+        channel = cls(sock, agree_on_stop)
+        error = channel._handshake(settings)
+        if error:
+            channel.close()
+            _fail(error)
+        return channel
+
+    def _handshake(self, settings):
+        self.send({"type": "hello", "protocol": PROTOCOL_VERSION, "trial": settings["trial_id"],
+                   "experiment": settings["experiment_id"], "rank": settings["rank"],
+                   "world_size": settings["world_size"], "pid": os.getpid(),
+                   "sdk": "python/" + __version__})
+        deadline = time.monotonic() + _HANDSHAKE_SECONDS
+        while not self.welcome:
+            if self.closed:
+                return "cairn closed the control channel during the handshake"
+            if self._fatal_error:
+                return "cairn refused the trial: %s" % self._fatal_error
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "cairn did not answer the handshake within %ds" % _HANDSHAKE_SECONDS
+            self._receive(timeout=left)
+        return None
+
+    # -- sending --
+
+    def send(self, message):
+        line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._lock:
+            self._write_locked(self._take_batch_locked())
+            self._write_locked(line)
+
+    def add_training_report(self, step, metrics):
+        if self.closed:
+            return
+        report = '{"step":%d,"metrics":%s}' % (step, _encode_metrics(metrics))
+        with self._lock:
+            self._batch.append(report)
+            self._batch_bytes += len(report)
+            if len(self._batch) == 1:
+                self._batch_started = time.monotonic()
+                self._batch_waiting.set()
+            elif len(self._batch) >= _BATCH_REPORTS or self._batch_bytes >= _BATCH_BYTES:
+                self._write_locked(self._take_batch_locked())
+
+    def flush(self):
+        with self._lock:
+            self._write_locked(self._take_batch_locked())
+
+    def _take_batch_locked(self):
+        if not self._batch:
+            return ""
+        line = '{"type":"training","reports":[' + ",".join(self._batch) + "]}\n"
+        self._batch = []
+        self._batch_bytes = 0
+        self._batch_waiting.clear()
+        return line
+
+    def _write_locked(self, text):
+        if not text or self.closed:
+            return
+        try:
+            self._sock.sendall(text.encode())
+        except OSError:
+            self._on_closed()
+
+    def _flush_when_old(self):
+        while True:
+            self._batch_waiting.wait()
+            with self._lock:
+                if not self._batch:
+                    continue
+                wait = self._batch_started + _BATCH_SECONDS - time.monotonic()
+                if wait <= 0:
+                    self._write_locked(self._take_batch_locked())
+                    continue
+            time.sleep(wait)
+
+    # -- requests --
+
+    def request(self, message, interrupt=None):
+        """Sends a request and returns cairn's answer, or None when cairn is gone (or
+        ``interrupt()`` became true while waiting)."""
+        if self.closed:
+            return None
+        self._seq += 1
+        seq = self._seq
+        message["seq"] = seq
+        self.send(message)
+        while seq not in self._answers:
+            if self.closed or (interrupt is not None and interrupt()):
+                return None
+            self._receive(timeout=0.25 if interrupt is not None else None)
+        return self._answers.pop(seq)
+
+    def sync(self, step, local_stop):
+        """Agrees with the other ranks, through cairn, on whether to stop at ``step``."""
+        message = {"type": "sync", "step": step}
+        if local_stop:
+            message["stop"] = local_stop
+        answer = self.request(message)
+        if answer is None:
+            return
+        if answer.get("stop") and self.stop_reason is None:
+            self.stop_reason = answer.get("reason") or "stop"
+
+    # -- receiving --
+
+    def poll(self):
+        """Reads whatever cairn has sent, without blocking."""
+        if not self.closed:
+            self._receive(timeout=0)
+
+    def _receive(self, timeout):
+        try:
+            if timeout is not None:
+                readable, _, _ = select.select([self._sock], [], [], timeout)
+                if not readable:
+                    return
+            data = self._sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            self._on_closed()
+            return
+        self._inbox += data
+        while True:
+            end = self._inbox.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(self._inbox[:end])
+            del self._inbox[:end + 1]
+            self._dispatch(line)
+
+    def _dispatch(self, line):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            _warn("ignoring a malformed line from cairn: %r" % line[:200])
+            return
+        if not isinstance(message, dict):
+            return
+        kind = message.get("type")
+        if "re" in message:
+            self._answers[message["re"]] = message
+        elif kind == "welcome":
+            self.welcome = message
+        elif kind == "stop":
+            if self.stop_reason is None and not self._agree_on_stop:
+                self.stop_reason = str(message.get("reason") or "stop")
+        elif kind == "error":
+            self._fatal_error = str(message.get("message", "unknown error"))
+            if self.welcome:
+                _warn("cairn: %s" % self._fatal_error)
+        # Unknown message types are ignored: newer cairns may send more.
+
+    def _on_closed(self):
+        if self.closed:
+            return
+        self.closed = True
+        if self.stop_reason is None:
+            self.stop_reason = "shutdown"
+        if self.welcome:
+            _warn("the control channel closed (cairn is gone); stopping at the next checkpoint")
+
+    def close(self):
+        self.flush()
+        with self._lock:
+            self.closed = True
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+
+
+def _connect(address):
+    kind, _, where = address.partition(":")
+    if kind == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(where)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+    if kind == "tcp":
+        host, _, port = where.rpartition(":")
+        sock = socket.create_connection((host.strip("[]"), int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise ValueError("expected unix:PATH or tcp:HOST:PORT")
+
+
+def _os_reason(error):
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+# -- stop signals -------------------------------------------------------------------------
+
+
+class _StopSignals:
+    """Turns the first SIGINT/SIGTERM into a request to checkpoint and stop; the second
+    one acts as usual. Handlers are installed only where the script has none of its
+    own."""
+
+    _NAMES = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminate"}
+
+    def __init__(self):
+        self._reason = None
+        self._previous = {}
+
+    def install(self):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self._NAMES:
+            current = signal.getsignal(signum)
+            if current in (signal.SIG_DFL, signal.default_int_handler):
+                self._previous[signum] = current
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        if self._reason is not None:
+            signal.signal(signum, self._previous[signum])
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            os.kill(os.getpid(), signum)
+            return
+        self._reason = self._NAMES[signum]
+        sys.stderr.write("\ncairn: %s: stopping at the next checkpoint (again to abort)\n" %
+                         signal.Signals(signum).name)
+
+    def stop_requested(self):
+        return self._reason
+
+
+# -- checkpoint targets --------------------------------------------------------------------
+
+
+class _CairnCheckpoint:
+    """A staging directory cairn created; cairn registers it on checkpoint_end."""
+
+    def __init__(self, context, step, path):
+        self._context = context
+        self.step = step
+        self.path = path
+
+    def commit(self, metadata):
+        channel = self._context._channel
+        answer = channel.request({"type": "checkpoint_end", "step": self.step,
+                                  "path": str(self.path), "metadata": metadata})
+        if answer is None:  # cairn died after handing out the directory
+            return _OrphanCheckpoint.adopt(self._context._settings, self.step, self.path,
+                                           metadata)
+        if answer.get("type") == "error":
+            _warn("checkpoint at step %d failed: %s" % (self.step, answer.get("message", "")))
+            return None
+        return answer.get("checkpoint")
+
+    def abort(self):
+        channel = self._context._channel
+        if not channel.closed:
+            channel.send({"type": "checkpoint_abort", "step": self.step, "path": str(self.path)})
+
+
+class _StandaloneCheckpoint:
+    """./checkpoints/<step>/, written beside it and renamed into place when complete."""
+
+    def __init__(self, root, step):
+        self.final = root / str(step)
+        self.path = root / (".partial-%d" % step)
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(parents=True)
+
+    def commit(self, metadata):
+        _fsync_tree(self.path)
+        shutil.rmtree(self.final, ignore_errors=True)
+        os.rename(self.path, self.final)
+        _fsync_dir(self.final.parent)
+        sys.stderr.write("cairn: checkpoint saved in %s\n" % self.final)
+        return None
+
+    def abort(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class _OrphanCheckpoint:
+    """$CAIRN_ORPHAN_DIR/<step>/: a checkpoint written while cairn was gone, which cairn
+    adopts when it comes back. The marker file is written last, atomically: a directory
+    without it is incomplete."""
+
+    def __init__(self, settings, step):
+        self._settings = settings
+        self.step = step
+        self.path = pathlib.Path(settings["orphan_dir"]) / str(step)
+        _prepare_orphan_dir(self.path, settings)
+
+    def commit(self, metadata):
+        _mark_orphan(self.path, self._settings, self.step, metadata)
+        _warn("cairn is gone: checkpoint for step %d kept in %s" % (self.step, self.path))
+        return None
+
+    def abort(self):
+        _remove_quietly(self.path / _orphan_marker_name(self._settings["rank"]))
+
+    @staticmethod
+    def adopt(settings, step, staging, metadata):
+        """Moves a finished staging directory to the orphan directory and marks it."""
+        if not settings["orphan_dir"]:
+            _warn("cairn is gone and CAIRN_ORPHAN_DIR is unset: checkpoint for step %d "
+                  "left unregistered in %s" % (step, staging))
+            return None
+        target = pathlib.Path(settings["orphan_dir"]) / str(step)
+        try:
+            _prepare_orphan_dir(target, settings)
+            for entry in staging.iterdir():
+                _move(entry, target / entry.name)
+        except OSError as e:
+            _warn("cannot move the checkpoint for step %d to %s: %s" % (step, target, e))
+            return None
+        shutil.rmtree(staging, ignore_errors=True)
+        _mark_orphan(target, settings, step, metadata)
+        _warn("cairn is gone: checkpoint for step %d kept in %s" % (step, target))
+        return None
+
+
+class _DiscardedCheckpoint:
+    """A scratch directory for a checkpoint that cannot be kept, so the script's save
+    code still runs unchanged."""
+
+    def __init__(self, step, reason):
+        self.step = step
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix="cairn-discarded-%d-" % step))
+        if reason:
+            _warn(reason)
+
+    def commit(self, metadata):
+        shutil.rmtree(self.path, ignore_errors=True)
+        return None
+
+    def abort(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _orphan_or_discard(settings, step):
+    if settings["orphan_dir"]:
+        try:
+            return _OrphanCheckpoint(settings, step)
+        except OSError as e:
+            return _DiscardedCheckpoint(
+                step, "cannot create an orphan checkpoint for step %d: %s; it will not be "
+                "kept" % (step, e))
+    return _DiscardedCheckpoint(
+        step, "cairn is gone and CAIRN_ORPHAN_DIR is unset: the checkpoint for step %d "
+        "will not be kept" % step)
+
+
+def _orphan_marker_name(rank):
+    return _ORPHAN_MARKER if rank == 0 else "cairn_orphan.rank%d.json" % rank
+
+
+def _prepare_orphan_dir(path, settings):
+    if settings["world_size"] == 1:
+        shutil.rmtree(path, ignore_errors=True)  # a stale attempt at the same step
+    else:
+        _remove_quietly(path / _orphan_marker_name(settings["rank"]))
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _mark_orphan(path, settings, step, metadata):
+    _fsync_tree(path)
+    marker = {"protocol": PROTOCOL_VERSION, "trial": settings["trial_id"],
+              "experiment": settings["experiment_id"], "step": step,
+              "rank": settings["rank"], "world_size": settings["world_size"],
+              "metadata": metadata, "created": time.time()}
+    _write_atomically(path / _orphan_marker_name(settings["rank"]),
+                      json.dumps(marker, allow_nan=False).encode())
+
+
+def _move(source, target):
+    try:
+        os.rename(source, target)
+    except OSError:  # another file system
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+
+
+def _write_atomically(path, data):
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(temporary, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_tree(root):
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError), open(os.path.join(directory, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(directory)
+
+
+def _fsync_dir(path):
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove_quietly(path):
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+# -- random generators -----------------------------------------------------------------------
+
+
+def _seed_generators(seed, deterministic):
+    random.seed(seed)
+    if deterministic:
+        # Must be in the environment before CUDA initialises; harmless without CUDA.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        if os.environ.get("PYTHONHASHSEED") in (None, "", "random"):
+            _warn("deterministic mode: set PYTHONHASHSEED (e.g. 0) before Python starts; "
+                  "str hashes, and so set order, still vary between runs")
+    hooks = {"numpy": lambda numpy: _seed_numpy(numpy, seed),
+             "torch": lambda torch: _seed_torch(torch, seed, deterministic)}
+    pending = {}
+    for name, hook in hooks.items():
+        if name in sys.modules:
+            _run_hook(name, hook, sys.modules[name])
+        else:
+            pending[name] = hook
+    if pending:
+        sys.meta_path.insert(0, _SeedOnImport(pending))
+
+
+def _seed_numpy(numpy, seed):
+    numpy.random.seed(seed % (1 << 32))
+
+
+def _seed_torch(torch, seed, deterministic):
+    torch.manual_seed(seed % (1 << 64))
+    if not deterministic:
+        return
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # refused once inter-op work has started
+        torch.set_num_interop_threads(1)
+
+
+def _run_hook(name, hook, module):
+    try:
+        hook(module)
+    except Exception as e:
+        _warn("could not seed %s: %s" % (name, e))
+
+
+class _SeedOnImport:
+    """A meta-path finder that seeds NumPy/torch the moment the script first imports
+    them, so a trial that never uses torch does not pay seconds for importing it."""
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+
+    def find_spec(self, fullname, path=None, target=None):
+        # The hook is spent only when the module runs: importlib.util.find_spec() alone
+        # (libraries probe for torch that way) must not use it up.
+        if fullname not in self._hooks:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _SeedingLoader(spec.loader, fullname, self._hooks)
+        return spec
+
+
+class _SeedingLoader:
+    def __init__(self, loader, name, hooks):
+        self._loader = loader
+        self._name = name
+        self._hooks = hooks
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        # Put the real loader back first, so the module looks as if we were never there.
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        hook = self._hooks.pop(self._name, None)
+        if hook is not None:
+            _run_hook(self._name, hook, module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _capture_rng():
+    """The state of every random generator the script uses, as plain Python values (so
+    reading it back needs neither NumPy nor torch)."""
+    state = {"version": 1, "python": random.getstate()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        kind, keys, pos, has_gauss, cached = numpy.random.get_state()
+        state["numpy"] = (kind, [int(k) for k in keys], int(pos), int(has_gauss),
+                          float(cached))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch"] = bytes(torch.get_rng_state().tolist())
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and cuda.is_available() and cuda.is_initialized():
+            state["torch_cuda"] = [bytes(s.tolist()) for s in cuda.get_rng_state_all()]
+    return state
+
+
+def _restore_rng_state(state):
+    random.setstate(state["python"])
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and "numpy" in state:
+        kind, keys, pos, has_gauss, cached = state["numpy"]
+        numpy.random.set_state((kind, numpy.array(keys, dtype=numpy.uint32), pos, has_gauss,
+                                cached))
+    torch = sys.modules.get("torch")
+    if torch is not None and "torch" in state:
+        torch.set_rng_state(torch.tensor(list(state["torch"]), dtype=torch.uint8))
+        cuda_states = state.get("torch_cuda")
+        if cuda_states and torch.cuda.is_available() and \
+                torch.cuda.device_count() == len(cuda_states):
+            torch.cuda.set_rng_state_all(
+                [torch.tensor(list(s), dtype=torch.uint8) for s in cuda_states])
+
+
+def _rng_file_name(rank):
+    return "cairn_rng_state.pkl" if rank == 0 else "cairn_rng_state.rank%d.pkl" % rank
+
+
+def _write_rng_file(directory, rank, state):
+    try:
+        with open(directory / _rng_file_name(rank), "wb") as f:
+            pickle.dump(state, f, protocol=4)
+    except OSError as e:
+        _warn("cannot save the random generators' state: %s" % e)

@@ -1,0 +1,101 @@
+#include "store/checkpoint_files.h"
+
+#include <algorithm>
+
+#include "common/file_util.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+Json CheckpointManifest::to_json() const {
+  Json files_json = Json::array();
+  for (const auto& f : files)
+    files_json.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
+  return Json{{"format", 1}, {"files", files_json}};
+}
+
+Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::string id) {
+  CheckpointManifest m;
+  m.id = std::move(id);
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_array())
+    return Status::Corrupt("checkpoint " + m.id.substr(0, 12) + ": malformed manifest");
+  for (const auto& f : j["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f.contains("sha256") || !f.contains("size"))
+      return Status::Corrupt("checkpoint " + m.id.substr(0, 12) + ": malformed manifest entry");
+    CheckpointFile file{f["path"].get<std::string>(), f["sha256"].get<std::string>(),
+                        f["size"].get<uint64_t>()};
+    m.bytes += file.size;
+    m.files.push_back(std::move(file));
+  }
+  return m;
+}
+
+Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
+                                                 uint64_t* new_bytes) {
+  CheckpointManifest manifest;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::recursive_directory_iterator(staging_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_symlink()) return Status::BadInput("checkpoint holds a symlink: " + it->path().string());
+    if (it->is_directory()) continue;
+    if (!it->is_regular_file())
+      return Status::BadInput("checkpoint holds a special file: " + it->path().string());
+    files.push_back(it->path());
+  }
+  if (ec) return Status::Io("cannot read checkpoint directory " + staging_dir.string() + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  if (new_bytes) *new_bytes = 0;
+  for (const fs::path& file : files) {
+    uint64_t size = 0;
+    bool added = false;
+    auto hash = objects.adopt(file, &size, &added);
+    if (!hash.ok()) return hash.status();
+    if (added && new_bytes) *new_bytes += size;
+    manifest.files.push_back({file.lexically_relative(staging_dir).generic_string(), *hash, size});
+    manifest.bytes += size;
+  }
+  auto id = objects.put_bytes(manifest.to_json().dump());
+  if (!id.ok()) return id.status();
+  manifest.id = *id;
+  fs::remove_all(staging_dir, ec);
+  return manifest;
+}
+
+Result<CheckpointManifest> load_manifest(const ObjectStore& objects, const std::string& id) {
+  auto bytes = objects.read(id);
+  if (!bytes.ok()) {
+    if (bytes.status().kind() == ErrorKind::kNotFound)
+      return Status::Corrupt("checkpoint " + id.substr(0, 12) + ": manifest is missing");
+    return bytes.status();
+  }
+  Json j = Json::parse(*bytes, nullptr, false);
+  if (j.is_discarded()) return Status::Corrupt("checkpoint " + id.substr(0, 12) + ": manifest is not JSON");
+  return CheckpointManifest::from_json(j, id);
+}
+
+Status materialize_checkpoint(const ObjectStore& objects, const CheckpointManifest& manifest,
+                              const fs::path& dest) {
+  ScopedDirRemover cleanup(dest);
+  std::error_code ec;
+  fs::create_directories(dest, ec);
+  if (ec) return Status::Io("cannot create " + dest.string() + ": " + ec.message());
+  for (const auto& f : manifest.files) {
+    fs::path rel(f.path);
+    if (rel.is_absolute() || rel.lexically_normal().string().starts_with(".."))
+      return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": bad path " + f.path);
+    fs::path target = dest / rel;
+    fs::create_directories(target.parent_path(), ec);
+    Status st = objects.copy_out(f.sha256, target);
+    if (!st.ok()) {
+      if (st.kind() == ErrorKind::kCorrupt)
+        return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": file " + f.path +
+                               " is corrupt or missing");
+      return st;
+    }
+  }
+  cleanup.release();
+  return Status::Ok();
+}
+
+}  // namespace cairn

@@ -1,0 +1,44 @@
+// A checkpoint as files: a directory the trial wrote, turned into objects plus a manifest
+// (itself an object; its hash is the checkpoint's id), and back into a directory on restore.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "store/object_store.h"
+
+namespace cairn {
+
+struct CheckpointFile {
+  std::string path;  // relative, '/'-separated
+  std::string sha256;
+  uint64_t size = 0;
+};
+
+struct CheckpointManifest {
+  std::string id;  // sha256 of the manifest's canonical JSON
+  std::vector<CheckpointFile> files;
+  uint64_t bytes = 0;
+  Json to_json() const;
+  static Result<CheckpointManifest> from_json(const Json& j, std::string id);
+};
+
+// Moves every regular file under `staging_dir` into the object store, fsynced, then stores
+// the manifest and removes the staging directory. Symlinks and special files are refused.
+// `new_bytes` (optional) receives the bytes that were not already in the store.
+Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects,
+                                                 const std::filesystem::path& staging_dir,
+                                                 uint64_t* new_bytes = nullptr);
+
+Result<CheckpointManifest> load_manifest(const ObjectStore& objects, const std::string& id);
+
+// Writes the checkpoint's files under `dest` (created), verifying every hash. A corrupt or
+// missing object gives kCorrupt and leaves `dest` removed.
+Status materialize_checkpoint(const ObjectStore& objects, const CheckpointManifest& manifest,
+                              const std::filesystem::path& dest);
+
+}  // namespace cairn

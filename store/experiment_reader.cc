@@ -1,0 +1,104 @@
+#include "store/experiment_reader.h"
+
+#include <algorithm>
+
+namespace cairn {
+
+Result<std::unique_ptr<ExperimentReader>> ExperimentReader::open(const StoreLayout& store,
+                                                                 int64_t id) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(store.experiment(id), ec))
+    return Status::NotFound("no experiment " + std::to_string(id));
+  auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kRead, store.tmp());
+  if (!db.ok()) return db.status();
+  auto reader = std::unique_ptr<ExperimentReader>(new ExperimentReader());
+  reader->id_ = id;
+  reader->db_ = std::move(*db);
+  return reader;
+}
+
+Result<Json> ExperimentReader::experiment() const {
+  auto j = db_->get_json(schema::kExperiment);
+  if (!j.ok()) return j.status();
+  if (!j->has_value()) return Status::NotFound("experiment " + std::to_string(id_) + " has no record yet");
+  return std::move(**j);
+}
+
+Result<std::vector<Json>> ExperimentReader::trials() const {
+  std::vector<Json> out;
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
+    Json j = Json::parse(value, nullptr, false);
+    if (j.is_discarded()) {
+      bad = Status::Corrupt("store corrupt: record '" + std::string(key) + "' is not valid JSON");
+      return false;
+    }
+    out.push_back(std::move(j));
+    return true;
+  });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  return out;
+}
+
+Result<Json> ExperimentReader::trial(int64_t index) const {
+  auto j = db_->get_json(schema::trial_key(index));
+  if (!j.ok()) return j.status();
+  if (!j->has_value())
+    return Status::NotFound("no trial " + std::to_string(id_) + "." + std::to_string(index));
+  return std::move(**j);
+}
+
+Result<std::vector<MetricPoint>> ExperimentReader::metrics(int64_t trial,
+                                                           schema::MetricKind kind) const {
+  std::vector<MetricPoint> out;
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::metric_prefix(trial, kind),
+                        [&](std::string_view key, std::string_view value) {
+                          Json j = Json::parse(value, nullptr, false);
+                          if (j.is_discarded()) {
+                            bad = Status::Corrupt("store corrupt: metric record is not JSON");
+                            return false;
+                          }
+                          out.push_back({schema::key_suffix_number(std::string(key)), std::move(j)});
+                          return true;
+                        });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  return out;
+}
+
+Result<std::vector<Json>> ExperimentReader::checkpoints(int64_t trial) const {
+  std::vector<Json> out;
+  Status st = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
+    Json j = Json::parse(value, nullptr, false);
+    if (j.is_discarded()) return true;
+    if (trial > 0 && j.value("trial_index", int64_t{0}) != trial) return true;
+    out.push_back(std::move(j));
+    return true;
+  });
+  if (!st.ok()) return st;
+  std::sort(out.begin(), out.end(), [](const Json& a, const Json& b) {
+    auto key = [](const Json& j) {
+      return std::make_pair(j.value("trial_index", int64_t{0}), j.value("steps_completed", int64_t{0}));
+    };
+    return key(a) < key(b);
+  });
+  return out;
+}
+
+Status ExperimentReader::read_log(
+    int64_t trial, int rank, int64_t after_seq,
+    const std::function<void(int64_t, std::string_view)>& visit) const {
+  const std::string prefix = schema::log_prefix(trial, rank);
+  const std::string start = after_seq > 0 ? schema::log_key(trial, rank, after_seq) : std::string();
+  return db_->scan(
+      prefix,
+      [&](std::string_view key, std::string_view value) {
+        visit(schema::key_suffix_number(std::string(key)), value);
+        return true;
+      },
+      start);
+}
+
+}  // namespace cairn

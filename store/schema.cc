@@ -1,0 +1,36 @@
+#include "store/schema.h"
+
+#include <cstdio>
+
+namespace cairn::schema {
+
+namespace {
+std::string pad(int64_t n, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*lld", width, static_cast<long long>(n));
+  return buf;
+}
+}  // namespace
+
+std::string trial_key(int64_t trial) { return kTrialPrefix + pad(trial, 8); }
+std::string metric_prefix(int64_t trial, MetricKind kind) {
+  return "metric/" + pad(trial, 8) + "/" + static_cast<char>(kind) + "/";
+}
+std::string metric_key(int64_t trial, MetricKind kind, int64_t step) {
+  return metric_prefix(trial, kind) + pad(step, 12);
+}
+std::string checkpoint_key(const std::string& id) { return kCheckpointPrefix + id; }
+std::string log_prefix(int64_t trial, int rank) {
+  return "log/" + pad(trial, 8) + "/" + pad(rank, 4) + "/";
+}
+std::string log_key(int64_t trial, int rank, int64_t seq) {
+  return log_prefix(trial, rank) + pad(seq, 12);
+}
+std::string event_key(int64_t seq) { return kEventPrefix + pad(seq, 16); }
+
+int64_t key_suffix_number(const std::string& key) {
+  auto slash = key.rfind('/');
+  return std::stoll(key.substr(slash == std::string::npos ? 0 : slash + 1));
+}
+
+}  // namespace cairn::schema

@@ -1,0 +1,37 @@
+// The key layout of an experiment's database. Records are JSON objects so that fields can
+// be added without migrating old stores; readers ignore fields they do not know.
+//
+//   experiment                          the experiment: id, name, state, config, seed, …
+//   trial/<trial:8>                     a trial: id "7.3", state, hparams, seed, steps, …
+//   metric/<trial:8>/t/<step:12>        training metrics reported at a step
+//   metric/<trial:8>/v/<step:12>        validation metrics reported at a step
+//   ckpt/<sha256>                       a registered checkpoint: trial, steps, metrics, bytes
+//   log/<trial:8>/<rank:4>/<seq:12>     a chunk of a rank's stdout+stderr, in order
+//   event/<seq:16>                      the append-only event log
+//
+// Numbers are zero-padded so that byte order is numeric order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace cairn::schema {
+
+inline constexpr const char* kExperiment = "experiment";
+inline constexpr const char* kTrialPrefix = "trial/";
+inline constexpr const char* kCheckpointPrefix = "ckpt/";
+inline constexpr const char* kEventPrefix = "event/";
+
+enum class MetricKind : char { kTraining = 't', kValidation = 'v' };
+
+std::string trial_key(int64_t trial);
+std::string metric_prefix(int64_t trial, MetricKind kind);
+std::string metric_key(int64_t trial, MetricKind kind, int64_t step);
+std::string checkpoint_key(const std::string& id);
+std::string log_prefix(int64_t trial, int rank);
+std::string log_key(int64_t trial, int rank, int64_t seq);
+std::string event_key(int64_t seq);
+// The number after the last '/' of a key (the step of a metric key, the seq of a log key).
+int64_t key_suffix_number(const std::string& key);
+
+}  // namespace cairn::schema

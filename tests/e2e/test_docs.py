@@ -1,0 +1,316 @@
+"""The user-facing reference stays true to the binary.
+
+Checks that the man page renders without warnings, that every command and option the
+binary lists is documented in man/cairn.1 and offered by the three completion scripts,
+that `cairn completion SHELL` prints the shipped files byte for byte, and that the
+completion scripts load and complete what they should.
+
+Environment: CAIRN_SOURCE_DIR (the repository root) and CAIRN_BIN (the built binary),
+both set by ctest.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+SOURCE_DIR = Path(os.environ.get("CAIRN_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+CAIRN_BIN = Path(os.environ.get("CAIRN_BIN", SOURCE_DIR / "build" / "cairn"))
+MAN_PAGE = SOURCE_DIR / "man" / "cairn.1"
+COMPLETIONS = {
+    "bash": SOURCE_DIR / "completions" / "cairn.bash",
+    "zsh": SOURCE_DIR / "completions" / "_cairn",
+    "fish": SOURCE_DIR / "completions" / "cairn.fish",
+}
+TIMEOUT_S = 60
+
+
+def run(args, **kwargs):
+    env = dict(os.environ, NO_COLOR="1", LC_ALL="C.UTF-8")
+    env.update(kwargs.pop("env", {}))
+    return subprocess.run(args, capture_output=True, timeout=TIMEOUT_S, env=env, **kwargs)
+
+
+def require_binary(test):
+    if not CAIRN_BIN.is_file():
+        test.fail(f"{CAIRN_BIN} does not exist: build cairn first (cmake --build build)")
+
+
+# --- What the binary says about itself (CLI11's help format) -----------------------
+
+
+def help_sections(text):
+    """Maps each section heading of a CLI11 help text ("Options", "Subcommands", …) to
+    the first words of its entries: option names, or command names."""
+    sections, heading = {}, None
+    for line in text.splitlines():
+        if re.fullmatch(r"[A-Za-z][\w ]*:\s*", line):
+            heading = line.strip().rstrip(":").lower()
+            sections.setdefault(heading, [])
+        elif heading and re.match(r" {1,8}\S", line):
+            # Entries are indented a little; wrapped descriptions much more.
+            sections[heading].append(line.split()[0])
+    return sections
+
+
+def listed_commands(help_text):
+    sections = help_sections(help_text)
+    commands = []
+    for heading, entries in sections.items():
+        if heading in ("options", "positionals") or heading.startswith("usage"):
+            continue
+        commands += [e for e in entries if re.fullmatch(r"[a-z][a-z0-9_-]*", e)]
+    return commands
+
+
+def listed_options(help_text):
+    options = []
+    for entry in help_sections(help_text).get("options", []):
+        options += [o for o in entry.split(",") if re.fullmatch(r"--?[A-Za-z][\w-]*", o)]
+    return options
+
+
+# --- What the docs say -------------------------------------------------------------
+
+
+def man_source():
+    return MAN_PAGE.read_text(encoding="utf-8")
+
+
+def man_command_entries():
+    """Maps each command documented under COMMANDS (a top-level .TP whose tag is
+    "cairn NAME") to its text, with roff's escaped hyphens made plain."""
+    section = man_source().split("\n.SH COMMANDS\n", 1)[1].split("\n.SH ", 1)[0]
+    entries, name, depth, tag_next = {}, None, 0, False
+    for line in section.splitlines():
+        match = re.match(r'\.BR? "cairn ([a-z][\w-]*)"', line)
+        if tag_next and match:
+            name = match.group(1)
+            entries[name] = ""
+        depth += {".RS": 1, ".RE": -1}.get(line.split(" ")[0], 0)
+        tag_next = line == ".TP" and depth == 0
+        if name:
+            entries[name] += line.replace("\\-", "-") + "\n"
+    return entries
+
+
+def mentions(text, option):
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
+
+
+def completion_commands(shell):
+    text = COMPLETIONS[shell].read_text(encoding="utf-8")
+    if shell == "bash":
+        return re.search(r'local commands="([^"]*)"', text).group(1).split()
+    if shell == "zsh":
+        block = re.search(r"commands=\(\n(.*?)\n\s*\)", text, re.S).group(1)
+        return re.findall(r"^\s*'([a-z][\w-]*):", block, re.M)
+    return re.findall(r"-n __cairn_needs_command -a ([a-z][\w-]*)", text)
+
+
+class DocsAgreeWithEachOther(unittest.TestCase):
+    """Runs without the binary: the man page and the three scripts name the same commands."""
+
+    def test_completions_and_man_page_name_the_same_commands(self):
+        documented = sorted(man_command_entries())
+        self.assertIn("run", documented)
+        for shell in COMPLETIONS:
+            with self.subTest(shell=shell):
+                self.assertEqual(sorted(completion_commands(shell)), documented)
+
+    def test_embedded_scripts_cannot_end_the_raw_string_they_are_embedded_in(self):
+        # cmake/embed.cmake wraps each file in R"CAIRN_EMBED( … )CAIRN_EMBED".
+        for shell, path in COMPLETIONS.items():
+            with self.subTest(shell=shell):
+                self.assertNotIn(')CAIRN_EMBED"', path.read_text(encoding="utf-8"))
+
+
+class ManPage(unittest.TestCase):
+    def test_renders_with_groff_without_warnings(self):
+        if not shutil.which("groff"):
+            self.skipTest("groff is not installed")
+        result = run(["groff", "-man", "-Tutf8", "-ww", "-z", str(MAN_PAGE)])
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertEqual(result.stderr.decode(), "")
+
+    def test_renders_with_man(self):
+        if not shutil.which("man"):
+            self.skipTest("man is not installed")
+        result = run(["man", "--warnings", "-l", str(MAN_PAGE)], env={"MANWIDTH": "80"})
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertEqual(result.stderr.decode(), "")
+        text = result.stdout.decode()
+        for section in ("NAME", "SYNOPSIS", "COMMANDS", "EXIT STATUS", "ENVIRONMENT", "EXAMPLES"):
+            self.assertRegex(text, rf"(?m)^{section}$")
+
+
+class DocsMatchTheBinary(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.help_text = ""
+        if CAIRN_BIN.is_file():
+            cls.help_text = run([str(CAIRN_BIN), "--help"]).stdout.decode()
+
+    def setUp(self):
+        require_binary(self)
+
+    def commands(self):
+        commands = listed_commands(self.help_text)
+        self.assertIn("run", commands, f"no command list in `cairn --help`:\n{self.help_text}")
+        return commands
+
+    def test_every_command_is_in_the_man_page_and_the_completions(self):
+        documented = man_command_entries()
+        for command in self.commands():
+            with self.subTest(command=command):
+                self.assertIn(command, list(documented), "man/cairn.1, COMMANDS")
+                for shell in COMPLETIONS:
+                    self.assertIn(command, completion_commands(shell), COMPLETIONS[shell])
+
+    def test_every_documented_command_exists(self):
+        self.assertEqual(sorted(man_command_entries()), sorted(self.commands()))
+
+    def test_every_option_is_in_the_man_page_and_the_completions(self):
+        scripts = {shell: path.read_text(encoding="utf-8") for shell, path in COMPLETIONS.items()}
+        man_text = man_source().replace("\\-", "-")
+        for option in listed_options(self.help_text):
+            with self.subTest(option=option):
+                self.assertTrue(mentions(man_text, option), f"{option} not in man/cairn.1")
+                self.assert_offered(scripts, option)
+        entries = man_command_entries()
+        for command in self.commands():
+            result = run([str(CAIRN_BIN), command, "--help"])
+            self.assertEqual(result.returncode, 0, f"cairn {command} --help: {result.stderr}")
+            for option in listed_options(result.stdout.decode()):
+                with self.subTest(command=command, option=option):
+                    if option not in ("-h", "--help"):
+                        self.assertTrue(mentions(entries.get(command, ""), option),
+                                        f"{option} not under cairn {command} in man/cairn.1")
+                    self.assert_offered(scripts, option)
+
+    def assert_offered(self, scripts, option):
+        for shell in ("bash", "zsh"):
+            self.assertTrue(mentions(scripts[shell], option), f"{option} not in {COMPLETIONS[shell]}")
+        fish_flag = "-l" if option.startswith("--") else "-s"
+        fish_option = f"{fish_flag} {option.lstrip('-')}"
+        self.assertTrue(mentions(scripts["fish"], fish_option), f"{option} not in {COMPLETIONS['fish']}")
+
+    def test_completion_prints_the_shipped_files(self):
+        for shell, path in COMPLETIONS.items():
+            with self.subTest(shell=shell):
+                result = run([str(CAIRN_BIN), "completion", shell])
+                self.assertEqual(result.returncode, 0, result.stderr.decode())
+                self.assertEqual(result.stdout, path.read_bytes())
+
+    def test_completion_of_an_unknown_shell_is_bad_usage(self):
+        result = run([str(CAIRN_BIN), "completion", "tcsh"])
+        self.assertEqual(result.returncode, 2, result.stderr.decode())
+
+    def test_printed_bash_completion_loads(self):
+        script = f'source <("{CAIRN_BIN}" completion bash) && complete -p cairn'
+        result = run(["bash", "-c", script])
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertIn("-F _cairn", result.stdout.decode())
+
+
+# Completes LINE (the cursor at its end) as bash would, splitting words at "=" as
+# COMP_WORDBREAKS does, and prints the candidates one per line.
+BASH_COMPLETE = r"""
+source "$1"
+line=$2
+words=${line//=/ = }
+read -ra COMP_WORDS <<<"$words"
+[[ $line == *" " || $line == *"=" ]] && COMP_WORDS+=("")
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+COMP_LINE=$line
+COMP_POINT=${#line}
+COMPREPLY=()
+_cairn
+printf '%s\n' "${COMPREPLY[@]}"
+"""
+
+
+class BashCompletion(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        # A stand-in for the hidden `cairn __complete ids`, recording how it was called.
+        cls.fake = root / "fake-cairn"
+        cls.calls = root / "calls"
+        cls.fake.write_text(
+            f"#!/bin/sh\necho \"$*\" >> '{cls.calls}'\nprintf '1\\n1.1\\n1.2\\n2\\n2.1\\n'\n"
+        )
+        cls.fake.chmod(0o755)
+        cls.workdir = root / "work"
+        (cls.workdir / "configs").mkdir(parents=True)
+        for name in ("quick.yaml", "other.yml", "notes.txt"):
+            (cls.workdir / name).write_text("")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def complete(self, line):
+        line = line.replace("cairn", str(self.fake), 1)
+        result = run(["bash", "-c", BASH_COMPLETE, "bash", str(COMPLETIONS["bash"]), line],
+                     cwd=self.workdir)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertEqual(result.stderr.decode(), "")
+        return sorted(filter(None, result.stdout.decode().split("\n")))
+
+    def test_script_loads(self):
+        result = run(["bash", "-c", f'source "{COMPLETIONS["bash"]}" && complete -p cairn'])
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertIn("-F _cairn", result.stdout.decode())
+
+    def test_commands(self):
+        self.assertEqual(self.complete("cairn "), sorted(completion_commands("bash")))
+        self.assertEqual(self.complete("cairn ch"), ["checkpoints"])
+        self.assertEqual(self.complete("cairn --store /tmp/s "), sorted(completion_commands("bash")))
+
+    def test_options(self):
+        self.assertEqual(self.complete("cairn ls --"), ["--all", "--help", "--json"])
+        self.assertIn("--follow", self.complete("cairn logs 1.1 -"))
+        self.assertEqual(self.complete("cairn --v"), ["--version"])
+
+    def test_config_files_after_run(self):
+        self.assertEqual(self.complete("cairn run "), ["configs", "other.yml", "quick.yaml"])
+        self.assertEqual(self.complete("cairn run --set a.b=1 q"), ["quick.yaml"])
+        self.assertEqual(self.complete("cairn run quick.yaml "), [])
+
+    def test_ids_from_the_store(self):
+        self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1"])
+        self.assertEqual(self.complete("cairn logs --rank 1 "), ["1.1", "1.2", "2.1"])
+        self.assertEqual(self.complete("cairn metrics 2"), ["2.1"])
+        self.assertEqual(self.complete("cairn export 1.1@"), ["1.1@best", "1.1@latest"])
+        self.assertEqual(self.complete("cairn export 1.1@best "), ["configs"])
+
+    def test_store_option_reaches_the_id_query(self):
+        self.calls.unlink(missing_ok=True)
+        self.complete("cairn --store /tmp/elsewhere checkpoints ")
+        self.assertEqual(self.calls.read_text(), "--store /tmp/elsewhere __complete ids\n")
+
+    def test_shells(self):
+        self.assertEqual(self.complete("cairn completion "), ["bash", "fish", "zsh"])
+
+
+class OtherShells(unittest.TestCase):
+    def test_zsh_syntax(self):
+        if not shutil.which("zsh"):
+            self.skipTest("zsh is not installed")
+        result = run(["zsh", "-n", str(COMPLETIONS["zsh"])])
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+
+    def test_fish_syntax(self):
+        if not shutil.which("fish"):
+            self.skipTest("fish is not installed")
+        result = run(["fish", "--no-execute", str(COMPLETIONS["fish"])])
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,473 @@
+"""The Python SDK (sdk/python/cairn.py) against a scripted stand-in for cairn
+(fake_control.py): handshake, operations, metrics, checkpoints, random-generator
+restore, stop requests, a coordinator that dies, standalone mode.
+
+Trials run as real subprocesses of /usr/bin/python3 with PYTHONPATH pointing at the
+SDK, exactly as cairn starts them.
+"""
+
+import json
+import os
+import pathlib
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from fake_control import FakeControl, socket_directory  # noqa: E402
+
+SOURCE_DIR = pathlib.Path(os.environ.get("CAIRN_SOURCE_DIR", HERE.parent.parent))
+SDK_DIR = SOURCE_DIR / "sdk" / "python"
+PYTHON = sys.executable
+
+# A trial that follows the pattern of SPEC §4 and writes what it saw to $TRIAL_OUT.
+PATTERN_TRIAL = """
+import json, os, sys
+import cairn
+
+ctx = cairn.init()
+seen = {"hparams": ctx.hparams, "seed": ctx.seed, "trial_id": ctx.trial_id,
+        "experiment_id": ctx.experiment_id, "steps_completed": ctx.steps_completed,
+        "latest_checkpoint": str(ctx.latest_checkpoint) if ctx.latest_checkpoint else None,
+        "rank": ctx.rank, "world_size": ctx.world_size, "deterministic": ctx.deterministic,
+        "operations": [], "checkpoints": [], "validations": [], "preempted": False}
+
+def finish():
+    with open(os.environ["TRIAL_OUT"], "w") as f:
+        json.dump(seen, f)
+
+step = ctx.steps_completed
+for op in ctx.operations():
+    seen["operations"].append(op.length)
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step, {"epoch": step}) as path:
+                seen["checkpoints"].append([step, sorted(os.listdir(path))])
+                (path / "model.txt").write_text(str(step))
+            seen["checkpoint_id"] = ctx.latest_checkpoint_id
+            if ctx.should_preempt():
+                seen["preempted"] = True
+                finish()
+                sys.exit(0)
+    seen["validations"].append(ctx.report_validation(step, {"val_loss": 1.0 / step}))
+finish()
+"""
+
+
+class TrialTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = pathlib.Path(socket_directory())
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.out = self.tmp / "out.json"
+
+    def fake(self, **kwargs):
+        fake = FakeControl(self.tmp, **kwargs)
+        self.addCleanup(fake.close)
+        return fake
+
+    def env(self, fake=None, **extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        env.update(PYTHONPATH=str(SDK_DIR), TRIAL_OUT=str(self.out), PYTHONDONTWRITEBYTECODE="1",
+                   CAIRN_TRIAL_ID="7.3", CAIRN_EXPERIMENT_ID="7", CAIRN_SEED="17",
+                   CAIRN_HPARAMS='{"lr": 0.1, "arch": {"depth": 2}}')
+        if fake is not None:
+            env["CAIRN_CONTROL"] = fake.address
+        env.update({k: str(v) for k, v in extra.items()})
+        return {k: v for k, v in env.items() if v != "None"}
+
+    def write_trial(self, source):
+        path = self.tmp / "trial.py"
+        path.write_text(textwrap.dedent(source))
+        return path
+
+    def run_trial(self, source, env, expect_rc=0):
+        result = subprocess.run([PYTHON, str(self.write_trial(source))], env=env, cwd=self.tmp,
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, expect_rc, result.stderr)
+        return result
+
+    def seen(self):
+        return json.loads(self.out.read_text())
+
+
+class HandshakeAndOperations(TrialTestCase):
+    def test_hello_carries_the_trial_and_context_the_environment(self):
+        fake = self.fake(operations=[2])
+        env = self.env(fake, CAIRN_STEPS_COMPLETED=0, RANK=0, WORLD_SIZE=1)
+        self.run_trial(PATTERN_TRIAL, env)
+        hello = fake.of_type("hello")[0]
+        self.assertEqual(hello["protocol"], 1)
+        self.assertEqual(hello["trial"], "7.3")
+        self.assertEqual(hello["experiment"], 7)
+        self.assertEqual(hello["rank"], 0)
+        self.assertEqual(hello["world_size"], 1)
+        self.assertTrue(hello["sdk"].startswith("python/"))
+        self.assertIsInstance(hello["pid"], int)
+        seen = self.seen()
+        self.assertEqual(seen["hparams"], {"lr": 0.1, "arch": {"depth": 2}})
+        self.assertEqual(seen["seed"], 17)
+        self.assertEqual(seen["trial_id"], "7.3")
+        self.assertEqual(seen["experiment_id"], 7)
+        self.assertEqual(seen["steps_completed"], 0)
+        self.assertIsNone(seen["latest_checkpoint"])
+        self.assertFalse(seen["deterministic"])
+
+    def test_operations_follow_the_searcher_and_end_on_done(self):
+        fake = self.fake(operations=[2, 5], checkpoint_period=2)
+        self.run_trial(PATTERN_TRIAL, self.env(fake))
+        seen = self.seen()
+        self.assertEqual(seen["operations"], [2, 5])
+        # Period 2, plus the decision point at 5.
+        self.assertEqual([c[0] for c in seen["checkpoints"]], [2, 4, 5])
+        self.assertEqual(seen["validations"], [True, True])
+        self.assertEqual(len(fake.of_type("next_operation")), 3)
+        self.assertEqual([v["step"] for v in fake.of_type("validation")], [2, 5])
+        self.assertEqual([r["step"] for r in fake.training_reports()], [1, 2, 3, 4, 5])
+
+    def test_a_refused_handshake_exits_1_with_one_line(self):
+        def refuse(fake, connection, message):
+            connection.send({"type": "error", "message": "unknown trial"})
+            connection.close()
+            return True
+        fake = self.fake(on_message=refuse)
+        result = self.run_trial(PATTERN_TRIAL, self.env(fake), expect_rc=1)
+        self.assertEqual(result.stderr.strip().splitlines(),
+                         ["cairn: error: cairn refused the trial: unknown trial"])
+
+    def test_an_unreachable_cairn_exits_1_with_one_line(self):
+        env = self.env(CAIRN_CONTROL="unix:" + str(self.tmp / "nobody-listens.sock"))
+        result = self.run_trial(PATTERN_TRIAL, env, expect_rc=1)
+        lines = result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith("cairn: error: cannot reach cairn at CAIRN_CONTROL="),
+                        lines[0])
+
+
+class Metrics(TrialTestCase):
+    def test_ten_thousand_training_reports_arrive_complete_in_batches_and_in_order(self):
+        fake = self.fake(operations=[1])
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            for op in ctx.operations():
+                for step in range(1, 10001):
+                    loss = float("nan") if step == 77 else float("inf") if step == 78 else step / 2
+                    ctx.report_training(step, {"loss": loss, "lr": 0.5})
+                ctx.report_validation(10000, {"val_loss": 0.25})
+            """, self.env(fake))
+        reports = fake.training_reports()
+        self.assertEqual([r["step"] for r in reports], list(range(1, 10001)))
+        self.assertEqual(reports[9]["metrics"], {"loss": 5.0, "lr": 0.5})
+        self.assertIsNone(reports[76]["metrics"]["loss"])
+        self.assertIsNone(reports[77]["metrics"]["loss"])
+        batches = fake.of_type("training")
+        self.assertGreaterEqual(len(batches), 10)
+        self.assertTrue(all(len(b["reports"]) <= 1000 for b in batches))
+        # Every training report precedes the validation that followed it in the trial.
+        types = fake.types()
+        self.assertEqual(types.index("validation"), len(types) - 2)  # then next_operation
+
+    def test_a_lone_training_report_is_sent_without_waiting_for_more(self):
+        fake = self.fake(operations=[1])
+        release = self.tmp / "release"
+        trial = subprocess.Popen([PYTHON, str(self.write_trial("""
+            import os, time, cairn
+            ctx = cairn.init()
+            for op in ctx.operations():
+                ctx.report_training(1, {"loss": 0.5})
+                deadline = time.monotonic() + 60
+                while not os.path.exists(%r) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            """ % str(release)))], env=self.env(fake), cwd=self.tmp)
+        try:
+            fake.wait_for(fake.training_reports, timeout=20)
+            self.assertIsNone(trial.poll(), "the report must arrive while the trial runs")
+        finally:
+            release.touch()
+            self.assertEqual(trial.wait(timeout=60), 0)
+
+    def test_validation_waits_for_the_ack_and_reports_rejection(self):
+        fake = self.fake(operations=[1], reject_validation=True)
+        result = self.run_trial(PATTERN_TRIAL, self.env(fake))
+        self.assertEqual(self.seen()["validations"], [False])
+        self.assertIn("rejected: no metric", result.stderr)
+
+
+class Checkpoints(TrialTestCase):
+    def test_commit_sends_the_staging_path_metadata_and_the_rng_state(self):
+        fake = self.fake(operations=[1])
+        self.run_trial(PATTERN_TRIAL, self.env(fake))
+        seen = self.seen()
+        self.assertEqual(seen["checkpoints"], [[1, []]], "the directory starts empty")
+        self.assertEqual(seen["checkpoint_id"], "fake0")
+        begin, = fake.of_type("checkpoint_begin")
+        end, = fake.of_type("checkpoint_end")
+        self.assertEqual(begin["step"], 1)
+        self.assertEqual(end["step"], 1)
+        self.assertEqual(end["metadata"], {"epoch": 1})
+        staging = pathlib.Path(end["path"])
+        self.assertEqual(staging, fake.staging_dirs[0])
+        self.assertEqual(sorted(os.listdir(staging)), ["cairn_rng_state.pkl", "model.txt"])
+        with open(staging / "cairn_rng_state.pkl", "rb") as f:
+            self.assertIn("python", pickle.load(f))
+
+    def test_an_exception_while_saving_aborts_the_checkpoint(self):
+        fake = self.fake()
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            try:
+                with ctx.checkpoint(3) as path:
+                    (path / "half.bin").write_bytes(b"x")
+                    raise RuntimeError("disk on fire")
+            except RuntimeError:
+                pass
+            """, self.env(fake))
+        abort, = fake.of_type("checkpoint_abort")
+        self.assertEqual(abort["path"], str(fake.staging_dirs[0]))
+        self.assertEqual(fake.of_type("checkpoint_end"), [])
+        self.assertFalse(fake.staging_dirs[0].exists())
+
+    def test_a_failed_commit_warns_and_training_goes_on(self):
+        fake = self.fake(operations=[2], fail_checkpoint_end=True)
+        result = self.run_trial(PATTERN_TRIAL, self.env(fake))
+        self.assertEqual(self.seen()["validations"], [True])
+        self.assertIsNone(self.seen()["checkpoint_id"])
+        self.assertIn("checkpoint at step 1 failed: disk full", result.stderr)
+
+
+RNG_TRIAL = """
+import json, os, random, sys
+import cairn
+ctx = cairn.init()
+try:
+    import numpy
+except ImportError:
+    numpy = None
+try:
+    import torch
+except ImportError:
+    torch = None
+random.random(), numpy and numpy.random.rand(), torch and torch.rand(1)  # "model init"
+draws = {}
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        draws[step] = [random.random(), numpy and float(numpy.random.rand()),
+                       torch and float(torch.rand(1))]
+        ctx.report_training(step, {"loss": 0.0})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                pass
+with open(os.environ["TRIAL_OUT"], "w") as f:
+    json.dump({"draws": draws, "numpy": numpy is not None, "torch": torch is not None}, f)
+"""
+
+
+class RandomGenerators(TrialTestCase):
+    def test_a_resumed_trial_draws_what_an_uninterrupted_one_would(self):
+        fake = self.fake(operations=[4])
+        self.run_trial(RNG_TRIAL, self.env(fake))
+        uninterrupted = self.seen()
+
+        fake.operations = [2]
+        self.run_trial(RNG_TRIAL, self.env(fake))
+        checkpoint_at_2 = fake.committed["fake5"]  # 4 from the first run, then 1, 2
+
+        fake.operations = [4]
+        self.run_trial(RNG_TRIAL, self.env(fake, CAIRN_LATEST_CHECKPOINT=checkpoint_at_2,
+                                           CAIRN_STEPS_COMPLETED=2))
+        resumed = self.seen()
+        self.assertEqual(list(resumed["draws"]), ["3", "4"])
+        for step in ("3", "4"):
+            self.assertEqual(resumed["draws"][step], uninterrupted["draws"][step])
+        if not resumed["numpy"] or not resumed["torch"]:
+            print("note: numpy or torch not importable; checked what is", file=sys.stderr)
+
+    def test_numpy_imported_after_init_is_seeded_even_after_a_find_spec_probe(self):
+        reference = subprocess.run(
+            [PYTHON, "-c", "import numpy; numpy.random.seed(17); print(numpy.random.rand())"],
+            capture_output=True, text=True)
+        if reference.returncode != 0:
+            self.skipTest("numpy is not importable")
+        result = self.run_trial("""
+            import importlib.util, cairn
+            ctx = cairn.init()
+            assert importlib.util.find_spec("numpy") is not None
+            import numpy
+            print(numpy.random.rand())
+            """, self.env(CAIRN_SEED=17))
+        self.assertEqual(result.stdout, reference.stdout)
+
+    def test_deterministic_mode_configures_torch(self):
+        if subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode:
+            self.skipTest("torch is not importable")
+        fake = self.fake(deterministic=True)
+        result = self.run_trial("""
+            import torch, cairn
+            ctx = cairn.init()
+            print(ctx.deterministic, torch.are_deterministic_algorithms_enabled(),
+                  torch.get_num_threads(), torch.backends.cudnn.benchmark)
+            """, self.env(fake, PYTHONHASHSEED=0))
+        self.assertEqual(result.stdout.split(), ["True", "True", "1", "False"])
+        self.assertNotIn("warning", result.stderr)
+
+
+class Stopping(TrialTestCase):
+    def test_a_stop_makes_the_trial_checkpoint_and_exit(self):
+        def stop_at_validation(fake, connection, message):
+            if message["type"] == "validation":
+                connection.send({"type": "stop", "reason": "pause"})
+        fake = self.fake(operations=[3, 9], checkpoint_period=100, on_message=stop_at_validation)
+        self.run_trial("""
+            import cairn, json, os
+            ctx = cairn.init()
+            seen = []
+            step = 0
+            for op in ctx.operations():
+                while step < op.length:
+                    step += 1
+                    if ctx.checkpoint_due(step):
+                        seen.append(["due", step, ctx.should_preempt()])
+                ctx.report_validation(step, {"v": 1})
+                seen.append(["after validation", ctx.checkpoint_due(step), ctx.should_preempt()])
+            json.dump(seen, open(os.environ["TRIAL_OUT"], "w"))
+            """, self.env(fake))
+        self.assertEqual(self.seen(), [["due", 3, False], ["after validation", True, True]])
+        self.assertEqual(len(fake.of_type("next_operation")), 1, "no more work asked for")
+
+    def test_a_closed_channel_becomes_a_stop_and_an_orphan_checkpoint(self):
+        def die_at_validation(fake, connection, message):
+            if message["type"] == "validation":
+                connection.close()
+                return True
+        fake = self.fake(operations=[5], checkpoint_period=100, on_message=die_at_validation)
+        orphans = self.tmp / "orphans"
+        self.run_trial("""
+            import cairn, json, os
+            ctx = cairn.init()
+            seen = {}
+            step = 0
+            for op in ctx.operations():
+                while step < op.length:
+                    step += 1
+                    ctx.report_training(step, {"loss": 1.0})
+                    if step == 2:
+                        seen["validation delivered"] = ctx.report_validation(2, {"v": 1})
+                    if ctx.checkpoint_due(step):
+                        with ctx.checkpoint(step, {"why": "orphan"}) as path:
+                            (path / "model.txt").write_text("weights")
+                        seen["preempt"] = ctx.should_preempt()
+                        break
+            seen["step"] = step
+            json.dump(seen, open(os.environ["TRIAL_OUT"], "w"))
+            """, self.env(fake, CAIRN_ORPHAN_DIR=orphans))
+        self.assertEqual(self.seen(), {"validation delivered": False, "preempt": True, "step": 2})
+        orphan = orphans / "2"
+        self.assertEqual(sorted(os.listdir(orphan)),
+                         ["cairn_orphan.json", "cairn_rng_state.pkl", "model.txt"])
+        marker = json.loads((orphan / "cairn_orphan.json").read_text())
+        self.assertEqual((marker["step"], marker["trial"], marker["metadata"]),
+                         (2, "7.3", {"why": "orphan"}))
+
+    def test_without_an_orphan_dir_the_checkpoint_is_skipped_with_a_warning(self):
+        def die_on_hello(fake, connection, message):
+            if message["type"] == "next_operation":
+                connection.close()
+                return True
+        fake = self.fake(on_message=die_on_hello)
+        result = self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            assert list(ctx.operations()) == []
+            assert ctx.checkpoint_due(1) and ctx.should_preempt()
+            with ctx.checkpoint(1) as path:
+                (path / "model.txt").write_text("weights")
+            """, self.env(fake))
+        self.assertIn("CAIRN_ORPHAN_DIR is unset", result.stderr)
+
+    def test_cairn_dying_during_a_commit_turns_the_staging_dir_into_an_orphan(self):
+        def die_at_commit(fake, connection, message):
+            if message["type"] == "checkpoint_end":
+                connection.close()
+                return True
+        fake = self.fake(operations=[3], on_message=die_at_commit)
+        orphans = self.tmp / "orphans"
+        self.run_trial(PATTERN_TRIAL, self.env(fake, CAIRN_ORPHAN_DIR=orphans))
+        self.assertTrue(self.seen()["preempted"])
+        self.assertEqual(sorted(os.listdir(orphans / "1")),
+                         ["cairn_orphan.json", "cairn_rng_state.pkl", "model.txt"])
+        self.assertFalse(fake.staging_dirs[0].exists())
+
+    def test_ctrl_c_asks_the_trial_to_checkpoint_and_exit_cleanly(self):
+        fake = self.fake(operations=[10 ** 9], checkpoint_period=0)
+        trial = subprocess.Popen([PYTHON, str(self.write_trial(PATTERN_TRIAL.replace(
+            'ctx.report_training(step, {"loss": 1.0 / step})',
+            'ctx.report_training(step, {"loss": 1.0 / step}); __import__("time").sleep(0.001)')))],
+            env=self.env(fake), cwd=self.tmp, stderr=subprocess.PIPE, text=True)
+        try:
+            fake.wait_for(fake.training_reports, timeout=30)
+            trial.send_signal(signal.SIGINT)
+            _, stderr = trial.communicate(timeout=60)
+        finally:
+            if trial.poll() is None:
+                trial.kill()
+        self.assertEqual(trial.returncode, 0, stderr)
+        self.assertTrue(self.seen()["preempted"])
+        self.assertEqual(len(fake.of_type("checkpoint_end")), 1)
+        self.assertNotIn("Traceback", stderr)
+
+    def test_ranks_stop_at_the_step_cairn_answers_to_sync(self):
+        def agree_at_step_3(fake, connection, message):
+            if message["type"] == "hello":
+                fake._answer(connection, message)
+                connection.send({"type": "stop", "reason": "pause"})  # must not act alone
+                return True
+            if message["type"] == "sync" and message["step"] == 3:
+                fake.sync_stop = "pause"
+        fake = self.fake(operations=[10], checkpoint_period=100, on_message=agree_at_step_3)
+        self.run_trial(PATTERN_TRIAL, self.env(fake, RANK=1, WORLD_SIZE=2))
+        seen = self.seen()
+        self.assertTrue(seen["preempted"])
+        self.assertEqual([c[0] for c in seen["checkpoints"]], [3])
+        self.assertEqual([m["step"] for m in fake.of_type("sync")], [1, 2, 3])
+        staging = pathlib.Path(fake.of_type("checkpoint_end")[0]["path"])
+        self.assertEqual(sorted(os.listdir(staging)), ["cairn_rng_state.rank1.pkl", "model.txt"])
+
+
+class Standalone(TrialTestCase):
+    def test_without_cairn_the_trial_runs_one_operation_and_keeps_checkpoints_locally(self):
+        result = self.run_trial(PATTERN_TRIAL, self.env(CAIRN_MAX_LENGTH=3, CAIRN_TRIAL_ID=None))
+        seen = self.seen()
+        self.assertEqual(seen["operations"], [3])
+        self.assertEqual(seen["hparams"], {"lr": 0.1, "arch": {"depth": 2}})
+        self.assertEqual(seen["seed"], 17)
+        self.assertIsNone(seen["trial_id"])
+        self.assertEqual(seen["validations"], [True])
+        checkpoints = self.tmp / "checkpoints"
+        self.assertEqual(sorted(os.listdir(checkpoints)), ["1", "2", "3"])
+        self.assertEqual(sorted(os.listdir(checkpoints / "3")),
+                         ["cairn_rng_state.pkl", "model.txt"])
+        self.assertIn("cairn: step 3 training: loss=0.333333", result.stderr)
+        self.assertIn("cairn: step 3 validation: val_loss=0.333333", result.stderr)
+
+    def test_defaults_without_any_cairn_variable(self):
+        env = self.env(CAIRN_TRIAL_ID=None, CAIRN_EXPERIMENT_ID=None, CAIRN_SEED=None,
+                       CAIRN_HPARAMS=None)
+        self.run_trial(PATTERN_TRIAL, env)
+        seen = self.seen()
+        self.assertEqual((seen["operations"], seen["hparams"], seen["seed"]), ([1], {}, 0))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,602 @@
+// The experiment config: what a valid config turns into, and that every kind of mistake is
+// reported as one line naming the file, the line and the dotted key (exit status 2).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "engine/config_sections.h"
+
+namespace cairn {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed with everything in it at scope end.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = fs::temp_directory_path() /
+            ("cairn_config_test_" + std::to_string(::getpid()) + "_" +
+             std::to_string(counter++) + "_" + std::to_string(now));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& text) const {
+    fs::path file = path_ / name;
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  fs::path path_;
+};
+
+Result<ExperimentConfig> parse(const TempDir& dir, const std::string& yaml,
+                               const std::vector<std::string>& sets = {}) {
+  return parse_experiment_config(yaml, "exp.yaml", dir.path(), sets);
+}
+
+// Parses a config that must be valid, failing the test with the message otherwise.
+ExperimentConfig parse_ok(const TempDir& dir, const std::string& yaml,
+                          const std::vector<std::string>& sets = {}) {
+  Result<ExperimentConfig> config = parse(dir, yaml, sets);
+  INFO(config.status().message());
+  REQUIRE(config.ok());
+  return std::move(config).value();
+}
+
+void check_bad_input(const Result<ExperimentConfig>& config, const std::string& prefix,
+                     const std::string& detail) {
+  REQUIRE_FALSE(config.ok());
+  const std::string& message = config.status().message();
+  INFO("message: " << message);
+  CHECK(config.status().kind() == ErrorKind::kBadInput);
+  CHECK(config.status().exit_code() == 2);
+  CHECK(message.rfind(prefix, 0) == 0);
+  CHECK(message.find(detail, prefix.size()) != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}
+
+constexpr const char* kMinimal = R"(entrypoint: python3 train.py
+searcher:
+  name: random
+  metric: val_loss
+  max_length: 10
+  max_trials: 4
+)";
+
+// SPEC §2's example, as a user would write it.
+constexpr const char* kSpecExample = R"(name: digits-asha
+entrypoint: python3 train.py --epochs-per-unit 1
+workdir: .
+hyperparameters:
+  lr:        {type: log, minval: -4, maxval: -1, base: 10}
+  hidden:    {type: int, minval: 16, maxval: 256}
+  dropout:   {type: double, minval: 0.0, maxval: 0.5}
+  optimizer: {type: categorical, vals: [sgd, adam]}
+  batch_size: 64
+  arch:
+    depth: {type: int, minval: 1, maxval: 4}
+searcher:
+  name: asha
+  metric: val_loss
+  smaller_is_better: true
+  max_length: 81
+  max_trials: 64
+  max_concurrent_trials: 4
+  divisor: 3
+resources:
+  slots_per_trial: 1
+  devices: auto
+  peers: none
+max_restarts: 3
+checkpoint:
+  period: 1
+  keep_trial_latest: 1
+  keep_trial_best: 1
+  keep_experiment_best: 0
+reproducibility:
+  seed: 1234
+  deterministic: false
+data: [data/]
+environment: {OMP_NUM_THREADS: "1"}
+notify: {webhook: "https://hooks.example.com/cairn"}
+)";
+
+using Type = HyperparameterSpec::Type;
+
+TEST_CASE("config: the SPEC example parses into the right values") {
+  TempDir dir;
+  fs::path file = dir.write("configs/digits.yaml", kSpecExample);
+  Result<ExperimentConfig> loaded = load_experiment_config(file, {});
+  INFO(loaded.status().message());
+  REQUIRE(loaded.ok());
+  const ExperimentConfig& c = *loaded;
+
+  CHECK(c.name == "digits-asha");
+  CHECK(c.entrypoint ==
+        std::vector<std::string>{"python3", "train.py", "--epochs-per-unit", "1"});
+  CHECK_FALSE(is_builtin_entrypoint(c));
+  CHECK(c.config_path == fs::absolute(file).lexically_normal());
+  CHECK(c.workdir == (dir.path() / "configs").lexically_normal());
+
+  REQUIRE(c.hyperparameters.size() == 6);
+  const HyperparameterSpec& lr = c.hyperparameters.at("lr");
+  CHECK(lr.type == Type::kLog);
+  CHECK(lr.minval == -4);
+  CHECK(lr.maxval == -1);
+  CHECK(lr.base == 10);
+  CHECK_FALSE(lr.count.has_value());
+  CHECK(lr.line == 5);
+  const HyperparameterSpec& hidden = c.hyperparameters.at("hidden");
+  CHECK(hidden.type == Type::kInt);
+  CHECK(hidden.minval == 16);
+  CHECK(hidden.maxval == 256);
+  CHECK(c.hyperparameters.at("dropout").type == Type::kDouble);
+  CHECK(c.hyperparameters.at("dropout").maxval == 0.5);
+  const HyperparameterSpec& optimizer = c.hyperparameters.at("optimizer");
+  CHECK(optimizer.type == Type::kCategorical);
+  CHECK(optimizer.vals == std::vector<Json>{"sgd", "adam"});
+  const HyperparameterSpec& batch = c.hyperparameters.at("batch_size");
+  CHECK(batch.type == Type::kConst);
+  CHECK(batch.value == Json(64));
+  CHECK(batch.value.is_number_integer());
+  const HyperparameterSpec& arch = c.hyperparameters.at("arch");
+  CHECK(arch.type == Type::kNested);
+  CHECK(arch.line == 10);
+  REQUIRE(arch.children.count("depth") == 1);
+  CHECK(arch.children.at("depth").type == Type::kInt);
+  CHECK(arch.children.at("depth").maxval == 4);
+  CHECK(arch.children.at("depth").line == 11);
+
+  CHECK(c.searcher.name == "asha");
+  CHECK(c.searcher.metric == "val_loss");
+  CHECK(c.searcher.smaller_is_better);
+  CHECK(c.searcher.max_length == 81);
+  CHECK(c.searcher.length_unit.empty());
+  CHECK(c.searcher.max_trials == 64);
+  CHECK(c.searcher.max_concurrent_trials == 4);
+  CHECK(c.searcher.divisor == 3);
+  CHECK(c.searcher.min_length == 1);
+  CHECK(c.searcher.max_rungs == 5);
+  CHECK(c.searcher.mode == "standard");
+
+  CHECK(c.resources.slots_per_trial == 1);
+  CHECK(c.resources.devices == "auto");
+  CHECK(c.resources.peers_mode == "none");
+  CHECK(c.resources.peers.empty());
+  CHECK(c.max_restarts == 3);
+  CHECK(c.checkpoint.period == 1);
+  CHECK(c.checkpoint.keep_trial_latest == 1);
+  CHECK(c.checkpoint.keep_trial_best == 1);
+  CHECK(c.checkpoint.keep_experiment_best == 0);
+  CHECK(c.reproducibility.seed == std::optional<uint64_t>(1234));
+  CHECK_FALSE(c.reproducibility.deterministic);
+  CHECK(c.data == std::vector<std::string>{"data/"});
+  CHECK(c.environment == std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}});
+  CHECK(c.notify_webhook == "https://hooks.example.com/cairn");
+
+  CHECK(c.resolved["searcher"]["max_trials"] == 64);
+  CHECK(c.resolved["hyperparameters"]["lr"]["minval"] == -4);
+  CHECK(c.resolved["hyperparameters"]["dropout"]["minval"].is_number_float());
+  CHECK(c.resolved["environment"]["OMP_NUM_THREADS"] == "1");
+  CHECK(c.resolved.begin().key() == "name");  // document order is kept
+}
+
+TEST_CASE("config: defaults for everything left out") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, kMinimal);
+  CHECK(c.name == "exp");
+  CHECK(c.workdir == dir.path());
+  CHECK(c.config_path == dir.path() / "exp.yaml");
+  CHECK(c.hyperparameters.empty());
+  CHECK(c.searcher.divisor == 3);
+  CHECK(c.searcher.max_concurrent_trials == 0);
+  CHECK(c.resources.slots_per_trial == 1);
+  CHECK(c.resources.devices == "auto");
+  CHECK(c.max_restarts == 3);
+  CHECK(c.checkpoint.period == 1);
+  CHECK_FALSE(c.reproducibility.seed.has_value());
+  CHECK(c.data.empty());
+  CHECK(c.environment.empty());
+  CHECK(c.notify_webhook.empty());
+}
+
+TEST_CASE("config: values in their other accepted forms") {
+  TempDir dir;
+  fs::create_directories(dir.path() / "code");
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: [python3, train.py, --epochs, 5]
+workdir: code/
+hyperparameters:
+  lr: {type: log, minval: -3, maxval: 0, base: 2, count: 4}
+  layers: [64, 32]
+  flag: {type: const, val: {a: 1}}
+  quoted: "64"
+searcher:
+  name: grid
+  metric: accuracy
+  smaller_is_better: false
+  max_length: {epochs: 81}
+  min_length: {epochs: 3}
+resources:
+  peers: [10.0.0.2:7070, "[::1]:7071", gpu-box.local:7072]
+  devices: cpu
+  slots_per_trial: 2
+reproducibility: {seed: 18446744073709551615, deterministic: true}
+data: data/train.csv
+environment: {OMP_NUM_THREADS: 1, SCALE: 1.50, VERBOSE: true}
+)");
+  CHECK(c.entrypoint == std::vector<std::string>{"python3", "train.py", "--epochs", "5"});
+  CHECK(c.workdir == dir.path() / "code");
+  CHECK(c.hyperparameters.at("lr").base == 2);
+  CHECK(c.hyperparameters.at("lr").count == 4);
+  CHECK(c.hyperparameters.at("layers").value == Json::parse("[64, 32]"));
+  CHECK(c.hyperparameters.at("flag").type == Type::kConst);
+  CHECK(c.hyperparameters.at("flag").value == Json::parse(R"({"a": 1})"));
+  CHECK(c.hyperparameters.at("quoted").value == Json("64"));
+  CHECK(c.searcher.name == "grid");
+  CHECK(c.searcher.max_trials == 0);
+  CHECK_FALSE(c.searcher.smaller_is_better);
+  CHECK(c.searcher.max_length == 81);
+  CHECK(c.searcher.length_unit == "epochs");
+  CHECK(c.searcher.min_length == 3);
+  CHECK(c.resources.peers_mode == "list");
+  CHECK(c.resources.peers ==
+        std::vector<std::string>{"10.0.0.2:7070", "[::1]:7071", "gpu-box.local:7072"});
+  CHECK(c.resources.devices == "cpu");
+  CHECK(c.resources.slots_per_trial == 2);
+  CHECK(c.reproducibility.seed == std::optional<uint64_t>(18446744073709551615ull));
+  CHECK(c.reproducibility.deterministic);
+  CHECK(c.data == std::vector<std::string>{"data/train.csv"});
+  CHECK(c.environment.at("OMP_NUM_THREADS") == "1");
+  CHECK(c.environment.at("SCALE") == "1.50");  // as written, not reformatted
+  CHECK(c.environment.at("VERBOSE") == "true");
+
+  ExperimentConfig peers = parse_ok(dir, std::string(kMinimal) + "resources: {peers: auto}\n");
+  CHECK(peers.resources.peers_mode == "auto");
+  ExperimentConfig listed =
+      parse_ok(dir, std::string(kMinimal) + "resources: {peers: \"a:1,b:2\"}\n");
+  CHECK(listed.resources.peers == std::vector<std::string>{"a:1", "b:2"});
+}
+
+TEST_CASE("config: entrypoint strings split like shell words, expanding nothing") {
+  TempDir dir;
+  auto argv_of = [&](const std::string& entrypoint_line) {
+    return parse_ok(dir, entrypoint_line + "\n" + std::string(kMinimal).substr(29)).entrypoint;
+  };
+  CHECK(argv_of(R"(entrypoint: python3 train.py --note "two words" 'single quoted')") ==
+        std::vector<std::string>{"python3", "train.py", "--note", "two words", "single quoted"});
+  CHECK(argv_of(R"(entrypoint: run my\ file.py)") ==
+        std::vector<std::string>{"run", "my file.py"});
+  CHECK(argv_of(R"(entrypoint: echo $HOME ~ *.py ${X})") ==
+        std::vector<std::string>{"echo", "$HOME", "~", "*.py", "${X}"});
+  CHECK(argv_of(R"(entrypoint: 'prog' '' "a\"b" "\$x" "\n" 'it''s')") ==
+        std::vector<std::string>{"prog", "", "a\"b", "$x", "\\n", "its"});
+  CHECK(argv_of(R"(entrypoint: ["a b", "$HOME"])") ==
+        std::vector<std::string>{"a b", "$HOME"});
+
+  ExperimentConfig builtin = parse_ok(dir, "entrypoint: builtin:mlp\n" +
+                                               std::string(kMinimal).substr(29));
+  CHECK(builtin.entrypoint == std::vector<std::string>{"builtin:mlp"});
+  CHECK(is_builtin_entrypoint(builtin));
+
+  Result<std::vector<std::string>> words = config::split_command_words("  a\tb \\\n c  ");
+  REQUIRE(words.ok());
+  CHECK(*words == std::vector<std::string>{"a", "b", "c"});
+  CHECK_FALSE(config::split_command_words("say 'unclosed").ok());
+  CHECK_FALSE(config::split_command_words("a | b").ok());
+  CHECK(config::split_command_words("'a | b'").ok());
+}
+
+TEST_CASE("config: searcher aliases") {
+  TempDir dir;
+  for (const char* alias : {"adaptive_asha", "async_halving", "asha"}) {
+    std::string yaml = std::string(kMinimal);
+    yaml.replace(yaml.find("random"), 6, alias);
+    CHECK(parse_ok(dir, yaml).searcher.name == "asha");
+  }
+  std::string single = std::string(kMinimal);
+  single.replace(single.find("random"), 6, "single");
+  CHECK(parse_ok(dir, single).searcher.max_trials == 1);
+}
+
+TEST_CASE("config: --set overrides") {
+  TempDir dir;
+  const std::string yaml = std::string(kMinimal) + R"(hyperparameters:
+  lr: {type: log, minval: -4, maxval: -1}
+  arch:
+    depth: {type: int, minval: 1, maxval: 4}
+)";
+  SUBCASE("a scalar") {
+    ExperimentConfig c = parse_ok(dir, yaml, {"searcher.max_trials=8"});
+    CHECK(c.searcher.max_trials == 8);
+    CHECK(c.resolved["searcher"]["max_trials"] == 8);
+  }
+  SUBCASE("later sets win") {
+    ExperimentConfig c = parse_ok(dir, yaml, {"searcher.max_trials=8", "searcher.max_trials=9"});
+    CHECK(c.searcher.max_trials == 9);
+  }
+  SUBCASE("a whole subtree, nested") {
+    ExperimentConfig c =
+        parse_ok(dir, yaml, {"hyperparameters.lr=0.1",
+                             "hyperparameters.arch.depth={type: int, minval: 2, maxval: 3}",
+                             "hyperparameters.arch.width=128"});
+    CHECK(c.hyperparameters.at("lr").type == Type::kConst);
+    CHECK(c.hyperparameters.at("lr").value == Json(0.1));
+    const HyperparameterSpec& arch = c.hyperparameters.at("arch");
+    CHECK(arch.children.at("depth").minval == 2);
+    CHECK(arch.children.at("depth").line == 0);  // from --set, not from a file line
+    CHECK(arch.children.at("width").value == Json(128));
+  }
+  SUBCASE("a list") {
+    ExperimentConfig c = parse_ok(dir, yaml, {"entrypoint=[python3, other.py, --fast]"});
+    CHECK(c.entrypoint == std::vector<std::string>{"python3", "other.py", "--fast"});
+  }
+  SUBCASE("a new key and a new section") {
+    ExperimentConfig c =
+        parse_ok(dir, yaml, {"reproducibility.seed=7", "name=tuned", "searcher.divisor=4"});
+    CHECK(c.reproducibility.seed == std::optional<uint64_t>(7));
+    CHECK(c.name == "tuned");
+    CHECK(c.searcher.divisor == 4);
+    CHECK(c.resolved["reproducibility"]["seed"] == 7);
+  }
+  SUBCASE("a bad value names the --set") {
+    check_bad_input(parse(dir, yaml, {"searcher.max_trials=abc"}),
+                    "--set searcher.max_trials=abc: searcher.max_trials: ",
+                    "expected an integer");
+    check_bad_input(parse(dir, yaml, {"searcher.max_trails=3"}),
+                    "--set searcher.max_trails=3: searcher.max_trails: ",
+                    "did you mean 'max_trials'?");
+    check_bad_input(parse(dir, yaml, {"hyperparameters.arch.depth.minval=9"}),
+                    "--set hyperparameters.arch.depth.minval=9: hyperparameters.arch.depth.minval: ",
+                    "greater than maxval 4");
+    check_bad_input(parse(dir, yaml, {"entrypoint.program=x"}),
+                    "--set entrypoint.program=x: entrypoint: ", "not a map");
+    check_bad_input(parse(dir, yaml, {"searcher.max_trials=[1,"}),
+                    "--set searcher.max_trials=[1,: searcher.max_trials: ", "yaml syntax error");
+    check_bad_input(parse(dir, yaml, {"searcher"}), "--set searcher: ", "expected KEY=VALUE");
+    check_bad_input(parse(dir, yaml, {"searcher..name=grid"}), "--set searcher..name=grid: ",
+                    "empty part");
+    check_bad_input(parse(dir, yaml, {"searcher={name: random}"}),
+                    "--set searcher={name: random}: searcher.metric: ", "is required");
+  }
+}
+
+struct Mistake {
+  const char* what;
+  std::string yaml;
+  const char* prefix;  // exactly "exp.yaml:LINE: KEY: "
+  const char* detail;  // part of what follows
+};
+
+// kMinimal's searcher with its lines replaced: lines 2-6 are "searcher:" and its four keys.
+std::string with_searcher(const std::string& searcher_body) {
+  return "entrypoint: python3 train.py\nsearcher:\n" + searcher_body;
+}
+
+std::string with_extra(const std::string& extra) { return std::string(kMinimal) + extra; }
+
+const std::vector<Mistake>& mistakes() {
+  static const std::vector<Mistake> table = {
+      {"unknown top-level key", "entrypoint: x\nhyperparameter:\n  lr: 0.1\n",
+       "exp.yaml:2: hyperparameter: ", "unknown key; did you mean 'hyperparameters'?"},
+      {"searcher key misplaced at the top", with_extra("max_rungs: 3\n"),
+       "exp.yaml:7: max_rungs: ", "did you mean searcher.max_rungs?"},
+      {"misspelt searcher key",
+       with_searcher("  name: random\n  metric: m\n  max_lenght: 10\n  max_trials: 4\n"),
+       "exp.yaml:5: searcher.max_lenght: ", "did you mean 'max_length'?"},
+      {"missing metric", with_searcher("  name: random\n  max_length: 10\n  max_trials: 4\n"),
+       "exp.yaml:2: searcher.metric: ", "is required"},
+      {"missing entrypoint", "# a comment\nsearcher: {name: single, metric: m, max_length: 1}\n",
+       "exp.yaml:2: entrypoint: ", "is required"},
+      {"missing searcher", "entrypoint: python3 train.py\n", "exp.yaml:1: searcher: ",
+       "is required"},
+      {"unknown searcher", with_searcher("  name: ashaa\n  metric: m\n  max_length: 10\n"),
+       "exp.yaml:3: searcher.name: ", "did you mean 'asha'?"},
+      {"searcher not a map", "entrypoint: x\nsearcher: [random]\n", "exp.yaml:2: searcher: ",
+       "expected a map"},
+      {"max_length zero", with_searcher("  name: single\n  metric: m\n  max_length: 0\n"),
+       "exp.yaml:5: searcher.max_length: ", "must be at least 1, got 0"},
+      {"max_length missing", with_searcher("  name: single\n  metric: m\n"),
+       "exp.yaml:2: searcher.max_length: ", "is required"},
+      {"max_length unknown unit",
+       with_searcher("  name: single\n  metric: m\n  max_length: {minutes: 5}\n"),
+       "exp.yaml:5: searcher.max_length.minutes: ", "unknown key"},
+      {"max_length two units",
+       with_searcher("  name: single\n  metric: m\n  max_length: {epochs: 5, batches: 9}\n"),
+       "exp.yaml:5: searcher.max_length: ", "one unit"},
+      {"random without max_trials",
+       with_searcher("  name: random\n  metric: m\n  max_length: 10\n"),
+       "exp.yaml:2: searcher.max_trials: ", "is required"},
+      {"max_trials not an integer", with_searcher("  name: random\n  metric: m\n  "
+                                                  "max_length: 10\n  max_trials: 2.5\n"),
+       "exp.yaml:6: searcher.max_trials: ", "expected an integer, got 2.5"},
+      {"divisor of 1",
+       with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  divisor: 1\n"),
+       "exp.yaml:7: searcher.divisor: ", "must be greater than 1"},
+      {"min_length above max_length",
+       with_searcher("  name: hyperband\n  metric: m\n  max_length: 9\n  min_length: 10\n"),
+       "exp.yaml:6: searcher.min_length: ", "greater than max_length 9"},
+      {"max_rungs zero",
+       with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  max_rungs: 0\n"),
+       "exp.yaml:7: searcher.max_rungs: ", "must be at least 1"},
+      {"unknown mode",
+       with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  mode: fast\n"),
+       "exp.yaml:7: searcher.mode: ", "aggressive, standard, conservative"},
+      {"smaller_is_better not a bool",
+       with_searcher("  name: single\n  metric: m\n  max_length: 1\n  smaller_is_better: 1\n"),
+       "exp.yaml:6: searcher.smaller_is_better: ", "expected true or false"},
+      {"minval above maxval",
+       with_extra("hyperparameters:\n  hidden: {type: int, minval: 256, maxval: 16}\n"),
+       "exp.yaml:8: hyperparameters.hidden.minval: ", "256 is greater than maxval 16"},
+      {"nested error path",
+       with_extra("hyperparameters:\n  arch:\n    depth:\n      type: int\n      minval: 1.5\n"
+                  "      maxval: 4\n"),
+       "exp.yaml:11: hyperparameters.arch.depth.minval: ", "expected an integer, got 1.5"},
+      {"int range without maxval", with_extra("hyperparameters:\n  n: {type: int, minval: 1}\n"),
+       "exp.yaml:8: hyperparameters.n.maxval: ", "is required"},
+      {"unknown hyperparameter type",
+       with_extra("hyperparameters:\n  p: {type: float, minval: 0, maxval: 1}\n"),
+       "exp.yaml:8: hyperparameters.p.type: ", "did you mean 'double'?"},
+      {"unknown key in a spec",
+       with_extra("hyperparameters:\n  p:\n    type: double\n    min: 0\n    maxval: 1\n"),
+       "exp.yaml:10: hyperparameters.p.min: ", "did you mean 'minval'?"},
+      {"categorical without choices",
+       with_extra("hyperparameters:\n  opt: {type: categorical, vals: []}\n"),
+       "exp.yaml:8: hyperparameters.opt.vals: ", "empty list"},
+      {"categorical vals not a list",
+       with_extra("hyperparameters:\n  opt: {type: categorical, vals: sgd}\n"),
+       "exp.yaml:8: hyperparameters.opt.vals: ", "expected a list"},
+      {"log base of 1",
+       with_extra("hyperparameters:\n  lr: {type: log, minval: -4, maxval: -1, base: 1}\n"),
+       "exp.yaml:8: hyperparameters.lr.base: ", "not 1"},
+      {"base on a double",
+       with_extra("hyperparameters:\n  lr:\n    type: double\n    minval: 0\n    maxval: 1\n"
+                  "    base: 2\n"),
+       "exp.yaml:12: hyperparameters.lr.base: ", "only applies to log"},
+      {"count of zero",
+       with_extra("hyperparameters:\n  lr: {type: double, minval: 0, maxval: 1, count: 0}\n"),
+       "exp.yaml:8: hyperparameters.lr.count: ", "must be at least 1"},
+      {"count on a categorical",
+       with_extra("hyperparameters:\n  o:\n    type: categorical\n    vals: [a]\n    count: 2\n"),
+       "exp.yaml:11: hyperparameters.o.count: ", "only applies to int, double and log"},
+      {"grid double without count",
+       with_searcher("  name: grid\n  metric: m\n  max_length: 1\nhyperparameters:\n"
+                     "  dropout:\n    type: double\n    minval: 0\n    maxval: 0.5\n"),
+       "exp.yaml:7: hyperparameters.dropout.count: ", "required by the grid searcher"},
+      {"grid int range too wide without count",
+       with_searcher("  name: grid\n  metric: m\n  max_length: 1\nhyperparameters:\n"
+                     "  seed: {type: int, minval: 0, maxval: 20000}\n"),
+       "exp.yaml:7: hyperparameters.seed.count: ", "holds 20001"},
+      {"grid too large",
+       with_searcher("  name: grid\n  metric: m\n  max_length: 1\nhyperparameters:\n"
+                     "  a: {type: int, minval: 1, maxval: 1000}\n"
+                     "  b: {type: double, minval: 0, maxval: 1, count: 101}\n"),
+       "exp.yaml:6: hyperparameters: ", "101000 points"},
+      {"empty hyperparameter", with_extra("hyperparameters:\n  lr:\n"),
+       "exp.yaml:8: hyperparameters.lr: ", "is empty"},
+      {"slots_per_trial zero", with_extra("resources:\n  slots_per_trial: 0\n"),
+       "exp.yaml:8: resources.slots_per_trial: ", "must be at least 1"},
+      {"unknown devices", with_extra("resources:\n  devices: tpu\n"),
+       "exp.yaml:8: resources.devices: ", "auto, cpu, gpu"},
+      {"peer without port", with_extra("resources:\n  peers: [10.0.0.2:7070, gpu-box]\n"),
+       "exp.yaml:8: resources.peers[1]: ", "host:port"},
+      {"unknown resources key", with_extra("resources:\n  slots: 2\n"),
+       "exp.yaml:8: resources.slots: ", "unknown key"},
+      {"negative max_restarts", with_extra("max_restarts: -1\n"), "exp.yaml:7: max_restarts: ",
+       "must be at least 0"},
+      {"checkpoint period zero", with_extra("checkpoint:\n  period: 0\n"),
+       "exp.yaml:8: checkpoint.period: ", "must be at least 1"},
+      {"negative keep", with_extra("checkpoint:\n  keep_trial_best: -1\n"),
+       "exp.yaml:8: checkpoint.keep_trial_best: ", "must be at least 0"},
+      {"negative seed", with_extra("reproducibility:\n  seed: -5\n"),
+       "exp.yaml:8: reproducibility.seed: ", "non-negative integer"},
+      {"fractional seed", with_extra("reproducibility: {seed: 1.5}\n"),
+       "exp.yaml:7: reproducibility.seed: ", "non-negative integer"},
+      {"deterministic not a bool", with_extra("reproducibility:\n  deterministic: yes\n"),
+       "exp.yaml:8: reproducibility.deterministic: ", "expected true or false"},
+      {"data as a map", with_extra("data: {train: x}\n"), "exp.yaml:7: data: ",
+       "expected a path or a list"},
+      {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"), "exp.yaml:9: data[1]: ",
+       "expected a string"},
+      {"environment sets CAIRN_", with_extra("environment:\n  CAIRN_SEED: 3\n"),
+       "exp.yaml:8: environment.CAIRN_SEED: ", "set by cairn"},
+      {"environment bad name", with_extra("environment:\n  1ABC: x\n"),
+       "exp.yaml:8: environment.1ABC: ", "not a valid variable name"},
+      {"environment value a list", with_extra("environment:\n  PATHS: [a, b]\n"),
+       "exp.yaml:8: environment.PATHS: ", "expected a string or a number"},
+      {"environment not a map", with_extra("environment: [A=1]\n"), "exp.yaml:7: environment: ",
+       "expected a map"},
+      {"webhook not http", with_extra("notify:\n  webhook: ftp://example.com/x\n"),
+       "exp.yaml:8: notify.webhook: ", "http:// or https://"},
+      {"unknown notify key", with_extra("notify:\n  email: me@example.com\n"),
+       "exp.yaml:8: notify.email: ", "unknown key"},
+      {"workdir missing", "entrypoint: x\nworkdir: nope\nsearcher: {name: single, metric: m, "
+                          "max_length: 1}\n",
+       "exp.yaml:2: workdir: ", "does not exist"},
+      {"workdir a file", "entrypoint: x\nworkdir: plain.txt\nsearcher: {name: single, metric: "
+                         "m, max_length: 1}\n",
+       "exp.yaml:2: workdir: ", "is not a directory"},
+      {"name a list", "name: [a]\n" + std::string(kMinimal), "exp.yaml:1: name: ",
+       "expected a string"},
+      {"entrypoint empty", "entrypoint: ''\nsearcher: {name: single, metric: m, max_length: 1}\n",
+       "exp.yaml:1: entrypoint: ", "is empty"},
+      {"entrypoint open quote",
+       "entrypoint: python3 'train.py\nsearcher: {name: single, metric: m, max_length: 1}\n",
+       "exp.yaml:1: entrypoint: ", "not closed"},
+      {"entrypoint with a pipe",
+       "entrypoint: python3 train.py | tee log\nsearcher: {name: single, metric: m, "
+       "max_length: 1}\n",
+       "exp.yaml:1: entrypoint: ", "without a shell"},
+      {"unknown builtin",
+       "entrypoint: builtin:cnn\nsearcher: {name: single, metric: m, max_length: 1}\n",
+       "exp.yaml:1: entrypoint: ", "builtin:mlp"},
+      {"top level a list", "- entrypoint: x\n", "exp.yaml:1: ", "top level must be a map"},
+      {"empty file", "# nothing yet\n", "exp.yaml:1: ", "the config is empty"},
+      {"key not a string", with_extra("environment:\n  1: x\n"), "exp.yaml:8: environment.1: ",
+       "a key must be a string"},
+      {"duplicate key", with_extra("max_restarts: 1\nmax_restarts: 2\n"),
+       "exp.yaml:8: max_restarts: ", "duplicate key (first written on line 7)"},
+      {"yaml syntax error", "entrypoint: x\nsearcher: {name: single\n  bad: [\n",
+       "exp.yaml:", "yaml syntax error"},
+  };
+  return table;
+}
+
+TEST_CASE("config: each mistake names the file, line and key (exit 2)") {
+  TempDir dir;
+  dir.write("plain.txt", "not a directory\n");
+  REQUIRE(mistakes().size() >= 20);
+  for (const Mistake& mistake : mistakes()) {
+    CAPTURE(mistake.what);
+    CAPTURE(mistake.yaml);
+    check_bad_input(parse(dir, mistake.yaml), mistake.prefix, mistake.detail);
+  }
+}
+
+TEST_CASE("config: reading the file") {
+  TempDir dir;
+  fs::create_directories(dir.path() / "project" / "code");
+  fs::path file = dir.write("project/exp.yaml", "entrypoint: builtin:mlp\nworkdir: code\n"
+                                                "searcher: {name: single, metric: val_loss, "
+                                                "max_length: 3}\n");
+  Result<ExperimentConfig> loaded = load_experiment_config(file, {"searcher.max_length=5"});
+  INFO(loaded.status().message());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->workdir == (dir.path() / "project" / "code").lexically_normal());
+  CHECK(loaded->name == "exp");
+  CHECK(loaded->searcher.max_length == 5);
+
+  Result<ExperimentConfig> missing = load_experiment_config(dir.path() / "nope.yaml", {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().exit_code() == 2);
+  CHECK(missing.status().message().rfind((dir.path() / "nope.yaml").string() + ": ", 0) == 0);
+
+  fs::path bad = dir.write("bad.yaml", "entrypoint: x\nsearcher: {name: single}\n");
+  Result<ExperimentConfig> failed = load_experiment_config(bad, {});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message() ==
+        bad.string() + ":2: searcher.metric: is required; the validation metric to optimize, "
+                       "such as val_loss");
+}
+
+}  // namespace
+}  // namespace cairn
