@@ -1,6 +1,5 @@
 // `cairn version`: version and build details.
 #include <cblas.h>
-#include <curl/curlver.h>
 #include <git2/version.h>
 #include <openssl/opensslv.h>
 #include <rocksdb/version.h>
@@ -33,9 +32,7 @@ Json version_json() {
                 {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
                 {"yaml-cpp", {{"linked", kStaticLibs}}},
                 {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
-                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
-                {"libcurl", {{"version", LIBCURL_VERSION}, {"linked", "shared"}}},
-                {"gloo", {{"linked", "shared"}}}}},
+                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}}}},
               {"cuda", {{"loaded_at_run_time", true}, {"driver", gpu.driver}, {"driver_version", gpu.driver_version},
                         {"devices", gpu.device_count}}},
               {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},

@@ -27,7 +27,12 @@ class Status {
   ErrorKind kind() const { return kind_; }
   const std::string& message() const { return message_; }
   // Exit status a command should end with when it fails with this status.
-  int exit_code() const { return ok() ? 0 : (kind_ == ErrorKind::kBadInput ? 2 : 1); }
+  // A missing experiment, trial or checkpoint is bad input too: the user named something
+  // that is not there.
+  int exit_code() const {
+    if (ok()) return 0;
+    return kind_ == ErrorKind::kBadInput || kind_ == ErrorKind::kNotFound ? 2 : 1;
+  }
 
  private:
   Status(ErrorKind kind, std::string msg) : kind_(kind), message_(std::move(msg)) {}

@@ -28,9 +28,9 @@ function __cairn_needs_command
 end
 
 function __cairn_using_command
-    set -l command (__cairn_command)
+    set -l cmd (__cairn_command)
     or return 1
-    contains -- $command $argv
+    contains -- $cmd $argv
 end
 
 # True when the word being completed is argument number $argv[1] of the command.
@@ -75,6 +75,8 @@ function __cairn_ids
     end
     type -q $program; or set program cairn
     set -l ids ($program $store __complete ids 2>/dev/null)
+    # `string match` with no arguments would read standard input.
+    set -q ids[1]; or return 0
     switch $argv[1]
         case trials
             string match -- '*.*' $ids
@@ -84,7 +86,7 @@ function __cairn_ids
                 echo $id@best
             end
         case '*'
-            string join \n -- $ids
+            printf '%s\n' $ids
     end
 end
 

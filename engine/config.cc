@@ -2,6 +2,8 @@
 // Validation throws ConfigError inside the module; this file is where it becomes a Status.
 #include "engine/config.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -15,12 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using config::ConfigNode;
-using config::MapReader;
 using config::fail;
+using config::MapReader;
 
 // A top-level key that names a key of a section was most likely meant to be inside it.
 std::optional<std::string> section_of(std::string_view key) {
-  auto holds = [&](const auto& keys) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
+  auto holds = [&](const auto& keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
   if (holds(config::kSearcherKeys)) return "searcher";
   if (holds(config::kResourcesKeys)) return "resources";
   if (holds(config::kCheckpointKeys)) return "checkpoint";
@@ -35,8 +39,10 @@ void reject_unknown_top_level(const MapReader& top) {
     if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
     if (auto section = section_of(entry.key)) {
       fail(entry.key_where, entry.key,
-           "unknown top-level key; did you mean " + *section + "." + entry.key + "? (it goes "
-           "under '" + *section + ":')");
+           "unknown top-level key; did you mean " + *section + "." + entry.key +
+               "? (it goes "
+               "under '" +
+               *section + ":')");
     }
   }
   top.reject_unknown(config::kTopLevelKeys);
@@ -104,13 +110,15 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.config_path = config_path_of(file_label, base_dir);
   out.workdir = read_workdir(top, base_dir);
   const ConfigNode* hyperparameters = top.get("hyperparameters");
-  if (hyperparameters != nullptr) out.hyperparameters = config::read_hyperparameters(*hyperparameters);
+  if (hyperparameters != nullptr)
+    out.hyperparameters = config::read_hyperparameters(*hyperparameters);
   out.searcher = config::read_searcher(
       top.require("searcher", "for one trial: {name: single, metric: val_loss, max_length: 10}"));
   if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
   if (const ConfigNode* node = top.get("resources")) out.resources = config::read_resources(*node);
   out.max_restarts = top.int_or("max_restarts", 3, 0);
-  if (const ConfigNode* node = top.get("checkpoint")) out.checkpoint = config::read_checkpoint(*node);
+  if (const ConfigNode* node = top.get("checkpoint"))
+    out.checkpoint = config::read_checkpoint(*node);
   if (const ConfigNode* node = top.get("reproducibility")) {
     out.reproducibility = config::read_reproducibility(*node);
   }
@@ -150,8 +158,8 @@ Result<ExperimentConfig> load_experiment_config(const fs::path& file,
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    return Status::BadInput(label + ": cannot read the config: " +
-                            std::generic_category().message(errno));
+    return Status::BadInput(label +
+                            ": cannot read the config: " + std::generic_category().message(errno));
   }
   std::ostringstream text;
   text << in.rdbuf();

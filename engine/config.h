@@ -47,14 +47,14 @@ struct SearcherConfig {
 };
 
 struct ResourcesConfig {
-  int slots_per_trial = 1;           // >= 1
-  std::string devices = "auto";      // auto|cpu|gpu
-  std::string peers_mode = "none";   // none|auto|list
-  std::vector<std::string> peers;    // "host:port", set when peers_mode == "list"
+  int slots_per_trial = 1;          // >= 1
+  std::string devices = "auto";     // auto|cpu|gpu
+  std::string peers_mode = "none";  // none|auto|list
+  std::vector<std::string> peers;   // "host:port", set when peers_mode == "list"
 };
 
 struct CheckpointConfig {
-  int64_t period = 1;  // >= 1
+  int64_t period = 1;                                                        // >= 1
   int keep_trial_latest = 1, keep_trial_best = 1, keep_experiment_best = 0;  // >= 0
 };
 
@@ -64,10 +64,10 @@ struct ReproducibilityConfig {
 };
 
 struct ExperimentConfig {
-  std::string name;                      // default: the config file's stem
-  std::vector<std::string> entrypoint;   // argv, never empty; nothing in it was expanded
-  std::filesystem::path config_path;     // absolute
-  std::filesystem::path workdir;         // absolute; an existing directory
+  std::string name;                     // default: the config file's stem
+  std::vector<std::string> entrypoint;  // argv, never empty; nothing in it was expanded
+  std::filesystem::path config_path;    // absolute
+  std::filesystem::path workdir;        // absolute; an existing directory
   std::map<std::string, HyperparameterSpec> hyperparameters;
   SearcherConfig searcher;
   ResourcesConfig resources;

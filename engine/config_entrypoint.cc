@@ -11,7 +11,9 @@ namespace {
 
 constexpr std::string_view kBuiltinMlp = "builtin:mlp";
 
-bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 bool is_shell_operator(char c) {
   return std::string_view("|;&<>()").find(c) != std::string_view::npos;
@@ -29,8 +31,7 @@ void check_builtin(const std::vector<std::string>& argv, const ConfigNode& node)
          "unknown built-in trainer '" + argv[0] + "'; the one built in is builtin:mlp");
   }
   if (argv.size() > 1) {
-    fail(node, "entrypoint",
-         "builtin:mlp takes no arguments; set its options as hyperparameters");
+    fail(node, "entrypoint", "builtin:mlp takes no arguments; set its options as hyperparameters");
   }
 }
 
@@ -59,10 +60,14 @@ Result<std::vector<std::string>> split_command_words(std::string_view command) {
       in_word = false;
       continue;
     }
+    if (c == '\\' && i + 1 < command.size() && command[i + 1] == '\n') {
+      ++i;  // backslash-newline joins lines and makes no word of its own
+      continue;
+    }
     in_word = true;
     if (c == '\\') {
       if (++i == command.size()) return Status::BadInput("ends with a lone backslash");
-      if (command[i] != '\n') word += command[i];  // backslash-newline joins lines
+      word += command[i];
     } else if (c == '\'') {
       size_t close = command.find('\'', i + 1);
       if (close == std::string_view::npos) return Status::BadInput("a single quote is not closed");

@@ -1,7 +1,8 @@
 // `hyperparameters`: constants, distributions ({type: int|double|log|categorical|const})
 // and nested maps of them, plus the grid searcher's rules over them.
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "engine/config_reader.h"
 #include "engine/config_sections.h"
@@ -152,7 +153,8 @@ HyperparameterSpec read_spec(const ConfigNode& node, const std::string& path) {
   if (node.kind == ConfigNode::Kind::kNull) {
     fail(node, path, "is empty; give a value, or a spec such as {type: int, minval: 1, maxval: 4}");
   }
-  if (node.is_map() && node.find("type") != nullptr) return read_distribution(MapReader(node, path));
+  if (node.is_map() && node.find("type") != nullptr)
+    return read_distribution(MapReader(node, path));
   HyperparameterSpec out;
   out.line = node.line;
   if (node.is_map()) {
@@ -177,7 +179,8 @@ double grid_points(const HyperparameterSpec& spec, const ConfigNode& node,
       if (values > kMaxIntGridValues) {
         fail(node, join_key(path, "count"),
              "is required by the grid searcher when an int range holds more than 10000 values "
-             "(this one holds " + std::to_string(static_cast<int64_t>(values)) + ")");
+             "(this one holds " +
+                 std::to_string(static_cast<int64_t>(values)) + ")");
       }
       return values;
     }
@@ -202,7 +205,7 @@ double grid_points(const HyperparameterSpec& spec, const ConfigNode& node,
 }  // namespace
 
 std::map<std::string, HyperparameterSpec> read_hyperparameters(const ConfigNode& node) {
-  MapReader reader(node, "hyperparameters");
+  MapReader must_be_a_map(node, "hyperparameters");
   return read_children(node, "hyperparameters");
 }
 

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <span>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>

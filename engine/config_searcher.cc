@@ -1,6 +1,8 @@
 // `searcher`: which search runs, what it optimizes and how long trials train. Every key is
 // accepted for every searcher (a searcher ignores the ones it does not use), so that
 // `--set searcher.name=random` works on an asha config.
+#include <algorithm>
+
 #include "engine/config_reader.h"
 #include "engine/config_sections.h"
 
@@ -15,8 +17,7 @@ struct Length {
 };
 
 std::string canonical_name(const MapReader& searcher) {
-  const ConfigNode& node =
-      searcher.require("name", "one of single, grid, random, hyperband, asha");
+  const ConfigNode& node = searcher.require("name", "one of single, grid, random, hyperband, asha");
   std::string name = read_string(node, "searcher.name");
   if (name == "adaptive_asha" || name == "async_halving") return "asha";
   std::vector<std::string> names = {"single", "grid", "random", "hyperband", "asha"};
@@ -81,9 +82,9 @@ SearcherConfig read_searcher(const ConfigNode& node) {
   searcher.reject_unknown(kSearcherKeys);
   SearcherConfig out;
   out.name = canonical_name(searcher);
-  out.metric = read_string(
-      searcher.require("metric", "the validation metric to optimize, such as val_loss"),
-      "searcher.metric");
+  out.metric =
+      read_string(searcher.require("metric", "the validation metric to optimize, such as val_loss"),
+                  "searcher.metric");
   if (out.metric.empty()) fail(*searcher.get("metric"), "searcher.metric", "is empty");
   out.smaller_is_better = searcher.get_bool("smaller_is_better").value_or(true);
   read_lengths(searcher, out);
@@ -96,8 +97,8 @@ SearcherConfig read_searcher(const ConfigNode& node) {
     out.divisor = *divisor;
   }
   out.max_rungs = searcher.int_or("max_rungs", 5, 1);
-  out.mode = searcher.get_choice("mode", {"aggressive", "standard", "conservative"})
-                 .value_or("standard");
+  out.mode =
+      searcher.get_choice("mode", {"aggressive", "standard", "conservative"}).value_or("standard");
   return out;
 }
 

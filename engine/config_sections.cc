@@ -10,9 +10,8 @@ namespace cairn::config {
 namespace {
 
 // Set by cairn for every trial (SPEC §4); a config that set them would break the trial.
-constexpr std::string_view kTrialVariables[] = {"RANK",     "LOCAL_RANK",       "WORLD_SIZE",
-                                                "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                                "MASTER_PORT"};
+constexpr std::string_view kTrialVariables[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
 
 bool is_host_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
@@ -24,14 +23,16 @@ bool is_host_port(std::string_view text) {
   if (colon == std::string_view::npos || colon == 0) return false;
   std::string_view host = text.substr(0, colon), port = text.substr(colon + 1);
   if (port.empty() || port.size() > 5 ||
-      !std::all_of(port.begin(), port.end(), [](char c) { return std::isdigit(c) != 0; })) {
+      !std::all_of(port.begin(), port.end(),
+                   [](unsigned char c) { return std::isdigit(c) != 0; })) {
     return false;
   }
   if (int number = std::stoi(std::string(port)); number < 1 || number > 65535) return false;
   if (host.front() == '[') {
     return host.size() > 2 && host.back() == ']' &&
-           std::all_of(host.begin() + 1, host.end() - 1,
-                       [](char c) { return std::isxdigit(c) != 0 || c == ':' || c == '.'; });
+           std::all_of(host.begin() + 1, host.end() - 1, [](unsigned char c) {
+             return std::isxdigit(c) != 0 || c == ':' || c == '.';
+           });
   }
   return std::all_of(host.begin(), host.end(), is_host_char);
 }
@@ -48,7 +49,8 @@ void read_peers(const ConfigNode& node, ResourcesConfig& out) {
   if (node.kind == ConfigNode::Kind::kList) {
     for (size_t i = 0; i < node.items.size(); ++i) {
       std::string item_key = key + "[" + std::to_string(i) + "]";
-      out.peers.push_back(check_peer(read_string(node.items[i], item_key), node.items[i], item_key));
+      out.peers.push_back(
+          check_peer(read_string(node.items[i], item_key), node.items[i], item_key));
     }
     out.peers_mode = out.peers.empty() ? "none" : "list";
     return;
@@ -68,7 +70,9 @@ void read_peers(const ConfigNode& node, ResourcesConfig& out) {
 }
 
 bool is_env_name(std::string_view name) {
-  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; };
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
   return !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
          std::all_of(name.begin(), name.end(), word_char);
 }
@@ -129,7 +133,7 @@ ReproducibilityConfig read_reproducibility(const ConfigNode& node) {
                     scalar_type(*seed) == ScalarType::kInt;
       fail(*seed, "reproducibility.seed",
            (is_int && seed->text[0] != '-' ? "is out of range (at most 2^64-1), got "
-                                            : "expected a non-negative integer, got ") +
+                                           : "expected a non-negative integer, got ") +
                describe(*seed));
     }
   }

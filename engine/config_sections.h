@@ -15,11 +15,14 @@
 namespace cairn::config {
 
 inline constexpr std::array<std::string_view, 12> kTopLevelKeys = {
-    "name",   "entrypoint",    "workdir",         "hyperparameters", "searcher",    "resources",
-    "max_restarts", "checkpoint", "reproducibility", "data", "environment", "notify"};
+    "name",        "entrypoint",   "workdir",    "hyperparameters", "searcher",
+    "resources",   "max_restarts", "checkpoint", "reproducibility", "data",
+    "environment", "notify"};
 inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
-    "name",    "metric",     "smaller_is_better", "max_length", "max_trials",
-    "max_concurrent_trials", "divisor", "min_length", "max_rungs", "mode"};
+    "name",       "metric",     "smaller_is_better",
+    "max_length", "max_trials", "max_concurrent_trials",
+    "divisor",    "min_length", "max_rungs",
+    "mode"};
 inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_trial", "devices",
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {

@@ -18,12 +18,12 @@ struct MapEntry;
 struct ConfigNode {
   enum class Kind { kNull, kScalar, kList, kMap };
   Kind kind = Kind::kNull;
-  std::string text;              // kScalar: the value as written, without quotes
-  bool quoted = false;           // kScalar: quoted, block or !!str, so always a string
+  std::string text;               // kScalar: the value as written, without quotes
+  bool quoted = false;            // kScalar: quoted, block or !!str, so always a string
   std::vector<ConfigNode> items;  // kList
   std::vector<MapEntry> entries;  // kMap, in document order, keys unique
-  std::string where;             // "FILE:LINE" or "--set KEY=VALUE"
-  int line = 0;                  // 1-based; 0 when the value came from --set
+  std::string where;              // "FILE:LINE" or "--set KEY=VALUE"
+  int line = 0;                   // 1-based; 0 when the value came from --set
 
   bool is_map() const { return kind == Kind::kMap; }
   const ConfigNode* find(std::string_view key) const;

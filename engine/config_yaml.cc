@@ -12,9 +12,12 @@ namespace {
 
 // Aliases can make a small document expand into a huge tree; refuse that early.
 constexpr size_t kMaxNodes = 1'000'000;
+constexpr int kMaxDepth = 100;
 constexpr std::string_view kStringTag = "tag:yaml.org,2002:str";
 
-int line_of(const YAML::Mark& mark) { return std::max(mark.line, 0) + 1; }
+int line_of(const YAML::Mark& mark) {
+  return std::max(mark.line, 0) + 1;
+}
 
 // Builds the tree and places each node: at "FILE:LINE", or for a --set value, every node
 // at the --set itself.
@@ -26,6 +29,17 @@ class TreeBuilder {
     if (++nodes_ > kMaxNodes) {
       fail(where_at(line), path, "the document is too large (over a million values)");
     }
+    if (depth_ >= kMaxDepth) {
+      fail(where_at(line), "", "values are nested too deeply, or an alias (*name) contains itself");
+    }
+    ++depth_;
+    ConfigNode node = build_node(yaml, path, line);
+    --depth_;
+    return node;
+  }
+
+ private:
+  ConfigNode build_node(const YAML::Node& yaml, const std::string& path, int line) {
     ConfigNode node;
     node.line = from_set_ ? 0 : line;
     node.where = where_at(line);
@@ -39,8 +53,8 @@ class TreeBuilder {
       case YAML::NodeType::Sequence:
         node.kind = ConfigNode::Kind::kList;
         for (size_t i = 0; i < yaml.size(); ++i) {
-          node.items.push_back(build(yaml[i], path + "[" + std::to_string(i) + "]",
-                                     line_of(yaml[i].Mark())));
+          node.items.push_back(
+              build(yaml[i], path + "[" + std::to_string(i) + "]", line_of(yaml[i].Mark())));
         }
         break;
       case YAML::NodeType::Map:
@@ -53,15 +67,14 @@ class TreeBuilder {
     return node;
   }
 
- private:
   std::string where_at(int line) const {
     return from_set_ ? label_ : label_ + ":" + std::to_string(line);
   }
 
   void add_entries(const YAML::Node& yaml, const std::string& path, ConfigNode& map) {
-    for (auto it = yaml.begin(); it != yaml.end(); ++it) {
-      int key_line = line_of(it->first.Mark());
-      std::string key = key_text(it->first, path, key_line);
+    for (const auto& pair : yaml) {
+      int key_line = line_of(pair.first.Mark());
+      std::string key = key_text(pair.first, path, key_line);
       for (const MapEntry& earlier : map.entries) {
         if (earlier.key != key) continue;
         std::string first =
@@ -70,7 +83,7 @@ class TreeBuilder {
       }
       // A block map or list starts on the line after its key, and yaml-cpp places a
       // missing value on the next token; the key's line is where a reader looks.
-      const YAML::Node& value = it->second;
+      const YAML::Node& value = pair.second;
       int value_line = value.IsScalar() ? line_of(value.Mark()) : key_line;
       map.entries.push_back(MapEntry{key, where_at(key_line), from_set_ ? 0 : key_line,
                                      build(value, join_key(path, key), value_line)});
@@ -82,6 +95,8 @@ class TreeBuilder {
       ConfigNode scalar{.kind = ConfigNode::Kind::kScalar,
                         .text = key.Scalar(),
                         .quoted = key.Tag() == "!" || key.Tag() == kStringTag};
+      if (scalar.text.empty())
+        fail(where_at(key_line), path, "a key is empty; every key needs a name");
       if (scalar_type(scalar) == ScalarType::kString) return scalar.text;
       fail(where_at(key_line), join_key(path, scalar.text),
            "a key must be a string; quote it (\"" + scalar.text + "\") to use it as one");
@@ -94,6 +109,7 @@ class TreeBuilder {
   std::string label_;
   bool from_set_;
   size_t nodes_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -56,6 +56,7 @@ class Coordinator {
   void accept_connections();
   void read_connection(int fd);
   void handle_message(ControlConnection& conn, const Json& msg);
+  void dispatch_message(ControlConnection& conn, const Json& msg);
   void handle_hello(ControlConnection& conn, const Json& msg);
   void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_training(Trial& trial, const Json& msg);

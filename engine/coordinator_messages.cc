@@ -26,7 +26,19 @@ bool is_step(const Json& msg) { return msg.contains("step") && msg["step"].is_nu
 }  // namespace
 
 void Coordinator::handle_message(ControlConnection& conn, const Json& msg) {
-  const std::string type = msg.value("type", "");
+  // A trial's message with a field of an unexpected type must not take the coordinator down:
+  // nlohmann reports those as exceptions, which stop here and become an error reply.
+  try {
+    dispatch_message(conn, msg);
+  } catch (const std::exception& e) {
+    Json error{{"type", "error"}, {"message", std::string("malformed message: ") + e.what()}};
+    if (msg.contains("seq")) error["re"] = msg["seq"];
+    reply(conn, std::move(error));
+  }
+}
+
+void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
+  const std::string type = msg.contains("type") && msg["type"].is_string() ? msg["type"].get<std::string>() : "";
   if (type == "hello") return handle_hello(conn, msg);
   Trial* trial = conn.trial > 0 ? trial_by_index(conn.trial) : nullptr;
   if (!trial) {
@@ -49,7 +61,7 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
                      {"message", "this cairn speaks control protocol " + std::to_string(kProtocolVersion)}});
     return;
   }
-  const std::string id = msg.value("trial", "");
+  const std::string id = msg.contains("trial") && msg["trial"].is_string() ? msg["trial"].get<std::string>() : "";
   Trial* trial = nullptr;
   for (auto& [index, t] : trials_)
     if (trial_id(index) == id && t->running()) trial = t.get();

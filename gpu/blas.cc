@@ -8,7 +8,9 @@
 namespace cairn::blas {
 namespace {
 
-CBLAS_TRANSPOSE to_cblas(Op op) { return op == Op::kTranspose ? CblasTrans : CblasNoTrans; }
+CBLAS_TRANSPOSE to_cblas(Op op) {
+  return op == Op::kTranspose ? CblasTrans : CblasNoTrans;
+}
 
 int positive_env_int(const char* name) {
   const char* text = std::getenv(name);
@@ -28,14 +30,16 @@ int default_threads() {
 
 void sgemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda,
            const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, to_cblas(op_a), to_cblas(op_b), m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, to_cblas(op_a), to_cblas(op_b), m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
 }
 
 void set_threads(int threads) {
   openblas_set_num_threads(threads > 0 ? threads : default_threads());
 }
 
-int threads() { return openblas_get_num_threads(); }
+int threads() {
+  return openblas_get_num_threads();
+}
 
 }  // namespace cairn::blas

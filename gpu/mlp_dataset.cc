@@ -37,9 +37,9 @@ Rows generate_spirals(const MlpDatasetSpec& spec, uint64_t data_seed) {
     const int64_t n = per_class + (k < remainder ? 1 : 0);
     for (int64_t i = 0; i < n; ++i) {
       const double t = (static_cast<double>(i) + 0.5) / static_cast<double>(n);
-      const double angle = 2.0 * std::numbers::pi * (static_cast<double>(k) / spec.classes +
-                                                     kTurns * t) +
-                           spec.noise * rng.normal();
+      const double angle =
+          2.0 * std::numbers::pi * (static_cast<double>(k) / spec.classes + kTurns * t) +
+          spec.noise * rng.normal();
       rows.x.push_back(static_cast<float>(t * std::cos(angle)));
       rows.x.push_back(static_cast<float>(t * std::sin(angle)));
       rows.y.push_back(k);
@@ -82,8 +82,8 @@ Rows generate_teacher(const MlpDatasetSpec& spec, uint64_t data_seed) {
       for (int j = 0; j < kTeacherWidth; ++j) z += hidden[j] * w2[static_cast<size_t>(j) * k + c];
       logits[c] = z;
     }
-    rows.y[r] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                     logits.begin());
+    rows.y[r] =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
   return rows;
 }
@@ -123,12 +123,16 @@ bool parse_label(std::string_view text, int32_t* out) {
 
 class CsvReader {
  public:
-  explicit CsvReader(std::filesystem::path file) : file_(std::move(file)) {}
+  CsvReader(std::filesystem::path file, std::string display_name)
+      : file_(std::move(file)), display_name_(std::move(display_name)) {}
 
   Result<Rows> read() {
     auto text = read_file(file_);
-    if (!text.ok()) return Status::BadInput("cannot read dataset " + file_.string() + ": " +
-                                            text.status().message());
+    if (!text.ok()) {
+      return Status::BadInput("dataset '" + display_name_ +
+                              "' is neither spirals, teacher nor a readable CSV file (" +
+                              text.status().message() + ")");
+    }
     std::string_view rest = *text;
     for (int line_number = 1; !rest.empty(); ++line_number) {
       const size_t newline = rest.find('\n');
@@ -191,6 +195,7 @@ class CsvReader {
   }
 
   std::filesystem::path file_;
+  std::string display_name_;  // as the user wrote it
   bool seen_first_line_ = false;
   Rows rows_;
 };
@@ -241,7 +246,7 @@ void standardize(MlpDataset& data) {
 }
 
 std::string describe(const MlpDatasetSpec& spec, const Rows& rows) {
-  std::string name = spec.kind == MlpDatasetKind::kSpirals  ? std::string("spirals")
+  std::string name = spec.kind == MlpDatasetKind::kSpirals   ? std::string("spirals")
                      : spec.kind == MlpDatasetKind::kTeacher ? std::string("teacher")
                                                              : spec.csv_path.string();
   return name + " (" + std::to_string(rows.features) + " features, " +
@@ -261,7 +266,7 @@ Result<MlpDataset> make_mlp_dataset(const MlpDatasetSpec& spec, uint64_t data_se
       rows = generate_teacher(spec, data_seed);
       break;
     case MlpDatasetKind::kCsv: {
-      auto read = CsvReader(workdir / spec.csv_path).read();
+      auto read = CsvReader(workdir / spec.csv_path, spec.csv_path.string()).read();
       if (!read.ok()) return read.status();
       rows = std::move(read).value();
       break;

@@ -8,10 +8,10 @@
 namespace cairn {
 namespace {
 
-constexpr const char* kKnownKeys[] = {
-    "lr",      "momentum", "weight_decay", "hidden", "layers",       "batch_size", "optimizer",
-    "dataset", "samples",  "classes",      "features", "noise",      "val_fraction",
-    "data_seed", "threads"};
+constexpr const char* kKnownKeys[] = {"lr",           "momentum",   "weight_decay", "hidden",
+                                      "layers",       "batch_size", "optimizer",    "dataset",
+                                      "samples",      "classes",    "features",     "noise",
+                                      "val_fraction", "data_seed",  "threads"};
 
 Status bad(const std::string& key, const std::string& expectation, const Json& got) {
   return Status::BadInput("hyperparameter '" + key + "' must be " + expectation + ", got " +
@@ -34,8 +34,8 @@ class Reader {
                 double* out) {
     const Json* value = find(key);
     if (value == nullptr) return Status::Ok();
-    const std::string range = std::string(open_min ? "(" : "[") + format(min) + ", " +
-                              format(max) + (open_max ? ")" : "]");
+    const std::string range = std::string(open_min ? "(" : "[") + format(min) + ", " + format(max) +
+                              (open_max ? ")" : "]");
     if (!value->is_number()) return bad(key, "a number in " + range, *value);
     const double v = value->get<double>();
     const bool below = open_min ? v <= min : v < min;
@@ -58,9 +58,9 @@ class Reader {
         v > static_cast<double>(max)) {
       return bad(key, expectation, *value);
     }
-    *out = static_cast<Int>(value->is_number_unsigned() ? value->get<uint64_t>()
-                            : value->is_number_integer()  ? value->get<int64_t>()
-                                                          : static_cast<int64_t>(v));
+    *out = static_cast<Int>(value->is_number_unsigned()  ? value->get<uint64_t>()
+                            : value->is_number_integer() ? value->get<int64_t>()
+                                                         : static_cast<int64_t>(v));
     return Status::Ok();
   }
 
@@ -154,8 +154,8 @@ Status read_dataset(Reader& r, MlpDatasetSpec* spec) {
   if (spec->kind != MlpDatasetKind::kCsv &&
       static_cast<double>(spec->samples) * spec->features > 2e9) {
     return Status::BadInput("hyperparameters 'samples' × 'features' must stay below 2e9 (" +
-                            std::to_string(spec->samples) + " × " +
-                            std::to_string(spec->features) + ")");
+                            std::to_string(spec->samples) + " × " + std::to_string(spec->features) +
+                            ")");
   }
   return Status::Ok();
 }

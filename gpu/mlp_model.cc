@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "gpu/blas.h"
+#include "gpu/mlp_cpu_kernels.h"
 #include "gpu/mlp_random.h"
 
 namespace cairn {
@@ -12,45 +12,12 @@ namespace {
 
 using blas::Op;
 
-// Per row: loss = logsumexp(z) − z[label]. When `delta` is given it receives
-// ∂(mean loss)/∂z = (softmax(z) − onehot(label)) / rows.
-MlpBatchStats softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
-                                    int classes, float* delta) {
-  MlpBatchStats stats{.rows = rows};
-  const float inv_rows = 1.0f / static_cast<float>(rows);
-  for (int r = 0; r < rows; ++r) {
-    const float* z = logits + static_cast<size_t>(r) * classes;
-    const int label = labels[r];
-    const int argmax = static_cast<int>(std::max_element(z, z + classes) - z);
-    const float max = z[argmax];
-    float sum = 0;
-    for (int c = 0; c < classes; ++c) sum += std::exp(z[c] - max);
-    stats.loss_sum += static_cast<double>(std::log(sum) + max - z[label]);
-    stats.correct += argmax == label ? 1 : 0;
-    if (delta == nullptr) continue;
-    float* d = delta + static_cast<size_t>(r) * classes;
-    const float scale = inv_rows / sum;
-    for (int c = 0; c < classes; ++c) d[c] = std::exp(z[c] - max) * scale;
-    d[label] -= inv_rows;
-  }
-  return stats;
-}
-
-void relu_in_place(float* __restrict x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-// delta *= (activation > 0): the ReLU's derivative, read off its output.
-void relu_backward(float* __restrict delta, const float* __restrict activation, size_t n) {
-  for (size_t i = 0; i < n; ++i) delta[i] = activation[i] > 0.0f ? delta[i] : 0.0f;
-}
-
-void sum_rows(const float* __restrict x, int rows, int cols, float* __restrict out) {
-  std::fill(out, out + cols, 0.0f);
-  for (int r = 0; r < rows; ++r) {
-    const float* row = x + static_cast<size_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) out[c] += row[c];
-  }
+MlpBatchStats cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
+                            float* delta) {
+  // delta is the gradient of the *mean* loss, hence the 1/rows.
+  const mlp_kernels::CrossEntropy ce = mlp_kernels::softmax_cross_entropy(
+      logits, labels, rows, classes, 1.0f / static_cast<float>(rows), delta);
+  return MlpBatchStats{.loss_sum = ce.loss_sum, .correct = ce.correct, .rows = rows};
 }
 
 }  // namespace
@@ -119,11 +86,10 @@ float* MlpModel::forward(MlpWorkspace& ws, int rows) const {
     const float* bias = w + static_cast<size_t>(in) * out;
     float* y = ws.activations_[l + 1].data();
     // y = broadcast(b), then y += x·W in the same sgemm (beta = 1).
-    for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<size_t>(r) * out, bias,
-                                               sizeof(float) * out);
-    blas::sgemm(Op::kNone, Op::kNone, rows, out, in, 1.0f, ws.activations_[l].data(), in, w,
-                out, 1.0f, y, out);
-    if (l < shape_.layers) relu_in_place(y, static_cast<size_t>(rows) * out);
+    mlp_kernels::broadcast_rows(bias, rows, out, y);
+    blas::sgemm(Op::kNone, Op::kNone, rows, out, in, 1.0f, ws.activations_[l].data(), in, w, out,
+                1.0f, y, out);
+    if (l < shape_.layers) mlp_kernels::relu(y, static_cast<size_t>(rows) * out);
   }
   return ws.activations_.back().data();
 }
@@ -132,14 +98,14 @@ MlpBatchStats MlpModel::forward_backward(MlpWorkspace& ws, int rows,
                                          const LayerGradientsReady& on_ready) {
   const float* logits = forward(ws, rows);
   const MlpBatchStats stats =
-      softmax_cross_entropy(logits, ws.labels(), rows, shape_.classes, ws.delta_a_.data());
+      cross_entropy(logits, ws.labels(), rows, shape_.classes, ws.delta_a_.data());
   backward(ws, rows, on_ready);
   return stats;
 }
 
 MlpBatchStats MlpModel::evaluate(MlpWorkspace& ws, int rows) const {
   const float* logits = forward(ws, rows);
-  return softmax_cross_entropy(logits, ws.labels(), rows, shape_.classes, nullptr);
+  return cross_entropy(logits, ws.labels(), rows, shape_.classes, nullptr);
 }
 
 // Walks the layers from the output back. `delta` holds ∂loss/∂(layer output before ReLU).
@@ -154,13 +120,13 @@ void MlpModel::backward(MlpWorkspace& ws, int rows, const LayerGradientsReady& o
     // ∂W = xᵀ·δ, ∂b = Σ_rows δ.
     blas::sgemm(Op::kTranspose, Op::kNone, in, out, rows, 1.0f, x, in, delta, out, 0.0f, grad_w,
                 out);
-    sum_rows(delta, rows, out, grad_w + static_cast<size_t>(in) * out);
+    mlp_kernels::sum_rows(delta, rows, out, grad_w + static_cast<size_t>(in) * out);
     if (on_ready) on_ready(l, layer_gradients(l));
     if (l == 0) break;  // nothing needs ∂loss/∂input
     // δ_prev = (δ·Wᵀ) ⊙ relu'(x).
     blas::sgemm(Op::kNone, Op::kTranspose, rows, in, out, 1.0f, delta, out, layer_weights(l), out,
                 0.0f, next_delta, in);
-    if (0) relu_backward(next_delta, x, static_cast<size_t>(rows) * in);
+    mlp_kernels::relu_backward(next_delta, x, static_cast<size_t>(rows) * in);
     std::swap(delta, next_delta);
   }
 }

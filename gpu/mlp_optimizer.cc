@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/mlp_cpu_kernels.h"
+
 namespace cairn {
 
 std::string_view optimizer_name(MlpOptimizerKind kind) {
@@ -24,43 +26,31 @@ void MlpOptimizer::step(std::span<float> weights, std::span<const float> gradien
 }
 
 void MlpOptimizer::sgd_step(std::span<float> weights, std::span<const float> gradients) {
-  const size_t n = parameter_count_;
-  float* __restrict w = weights.data();
-  const float* __restrict g = gradients.data();
-  float* __restrict v = state_.data();
   const float lr = static_cast<float>(config_.lr);
-  const float mu = static_cast<float>(config_.momentum);
+  const float momentum = static_cast<float>(config_.momentum);
   const float decay = static_cast<float>(config_.weight_decay);
-  if (mu == 0.0f) {
-    for (size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + decay * w[i]);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = mu * v[i] + (g[i] + decay * w[i]);
-    w[i] -= lr * v[i];
+  if (momentum == 0.0f) {
+    mlp_kernels::sgd_update(weights.data(), gradients.data(), parameter_count_, lr, decay);
+  } else {
+    mlp_kernels::sgd_momentum_update(weights.data(), state_.data(), gradients.data(),
+                                     parameter_count_, lr, momentum, decay);
   }
 }
 
 void MlpOptimizer::adam_step(std::span<float> weights, std::span<const float> gradients) {
-  const size_t n = parameter_count_;
-  float* __restrict w = weights.data();
-  const float* __restrict g = gradients.data();
-  float* __restrict m = state_.data();
-  float* __restrict v = state_.data() + n;
   const double t = static_cast<double>(steps_);
   // Bias corrections in double, once per step, as PyTorch does.
-  const float step_size = static_cast<float>(config_.lr / (1.0 - std::pow(config_.beta1, t)));
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config_.beta2, t)));
-  const float b1 = static_cast<float>(config_.beta1);
-  const float b2 = static_cast<float>(config_.beta2);
-  const float eps = static_cast<float>(config_.epsilon);
-  const float shrink = static_cast<float>(1.0 - config_.lr * config_.weight_decay);
-  for (size_t i = 0; i < n; ++i) {
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
-    w[i] = w[i] * shrink - step_size * m[i] / denom;
-  }
+  const mlp_kernels::AdamConstants constants{
+      .beta1 = static_cast<float>(config_.beta1),
+      .beta2 = static_cast<float>(config_.beta2),
+      .epsilon = static_cast<float>(config_.epsilon),
+      .step_size = static_cast<float>(config_.lr / (1.0 - std::pow(config_.beta1, t))),
+      .inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config_.beta2, t))),
+      .shrink = static_cast<float>(1.0 - config_.lr * config_.weight_decay)};
+  float* first_moment = state_.data();
+  float* second_moment = state_.data() + parameter_count_;
+  mlp_kernels::adam_update(weights.data(), first_moment, second_moment, gradients.data(),
+                           parameter_count_, constants);
 }
 
 void MlpOptimizer::restore(std::span<const float> state, int64_t steps) {

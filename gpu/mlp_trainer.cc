@@ -30,27 +30,29 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
   const uint64_t data_seed = hparams.data_seed.value_or(seed);
   auto data = make_mlp_dataset(hparams.data, data_seed, workdir);
   if (!data.ok()) return data.status();
-  const MlpShape shape{.inputs = data->features, .hidden = hparams.hidden,
-                       .layers = hparams.layers, .classes = data->classes};
+  const MlpShape shape{.inputs = data->features,
+                       .hidden = hparams.hidden,
+                       .layers = hparams.layers,
+                       .classes = data->classes};
   if (shape.parameters() > kMaxParameters) {
-    return Status::BadInput("model " + shape.describe() + " has " +
-                            std::to_string(shape.parameters()) +
-                            " parameters; builtin:mlp allows at most " +
-                            std::to_string(kMaxParameters));
+    return Status::BadInput(
+        "model " + shape.describe() + " has " + std::to_string(shape.parameters()) +
+        " parameters; builtin:mlp allows at most " + std::to_string(kMaxParameters));
   }
   blas::set_threads(deterministic ? 1 : hparams.threads);
-  return std::unique_ptr<MlpTrainer>(
-      new MlpTrainer(hparams, seed, data_seed, std::move(data).value()));
+  return std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed, std::move(data).value());
 }
 
-MlpTrainer::MlpTrainer(const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
+MlpTrainer::MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
                        MlpDataset data)
     : hparams_(hparams),
       seed_(seed),
       data_seed_(data_seed),
       data_(std::move(data)),
-      model_(MlpShape{.inputs = data_.features, .hidden = hparams.hidden,
-                      .layers = hparams.layers, .classes = data_.classes}),
+      model_(MlpShape{.inputs = data_.features,
+                      .hidden = hparams.hidden,
+                      .layers = hparams.layers,
+                      .classes = data_.classes}),
       optimizer_(hparams.optimizer, model_.shape().parameters()),
       workspace_(model_.shape(),
                  static_cast<int>(std::min<int64_t>(hparams.batch_size, data_.train.rows()))),
@@ -129,18 +131,17 @@ Status MlpTrainer::load(const std::filesystem::path& dir) {
   if (!read.ok()) return read.status();
   const MlpCheckpoint& c = *read;
   if (!(c.shape == model_.shape())) {
-    return Status::BadInput(checkpoint_mismatch("architecture", c.shape.describe(),
-                                                model_.shape().describe()));
+    return Status::BadInput(
+        checkpoint_mismatch("architecture", c.shape.describe(), model_.shape().describe()));
   }
   if (c.optimizer != optimizer_.config().kind) {
-    return Status::BadInput(checkpoint_mismatch("optimizer",
-                                                std::string(optimizer_name(c.optimizer)),
-                                                std::string(optimizer_name(
-                                                    optimizer_.config().kind))));
+    return Status::BadInput(
+        checkpoint_mismatch("optimizer", std::string(optimizer_name(c.optimizer)),
+                            std::string(optimizer_name(optimizer_.config().kind))));
   }
   if (c.data_seed != data_seed_) {
-    return Status::BadInput(checkpoint_mismatch("data seed", std::to_string(c.data_seed),
-                                                std::to_string(data_seed_)));
+    return Status::BadInput(
+        checkpoint_mismatch("data seed", std::to_string(c.data_seed), std::to_string(data_seed_)));
   }
   if (c.weights.size() != model_.weights().size() ||
       c.optimizer_state.size() != optimizer_.state().size() || c.epochs_completed < 0) {

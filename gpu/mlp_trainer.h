@@ -57,7 +57,15 @@ class MlpTrainer {
   std::string describe() const;
 
  private:
-  MlpTrainer(const MlpHparams& hparams, uint64_t seed, uint64_t data_seed, MlpDataset data);
+  struct Passkey {  // lets only create() construct a trainer, through make_unique
+    explicit Passkey() = default;
+  };
+
+ public:
+  MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
+             MlpDataset data);
+
+ private:
   void shuffle_for_epoch(int64_t epoch);
   void gather_batch(const int64_t* rows, int count);
 

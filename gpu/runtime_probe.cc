@@ -40,7 +40,8 @@ GpuRuntime probe_gpu_runtime() {
     if (version) version(&rt.driver_version);
     if (init && count && init(0) == 0) count(&rt.device_count);
   }
-  if (Library nccl = open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"})) {
+  if (Library nccl =
+          open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"})) {
     using VersionFn = int (*)(int*);
     if (auto version = reinterpret_cast<VersionFn>(::dlsym(nccl.get(), "ncclGetVersion"))) {
       rt.nccl = version(&rt.nccl_version) == 0;
@@ -54,7 +55,8 @@ std::string GpuRuntime::describe() const {
                                  std::to_string(device_count) + " GPU(s)"
                            : "CUDA driver not found (CPU only)";
   out += nccl ? "; NCCL " + std::to_string(nccl_version / 10000) + "." +
-                    std::to_string((nccl_version % 10000) / 100) + "." + std::to_string(nccl_version % 100)
+                    std::to_string((nccl_version % 10000) / 100) + "." +
+                    std::to_string(nccl_version % 100)
               : "; NCCL not found";
   return out;
 }

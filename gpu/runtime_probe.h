@@ -7,11 +7,11 @@
 namespace cairn {
 
 struct GpuRuntime {
-  bool driver = false;       // libcuda.so.1 loaded
-  int driver_version = 0;    // e.g. 13000
+  bool driver = false;     // libcuda.so.1 loaded
+  int driver_version = 0;  // e.g. 13000
   int device_count = 0;
-  bool nccl = false;         // libnccl.so.2 loaded
-  int nccl_version = 0;      // e.g. 22703
+  bool nccl = false;             // libnccl.so.2 loaded
+  int nccl_version = 0;          // e.g. 22703
   std::string describe() const;  // one line for `cairn version` / `cairn doctor`
 };
 

@@ -131,7 +131,7 @@ class Context:
                 return None
             return self._settings["max_length"]
         # A single-rank trial may give up waiting on Ctrl-C; ranks must stay together.
-        interrupt = self._signals.stop_requested if self.world_size == 1 else None
+        interrupt = None if self._channel.agree_on_stop else self._signals.stop_requested
         answer = self._channel.request({"type": "next_operation"}, interrupt=interrupt)
         if answer is None or answer.get("type") != "operation" or answer.get("done"):
             return None
@@ -173,7 +173,7 @@ class Context:
         has been asked to stop."""
         step = int(step)
         if self._channel is not None:
-            if self.world_size > 1:
+            if self._channel.agree_on_stop:
                 self._channel.sync(step, self._signals.stop_requested())
             else:
                 self._channel.poll()
@@ -188,14 +188,14 @@ class Context:
         """True when the trial must checkpoint and exit: paused, pre-empted, Ctrl-C,
         or cairn itself went away. In a multi-rank trial this is the stop decision
         all ranks agreed on at the last checkpoint_due()."""
-        if self._channel is not None and self.world_size == 1:
+        if self._channel is not None and not self._channel.agree_on_stop:
             self._channel.poll()
         return self._stop_reason() is not None
 
     def _stop_reason(self):
         if self._channel is not None:
             reason = self._channel.stop_reason
-            if reason is not None or self.world_size > 1:
+            if reason is not None or self._channel.agree_on_stop:
                 return reason
         return self._signals.stop_requested()
 
@@ -365,7 +365,8 @@ class _Channel:
         self._sock = sock
         # Ranks of one trial must stop at the same step, so their stop comes from the
         # answer to `sync`, never straight from a `stop` message.
-        self._agree_on_stop = agree_on_stop
+        self.agree_on_stop = agree_on_stop
+        self._cairn_stop = None  # a `stop` waiting for the ranks to agree
         self._lock = threading.Lock()
         self._batch = []
         self._batch_bytes = 0
@@ -490,6 +491,11 @@ class _Channel:
         answer = self.request(message)
         if answer is None:
             return
+        if answer.get("type") == "error":  # a cairn without `sync`: act on `stop` alone
+            self.agree_on_stop = False
+            if self.stop_reason is None:
+                self.stop_reason = self._cairn_stop
+            return
         if answer.get("stop") and self.stop_reason is None:
             self.stop_reason = answer.get("reason") or "stop"
 
@@ -537,8 +543,11 @@ class _Channel:
         elif kind == "welcome":
             self.welcome = message
         elif kind == "stop":
-            if self.stop_reason is None and not self._agree_on_stop:
-                self.stop_reason = str(message.get("reason") or "stop")
+            reason = str(message.get("reason") or "stop")
+            if self.agree_on_stop:
+                self._cairn_stop = self._cairn_stop or reason
+            elif self.stop_reason is None:
+                self.stop_reason = reason
         elif kind == "error":
             self._fatal_error = str(message.get("message", "unknown error"))
             if self.welcome:

@@ -60,6 +60,7 @@ class FakeControl:
         self.fail_checkpoint_end = fail_checkpoint_end
         self.reject_validation = reject_validation
         self.sync_stop = None  # a reason: `sync` answers tell every rank to stop
+        self.knows_sync = True  # False: answer `sync` like a cairn that predates it
         self.messages = []
         self.connections = []
         self.staging_dirs = []
@@ -185,6 +186,8 @@ class FakeControl:
             connection.send({"type": "ack", "re": seq, "checkpoint": checkpoint_id})
         elif kind == "checkpoint_abort":
             shutil.rmtree(message["path"], ignore_errors=True)
+        elif kind == "sync" and not self.knows_sync:
+            connection.send({"type": "error", "re": seq, "message": "unknown message type"})
         elif kind == "sync":
             answer = {"type": "sync", "re": seq, "stop": self.sync_stop is not None}
             if self.sync_stop is not None:

@@ -14,9 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 import unittest
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -443,6 +441,17 @@ class Stopping(TrialTestCase):
         self.assertEqual([m["step"] for m in fake.of_type("sync")], [1, 2, 3])
         staging = pathlib.Path(fake.of_type("checkpoint_end")[0]["path"])
         self.assertEqual(sorted(os.listdir(staging)), ["cairn_rng_state.rank1.pkl", "model.txt"])
+
+    def test_ranks_fall_back_to_a_bare_stop_when_cairn_does_not_know_sync(self):
+        def stop_before_answering(fake, connection, message):
+            if message["type"] == "sync":
+                connection.send({"type": "stop", "reason": "pause"})
+        fake = self.fake(operations=[10], checkpoint_period=100, on_message=stop_before_answering)
+        fake.knows_sync = False
+        self.run_trial(PATTERN_TRIAL, self.env(fake, RANK=1, WORLD_SIZE=2))
+        self.assertEqual([c[0] for c in self.seen()["checkpoints"]], [1])
+        self.assertTrue(self.seen()["preempted"])
+        self.assertEqual([m["step"] for m in fake.of_type("sync")], [1], "asked once only")
 
 
 class Standalone(TrialTestCase):

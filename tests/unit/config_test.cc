@@ -25,9 +25,8 @@ class TempDir {
   TempDir() {
     static std::atomic<int> counter{0};
     auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path() /
-            ("cairn_config_test_" + std::to_string(::getpid()) + "_" +
-             std::to_string(counter++) + "_" + std::to_string(now));
+    path_ = fs::temp_directory_path() / ("cairn_config_test_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter++) + "_" + std::to_string(now));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -132,8 +131,7 @@ TEST_CASE("config: the SPEC example parses into the right values") {
   const ExperimentConfig& c = *loaded;
 
   CHECK(c.name == "digits-asha");
-  CHECK(c.entrypoint ==
-        std::vector<std::string>{"python3", "train.py", "--epochs-per-unit", "1"});
+  CHECK(c.entrypoint == std::vector<std::string>{"python3", "train.py", "--epochs-per-unit", "1"});
   CHECK_FALSE(is_builtin_entrypoint(c));
   CHECK(c.config_path == fs::absolute(file).lexically_normal());
   CHECK(c.workdir == (dir.path() / "configs").lexically_normal());
@@ -284,17 +282,15 @@ TEST_CASE("config: entrypoint strings split like shell words, expanding nothing"
   };
   CHECK(argv_of(R"(entrypoint: python3 train.py --note "two words" 'single quoted')") ==
         std::vector<std::string>{"python3", "train.py", "--note", "two words", "single quoted"});
-  CHECK(argv_of(R"(entrypoint: run my\ file.py)") ==
-        std::vector<std::string>{"run", "my file.py"});
+  CHECK(argv_of(R"(entrypoint: run my\ file.py)") == std::vector<std::string>{"run", "my file.py"});
   CHECK(argv_of(R"(entrypoint: echo $HOME ~ *.py ${X})") ==
         std::vector<std::string>{"echo", "$HOME", "~", "*.py", "${X}"});
-  CHECK(argv_of(R"(entrypoint: 'prog' '' "a\"b" "\$x" "\n" 'it''s')") ==
-        std::vector<std::string>{"prog", "", "a\"b", "$x", "\\n", "its"});
-  CHECK(argv_of(R"(entrypoint: ["a b", "$HOME"])") ==
-        std::vector<std::string>{"a b", "$HOME"});
+  CHECK(argv_of(R"(entrypoint: prog '' "a\"b" "\$x" "\n" 'it''s' --k="v w")") ==
+        std::vector<std::string>{"prog", "", "a\"b", "$x", "\\n", "its", "--k=v w"});
+  CHECK(argv_of(R"(entrypoint: ["a b", "$HOME"])") == std::vector<std::string>{"a b", "$HOME"});
 
-  ExperimentConfig builtin = parse_ok(dir, "entrypoint: builtin:mlp\n" +
-                                               std::string(kMinimal).substr(29));
+  ExperimentConfig builtin =
+      parse_ok(dir, "entrypoint: builtin:mlp\n" + std::string(kMinimal).substr(29));
   CHECK(builtin.entrypoint == std::vector<std::string>{"builtin:mlp"});
   CHECK(is_builtin_entrypoint(builtin));
 
@@ -335,10 +331,10 @@ TEST_CASE("config: --set overrides") {
     CHECK(c.searcher.max_trials == 9);
   }
   SUBCASE("a whole subtree, nested") {
-    ExperimentConfig c =
-        parse_ok(dir, yaml, {"hyperparameters.lr=0.1",
-                             "hyperparameters.arch.depth={type: int, minval: 2, maxval: 3}",
-                             "hyperparameters.arch.width=128"});
+    ExperimentConfig c = parse_ok(
+        dir, yaml,
+        {"hyperparameters.lr=0.1", "hyperparameters.arch.depth={type: int, minval: 2, maxval: 3}",
+         "hyperparameters.arch.width=128"});
     CHECK(c.hyperparameters.at("lr").type == Type::kConst);
     CHECK(c.hyperparameters.at("lr").value == Json(0.1));
     const HyperparameterSpec& arch = c.hyperparameters.at("arch");
@@ -360,21 +356,21 @@ TEST_CASE("config: --set overrides") {
   }
   SUBCASE("a bad value names the --set") {
     check_bad_input(parse(dir, yaml, {"searcher.max_trials=abc"}),
-                    "--set searcher.max_trials=abc: searcher.max_trials: ",
-                    "expected an integer");
-    check_bad_input(parse(dir, yaml, {"searcher.max_trails=3"}),
-                    "--set searcher.max_trails=3: searcher.max_trails: ",
-                    "did you mean 'max_trials'?");
-    check_bad_input(parse(dir, yaml, {"hyperparameters.arch.depth.minval=9"}),
-                    "--set hyperparameters.arch.depth.minval=9: hyperparameters.arch.depth.minval: ",
-                    "greater than maxval 4");
+                    "--set searcher.max_trials=abc: searcher.max_trials: ", "expected an integer");
+    check_bad_input(
+        parse(dir, yaml, {"searcher.max_trails=3"}),
+        "--set searcher.max_trails=3: searcher.max_trails: ", "did you mean 'max_trials'?");
+    check_bad_input(
+        parse(dir, yaml, {"hyperparameters.arch.depth.minval=9"}),
+        "--set hyperparameters.arch.depth.minval=9: hyperparameters.arch.depth.minval: ",
+        "greater than maxval 4");
     check_bad_input(parse(dir, yaml, {"entrypoint.program=x"}),
                     "--set entrypoint.program=x: entrypoint: ", "not a map");
     check_bad_input(parse(dir, yaml, {"searcher.max_trials=[1,"}),
                     "--set searcher.max_trials=[1,: searcher.max_trials: ", "yaml syntax error");
     check_bad_input(parse(dir, yaml, {"searcher"}), "--set searcher: ", "expected KEY=VALUE");
-    check_bad_input(parse(dir, yaml, {"searcher..name=grid"}), "--set searcher..name=grid: ",
-                    "empty part");
+    check_bad_input(parse(dir, yaml, {"searcher..name=grid"}),
+                    "--set searcher..name=grid: ", "empty part");
     check_bad_input(parse(dir, yaml, {"searcher={name: random}"}),
                     "--set searcher={name: random}: searcher.metric: ", "is required");
   }
@@ -392,7 +388,9 @@ std::string with_searcher(const std::string& searcher_body) {
   return "entrypoint: python3 train.py\nsearcher:\n" + searcher_body;
 }
 
-std::string with_extra(const std::string& extra) { return std::string(kMinimal) + extra; }
+std::string with_extra(const std::string& extra) {
+  return std::string(kMinimal) + extra;
+}
 
 const std::vector<Mistake>& mistakes() {
   static const std::vector<Mistake> table = {
@@ -407,12 +405,12 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:2: searcher.metric: ", "is required"},
       {"missing entrypoint", "# a comment\nsearcher: {name: single, metric: m, max_length: 1}\n",
        "exp.yaml:2: entrypoint: ", "is required"},
-      {"missing searcher", "entrypoint: python3 train.py\n", "exp.yaml:1: searcher: ",
-       "is required"},
+      {"missing searcher", "entrypoint: python3 train.py\n",
+       "exp.yaml:1: searcher: ", "is required"},
       {"unknown searcher", with_searcher("  name: ashaa\n  metric: m\n  max_length: 10\n"),
        "exp.yaml:3: searcher.name: ", "did you mean 'asha'?"},
-      {"searcher not a map", "entrypoint: x\nsearcher: [random]\n", "exp.yaml:2: searcher: ",
-       "expected a map"},
+      {"searcher not a map", "entrypoint: x\nsearcher: [random]\n",
+       "exp.yaml:2: searcher: ", "expected a map"},
       {"max_length zero", with_searcher("  name: single\n  metric: m\n  max_length: 0\n"),
        "exp.yaml:5: searcher.max_length: ", "must be at least 1, got 0"},
       {"max_length missing", with_searcher("  name: single\n  metric: m\n"),
@@ -426,8 +424,9 @@ const std::vector<Mistake>& mistakes() {
       {"random without max_trials",
        with_searcher("  name: random\n  metric: m\n  max_length: 10\n"),
        "exp.yaml:2: searcher.max_trials: ", "is required"},
-      {"max_trials not an integer", with_searcher("  name: random\n  metric: m\n  "
-                                                  "max_length: 10\n  max_trials: 2.5\n"),
+      {"max_trials not an integer",
+       with_searcher("  name: random\n  metric: m\n  "
+                     "max_length: 10\n  max_trials: 2.5\n"),
        "exp.yaml:6: searcher.max_trials: ", "expected an integer, got 2.5"},
       {"divisor of 1",
        with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  divisor: 1\n"),
@@ -436,7 +435,8 @@ const std::vector<Mistake>& mistakes() {
        with_searcher("  name: hyperband\n  metric: m\n  max_length: 9\n  min_length: 10\n"),
        "exp.yaml:6: searcher.min_length: ", "greater than max_length 9"},
       {"max_rungs zero",
-       with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  max_rungs: 0\n"),
+       with_searcher(
+           "  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  max_rungs: 0\n"),
        "exp.yaml:7: searcher.max_rungs: ", "must be at least 1"},
       {"unknown mode",
        with_searcher("  name: asha\n  metric: m\n  max_length: 9\n  max_trials: 4\n  mode: fast\n"),
@@ -501,8 +501,8 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:8: resources.peers[1]: ", "host:port"},
       {"unknown resources key", with_extra("resources:\n  slots: 2\n"),
        "exp.yaml:8: resources.slots: ", "unknown key"},
-      {"negative max_restarts", with_extra("max_restarts: -1\n"), "exp.yaml:7: max_restarts: ",
-       "must be at least 0"},
+      {"negative max_restarts", with_extra("max_restarts: -1\n"),
+       "exp.yaml:7: max_restarts: ", "must be at least 0"},
       {"checkpoint period zero", with_extra("checkpoint:\n  period: 0\n"),
        "exp.yaml:8: checkpoint.period: ", "must be at least 1"},
       {"negative keep", with_extra("checkpoint:\n  keep_trial_best: -1\n"),
@@ -513,30 +513,32 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: reproducibility.seed: ", "non-negative integer"},
       {"deterministic not a bool", with_extra("reproducibility:\n  deterministic: yes\n"),
        "exp.yaml:8: reproducibility.deterministic: ", "expected true or false"},
-      {"data as a map", with_extra("data: {train: x}\n"), "exp.yaml:7: data: ",
-       "expected a path or a list"},
-      {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"), "exp.yaml:9: data[1]: ",
-       "expected a string"},
+      {"data as a map", with_extra("data: {train: x}\n"),
+       "exp.yaml:7: data: ", "expected a path or a list"},
+      {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"),
+       "exp.yaml:9: data[1]: ", "expected a string"},
       {"environment sets CAIRN_", with_extra("environment:\n  CAIRN_SEED: 3\n"),
        "exp.yaml:8: environment.CAIRN_SEED: ", "set by cairn"},
       {"environment bad name", with_extra("environment:\n  1ABC: x\n"),
        "exp.yaml:8: environment.1ABC: ", "not a valid variable name"},
       {"environment value a list", with_extra("environment:\n  PATHS: [a, b]\n"),
        "exp.yaml:8: environment.PATHS: ", "expected a string or a number"},
-      {"environment not a map", with_extra("environment: [A=1]\n"), "exp.yaml:7: environment: ",
-       "expected a map"},
+      {"environment not a map", with_extra("environment: [A=1]\n"),
+       "exp.yaml:7: environment: ", "expected a map"},
       {"webhook not http", with_extra("notify:\n  webhook: ftp://example.com/x\n"),
        "exp.yaml:8: notify.webhook: ", "http:// or https://"},
       {"unknown notify key", with_extra("notify:\n  email: me@example.com\n"),
        "exp.yaml:8: notify.email: ", "unknown key"},
-      {"workdir missing", "entrypoint: x\nworkdir: nope\nsearcher: {name: single, metric: m, "
-                          "max_length: 1}\n",
+      {"workdir missing",
+       "entrypoint: x\nworkdir: nope\nsearcher: {name: single, metric: m, "
+       "max_length: 1}\n",
        "exp.yaml:2: workdir: ", "does not exist"},
-      {"workdir a file", "entrypoint: x\nworkdir: plain.txt\nsearcher: {name: single, metric: "
-                         "m, max_length: 1}\n",
+      {"workdir a file",
+       "entrypoint: x\nworkdir: plain.txt\nsearcher: {name: single, metric: "
+       "m, max_length: 1}\n",
        "exp.yaml:2: workdir: ", "is not a directory"},
-      {"name a list", "name: [a]\n" + std::string(kMinimal), "exp.yaml:1: name: ",
-       "expected a string"},
+      {"name a list", "name: [a]\n" + std::string(kMinimal),
+       "exp.yaml:1: name: ", "expected a string"},
       {"entrypoint empty", "entrypoint: ''\nsearcher: {name: single, metric: m, max_length: 1}\n",
        "exp.yaml:1: entrypoint: ", "is empty"},
       {"entrypoint open quote",
@@ -551,8 +553,8 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:1: entrypoint: ", "builtin:mlp"},
       {"top level a list", "- entrypoint: x\n", "exp.yaml:1: ", "top level must be a map"},
       {"empty file", "# nothing yet\n", "exp.yaml:1: ", "the config is empty"},
-      {"key not a string", with_extra("environment:\n  1: x\n"), "exp.yaml:8: environment.1: ",
-       "a key must be a string"},
+      {"key not a string", with_extra("environment:\n  1: x\n"),
+       "exp.yaml:8: environment.1: ", "a key must be a string"},
       {"duplicate key", with_extra("max_restarts: 1\nmax_restarts: 2\n"),
        "exp.yaml:8: max_restarts: ", "duplicate key (first written on line 7)"},
       {"yaml syntax error", "entrypoint: x\nsearcher: {name: single\n  bad: [\n",
@@ -575,9 +577,10 @@ TEST_CASE("config: each mistake names the file, line and key (exit 2)") {
 TEST_CASE("config: reading the file") {
   TempDir dir;
   fs::create_directories(dir.path() / "project" / "code");
-  fs::path file = dir.write("project/exp.yaml", "entrypoint: builtin:mlp\nworkdir: code\n"
-                                                "searcher: {name: single, metric: val_loss, "
-                                                "max_length: 3}\n");
+  fs::path file = dir.write("project/exp.yaml",
+                            "entrypoint: builtin:mlp\nworkdir: code\n"
+                            "searcher: {name: single, metric: val_loss, "
+                            "max_length: 3}\n");
   Result<ExperimentConfig> loaded = load_experiment_config(file, {"searcher.max_length=5"});
   INFO(loaded.status().message());
   REQUIRE(loaded.ok());
@@ -594,8 +597,9 @@ TEST_CASE("config: reading the file") {
   Result<ExperimentConfig> failed = load_experiment_config(bad, {});
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.status().message() ==
-        bad.string() + ":2: searcher.metric: is required; the validation metric to optimize, "
-                       "such as val_loss");
+        bad.string() +
+            ":2: searcher.metric: is required; the validation metric to optimize, "
+            "such as val_loss");
 }
 
 }  // namespace

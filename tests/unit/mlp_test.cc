@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "gpu/mlp_checkpoint.h"
+#include "gpu/mlp_cpu_kernels.h"
 #include "gpu/mlp_dataset.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_model.h"
@@ -106,11 +107,50 @@ TEST_CASE("mlp hands each layer's gradients over as one bucket, last layer first
   CHECK(covered == shape.parameters());
 }
 
+// The optimizer kernels run a vectorised body and a scalar tail; a parameter must get the
+// same bits whichever it falls in, or results would depend on how buffers are split into
+// buckets.
+TEST_CASE("mlp optimizer kernels give the same bits vectorised and one element at a time") {
+  constexpr size_t kCount = 37;
+  MlpRng rng(5);
+  std::vector<float> w(kCount), m(kCount), v(kCount), g(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    w[i] = static_cast<float>(rng.normal());
+    m[i] = static_cast<float>(0.1 * rng.normal());
+    v[i] = static_cast<float>(0.01 * rng.uniform());
+    g[i] = static_cast<float>(rng.normal());
+  }
+  const mlp_kernels::AdamConstants c{.beta1 = 0.9f,
+                                     .beta2 = 0.999f,
+                                     .epsilon = 1e-8f,
+                                     .step_size = 0.013f,
+                                     .inv_sqrt_bc2 = 7.1f,
+                                     .shrink = 0.999f};
+  auto w_all = w, m_all = m, v_all = v, w_one = w, m_one = m, v_one = v;
+  mlp_kernels::adam_update(w_all.data(), m_all.data(), v_all.data(), g.data(), kCount, c);
+  for (size_t i = 0; i < kCount; ++i) {
+    mlp_kernels::adam_update(&w_one[i], &m_one[i], &v_one[i], &g[i], 1, c);
+  }
+  CHECK(bit_equal(w_all, w_one));
+  CHECK(bit_equal(m_all, m_one));
+  CHECK(bit_equal(v_all, v_one));
+  CHECK_FALSE(bit_equal(w_all, w));
+
+  auto w_sgd_all = w, v_sgd_all = m, w_sgd_one = w, v_sgd_one = m;
+  mlp_kernels::sgd_momentum_update(w_sgd_all.data(), v_sgd_all.data(), g.data(), kCount, 0.05f,
+                                   0.9f, 1e-4f);
+  for (size_t i = 0; i < kCount; ++i) {
+    mlp_kernels::sgd_momentum_update(&w_sgd_one[i], &v_sgd_one[i], &g[i], 1, 0.05f, 0.9f, 1e-4f);
+  }
+  CHECK(bit_equal(w_sgd_all, w_sgd_one));
+  CHECK(bit_equal(v_sgd_all, v_sgd_one));
+}
+
 TEST_CASE("mlp learns the spirals well above chance") {
   for (const char* optimizer : {"sgd", "adam"}) {
     CAPTURE(optimizer);
-    auto trainer = make_trainer(
-        {{"optimizer", optimizer}, {"hidden", 32}, {"layers", 2}, {"batch_size", 32}});
+    auto trainer =
+        make_trainer({{"optimizer", optimizer}, {"hidden", 32}, {"layers", 2}, {"batch_size", 32}});
     const double first = trainer->train_epoch();
     double last = first;
     for (int epoch = 1; epoch < 8; ++epoch) last = trainer->train_epoch();
@@ -144,8 +184,7 @@ TEST_CASE("mlp datasets are a function of the seed") {
 }
 
 TEST_CASE("mlp generated datasets cover every class") {
-  const MlpDataset teacher =
-      make_mlp_dataset(parse({{"dataset", "teacher"}}).data, 1, ".").value();
+  const MlpDataset teacher = make_mlp_dataset(parse({{"dataset", "teacher"}}).data, 1, ".").value();
   std::vector<int> counts(teacher.classes);
   for (int32_t y : teacher.train.y) counts[y]++;
   for (int count : counts) CHECK(count > 0);
@@ -213,12 +252,19 @@ void check_bit_exact_resume(const Json& json) {
 
 TEST_CASE("mlp resume from a checkpoint is bit-exact") {
   SUBCASE("sgd with momentum") {
-    check_bit_exact_resume({{"optimizer", "sgd"}, {"momentum", 0.9}, {"weight_decay", 1e-4},
-                            {"hidden", 16}, {"batch_size", 50}, {"samples", 1000}});
+    check_bit_exact_resume({{"optimizer", "sgd"},
+                            {"momentum", 0.9},
+                            {"weight_decay", 1e-4},
+                            {"hidden", 16},
+                            {"batch_size", 50},
+                            {"samples", 1000}});
   }
   SUBCASE("adam") {
-    check_bit_exact_resume({{"optimizer", "adam"}, {"weight_decay", 1e-2}, {"hidden", 16},
-                            {"batch_size", 50}, {"samples", 1000}});
+    check_bit_exact_resume({{"optimizer", "adam"},
+                            {"weight_decay", 1e-2},
+                            {"hidden", 16},
+                            {"batch_size", 50},
+                            {"samples", 1000}});
   }
 }
 

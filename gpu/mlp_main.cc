@@ -1,0 +1,108 @@
+#include "gpu/mlp_main.h"
+
+#include <cairn/trial.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/json.h"
+#include "gpu/mlp_hparams.h"
+#include "gpu/mlp_trainer.h"
+
+namespace cairn {
+namespace {
+
+int fail(int exit_code, const std::string& message) {
+  std::fprintf(stderr, "cairn: error: builtin:mlp: %s\n", message.c_str());
+  return exit_code;
+}
+
+// The loop of SPEC §4 with one change: validation runs after every epoch, not only at the
+// end of an operation, so the metric curves have a point per epoch.
+class BuiltinMlpTrial {
+ public:
+  BuiltinMlpTrial(Context& ctx, MlpTrainer& trainer) : ctx_(ctx), trainer_(trainer) {}
+
+  int run() {
+    while (const auto op = ctx_.next_operation()) {
+      while (trainer_.epochs_completed() < op->length) {
+        if (std::optional<int> exit_code = train_one_epoch()) return *exit_code;
+      }
+      if (validated_step_ != trainer_.epochs_completed()) validate();
+    }
+    return 0;
+  }
+
+ private:
+  // Returns an exit status when the trial must end now.
+  std::optional<int> train_one_epoch() {
+    const double loss = trainer_.train_epoch();
+    const int64_t step = trainer_.epochs_completed();
+    ctx_.report_training(step, {{"loss", loss}});
+    validate();
+    // A diverged model stays diverged; restarting would repeat it, so it is reported (the
+    // SDK sends NaN as null) and ends as bad hyperparameters, without a checkpoint.
+    if (!std::isfinite(loss)) {
+      return fail(2, "training diverged at epoch " + std::to_string(step) +
+                         " (the loss is not finite); try a smaller lr");
+    }
+    if (!ctx_.checkpoint_due(step)) return std::nullopt;
+    if (std::optional<int> exit_code = checkpoint(step)) return exit_code;
+    if (ctx_.should_preempt()) return 0;
+    return std::nullopt;
+  }
+
+  void validate() {
+    const MlpTrainer::Eval eval = trainer_.evaluate();
+    validated_step_ = trainer_.epochs_completed();
+    ctx_.report_validation(validated_step_,
+                           {{"val_loss", eval.loss}, {"val_accuracy", eval.accuracy}});
+  }
+
+  std::optional<int> checkpoint(int64_t step) {
+    auto writer = ctx_.checkpoint(step);
+    if (Status s = trainer_.save(writer.path()); !s.ok()) {
+      return fail(
+          1, "cannot write the checkpoint at epoch " + std::to_string(step) + ": " + s.message());
+    }
+    if (!writer.commit()) {
+      return fail(1, "the checkpoint at epoch " + std::to_string(step) +
+                         " was not registered: " + writer.error());
+    }
+    return std::nullopt;
+  }
+
+  Context& ctx_;
+  MlpTrainer& trainer_;
+  int64_t validated_step_ = -1;
+};
+
+}  // namespace
+
+int run_builtin_mlp() {
+  std::string error;
+  auto ctx = Context::init(&error);
+  if (!ctx) return fail(1, "cannot start the trial: " + error);
+
+  // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
+  auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
+  if (!hparams.ok()) return fail(2, hparams.status().message());
+  auto trainer = MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()),
+                                    ctx->deterministic(), std::filesystem::current_path());
+  if (!trainer.ok()) return fail(trainer.status().exit_code(), trainer.status().message());
+
+  if (const auto checkpoint = ctx->latest_checkpoint()) {
+    if (Status s = (*trainer)->load(*checkpoint); !s.ok()) {
+      return fail(s.exit_code(), "cannot resume: " + s.message());
+    }
+  }
+  std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld\n", (*trainer)->describe().c_str(),
+               static_cast<long long>((*trainer)->epochs_completed()));
+  return BuiltinMlpTrial(*ctx, **trainer).run();
+}
+
+}  // namespace cairn

@@ -1,0 +1,246 @@
+"""End to end: `cairn run` drives real Python SDK trials; show/metrics/checkpoints/export/logs
+report what the trials did."""
+import filecmp
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, PYTHON, CairnTestCase, wait_until  # noqa: E402
+
+# A trial whose metrics are a known function of the step and lr, and whose checkpoint holds
+# seed-derived bytes it also keeps a copy of, so tests can check values and bytes exactly.
+TRAIN = r'''
+import json, os, random, sys
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+print("resumed-from", step, flush=True)
+lr = ctx.hparams["lr"]
+crash_at = int(os.environ.get("CRASH_AT", "0"))
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": lr / step, "step_sq": step * step})
+        if crash_at and step == crash_at and not os.path.exists("crashed.marker"):
+            open("crashed.marker", "w").close()
+            print("crashing now", flush=True)
+            os._exit(7)
+        if ctx.checkpoint_due(step):
+            payload = random.Random(ctx.seed * 1000 + step).randbytes(50000)
+            with ctx.checkpoint(step) as path:
+                (path / "weights.bin").write_bytes(payload)
+                (path / "sub").mkdir()
+                (path / "sub" / "meta.json").write_text(json.dumps({"step": step}))
+            with open("expected-%d.bin" % step, "wb") as f:
+                f.write(payload)
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": lr / (step + 1), "val_accuracy": step / 100.0})
+'''
+
+CONFIG = '''name: e2e
+entrypoint: [/usr/bin/python3, train.py]
+hyperparameters:
+  lr: 0.5
+searcher:
+  name: single
+  metric: val_loss
+  max_length: 6
+checkpoint:
+  period: 2
+max_restarts: %d
+reproducibility:
+  seed: 42
+environment:
+  CRASH_AT: "%d"
+'''
+
+
+class RunTest(CairnTestCase):
+    def setUpTrial(self, max_restarts=0, crash_at=0):
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", CONFIG % (max_restarts, crash_at))
+
+    def test_python_trial_is_tracked_exactly(self):
+        self.setUpTrial()
+        run = self.cairn("run", "exp.yaml", check=0)
+        self.assertEqual(run.stdout.splitlines()[0], "1", "the first line is the experiment id")
+        self.assertIn("[1.1] resumed-from 0", run.stdout)
+
+        exp = self.cairn_json("show", "1", "--json")
+        self.assertEqual(exp["id"], 1)
+        self.assertEqual(exp["name"], "e2e")
+        self.assertEqual(exp["state"], "COMPLETED")
+        self.assertEqual(exp["searcher"], "single")
+        self.assertEqual(exp["seed"], 42)
+        self.assertEqual(exp["best_trial"], "1.1")
+        self.assertEqual(exp["config"]["searcher"]["max_length"], 6)
+        trial = exp["trials"][0]
+        self.assertEqual(trial["id"], "1.1")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["hparams"], {"lr": 0.5})
+        self.assertIsInstance(trial["seed"], int)
+        self.assertEqual(trial["steps_completed"], 6)
+        self.assertEqual(trial["restarts"], 0)
+        self.assertAlmostEqual(trial["best_validation"]["val_loss"], 0.5 / 7)
+        self.assertEqual(trial["best_validation"]["val_accuracy"], 0.06)
+
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual(metrics["trial"], "1.1")
+        self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3, 4, 5, 6])
+        for p in metrics["training"]:
+            self.assertAlmostEqual(p["metrics"]["loss"], 0.5 / p["step"])
+            self.assertEqual(p["metrics"]["step_sq"], p["step"] ** 2)
+        self.assertEqual([p["step"] for p in metrics["validation"]], [6])
+
+        csv = self.cairn("metrics", "1.1", "--csv", check=0).stdout.splitlines()
+        self.assertEqual(csv[0], "kind,step,loss,step_sq,val_accuracy,val_loss")
+        self.assertEqual(len(csv), 1 + 6 + 1)
+
+        ls = self.cairn_json("ls", "--json")
+        self.assertEqual(ls, [{**ls[0], "id": 1, "name": "e2e", "state": "COMPLETED", "trials": 1,
+                               "best_trial": "1.1"}])
+
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertIn("resumed-from 0", logs)
+        self.assertNotIn("[1.1]", logs, "logs hold the trial's own output, unprefixed")
+
+    def test_checkpoints_are_registered_and_export_byte_for_byte(self):
+        self.setUpTrial()
+        self.cairn("run", "exp.yaml", check=0)
+        ckpts = self.cairn_json("checkpoints", "1.1", "--json")
+        self.assertEqual([c["steps_completed"] for c in ckpts], [2, 4, 6])
+        for c in ckpts:
+            self.assertEqual(c["trial"], "1.1")
+            self.assertRegex(c["id"], "^[0-9a-f]{64}$")
+            self.assertGreater(c["bytes"], 50000)
+        self.assertAlmostEqual(ckpts[-1]["metrics"]["val_loss"], 0.5 / 7,
+                               msg="the checkpoint at the validated step carries its metrics")
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["latest_checkpoint"], ckpts[-1]["id"])
+        self.assertEqual([c["id"] for c in trial["checkpoints"]], [c["id"] for c in ckpts])
+
+        for ref, step in (("1.1@latest", 6), (ckpts[0]["id"][:10], 2), ("1.1@best", 6)):
+            out = os.path.join(self.dir, "export-%s" % ref.replace("@", "-"))
+            self.cairn("export", ref, out, check=0)
+            self.assertTrue(filecmp.cmp(os.path.join(out, "weights.bin"),
+                                        os.path.join(self.dir, "expected-%d.bin" % step), shallow=False))
+            with open(os.path.join(out, "sub", "meta.json")) as f:
+                self.assertEqual(json.load(f), {"step": step})
+
+        # Identical content is stored once: a second experiment with the same seed writes the
+        # same checkpoint bytes, and the object store does not grow by their size.
+        objects = os.path.join(self.dir, ".cairn", "objects")
+        count = lambda: sum(len(files) for _, _, files in os.walk(objects))
+        before = count()
+        self.cairn("run", "exp.yaml", check=0)
+        self.assertEqual(self.cairn_json("show", "2", "--json")["state"], "COMPLETED")
+        # Only the files that differ (none of the payloads; the RNG state file may) are new.
+        self.assertLess(count() - before, 3 * 3)
+
+        # Export refuses to overwrite a directory with files in it.
+        bad = self.cairn("export", "1.1@latest", os.path.join(self.dir, "export-1.1-latest"))
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("not an empty directory", bad.stderr)
+
+    def test_failing_trial_is_reported_with_status_and_log_tail(self):
+        self.write("fail.py", "import cairn\nctx = cairn.init()\nprint('about to fail', flush=True)\nraise SystemExit(3)\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 fail.py\nsearcher: {name: single, metric: val_loss, max_length: 2}\nmax_restarts: 0\n")
+        run = self.cairn("run", "exp.yaml")
+        self.assertEqual(run.returncode, 1, "an experiment whose trials all errored exits non-zero")
+        self.assertIn("trial 1.1 failed: exited with status 3", run.stderr)
+        self.assertIn("about to fail", run.stderr, "the tail of the trial's log is shown")
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "ERROR")
+        self.assertEqual(trial["exit"]["code"], 3)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ERROR")
+
+    def test_crashed_trial_restarts_from_its_latest_checkpoint(self):
+        self.setUpTrial(max_restarts=1, crash_at=5)
+        run = self.cairn("run", "exp.yaml", check=0)
+        self.assertIn("[1.1] crashing now", run.stdout)
+        self.assertIn("[1.1] resumed-from 4", run.stdout)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 1)
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3, 4, 5, 6],
+                         "every step is recorded exactly once across the restart")
+
+    def test_missing_entrypoint_program_is_a_clear_error(self):
+        self.write("exp.yaml", "entrypoint: no-such-program-xyz --flag\nsearcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
+        run = self.cairn("run", "exp.yaml")
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("no-such-program-xyz", run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "ERROR")
+
+    def test_two_runs_on_one_store_with_readers_beside_them(self):
+        self.setUpTrial()
+        self.write("slow.py", TRAIN.replace("step += 1", "step += 1; __import__('time').sleep(0.2)"))
+        self.write("slow.yaml", (CONFIG % (0, 0)).replace("train.py", "slow.py"))
+        self.cairn("init", check=0)
+        env = dict(os.environ, NO_COLOR="1")
+        procs = [subprocess.Popen([CAIRN, "run", "slow.yaml"], cwd=self.dir, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        # While both run, readers work and see both experiments.
+        wait_until(lambda: len(self.cairn_json("ls", "--json")) == 2, what="two experiments listed")
+        wait_until(lambda: all(self.cairn("show", str(i), "--json").returncode == 0 for i in (1, 2)),
+                   what="both experiments readable")
+        outs = [p.communicate(timeout=120) for p in procs]
+        self.assertEqual([p.returncode for p in procs], [0, 0], outs)
+        ids = sorted(int(out.splitlines()[0]) for out, _ in outs)
+        self.assertEqual(ids, [1, 2])
+        for exp in self.cairn_json("ls", "--json"):
+            self.assertEqual(exp["state"], "COMPLETED")
+
+    def test_logs_follow_streams_a_running_trial(self):
+        self.write("slow.py", "import cairn, time\nctx = cairn.init()\nfor op in ctx.operations():\n"
+                   "    for i in range(op.length):\n        print('tick', i, flush=True); time.sleep(0.3)\n"
+                   "    ctx.report_validation(op.length, {'m': 1.0})\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 slow.py\nsearcher: {name: single, metric: m, max_length: 8}\n")
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        self.addCleanup(run.kill)
+        wait_until(lambda: self.cairn("logs", "1.1").returncode == 0, what="trial 1.1 exists")
+        follow = self.cairn("logs", "1.1", "-f", timeout=60)
+        self.assertEqual(follow.returncode, 0)
+        self.assertEqual([l for l in follow.stdout.splitlines() if l.startswith("tick")],
+                         ["tick %d" % i for i in range(8)])
+        self.assertEqual(run.wait(timeout=60), 0)
+
+    def test_store_discovery(self):
+        self.setUpTrial()
+        os.makedirs(os.path.join(self.dir, "deep", "er"))
+        self.cairn("run", "exp.yaml", check=0)
+        sub = os.path.join(self.dir, "deep", "er")
+        found = subprocess.run([CAIRN, "ls", "--json"], cwd=sub, capture_output=True, text=True)
+        self.assertEqual(found.returncode, 0, found.stderr)
+        self.assertEqual(len(json.loads(found.stdout)), 1)
+        elsewhere = subprocess.run([CAIRN, "ls"], cwd="/", capture_output=True, text=True,
+                                   env=dict(os.environ, CAIRN_DIR=os.path.join(self.dir, ".cairn")))
+        self.assertEqual(elsewhere.returncode, 0, elsewhere.stderr)
+        none = subprocess.run([CAIRN, "ls"], cwd="/", capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if k != "CAIRN_DIR"})
+        self.assertEqual(none.returncode, 2)
+        self.assertRegex(none.stderr, r"^cairn: error: no cairn store")
+
+    def test_bad_ids_are_usage_errors(self):
+        self.setUpTrial()
+        self.cairn("run", "exp.yaml", check=0)
+        for args in (["show", "abc"], ["show", "9"], ["show", "1.9"], ["metrics", "1"],
+                     ["logs", "x.y"], ["export", "zz", "out"], ["export", "1.1@worst", "out"],
+                     ["checkpoints", "1.5"]):
+            proc = self.cairn(*args)
+            self.assertEqual(proc.returncode, 2, args)
+            self.assertTrue(proc.stderr.startswith("cairn: error: "), proc.stderr)
+            self.assertEqual(proc.stdout, "")
+
+
+if __name__ == "__main__":
+    unittest.main()

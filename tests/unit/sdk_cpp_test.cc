@@ -1,0 +1,553 @@
+// The C++ trial SDK (sdk/cpp/cairn/trial.hpp) against an in-process stand-in for cairn:
+// a thread serving one Unix-socket connection with scripted protocol-v1 answers.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/trial.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::seconds;
+
+struct TempDir {
+  fs::path path = cairn::sdk_detail::make_scratch_dir("cairn-sdk-test-");
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Plays cairn's side of one control connection. `on_message` runs on the server thread
+// before the default answer; returning true skips that answer.
+class FakeCairn {
+ public:
+  using Hook = std::function<bool(FakeCairn&, const json&)>;
+
+  explicit FakeCairn(std::deque<int64_t> operations = {}, Hook on_message = nullptr)
+      : operations_(std::move(operations)), on_message_(std::move(on_message)) {
+    socket_path_ = dir_.path / "control.sock";
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socket_path_.c_str(), sizeof address.sun_path - 1);
+    listener_.reset(::socket(AF_UNIX, SOCK_STREAM, 0));
+    REQUIRE(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(listener_.get(), 1) == 0);
+    server_ = std::thread([this] { serve(); });
+  }
+  ~FakeCairn() {
+    close_connection();
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    server_.join();
+  }
+
+  std::string address() const { return "unix:" + socket_path_.string(); }
+  const fs::path& dir() const { return dir_.path; }
+
+  cairn::Context::Environment environment() const {
+    return {{"CAIRN_CONTROL", address()},
+            {"CAIRN_TRIAL_ID", "7.3"},
+            {"CAIRN_EXPERIMENT_ID", "7"},
+            {"CAIRN_SEED", "17"},
+            {"CAIRN_HPARAMS", R"({"lr":0.1})"}};
+  }
+
+  void send(const json& message) {
+    std::lock_guard lock(write_mutex_);
+    std::string line = message.dump() + "\n";
+    [[maybe_unused]] auto sent = ::send(connection_.get(), line.data(), line.size(), MSG_NOSIGNAL);
+  }
+
+  void close_connection() {
+    std::lock_guard lock(write_mutex_);
+    ::shutdown(connection_.get(), SHUT_RDWR);
+  }
+
+  std::vector<json> of_type(const std::string& type) {
+    std::lock_guard lock(mutex_);
+    std::vector<json> found;
+    for (const auto& m : messages_) {
+      if (m.value("type", "") == type) found.push_back(m);
+    }
+    return found;
+  }
+
+  std::vector<json> training_reports() {
+    std::vector<json> reports;
+    for (const auto& batch : of_type("training")) {
+      for (const auto& report : batch["reports"]) reports.push_back(report);
+    }
+    return reports;
+  }
+
+  std::vector<std::string> types() {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> found;
+    for (const auto& m : messages_) found.push_back(m.value("type", ""));
+    return found;
+  }
+
+  // Waits until `condition` holds (checked whenever a message arrives); false on timeout.
+  bool wait_for(const std::function<bool()>& condition, seconds timeout = seconds(20)) {
+    std::unique_lock lock(mutex_);
+    return arrived_.wait_for(lock, timeout, [&] {
+      lock.unlock();
+      bool met = condition();
+      lock.lock();
+      return met;
+    });
+  }
+
+  std::optional<std::string> sync_stop;  // set from a hook: `sync` answers say stop
+  bool knows_sync = true;                // false: answer `sync` like a cairn that predates it
+  std::vector<fs::path> staging_dirs;
+  bool fail_checkpoint_end = false;
+  bool reject_validation = false;
+
+ private:
+  void serve() {
+    cairn::sdk_detail::UniqueFd accepted(::accept(listener_.get(), nullptr, nullptr));
+    {
+      std::lock_guard lock(write_mutex_);
+      connection_ = std::move(accepted);
+    }
+    std::string inbox;
+    char chunk[65536];
+    while (connection_.valid()) {
+      ssize_t got = ::recv(connection_.get(), chunk, sizeof chunk, 0);
+      if (got <= 0) break;
+      inbox.append(chunk, static_cast<size_t>(got));
+      for (size_t end; (end = inbox.find('\n')) != std::string::npos; inbox.erase(0, end + 1)) {
+        handle(json::parse(inbox.substr(0, end)));
+      }
+    }
+  }
+
+  void handle(const json& message) {
+    {
+      std::lock_guard lock(mutex_);
+      messages_.push_back(message);
+    }
+    arrived_.notify_all();
+    if (on_message_ && on_message_(*this, message)) return;
+    answer(message);
+  }
+
+  void answer(const json& message) {
+    std::string type = message.value("type", "");
+    json re = message.contains("seq") ? message["seq"] : json();
+    if (type == "hello") {
+      send({{"type", "welcome"}, {"protocol", 1}, {"checkpoint_period", 1}, {"extra", {1, 2}}});
+    } else if (type == "next_operation") {
+      if (operations_.empty()) {
+        send({{"type", "operation"}, {"re", re}, {"done", true}});
+      } else {
+        send({{"type", "operation"}, {"re", re}, {"length", operations_.front()}});
+        operations_.pop_front();
+      }
+    } else if (type == "validation") {
+      if (reject_validation) {
+        send({{"type", "error"}, {"re", re}, {"message", "no metric"}});
+      } else {
+        send({{"type", "ack"}, {"re", re}});
+      }
+    } else if (type == "checkpoint_begin") {
+      auto path = dir_.path / "staging" / std::to_string(staging_dirs.size());
+      fs::create_directories(path);
+      staging_dirs.push_back(path);
+      send({{"type", "checkpoint_dir"}, {"re", re}, {"path", path.string()}});
+    } else if (type == "checkpoint_end") {
+      if (fail_checkpoint_end) {
+        send({{"type", "error"}, {"re", re}, {"message", "disk full"}});
+      } else {
+        send({{"type", "ack"}, {"re", re}, {"checkpoint", "ck" + std::to_string(commits_++)}});
+      }
+    } else if (type == "sync" && !knows_sync) {
+      send({{"type", "error"}, {"re", re}, {"message", "unknown message type"}});
+    } else if (type == "sync") {
+      json answer = {{"type", "sync"}, {"re", re}, {"stop", sync_stop.has_value()}};
+      if (sync_stop) answer["reason"] = *sync_stop;
+      send(answer);
+    }
+  }
+
+  TempDir dir_;
+  fs::path socket_path_;
+  cairn::sdk_detail::UniqueFd listener_;
+  cairn::sdk_detail::UniqueFd connection_;
+  std::deque<int64_t> operations_;
+  Hook on_message_;
+  int commits_ = 0;
+  std::mutex write_mutex_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<json> messages_;
+  std::thread server_;
+};
+
+std::unique_ptr<cairn::Context> must_init(const cairn::Context::Environment& environment) {
+  std::string error;
+  auto context = cairn::Context::init(environment, &error);
+  INFO(error);
+  REQUIRE(context != nullptr);
+  return context;
+}
+
+std::vector<std::string> list_dir(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Changes the working directory for one test (standalone checkpoints go to ./checkpoints).
+struct ScopedWorkingDirectory {
+  fs::path previous = fs::current_path();
+  explicit ScopedWorkingDirectory(const fs::path& dir) { fs::current_path(dir); }
+  ~ScopedWorkingDirectory() { fs::current_path(previous); }
+};
+
+}  // namespace
+
+TEST_CASE("sdk cpp: metric reports are JSON with null for NaN and infinities") {
+  std::string out;
+  cairn::sdk_detail::append_report(out, 12,
+                                   {{"loss", 0.25}, {"odd \"name\"", NAN}, {"x", -INFINITY}});
+  CHECK(out == R"({"step":12,"metrics":{"loss":0.25,"odd \"name\"":null,"x":null}})");
+  CHECK(json::parse(out)["metrics"]["loss"] == 0.25);
+  out.clear();
+  cairn::sdk_detail::append_number(out, 0.1);
+  CHECK(out == "0.1");  // shortest text that reads back exactly
+}
+
+TEST_CASE("sdk cpp: handshake sends hello and takes settings from welcome") {
+  FakeCairn fake({}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "hello") return false;
+    f.send(
+        {{"type", "welcome"}, {"protocol", 1}, {"checkpoint_period", 3}, {"deterministic", true}});
+    return true;
+  });
+  auto env = fake.environment();
+  env["RANK"] = "0";
+  env["WORLD_SIZE"] = "1";
+  auto ctx = must_init(env);
+  auto hello = fake.of_type("hello").at(0);
+  CHECK(hello["protocol"] == 1);
+  CHECK(hello["trial"] == "7.3");
+  CHECK(hello["experiment"] == 7);
+  CHECK(hello["rank"] == 0);
+  CHECK(hello["world_size"] == 1);
+  CHECK(hello["pid"] == static_cast<int64_t>(::getpid()));
+  CHECK(hello["sdk"].get<std::string>().rfind("cpp/", 0) == 0);
+  CHECK(ctx->checkpoint_period() == 3);
+  CHECK(ctx->deterministic());
+  CHECK(ctx->hparams() == json{{"lr", 0.1}});
+  CHECK(ctx->seed() == 17);
+  CHECK(ctx->trial_id() == "7.3");
+  CHECK(ctx->steps_completed() == 0);
+  CHECK_FALSE(ctx->latest_checkpoint().has_value());
+}
+
+TEST_CASE("sdk cpp: init fails with one line when cairn is unreachable or refuses") {
+  TempDir dir;
+  std::string error;
+  auto ctx = cairn::Context::init({{"CAIRN_CONTROL", "unix:" + (dir.path / "none.sock").string()}},
+                                  &error);
+  CHECK(ctx == nullptr);
+  CHECK(error.rfind("cannot reach cairn at CAIRN_CONTROL=unix:", 0) == 0);
+  CHECK(error.find('\n') == std::string::npos);
+
+  FakeCairn fake({}, [](FakeCairn& f, const json&) {
+    f.send({{"type", "error"}, {"message", "protocol 2 only"}});
+    f.close_connection();
+    return true;
+  });
+  CHECK(cairn::Context::init(fake.environment(), &error) == nullptr);
+  CHECK(error == "cairn refused the trial: protocol 2 only");
+}
+
+TEST_CASE("sdk cpp: operations follow the searcher until done") {
+  FakeCairn fake({2, 5});
+  auto ctx = must_init(fake.environment());
+  auto first = ctx->next_operation();
+  REQUIRE(first);
+  CHECK(first->length == 2);
+  CHECK(ctx->checkpoint_due(1));  // period 1, from the welcome
+  CHECK(ctx->next_operation()->length == 5);
+  CHECK_FALSE(ctx->next_operation().has_value());
+  CHECK(fake.of_type("next_operation").size() == 3);
+}
+
+TEST_CASE("sdk cpp: checkpoint_due follows the period and the operation's length") {
+  FakeCairn fake({5}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "hello") return false;
+    f.send({{"type", "welcome"}, {"protocol", 1}, {"checkpoint_period", 2}});
+    return true;
+  });
+  auto ctx = must_init(fake.environment());
+  REQUIRE(ctx->next_operation());
+  std::vector<int64_t> due;
+  for (int64_t step = 1; step <= 5; ++step) {
+    if (ctx->checkpoint_due(step)) due.push_back(step);
+  }
+  CHECK(due == std::vector<int64_t>{2, 4, 5});
+  CHECK_FALSE(ctx->should_preempt());
+}
+
+TEST_CASE("sdk cpp: ten thousand training reports arrive in order, batched, before validation") {
+  FakeCairn fake({1});
+  auto ctx = must_init(fake.environment());
+  REQUIRE(ctx->next_operation());
+  for (int64_t step = 1; step <= 10000; ++step) {
+    double loss = step == 77 ? NAN : step / 2.0;
+    ctx->report_training(step, {{"loss", loss}, {"lr", 0.5}});
+  }
+  CHECK(ctx->report_validation(10000, {{"val_loss", 0.25}}));
+  auto reports = fake.training_reports();
+  REQUIRE(reports.size() == 10000);
+  for (size_t i = 0; i < reports.size(); ++i) REQUIRE(reports[i]["step"] == i + 1);
+  CHECK(reports[9]["metrics"] == json{{"loss", 5.0}, {"lr", 0.5}});
+  CHECK(reports[76]["metrics"]["loss"].is_null());
+  auto batches = fake.of_type("training");
+  CHECK(batches.size() >= 10);
+  for (const auto& batch : batches) CHECK(batch["reports"].size() <= 1000);
+  auto types = fake.types();
+  CHECK(types.back() == "validation");
+}
+
+TEST_CASE("sdk cpp: a lone training report is sent once it has waited briefly") {
+  FakeCairn fake({1});
+  auto ctx = must_init(fake.environment());
+  REQUIRE(ctx->next_operation());
+  ctx->report_training(1, {{"loss", 0.5}});
+  CHECK(fake.wait_for([&] { return fake.training_reports().size() == 1; }));
+}
+
+TEST_CASE("sdk cpp: validation waits for the ack and reports a rejection") {
+  FakeCairn fake;
+  auto ctx = must_init(fake.environment());
+  CHECK(ctx->report_validation(3, {{"val_loss", 0.5}, {"bad", INFINITY}}));
+  auto validation = fake.of_type("validation").at(0);
+  CHECK(validation["step"] == 3);
+  CHECK(validation["metrics"]["bad"].is_null());
+  fake.reject_validation = true;
+  CHECK_FALSE(ctx->report_validation(4, {{"val_loss", 0.5}}));
+}
+
+TEST_CASE("sdk cpp: a committed checkpoint restores rng() so a resumed trial draws the same") {
+  std::vector<uint64_t> uninterrupted;
+  std::vector<fs::path> staging;
+  FakeCairn first({4});
+  {
+    auto ctx = must_init(first.environment());
+    ctx->rng()();  // "model initialisation"
+    int64_t step = 0;
+    while (auto op = ctx->next_operation()) {
+      while (step < op->length) {
+        ++step;
+        uninterrupted.push_back(ctx->rng()());
+        if (ctx->checkpoint_due(step)) {
+          auto writer = ctx->checkpoint(step);
+          CHECK(list_dir(writer.path()).empty());
+          std::ofstream(writer.path() / "model.bin") << step;
+          REQUIRE(writer.commit({{"epoch", step}}));
+          CHECK(writer.checkpoint_id() == "ck" + std::to_string(step - 1));
+        }
+      }
+    }
+  }
+  auto end = first.of_type("checkpoint_end").at(1);
+  CHECK(end["step"] == 2);
+  CHECK(end["metadata"] == json{{"epoch", 2}});
+  fs::path at_step_2 = end["path"].get<std::string>();
+  CHECK(list_dir(at_step_2) == std::vector<std::string>{"cairn_rng_state.txt", "model.bin"});
+
+  FakeCairn second({4});
+  auto env = second.environment();
+  env["CAIRN_LATEST_CHECKPOINT"] = at_step_2.string();
+  env["CAIRN_STEPS_COMPLETED"] = "2";
+  auto ctx = must_init(env);
+  CHECK(ctx->latest_checkpoint() == at_step_2);
+  ctx->rng()();
+  ctx->rng()();  // draws before the first operation do not matter
+  REQUIRE(ctx->next_operation());
+  CHECK(ctx->rng()() == uninterrupted[2]);
+  CHECK(ctx->rng()() == uninterrupted[3]);
+}
+
+TEST_CASE("sdk cpp: an uncommitted checkpoint is aborted; a failed commit is reported") {
+  FakeCairn fake;
+  auto ctx = must_init(fake.environment());
+  fs::path path;
+  {
+    auto writer = ctx->checkpoint(3);
+    path = writer.path();
+    auto moved = std::move(writer);  // only the last owner aborts
+  }
+  CHECK(ctx->report_validation(3, {{"v", 1}}));  // a request: the abort went before it
+  auto aborts = fake.of_type("checkpoint_abort");
+  REQUIRE(aborts.size() == 1);
+  CHECK(aborts[0]["path"] == path.string());
+
+  fake.fail_checkpoint_end = true;
+  auto writer = ctx->checkpoint(4);
+  CHECK_FALSE(writer.commit());
+  CHECK(writer.error() == "checkpoint at step 4 failed: disk full");
+}
+
+TEST_CASE("sdk cpp: a stop request makes the trial checkpoint and end its operations") {
+  FakeCairn fake({3, 9}, [](FakeCairn& f, const json& m) {
+    if (m["type"] == "validation") f.send({{"type", "stop"}, {"reason", "pause"}});
+    return false;
+  });
+  auto env = fake.environment();
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  CHECK_FALSE(ctx->should_preempt());
+  CHECK(ctx->report_validation(3, {{"v", 1}}));
+  CHECK(ctx->checkpoint_due(4));
+  CHECK(ctx->should_preempt());
+  CHECK_FALSE(ctx->next_operation().has_value());
+  CHECK(fake.of_type("next_operation").size() == 1);
+}
+
+TEST_CASE("sdk cpp: a closed channel becomes a stop and the checkpoint an orphan") {
+  FakeCairn fake({5}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "validation") return false;
+    f.close_connection();
+    return true;
+  });
+  auto env = fake.environment();
+  env["CAIRN_ORPHAN_DIR"] = (fake.dir() / "orphans").string();
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  ctx->report_training(2, {{"loss", 1}});
+  CHECK_FALSE(ctx->report_validation(2, {{"v", 1}}));
+  CHECK(ctx->checkpoint_due(2));
+  auto writer = ctx->checkpoint(2);
+  CHECK(writer.path() == fake.dir() / "orphans" / "2");
+  std::ofstream(writer.path() / "model.bin") << "weights";
+  CHECK(writer.commit({{"why", "orphan"}}));
+  CHECK(list_dir(fake.dir() / "orphans" / "2") ==
+        std::vector<std::string>{"cairn_orphan.json", "cairn_rng_state.txt", "model.bin"});
+  auto marker = json::parse(*cairn::sdk_detail::read_file(writer.path() / "cairn_orphan.json"));
+  CHECK(marker["step"] == 2);
+  CHECK(marker["trial"] == "7.3");
+  CHECK(marker["metadata"] == json{{"why", "orphan"}});
+  CHECK(ctx->should_preempt());
+  CHECK_FALSE(ctx->next_operation().has_value());
+}
+
+TEST_CASE("sdk cpp: cairn dying during a commit moves the staging directory to the orphans") {
+  FakeCairn fake({}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "checkpoint_end") return false;
+    f.close_connection();
+    return true;
+  });
+  auto env = fake.environment();
+  env["CAIRN_ORPHAN_DIR"] = (fake.dir() / "orphans").string();
+  auto ctx = must_init(env);
+  auto writer = ctx->checkpoint(7);
+  std::ofstream(writer.path() / "model.bin") << "weights";
+  CHECK(writer.commit());
+  CHECK(list_dir(fake.dir() / "orphans" / "7") ==
+        std::vector<std::string>{"cairn_orphan.json", "cairn_rng_state.txt", "model.bin"});
+  CHECK_FALSE(fs::exists(fake.staging_dirs.at(0)));
+}
+
+TEST_CASE("sdk cpp: without an orphan directory the checkpoint is not kept") {
+  FakeCairn fake({}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "next_operation") return false;
+    f.close_connection();
+    return true;
+  });
+  auto ctx = must_init(fake.environment());
+  CHECK_FALSE(ctx->next_operation().has_value());
+  CHECK(ctx->checkpoint_due(1));
+  auto writer = ctx->checkpoint(1);
+  fs::path scratch = writer.path();
+  CHECK(fs::is_directory(scratch));
+  CHECK_FALSE(writer.commit());
+  CHECK_FALSE(fs::exists(scratch));
+}
+
+TEST_CASE("sdk cpp: ranks stop at the step cairn answers to sync, not on a bare stop") {
+  FakeCairn fake({10}, [](FakeCairn& f, const json& m) {
+    if (m["type"] == "next_operation") f.send({{"type", "stop"}, {"reason", "pause"}});
+    if (m["type"] == "sync" && m["step"] == 3) f.sync_stop = "pause";
+    return false;
+  });
+  auto env = fake.environment();
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  std::vector<bool> stop_after;
+  for (int64_t step = 1; step <= 3; ++step) {
+    CHECK(ctx->checkpoint_due(step));  // period 1
+    stop_after.push_back(ctx->should_preempt());
+  }
+  CHECK(stop_after == std::vector<bool>{false, false, true});
+  auto syncs = fake.of_type("sync");
+  REQUIRE(syncs.size() == 3);
+  CHECK(syncs[2]["step"] == 3);
+  auto writer = ctx->checkpoint(3);
+  REQUIRE(writer.commit());
+  CHECK(list_dir(fake.staging_dirs.at(0)) == std::vector<std::string>{"cairn_rng_state.rank1.txt"});
+}
+
+TEST_CASE("sdk cpp: ranks fall back to a bare stop when cairn does not know sync") {
+  FakeCairn fake({10}, [](FakeCairn& f, const json& m) {
+    if (m["type"] == "next_operation") f.send({{"type", "stop"}, {"reason", "pause"}});
+    return false;
+  });
+  fake.knows_sync = false;
+  auto env = fake.environment();
+  env["WORLD_SIZE"] = "2";
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  CHECK(ctx->checkpoint_due(1));
+  CHECK(ctx->should_preempt());
+  CHECK_FALSE(ctx->next_operation().has_value());
+  CHECK(fake.of_type("sync").size() == 1);
+}
+
+TEST_CASE("sdk cpp: standalone runs one operation and keeps checkpoints in ./checkpoints") {
+  TempDir dir;
+  ScopedWorkingDirectory cwd(dir.path);
+  auto ctx = must_init({{"CAIRN_MAX_LENGTH", "3"}, {"CAIRN_HPARAMS", R"({"hidden":8})"}});
+  CHECK(ctx->standalone());
+  CHECK(ctx->hparams() == json{{"hidden", 8}});
+  CHECK(ctx->seed() == 0);
+  auto op = ctx->next_operation();
+  REQUIRE(op);
+  CHECK(op->length == 3);
+  ctx->report_training(1, {{"loss", 0.5}});
+  CHECK(ctx->report_validation(1, {{"val_loss", 0.5}}));
+  CHECK(ctx->checkpoint_due(1));
+  auto writer = ctx->checkpoint(1);
+  std::ofstream(writer.path() / "model.bin") << "weights";
+  CHECK(writer.commit());
+  CHECK(list_dir(dir.path / "checkpoints") == std::vector<std::string>{"1"});
+  CHECK(list_dir(dir.path / "checkpoints" / "1") ==
+        std::vector<std::string>{"cairn_rng_state.txt", "model.bin"});
+  CHECK_FALSE(ctx->next_operation().has_value());
+}
