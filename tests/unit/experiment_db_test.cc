@@ -1,0 +1,94 @@
+#include "store/experiment_db.h"
+
+#include <doctest/doctest.h>
+
+#include "store/experiment_reader.h"
+#include "store/schema.h"
+#include "store/store_location.h"
+#include "test_dir.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+TEST_CASE("store discovery walks upwards and honours an explicit directory") {
+  testing::TestDir dir;
+  REQUIRE(init_store(dir.path()).ok());
+  fs::create_directories(dir / "a/b/c");
+  auto found = find_store(std::nullopt, dir / "a/b/c");
+  REQUIRE(found.ok());
+  CHECK(found->root() == dir / ".cairn");
+  CHECK(find_store(dir.path(), "/").ok());
+  CHECK(find_store(dir / ".cairn", "/").ok());
+  CHECK(find_store(dir / "a", "/").status().kind() == ErrorKind::kNotFound);
+  CHECK(init_store(dir.path()).ok());  // idempotent
+}
+
+TEST_CASE("experiment ids are allocated once each") {
+  testing::TestDir dir;
+  auto store = init_store(dir.path());
+  REQUIRE(store.ok());
+  CHECK(*allocate_experiment_id(*store) == 1);
+  CHECK(*allocate_experiment_id(*store) == 2);
+  fs::create_directories(store->experiment(7));
+  CHECK(*allocate_experiment_id(*store) == 8);
+  CHECK(list_experiment_ids(*store) == std::vector<int64_t>{1, 2, 7, 8});
+}
+
+TEST_CASE("one writer, many readers: readers see committed records and catch up") {
+  testing::TestDir dir;
+  auto store = init_store(dir.path());
+  REQUIRE(store.ok());
+  const int64_t id = *allocate_experiment_id(*store);
+  auto writer = ExperimentDb::open(store->experiment(id), ExperimentDb::Mode::kWrite, store->tmp());
+  REQUIRE(writer.ok());
+  CHECK(experiment_is_driven(store->experiment(id)));
+
+  // A second writer is refused while the first holds the experiment.
+  auto second = ExperimentDb::open(store->experiment(id), ExperimentDb::Mode::kWrite, store->tmp());
+  CHECK(second.status().kind() == ErrorKind::kFailed);
+
+  StoreBatch batch;
+  batch.put_json(schema::kExperiment, Json{{"id", id}, {"state", "ACTIVE"}});
+  batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "RUNNING"}});
+  for (int step = 1; step <= 12; ++step)
+    batch.put_json(schema::metric_key(1, schema::MetricKind::kTraining, step), Json{{"loss", 1.0 / step}});
+  REQUIRE((*writer)->commit(batch, true).ok());
+  CHECK(batch.empty());
+
+  auto reader = ExperimentReader::open(*store, id);
+  REQUIRE(reader.ok());
+  CHECK((*reader)->experiment()->value("state", "") == "ACTIVE");
+  auto series = (*reader)->metrics(1, schema::MetricKind::kTraining);
+  REQUIRE(series.ok());
+  REQUIRE(series->size() == 12);
+  CHECK((*series)[9].step == 10);  // numeric order, not string order
+
+  batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "COMPLETED"}});
+  REQUIRE((*writer)->commit(batch, true).ok());
+  REQUIRE((*reader)->refresh().ok());
+  CHECK((*reader)->trial(1)->value("state", "") == "COMPLETED");
+
+  writer->reset();
+  CHECK_FALSE(experiment_is_driven(store->experiment(id)));
+}
+
+TEST_CASE("log chunks are read back in order from any point") {
+  testing::TestDir dir;
+  auto store = init_store(dir.path());
+  const int64_t id = *allocate_experiment_id(*store);
+  auto writer = ExperimentDb::open(store->experiment(id), ExperimentDb::Mode::kWrite, store->tmp());
+  REQUIRE(writer.ok());
+  StoreBatch batch;
+  for (int seq = 1; seq <= 11; ++seq) batch.put(schema::log_key(3, 0, seq), "chunk" + std::to_string(seq) + ";");
+  batch.put(schema::log_key(3, 1, 1), "other rank;");
+  REQUIRE((*writer)->commit(batch, false).ok());
+  auto reader = ExperimentReader::open(*store, id);
+  REQUIRE(reader.ok());
+  std::string all, after;
+  (*reader)->read_log(3, 0, 0, [&](int64_t, std::string_view c) { all += c; });
+  (*reader)->read_log(3, 0, 9, [&](int64_t, std::string_view c) { after += c; });
+  CHECK(all == "chunk1;chunk2;chunk3;chunk4;chunk5;chunk6;chunk7;chunk8;chunk9;chunk10;chunk11;");
+  CHECK(after == "chunk10;chunk11;");
+}
+
+}  // namespace cairn

@@ -1,0 +1,107 @@
+#include "store/object_store.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "store/checkpoint_files.h"
+#include "test_dir.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+}  // namespace
+
+TEST_CASE("sha256 matches the FIPS 180-2 test vector") {
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("objects are stored once, by content, and verified on the way out") {
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  write(dir / "a", "same bytes");
+  write(dir / "b", "same bytes");
+  uint64_t size = 0;
+  bool added = false;
+  auto h1 = objects.adopt(dir / "a", &size, &added);
+  REQUIRE(h1.ok());
+  CHECK(added);
+  CHECK(size == 10);
+  auto h2 = objects.adopt(dir / "b", &size, &added);
+  REQUIRE(h2.ok());
+  CHECK_FALSE(added);
+  CHECK(*h1 == *h2);
+  CHECK_FALSE(fs::exists(dir / "b"));  // the duplicate was dropped, not stored twice
+  CHECK(objects.verify(*h1).ok());
+
+  SUBCASE("a flipped byte is detected") {
+    fs::path stored = objects.path_of(*h1);
+    fs::permissions(stored, fs::perms::owner_write, fs::perm_options::add);
+    write(stored, "same bytez");
+    CHECK(objects.verify(*h1).kind() == ErrorKind::kCorrupt);
+    CHECK(objects.copy_out(*h1, dir / "out").kind() == ErrorKind::kCorrupt);
+    CHECK(objects.read(*h1).status().kind() == ErrorKind::kCorrupt);
+  }
+}
+
+TEST_CASE("a checkpoint directory round-trips through the object store") {
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  write(dir / "stage/model.bin", std::string(100000, 'x'));
+  write(dir / "stage/nested/opt.json", "{\"lr\": 0.1}");
+  write(dir / "stage/empty", "");
+  uint64_t new_bytes = 0;
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", &new_bytes);
+  REQUIRE(manifest.ok());
+  CHECK_FALSE(fs::exists(dir / "stage"));
+  CHECK(manifest->files.size() == 3);
+  CHECK(manifest->bytes == 100000 + 11);
+  CHECK(new_bytes == 100000 + 11);
+
+  auto loaded = load_manifest(objects, manifest->id);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->bytes == manifest->bytes);
+  REQUIRE(materialize_checkpoint(objects, *loaded, dir / "restored").ok());
+  CHECK(*read_file(dir / "restored/model.bin") == std::string(100000, 'x'));
+  CHECK(*read_file(dir / "restored/nested/opt.json") == "{\"lr\": 0.1}");
+  CHECK(fs::exists(dir / "restored/empty"));
+
+  SUBCASE("the same content again costs no new bytes and gets the same id") {
+    write(dir / "stage2/model.bin", std::string(100000, 'x'));
+    write(dir / "stage2/nested/opt.json", "{\"lr\": 0.1}");
+    write(dir / "stage2/empty", "");
+    auto again = ingest_checkpoint_dir(objects, dir / "stage2", &new_bytes);
+    REQUIRE(again.ok());
+    CHECK(again->id == manifest->id);
+    CHECK(new_bytes == 0);
+  }
+  SUBCASE("a corrupt file fails the restore and leaves no partial directory") {
+    const fs::path stored = objects.path_of(manifest->files[0].sha256);
+    fs::permissions(stored, fs::perms::owner_write, fs::perm_options::add);
+    std::fstream f(stored, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5);
+    f.put('\x01');
+    f.close();
+    Status st = materialize_checkpoint(objects, *loaded, dir / "restored2");
+    CHECK(st.kind() == ErrorKind::kCorrupt);
+    CHECK_FALSE(fs::exists(dir / "restored2"));
+  }
+}
+
+TEST_CASE("a checkpoint with a symlink is refused") {
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  write(dir / "stage/a", "x");
+  fs::create_symlink("/etc/passwd", dir / "stage/link");
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage");
+  CHECK(manifest.status().kind() == ErrorKind::kBadInput);
+}
+
+}  // namespace cairn
