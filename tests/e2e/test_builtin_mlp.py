@@ -1,0 +1,106 @@
+"""End to end: the built-in trainer (builtin:mlp) under cairn: the quickstart, and bit-exact
+resume after its process is killed mid-run."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, SOURCE, CairnTestCase, wait_until  # noqa: E402
+
+# Big enough that an epoch takes a noticeable moment, so the kill lands mid-run.
+SLOW_CONFIG = """name: mlp-resume
+entrypoint: builtin:mlp
+hyperparameters:
+  dataset: teacher
+  features: 32
+  classes: 4
+  samples: 40000
+  hidden: 128
+  layers: 2
+  batch_size: 64
+  optimizer: %s
+  lr: 0.01
+  momentum: 0.9
+  weight_decay: 0.0001
+searcher: {name: single, metric: val_loss, max_length: 8}
+checkpoint: {period: 2}
+max_restarts: 2
+reproducibility: {seed: 7, deterministic: true}
+"""
+
+
+class BuiltinMlpTest(CairnTestCase):
+    def test_quickstart(self):
+        shutil.copy(os.path.join(SOURCE, "examples", "quickstart.yaml"), self.dir)
+        run = self.cairn("run", "quickstart.yaml", check=0)
+        self.assertEqual(run.stdout.splitlines()[0], "1")
+        exp = self.cairn_json("show", "1", "--json")
+        self.assertEqual(exp["state"], "COMPLETED")
+        trial = exp["trials"][0]
+        max_length = exp["config"]["searcher"]["max_length"]
+        self.assertEqual(trial["steps_completed"], max_length)
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]], list(range(1, max_length + 1)))
+        losses = [p["metrics"]["loss"] for p in metrics["training"]]
+        self.assertLess(losses[-1], losses[0] / 2, "training loss falls")
+        final = metrics["validation"][-1]["metrics"]
+        self.assertGreater(final["val_accuracy"], 0.9, "the spirals are learned")
+        self.assertEqual(trial["best_validation"]["val_loss"],
+                         min(p["metrics"]["val_loss"] for p in metrics["validation"]))
+        ckpts = self.cairn_json("checkpoints", "1.1", "--json")
+        self.assertEqual(ckpts[-1]["steps_completed"], max_length)
+
+    def run_to_end(self, optimizer, kill_after_checkpoint):
+        self.write("mlp.yaml", SLOW_CONFIG % optimizer)
+        proc = subprocess.Popen([CAIRN, "run", "mlp.yaml"], cwd=self.dir, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=dict(os.environ, NO_COLOR="1"))
+        self.addCleanup(proc.kill)
+        exp_id = int(proc.stdout.readline())
+        trial = "%d.1" % exp_id
+        if kill_after_checkpoint:
+            wait_until(lambda: self.cairn("checkpoints", trial, "--json").returncode == 0 and
+                       len(self.cairn_json("checkpoints", trial, "--json")) >= 1,
+                       timeout=120, what="a first checkpoint")
+            pid = self.cairn_json("show", trial, "--json").get("pid")
+            self.assertIsNotNone(pid, "a running trial shows its pid")
+            os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, out)
+        return exp_id, trial, out
+
+    def check_bit_exact_resume(self, optimizer):
+        _, straight, _ = self.run_to_end(optimizer, kill_after_checkpoint=False)
+        _, resumed, out = self.run_to_end(optimizer, kill_after_checkpoint=True)
+        self.assertIn("killed by signal 9", out)
+        self.assertEqual(self.cairn_json("show", resumed, "--json")["restarts"], 1)
+        a = self.cairn_json("checkpoints", straight, "--json")
+        b = self.cairn_json("checkpoints", resumed, "--json")
+        self.assertEqual(a[-1]["steps_completed"], 8)
+        self.assertEqual(b[-1]["steps_completed"], 8)
+        # Content-addressed: the same id means byte-identical weights, optimizer and RNG state.
+        self.assertEqual(a[-1]["id"], b[-1]["id"], "resumed training ends bit-identical")
+        ma = self.cairn_json("metrics", straight, "--json")
+        mb = self.cairn_json("metrics", resumed, "--json")
+        self.assertEqual(ma["validation"], mb["validation"])
+        self.assertEqual(ma["training"], mb["training"])
+
+    def test_killed_trial_resumes_bit_exact_sgd(self):
+        self.check_bit_exact_resume("sgd")
+
+    def test_killed_trial_resumes_bit_exact_adam(self):
+        self.check_bit_exact_resume("adam")
+
+    def test_bad_hyperparameter_fails_clearly(self):
+        self.write("bad.yaml", "entrypoint: builtin:mlp\nhyperparameters: {optimizer: rmsprop}\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\nmax_restarts: 0\n")
+        run = self.cairn("run", "bad.yaml")
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("optimizer", run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["exit"]["code"], 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
