@@ -10,7 +10,8 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
                                     const std::string& which) {
   auto id = parse_id(trial_text);
   if (!id.ok()) return id.status();
-  if (!id->trial) return Status::BadInput("'" + trial_text + "@" + which + "': expected a trial id before '@'");
+  if (!id->trial)
+    return Status::BadInput("'" + trial_text + "@" + which + "': expected a trial id before '@'");
   auto reader = ExperimentReader::open(store, id->experiment);
   if (!reader.ok()) return reader.status();
   auto exp = (*reader)->experiment();
@@ -49,16 +50,19 @@ Result<ResolvedCheckpoint> resolve_checkpoint(const StoreLayout& store, const st
   if (auto at = ref.find('@'); at != std::string::npos)
     return by_trial(store, ref.substr(0, at), ref.substr(at + 1));
   if (ref.size() < 4 || ref.find_first_not_of("0123456789abcdef") != std::string::npos)
-    return Status::BadInput("'" + ref + "' is not a checkpoint: give at least 4 hex digits of its id, or TRIAL@latest / TRIAL@best");
+    return Status::BadInput("'" + ref +
+                            "' is not a checkpoint: give at least 4 hex digits of its id, or "
+                            "TRIAL@latest / TRIAL@best");
   std::vector<ResolvedCheckpoint> matches;
   for (int64_t exp : list_experiment_ids(store)) {
     auto reader = ExperimentReader::open(store, exp);
     if (!reader.ok()) continue;
-    (*reader)->db().scan(schema::checkpoint_key(ref), [&](std::string_view, std::string_view value) {
-      Json j = Json::parse(value, nullptr, false);
-      if (!j.is_discarded()) matches.push_back({exp, std::move(j)});
-      return true;
-    });
+    (*reader)->db().scan(schema::checkpoint_key(ref),
+                         [&](std::string_view, std::string_view value) {
+                           Json j = Json::parse(value, nullptr, false);
+                           if (!j.is_discarded()) matches.push_back({exp, std::move(j)});
+                           return true;
+                         });
   }
   if (matches.empty()) return Status::NotFound("no checkpoint " + ref);
   for (const auto& m : matches)

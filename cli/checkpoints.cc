@@ -32,9 +32,10 @@ int checkpoints(const GlobalOptions& global, const std::string& id_text, bool js
   for (const Json& c : out) {
     std::string metrics;
     for (const auto& [k, v] : c["metrics"].items())
-      metrics += (metrics.empty() ? "" : " ") + k + "=" + (v.is_number() ? format_number(v.get<double>()) : v.dump());
-    table.add({c["id"].get<std::string>().substr(0, 12), c["trial"].get<std::string>(), c["steps_completed"].dump(),
-               c["bytes"].dump(), metrics.empty() ? "-" : metrics});
+      metrics += (metrics.empty() ? "" : " ") + k + "=" +
+                 (v.is_number() ? format_number(v.get<double>()) : v.dump());
+    table.add({c["id"].get<std::string>().substr(0, 12), c["trial"].get<std::string>(),
+               c["steps_completed"].dump(), c["bytes"].dump(), metrics.empty() ? "-" : metrics});
   }
   table.print(std::cout);
   return 0;
@@ -45,10 +46,12 @@ int checkpoints(const GlobalOptions& global, const std::string& id_text, bool js
 void add_checkpoints(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("checkpoints", "List the checkpoints of an experiment or a trial");
+  CLI::App* cmd =
+      app.add_subcommand("checkpoints", "List the checkpoints of an experiment or a trial");
   cmd->add_option("id", *id, "Experiment or trial id")->required()->type_name("ID");
   cmd->add_flag("--json", *json, "Print JSON");
-  cmd->callback([&global, &outcome, id, json] { outcome.exit_code = checkpoints(global, *id, *json); });
+  cmd->callback(
+      [&global, &outcome, id, json] { outcome.exit_code = checkpoints(global, *id, *json); });
 }
 
 }  // namespace cairn::cli

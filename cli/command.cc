@@ -27,7 +27,8 @@ Result<ParsedId> parse_id(const std::string& text) {
   };
   auto dot = text.find('.');
   auto parse_number = [](const std::string& s, int64_t* out) {
-    if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos)
+      return false;
     *out = std::stoll(s);
     return *out > 0;
   };

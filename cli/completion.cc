@@ -28,9 +28,14 @@ int complete_ids(const GlobalOptions& global) {
 void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto shell = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("completion", "Print a shell completion script");
-  cmd->add_option("shell", *shell, "bash, zsh or fish")->required()->check(CLI::IsMember({"bash", "zsh", "fish"}))->type_name("SHELL");
+  cmd->add_option("shell", *shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}))
+      ->type_name("SHELL");
   cmd->callback([shell] {
-    std::cout << (*shell == "bash" ? kBashCompletion : *shell == "zsh" ? kZshCompletion : kFishCompletion);
+    std::cout << (*shell == "bash"  ? kBashCompletion
+                  : *shell == "zsh" ? kZshCompletion
+                                    : kFishCompletion);
   });
 
   auto what = std::make_shared<std::string>();

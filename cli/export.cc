@@ -35,10 +35,16 @@ int export_checkpoint(const GlobalOptions& global, const std::string& ref, const
 void add_export(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto ref = std::make_shared<std::string>();
   auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's files as plain files into DIR");
-  cmd->add_option("checkpoint", *ref, "Checkpoint: short hash, TRIAL@latest or TRIAL@best")->required()->type_name("CKPT");
-  cmd->add_option("dir", *dir, "Destination directory (new or empty)")->required()->type_name("DIR");
-  cmd->callback([&global, &outcome, ref, dir] { outcome.exit_code = export_checkpoint(global, *ref, *dir); });
+  CLI::App* cmd =
+      app.add_subcommand("export", "Write a checkpoint's files as plain files into DIR");
+  cmd->add_option("checkpoint", *ref, "Checkpoint: short hash, TRIAL@latest or TRIAL@best")
+      ->required()
+      ->type_name("CKPT");
+  cmd->add_option("dir", *dir, "Destination directory (new or empty)")
+      ->required()
+      ->type_name("DIR");
+  cmd->callback(
+      [&global, &outcome, ref, dir] { outcome.exit_code = export_checkpoint(global, *ref, *dir); });
 }
 
 }  // namespace cairn::cli

@@ -36,15 +36,17 @@ int logs(const GlobalOptions& global, const LogsOptions& opts) {
 
   int64_t last = 0;
   std::string text;
-  Status st = (*reader)->read_log(id->trial, opts.rank, 0, [&](int64_t seq, std::string_view chunk) {
-    text.append(chunk);
-    last = seq;
-  });
+  Status st =
+      (*reader)->read_log(id->trial, opts.rank, 0, [&](int64_t seq, std::string_view chunk) {
+        text.append(chunk);
+        last = seq;
+      });
   if (!st.ok()) return fail(st);
   if (opts.tail > 0) {
     size_t pos = text.size();
     if (pos && text[pos - 1] == '\n') --pos;
-    for (int n = 0; n < opts.tail && pos != std::string::npos && pos > 0; ++n) pos = text.rfind('\n', pos - 1);
+    for (int n = 0; n < opts.tail && pos != std::string::npos && pos > 0; ++n)
+      pos = text.rfind('\n', pos - 1);
     if (pos != std::string::npos && pos > 0) text.erase(0, pos + 1);
   }
   std::cout << text << std::flush;
@@ -74,8 +76,10 @@ void add_logs(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   CLI::App* cmd = app.add_subcommand("logs", "Print a trial's output (stdout and stderr)");
   cmd->add_option("trial", opts->id, "Trial id (7.3)")->required()->type_name("TRIAL");
   cmd->add_flag("-f,--follow", opts->follow, "Keep printing new output while the trial runs");
-  cmd->add_option("--rank", opts->rank, "Rank of a data-parallel trial (default 0)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--tail", opts->tail, "Print only the last N lines")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rank", opts->rank, "Rank of a data-parallel trial (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tail", opts->tail, "Print only the last N lines")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = logs(global, *opts); });
 }
 

@@ -24,7 +24,8 @@ int print_help(CLI::App& app, const std::string& command) {
       return 0;
     }
   }
-  std::cerr << "cairn: error: no command '" << command << "'\nhint: `cairn help` lists the commands\n";
+  std::cerr << "cairn: error: no command '" << command
+            << "'\nhint: `cairn help` lists the commands\n";
   return 2;
 }
 
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   cairn::cli::GlobalOptions global;
   cairn::cli::Outcome outcome;
-  app.add_option("--store", global.store, "Store directory (default: nearest .cairn/ upwards; env CAIRN_DIR)")
+  app.add_option("--store", global.store,
+                 "Store directory (default: nearest .cairn/ upwards; env CAIRN_DIR)")
       ->type_name("DIR");
 
   cairn::cli::add_init(app, global, outcome);
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "cairn: error: " << e.what() << "\nhint: `cairn help` lists the commands and their options\n";
+    std::cerr << "cairn: error: " << e.what()
+              << "\nhint: `cairn help` lists the commands and their options\n";
     return 2;
   } catch (const std::exception& e) {
     // Nothing should get here; if something does, it still gets a one-line error.

@@ -24,7 +24,8 @@ std::string cell(const Json& metrics, const std::string& name) {
 int metrics(const GlobalOptions& global, const std::string& id_text, bool json, bool csv) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
-  if (!id->trial) return fail(Status::BadInput("metrics needs a trial id such as " + id_text + ".1"));
+  if (!id->trial)
+    return fail(Status::BadInput("metrics needs a trial id such as " + id_text + ".1"));
   auto store = open_store(global);
   if (!store.ok()) return fail(store.status());
   auto reader = ExperimentReader::open(*store, id->experiment);
@@ -49,7 +50,8 @@ int metrics(const GlobalOptions& global, const std::string& id_text, bool json, 
   std::vector<std::string> header{"kind", "step"};
   header.insert(header.end(), names.begin(), names.end());
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [kind, series] : {std::pair{"training", &*training}, std::pair{"validation", &*validation}})
+  for (const auto& [kind, series] :
+       {std::pair{"training", &*training}, std::pair{"validation", &*validation}})
     for (const auto& p : *series) {
       std::vector<std::string> row{kind, std::to_string(p.step)};
       for (const auto& n : names) row.push_back(cell(p.metrics, n));
@@ -81,7 +83,9 @@ void add_metrics(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("trial", *id, "Trial id (7.3)")->required()->type_name("TRIAL");
   auto* j = cmd->add_flag("--json", *json, "Print JSON");
   cmd->add_flag("--csv", *csv, "Print CSV")->excludes(j);
-  cmd->callback([&global, &outcome, id, json, csv] { outcome.exit_code = metrics(global, *id, *json, *csv); });
+  cmd->callback([&global, &outcome, id, json, csv] {
+    outcome.exit_code = metrics(global, *id, *json, *csv);
+  });
 }
 
 }  // namespace cairn::cli

@@ -95,18 +95,21 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   if (!db.ok()) return fail(db.status());
   StoreBatch batch;
   batch.put_json(schema::kExperiment, experiment);
-  batch.put_json(schema::event_key(0), Json{{"seq", 0}, {"type", "experiment_created"}, {"seed", seed}});
+  batch.put_json(schema::event_key(0),
+                 Json{{"seq", 0}, {"type", "experiment_created"}, {"seed", seed}});
   Status st = (*db)->commit(batch, true);
   if (!st.ok()) return fail(st);
   if (!opts.detach) {
-    std::cout << "cairn: experiment " << *id << " '" << config->name << "' (" << config->searcher.name
-              << ", seed " << seed << ") in " << store->root().string() << std::endl;
+    std::cout << "cairn: experiment " << *id << " '" << config->name << "' ("
+              << config->searcher.name << ", seed " << seed << ") in " << store->root().string()
+              << std::endl;
   }
 
   CoordinatorOptions options;
   options.slots = opts.slots;
   options.self_executable = self_executable();
-  Coordinator coordinator(*store, std::move(*db), std::move(*config), std::move(experiment), options);
+  Coordinator coordinator(*store, std::move(*db), std::move(*config), std::move(experiment),
+                          options);
   return coordinator.run();
 }
 
@@ -114,8 +117,11 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
 
 void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto opts = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Create an experiment from a config file and drive it to the end");
-  cmd->add_option("config", opts->config_file, "Experiment config (YAML)")->required()->type_name("CONFIG.yaml");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Create an experiment from a config file and drive it to the end");
+  cmd->add_option("config", opts->config_file, "Experiment config (YAML)")
+      ->required()
+      ->type_name("CONFIG.yaml");
   cmd->add_option("--set", opts->sets, "Override a config key, e.g. --set searcher.max_length=5")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);

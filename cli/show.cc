@@ -23,7 +23,10 @@ std::string hparams_text(const Json& hparams) {
   std::string out;
   for (const auto& [k, v] : hparams.items()) {
     if (!out.empty()) out += " ";
-    out += k + "=" + (v.is_number_float() ? format_number(v.get<double>()) : v.is_string() ? v.get<std::string>() : v.dump());
+    out += k + "=" +
+           (v.is_number_float() ? format_number(v.get<double>())
+            : v.is_string()     ? v.get<std::string>()
+                                : v.dump());
   }
   return out;
 }
@@ -54,18 +57,22 @@ int show_experiment(ExperimentReader& reader, bool json) {
   const Json searcher = cfg.value("searcher", Json::object());
   std::cout << "experiment " << exp->value("id", 0) << "  " << exp->value("name", "") << "  "
             << exp->value("state", "") << "\n";
-  std::cout << "searcher    " << exp->value("searcher", "") << " (metric " << searcher.value("metric", "")
-            << ", " << (searcher.value("smaller_is_better", true) ? "smaller" : "larger") << " is better)\n";
+  std::cout << "searcher    " << exp->value("searcher", "") << " (metric "
+            << searcher.value("metric", "") << ", "
+            << (searcher.value("smaller_is_better", true) ? "smaller" : "larger")
+            << " is better)\n";
   std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
   std::cout << "config      " << exp->value("config_file", "") << "\n";
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
-  if (exp->contains("best_trial")) std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
+  if (exp->contains("best_trial"))
+    std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
   std::cout << "\n";
   Table table({"TRIAL", "STATE", "STEPS", "RESTARTS", "BEST VALIDATION", "HPARAMS"});
   for (const Json& t : *trials)
-    table.add({t.value("id", ""), t.value("state", ""), std::to_string(t.value("steps_completed", 0)),
-               std::to_string(t.value("restarts", 0)), metrics_text(t.value("best_validation", Json())),
-               hparams_text(t.value("hparams", Json()))});
+    table.add(
+        {t.value("id", ""), t.value("state", ""), std::to_string(t.value("steps_completed", 0)),
+         std::to_string(t.value("restarts", 0)), metrics_text(t.value("best_validation", Json())),
+         hparams_text(t.value("hparams", Json()))});
   table.print(std::cout);
   return 0;
 }
@@ -82,22 +89,25 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
     print_json(out);
     return 0;
   }
-  std::cout << "trial       " << out["id"].get<std::string>() << "  " << out["state"].get<std::string>() << "\n";
+  std::cout << "trial       " << out["id"].get<std::string>() << "  "
+            << out["state"].get<std::string>() << "\n";
   std::cout << "hparams     " << hparams_text(out["hparams"]) << "\n";
   std::cout << "seed        " << out["seed"].dump() << "\n";
   std::cout << "steps       " << out["steps_completed"].dump() << "\n";
   std::cout << "restarts    " << out["restarts"].dump() << "\n";
   std::cout << "best        " << metrics_text(out["best_validation"]) << "\n";
   if (trial->contains("latest_validation"))
-    std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"]) << " (step "
-              << (*trial)["latest_validation"]["step"].dump() << ")\n";
-  if (trial->contains("exit")) std::cout << "exit        " << (*trial)["exit"].value("description", "") << "\n";
-  if (trial->contains("error")) std::cout << "error       " << (*trial)["error"].get<std::string>() << "\n";
+    std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"])
+              << " (step " << (*trial)["latest_validation"]["step"].dump() << ")\n";
+  if (trial->contains("exit"))
+    std::cout << "exit        " << (*trial)["exit"].value("description", "") << "\n";
+  if (trial->contains("error"))
+    std::cout << "error       " << (*trial)["error"].get<std::string>() << "\n";
   std::cout << "\n";
   Table table({"CHECKPOINT", "STEPS", "BYTES", "METRICS"});
   for (const Json& c : out["checkpoints"])
-    table.add({c["id"].get<std::string>().substr(0, 12), c["steps_completed"].dump(), c["bytes"].dump(),
-               metrics_text(c["metrics"])});
+    table.add({c["id"].get<std::string>().substr(0, 12), c["steps_completed"].dump(),
+               c["bytes"].dump(), metrics_text(c["metrics"])});
   table.print(std::cout);
   return 0;
 }

@@ -8,7 +8,8 @@ namespace cairn::cli {
 void Table::print(std::ostream& out) const {
   std::vector<size_t> width(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
-    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], row[i].size());
   };
   measure(header_);
   for (const auto& row : rows_) measure(row);

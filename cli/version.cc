@@ -22,21 +22,26 @@ constexpr const char* kStaticLibs = "shared";
 
 Json version_json() {
   const GpuRuntime gpu = probe_gpu_runtime();
-  auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
-  return Json{{"version", CAIRN_VERSION},
-              {"git", CAIRN_GIT_REV},
-              {"build", CAIRN_BUILD_TYPE},
-              {"compiler", CAIRN_COMPILER},
-              {"libraries",
-               {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
-                {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
-                {"yaml-cpp", {{"linked", kStaticLibs}}},
-                {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
-                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}}}},
-              {"cuda", {{"loaded_at_run_time", true}, {"driver", gpu.driver}, {"driver_version", gpu.driver_version},
-                        {"devices", gpu.device_count}}},
-              {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
-              {"gpu", gpu.describe()}};
+  auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
+               std::to_string(ROCKSDB_PATCH);
+  return Json{
+      {"version", CAIRN_VERSION},
+      {"git", CAIRN_GIT_REV},
+      {"build", CAIRN_BUILD_TYPE},
+      {"compiler", CAIRN_COMPILER},
+      {"libraries",
+       {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
+        {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
+        {"yaml-cpp", {{"linked", kStaticLibs}}},
+        {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
+        {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}}}},
+      {"cuda",
+       {{"loaded_at_run_time", true},
+        {"driver", gpu.driver},
+        {"driver_version", gpu.driver_version},
+        {"devices", gpu.device_count}}},
+      {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
+      {"gpu", gpu.describe()}};
 }
 
 int version(bool json) {
@@ -45,8 +50,9 @@ int version(bool json) {
     print_json(v);
     return 0;
   }
-  std::cout << "cairn " << v["version"].get<std::string>() << " (git " << v["git"].get<std::string>() << ", "
-            << v["build"].get<std::string>() << ", " << v["compiler"].get<std::string>() << ")\n";
+  std::cout << "cairn " << v["version"].get<std::string>() << " (git "
+            << v["git"].get<std::string>() << ", " << v["build"].get<std::string>() << ", "
+            << v["compiler"].get<std::string>() << ")\n";
   for (const auto& [name, lib] : v["libraries"].items()) {
     std::cout << "  " << name;
     if (lib.contains("version")) std::cout << " " << lib["version"].get<std::string>();

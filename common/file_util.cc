@@ -10,7 +10,9 @@
 
 namespace cairn {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 Status write_all(int fd, std::string_view data) {
   while (!data.empty()) {

@@ -22,7 +22,9 @@ Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
 }
 Sha256::~Sha256() = default;
 
-void Sha256::update(const void* data, size_t size) { EVP_DigestUpdate(impl_->ctx, data, size); }
+void Sha256::update(const void* data, size_t size) {
+  EVP_DigestUpdate(impl_->ctx, data, size);
+}
 
 std::string Sha256::hex_digest() {
   unsigned char digest[EVP_MAX_MD_SIZE];

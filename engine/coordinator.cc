@@ -42,7 +42,8 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
       config_(std::move(config)),
       experiment_(std::move(experiment)),
       options_(std::move(options)) {
-  if (options_.slots <= 0) options_.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.slots <= 0)
+    options_.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 Coordinator::~Coordinator() = default;
@@ -101,8 +102,9 @@ Status Coordinator::start() {
   auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>());
   if (!searcher.ok()) return searcher.status();
   searcher_ = std::move(*searcher);
-  auto listener = ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() +
-                                                           "-" + std::to_string(::getpid()) + ".sock");
+  auto listener =
+      ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() + "-" +
+                                                std::to_string(::getpid()) + ".sock");
   if (!listener.ok()) return listener.status();
   listener_.emplace(std::move(*listener));
   experiment_["state"] = "ACTIVE";
@@ -166,7 +168,8 @@ int Coordinator::slots_free() const {
     if (trial->running()) used += config_.resources.slots_per_trial;
   int limit = options_.slots;
   if (config_.searcher.max_concurrent_trials > 0)
-    limit = std::min(limit, config_.searcher.max_concurrent_trials * config_.resources.slots_per_trial);
+    limit =
+        std::min(limit, config_.searcher.max_concurrent_trials * config_.resources.slots_per_trial);
   return limit - used;
 }
 

@@ -29,8 +29,8 @@
 namespace cairn {
 
 struct CoordinatorOptions {
-  int slots = 0;                  // 0: the number of CPU cores
-  std::string self_executable;    // re-executed for builtin:mlp
+  int slots = 0;                // 0: the number of CPU cores
+  std::string self_executable;  // re-executed for builtin:mlp
 };
 
 class Coordinator {

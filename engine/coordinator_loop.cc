@@ -49,7 +49,8 @@ void Coordinator::poll_once() {
   const auto now = Clock::now();
   for (auto& [index, trial] : trials_) {
     if (trial->finished || trial->running() || trial->not_before <= now) continue;
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
+    auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
     timeout_ms = std::min<int>(timeout_ms, static_cast<int>(wait) + 1);
   }
   int n = ::poll(fds.data(), fds.size(), timeout_ms);
@@ -94,8 +95,10 @@ int Coordinator::finish() {
     if (state == "COMPLETED") ++completed;
   }
   std::string state = "COMPLETED";
-  if (pausing_ && !searcher_->finished()) state = "PAUSED";
-  else if (total > 0 && errored == total) state = "ERROR";
+  if (pausing_ && !searcher_->finished())
+    state = "PAUSED";
+  else if (total > 0 && errored == total)
+    state = "ERROR";
   experiment_["state"] = state;
   if (state != "PAUSED") experiment_["ended_at"] = Json(std::time(nullptr));
   // The best trial by the searcher's metric, among those that validated.
@@ -122,11 +125,11 @@ int Coordinator::finish() {
     terminal_.note("experiment " + id + " paused");
     return 0;
   }
-  std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) + " of " +
-                        std::to_string(total) + " trials completed";
+  std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) +
+                        " of " + std::to_string(total) + " trials completed";
   if (experiment_.contains("best_trial"))
-    summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric + " " +
-               Json(*best).dump() + ")";
+    summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric +
+               " " + Json(*best).dump() + ")";
   terminal_.note(summary);
   return state == "ERROR" ? 1 : 0;
 }

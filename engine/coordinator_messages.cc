@@ -15,13 +15,16 @@ namespace {
 constexpr int kProtocolVersion = 1;
 
 std::optional<double> finite_metric(const Json& metrics, const std::string& name) {
-  if (!metrics.is_object() || !metrics.contains(name) || !metrics[name].is_number()) return std::nullopt;
+  if (!metrics.is_object() || !metrics.contains(name) || !metrics[name].is_number())
+    return std::nullopt;
   double d = metrics[name].get<double>();
   if (!std::isfinite(d)) return std::nullopt;
   return d;
 }
 
-bool is_step(const Json& msg) { return msg.contains("step") && msg["step"].is_number_integer(); }
+bool is_step(const Json& msg) {
+  return msg.contains("step") && msg["step"].is_number_integer();
+}
 
 }  // namespace
 
@@ -38,7 +41,8 @@ void Coordinator::handle_message(ControlConnection& conn, const Json& msg) {
 }
 
 void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
-  const std::string type = msg.contains("type") && msg["type"].is_string() ? msg["type"].get<std::string>() : "";
+  const std::string type =
+      msg.contains("type") && msg["type"].is_string() ? msg["type"].get<std::string>() : "";
   if (type == "hello") return handle_hello(conn, msg);
   Trial* trial = conn.trial > 0 ? trial_by_index(conn.trial) : nullptr;
   if (!trial) {
@@ -52,21 +56,26 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
   if (type == "checkpoint_end") return handle_checkpoint_end(*trial, conn, msg);
   if (type == "checkpoint_abort") return handle_checkpoint_abort(*trial, msg);
   if (msg.contains("seq"))
-    reply(conn, Json{{"type", "error"}, {"re", msg["seq"]}, {"message", "unknown message type '" + type + "'"}});
+    reply(conn, Json{{"type", "error"},
+                     {"re", msg["seq"]},
+                     {"message", "unknown message type '" + type + "'"}});
 }
 
 void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   if (msg.value("protocol", 0) != kProtocolVersion) {
     reply(conn, Json{{"type", "error"},
-                     {"message", "this cairn speaks control protocol " + std::to_string(kProtocolVersion)}});
+                     {"message",
+                      "this cairn speaks control protocol " + std::to_string(kProtocolVersion)}});
     return;
   }
-  const std::string id = msg.contains("trial") && msg["trial"].is_string() ? msg["trial"].get<std::string>() : "";
+  const std::string id =
+      msg.contains("trial") && msg["trial"].is_string() ? msg["trial"].get<std::string>() : "";
   Trial* trial = nullptr;
   for (auto& [index, t] : trials_)
     if (trial_id(index) == id && t->running()) trial = t.get();
   if (!trial) {
-    reply(conn, Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
+    reply(conn,
+          Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
     return;
   }
   conn.trial = trial->index;
@@ -110,7 +119,8 @@ void Coordinator::handle_training(Trial& trial, const Json& msg) {
   for (const Json& report : msg["reports"]) {
     if (!is_step(report) || !report.contains("metrics")) continue;
     const int64_t step = report["step"].get<int64_t>();
-    batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kTraining, step), report["metrics"]);
+    batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kTraining, step),
+                    report["metrics"]);
     steps = std::max(steps, step);
   }
   if (steps != trial.record.value("steps_completed", int64_t{0})) {
@@ -121,26 +131,31 @@ void Coordinator::handle_training(Trial& trial, const Json& msg) {
 
 void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const Json& msg) {
   if (!is_step(msg) || !msg.contains("metrics") || !msg["metrics"].is_object()) {
-    reply(conn, Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", "validation needs step and metrics"}});
+    reply(conn, Json{{"type", "error"},
+                     {"re", msg.value("seq", 0)},
+                     {"message", "validation needs step and metrics"}});
     return;
   }
   const int64_t step = msg["step"].get<int64_t>();
   const Json& metrics = msg["metrics"];
   batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation, step), metrics);
   batch_needs_sync_ = true;
-  trial.record["steps_completed"] = std::max(step, trial.record.value("steps_completed", int64_t{0}));
+  trial.record["steps_completed"] =
+      std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.record["latest_validation"] = Json{{"step", step}, {"metrics", metrics}};
   trial.dirty = true;
 
   const std::string& name = config_.searcher.metric;
   std::optional<double> value = finite_metric(metrics, name);
   if (!value) {
-    log_output(trial, "cairn: warning: validation at step " + std::to_string(step) + " has no finite '" +
-                          name + "'; the searcher counts it as the worst value\n");
+    log_output(trial, "cairn: warning: validation at step " + std::to_string(step) +
+                          " has no finite '" + name +
+                          "'; the searcher counts it as the worst value\n");
   } else {
     const Json& best = trial.record["best_validation"];
     std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
-    const bool better = !old || (config_.searcher.smaller_is_better ? *value < *old : *value > *old);
+    const bool better =
+        !old || (config_.searcher.smaller_is_better ? *value < *old : *value > *old);
     if (better) {
       trial.record["best_validation"] = metrics;
       trial.record["best_validation_step"] = step;
@@ -161,8 +176,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
 
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
-    const double m = value ? *value
-                           : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
+    const double m = value ? *value : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
     apply(searcher_->on_validation(trial.index, step, m));
   }
 }
@@ -170,18 +184,23 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
 void Coordinator::handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg) {
   auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
   if (!dir.ok()) {
-    reply(conn, Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", dir.status().message()}});
+    reply(
+        conn,
+        Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", dir.status().message()}});
     return;
   }
   trial.staging_dirs.insert(dir->string());
-  reply(conn, Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", dir->string()}});
+  reply(conn,
+        Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", dir->string()}});
 }
 
 void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg) {
   const Json seq = msg.value("seq", Json(0));
   const std::string path = msg.value("path", "");
   if (!trial.staging_dirs.count(path) || !is_step(msg)) {
-    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    reply(conn, Json{{"type", "error"},
+                     {"re", seq},
+                     {"message", "checkpoint_end for a directory cairn did not hand out"}});
     return;
   }
   trial.staging_dirs.erase(path);
@@ -193,7 +212,8 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
     fs::remove_all(path, ec);
     log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
                           " was not saved: " + manifest.status().message() + "\n");
-    record_event("checkpoint_failed", {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
+    record_event("checkpoint_failed",
+                 {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
     reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
     return;
   }
@@ -206,14 +226,16 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
               {"new_bytes", new_bytes},
               {"files", manifest->files.size()},
               {"metadata", msg.value("metadata", Json::object())}};
-  if (trial.record.contains("latest_validation") && trial.record["latest_validation"].value("step", int64_t{-1}) == step)
+  if (trial.record.contains("latest_validation") &&
+      trial.record["latest_validation"].value("step", int64_t{-1}) == step)
     record["metrics"] = trial.record["latest_validation"]["metrics"];
   batch_.put_json(schema::checkpoint_key(manifest->id), record);
   trial.record["latest_checkpoint"] = manifest->id;
   trial.record["latest_checkpoint_steps"] = step;
   trial.latest_checkpoint_step = step;
   trial.dirty = true;
-  record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest->id}});
+  record_event("checkpoint",
+               {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest->id}});
   reply(conn, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
 }
 

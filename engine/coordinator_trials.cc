@@ -36,12 +36,14 @@ Result<fs::path> write_python_sdk(const StoreLayout& store) {
 
 }  // namespace
 
-Status Coordinator::restore_latest_checkpoint(Trial& trial, std::map<std::string, std::string>& env) {
+Status Coordinator::restore_latest_checkpoint(Trial& trial,
+                                              std::map<std::string, std::string>& env) {
   // Newest first: a corrupt checkpoint is reported and the one before it is used.
   auto candidates = std::vector<Json>();
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
-    if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index && !j.value("corrupt", false))
+    if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
+        !j.value("corrupt", false))
       candidates.push_back(std::move(j));
     return true;
   });
@@ -49,13 +51,15 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial, std::map<std::string
   std::sort(candidates.begin(), candidates.end(), [](const Json& a, const Json& b) {
     return a.value("steps_completed", int64_t{0}) > b.value("steps_completed", int64_t{0});
   });
-  const fs::path dest = store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";
+  const fs::path dest =
+      store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";
   std::error_code ec;
   fs::remove_all(dest, ec);
   for (Json& ckpt : candidates) {
     const std::string id = ckpt["id"].get<std::string>();
     auto manifest = load_manifest(objects_, id);
-    Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+    Status st =
+        manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
     if (st.ok()) {
       env["CAIRN_LATEST_CHECKPOINT"] = dest.string();
       env["CAIRN_STEPS_COMPLETED"] = std::to_string(ckpt["steps_completed"].get<int64_t>());
@@ -97,8 +101,9 @@ Status Coordinator::start_trial(Trial& trial) {
   env["MASTER_ADDR"] = "127.0.0.1";
   env["MASTER_PORT"] = std::to_string(29500 + (exp_id * 131 + trial.index) % 20000);
   auto pythonpath = env.find("PYTHONPATH");
-  env["PYTHONPATH"] = sdk_dir->string() +
-                      (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
+  env["PYTHONPATH"] =
+      sdk_dir->string() +
+      (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
   if (config_.reproducibility.deterministic) {
     env.emplace("PYTHONHASHSEED", "0");
   }
@@ -123,12 +128,12 @@ Status Coordinator::start_trial(Trial& trial) {
   trial.record.erase("exit");
   set_trial_state(trial, "RUNNING");
   record_event("trial_started", {{"trial", trial.index}, {"pid", trial.process->pid()}});
-  const std::string from = trial.record.contains("restored_checkpoint") &&
-                                   spec.env.count("CAIRN_LATEST_CHECKPOINT")
-                               ? " from checkpoint " +
-                                     trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) +
-                                     " (" + spec.env["CAIRN_STEPS_COMPLETED"] + " units done)"
-                               : "";
+  const std::string from =
+      trial.record.contains("restored_checkpoint") && spec.env.count("CAIRN_LATEST_CHECKPOINT")
+          ? " from checkpoint " +
+                trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) + " (" +
+                spec.env["CAIRN_STEPS_COMPLETED"] + " units done)"
+          : "";
   terminal_.note("trial " + trial_id(trial.index) + " started (pid " +
                  std::to_string(trial.process->pid()) + ")" + from);
   return Status::Ok();
@@ -191,10 +196,12 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   std::error_code ec;
   for (const auto& dir : trial.staging_dirs) fs::remove_all(dir, ec);
   trial.staging_dirs.clear();
-  trial.record["exit"] = {{"code", info.code}, {"signal", info.signal}, {"description", info.describe()}};
+  trial.record["exit"] = {
+      {"code", info.code}, {"signal", info.signal}, {"description", info.describe()}};
   trial.record["ended_at"] = Json(nullptr);
   trial.dirty = true;
-  record_event("trial_exited", {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
+  record_event("trial_exited",
+               {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
   const std::string id = trial_id(trial.index);
 
   if (info.ok() && trial.closed) {
@@ -210,10 +217,11 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
     terminal_.note("trial " + id + " paused");
     return;
   }
-  std::string why = info.ok() ? "exited with status 0 before finishing its work (" +
-                                    std::to_string(trial.record.value("steps_completed", int64_t{0})) +
-                                    " of " + std::to_string(trial.target) + " units)"
-                              : info.describe();
+  std::string why = info.ok()
+                        ? "exited with status 0 before finishing its work (" +
+                              std::to_string(trial.record.value("steps_completed", int64_t{0})) +
+                              " of " + std::to_string(trial.target) + " units)"
+                        : info.describe();
   if (pausing_) {  // killed while we were stopping: not the trial's fault
     set_trial_state(trial, "PAUSED");
     terminal_.note("trial " + id + " stopped: " + why);
@@ -230,10 +238,11 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
     const int backoff_s = std::min(30, 1 << std::min(restarts, 5));
     trial.not_before = Clock::now() + std::chrono::seconds(backoff_s);
     set_trial_state(trial, "QUEUED");
-    record_event("trial_restart", {{"trial", trial.index}, {"restart", restarts + 1}, {"reason", why}});
+    record_event("trial_restart",
+                 {{"trial", trial.index}, {"restart", restarts + 1}, {"reason", why}});
     terminal_.note("restarting trial " + id + " from its latest checkpoint in " +
-                   std::to_string(backoff_s) + " s (restart " + std::to_string(restarts + 1) + " of " +
-                   std::to_string(config_.max_restarts) + ")");
+                   std::to_string(backoff_s) + " s (restart " + std::to_string(restarts + 1) +
+                   " of " + std::to_string(config_.max_restarts) + ")");
     return;
   }
   trial.record["error"] = why;

@@ -11,7 +11,9 @@ uint64_t SplitMix64::next() {
   return z ^ (z >> 31);
 }
 
-double SplitMix64::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+double SplitMix64::uniform() {
+  return static_cast<double>(next() >> 11) * 0x1.0p-53;
+}
 
 namespace {
 
@@ -42,8 +44,8 @@ Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng) {
 
 }  // namespace
 
-Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs, uint64_t experiment_seed,
-                    int64_t trial_index) {
+Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs,
+                    uint64_t experiment_seed, int64_t trial_index) {
   SplitMix64 rng(experiment_seed * 0x100000001b3ULL + static_cast<uint64_t>(trial_index));
   Json out = Json::object();
   for (const auto& [name, spec] : specs) out[name] = sample_one(spec, rng);  // std::map: sorted

@@ -24,8 +24,8 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs, uint64_t experiment_seed,
-                    int64_t trial_index);
+Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs,
+                    uint64_t experiment_seed, int64_t trial_index);
 // The trial's own seed: below 2^31 so it suits every framework's seeding call.
 uint64_t trial_seed(uint64_t experiment_seed, int64_t trial_index);
 

@@ -32,7 +32,8 @@ class Searcher {
   virtual ~Searcher() = default;
   virtual std::vector<SearcherAction> start() = 0;
   // `trial` completed `length` units with `metric` (NaN when the metric was missing).
-  virtual std::vector<SearcherAction> on_validation(int64_t trial, int64_t length, double metric) = 0;
+  virtual std::vector<SearcherAction> on_validation(int64_t trial, int64_t length,
+                                                    double metric) = 0;
   // `trial` ended for good (completed, errored out of restarts, canceled).
   virtual std::vector<SearcherAction> on_trial_closed(int64_t trial) = 0;
   // True when no trial will be created or trained any more.

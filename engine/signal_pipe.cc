@@ -31,7 +31,7 @@ SignalPipe::SignalPipe() {
     write_.reset(fds[1]);
     g_signal_pipe_write = write_.get();
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;

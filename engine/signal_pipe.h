@@ -18,7 +18,7 @@ class SignalPipe {
 
  private:
   UniqueFd read_, write_;
-  struct sigaction old_[NSIG]{};
+  struct sigaction old_[NSIG] {};
 };
 
 }  // namespace cairn

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 std::string ExitInfo::describe() const {
   if (signal != 0) {
     const char* name = sigabbrev_np(signal);
-    return "killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+    return "killed by signal " + std::to_string(signal) +
+           (name ? std::string(" (SIG") + name + ")" : "");
   }
   return "exited with status " + std::to_string(code);
 }
@@ -66,12 +67,13 @@ std::optional<uint64_t> process_start_time(pid_t pid) {
 Result<std::string> resolve_program(const std::string& program, const fs::path& cwd,
                                     const std::map<std::string, std::string>& env) {
   auto executable = [](const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   if (program.find('/') != std::string::npos) {
     fs::path p = fs::path(program).is_absolute() ? fs::path(program) : cwd / program;
-    if (!executable(p)) return Status::BadInput("entrypoint: " + p.string() + " is not an executable file");
+    if (!executable(p))
+      return Status::BadInput("entrypoint: " + p.string() + " is not an executable file");
     return p.string();
   }
   auto it = env.find("PATH");

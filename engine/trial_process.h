@@ -25,8 +25,8 @@ struct ProcessSpec {
 
 // How a process ended, in the words `show` and the terminal use.
 struct ExitInfo {
-  int code = 0;        // exit code, when it exited
-  int signal = 0;      // the signal that killed it, when it was killed
+  int code = 0;    // exit code, when it exited
+  int signal = 0;  // the signal that killed it, when it was killed
   bool ok() const { return code == 0 && signal == 0; }
   std::string describe() const;  // "exited with status 3", "killed by signal 9 (SIGKILL)"
   static ExitInfo from_wait_status(int status);

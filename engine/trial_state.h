@@ -17,11 +17,11 @@ namespace cairn {
 
 struct Coordinator::Trial {
   int64_t index = 0;
-  Json record;            // persisted at the end of the loop iteration when `dirty`
+  Json record;  // persisted at the end of the loop iteration when `dirty`
   bool dirty = false;
-  int64_t target = 0;     // train until this many units (the searcher's current operation)
+  int64_t target = 0;            // train until this many units (the searcher's current operation)
   int64_t validated_target = 0;  // the target the searcher has been told about
-  bool closed = false;    // the searcher has no more work for it
+  bool closed = false;           // the searcher has no more work for it
   bool stop_requested = false;
   bool finished = false;  // in a final state; never started again
   std::optional<TrialProcess> process;

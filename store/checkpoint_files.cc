@@ -37,13 +37,16 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
   std::vector<fs::path> files;
   for (auto it = fs::recursive_directory_iterator(staging_dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_symlink()) return Status::BadInput("checkpoint holds a symlink: " + it->path().string());
+    if (it->is_symlink())
+      return Status::BadInput("checkpoint holds a symlink: " + it->path().string());
     if (it->is_directory()) continue;
     if (!it->is_regular_file())
       return Status::BadInput("checkpoint holds a special file: " + it->path().string());
     files.push_back(it->path());
   }
-  if (ec) return Status::Io("cannot read checkpoint directory " + staging_dir.string() + ": " + ec.message());
+  if (ec)
+    return Status::Io("cannot read checkpoint directory " + staging_dir.string() + ": " +
+                      ec.message());
   std::sort(files.begin(), files.end());
   if (new_bytes) *new_bytes = 0;
   for (const fs::path& file : files) {
@@ -70,7 +73,8 @@ Result<CheckpointManifest> load_manifest(const ObjectStore& objects, const std::
     return bytes.status();
   }
   Json j = Json::parse(*bytes, nullptr, false);
-  if (j.is_discarded()) return Status::Corrupt("checkpoint " + id.substr(0, 12) + ": manifest is not JSON");
+  if (j.is_discarded())
+    return Status::Corrupt("checkpoint " + id.substr(0, 12) + ": manifest is not JSON");
   return CheckpointManifest::from_json(j, id);
 }
 

@@ -25,8 +25,12 @@ void StoreBatch::put_json(std::string_view key, const Json& value) {
 void StoreBatch::erase(std::string_view key) {
   rep_->Delete(rocksdb::Slice(key.data(), key.size()));
 }
-bool StoreBatch::empty() const { return rep_->Count() == 0; }
-size_t StoreBatch::count() const { return static_cast<size_t>(rep_->Count()); }
+bool StoreBatch::empty() const {
+  return rep_->Count() == 0;
+}
+size_t StoreBatch::count() const {
+  return static_cast<size_t>(rep_->Count());
+}
 
 namespace {
 
@@ -117,7 +121,8 @@ Status ExperimentDb::commit(StoreBatch& batch, bool sync) {
 
 Result<std::optional<std::string>> ExperimentDb::get(std::string_view key) const {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return from_rocks(s, "cannot read the experiment database");
   return std::optional<std::string>(std::move(value));

@@ -52,8 +52,7 @@ class ExperimentDb {
   // kWrite: takes `exp_dir/lock` (flock, non-blocking) and opens the database, creating it if
   // needed; fails with kFailed when another process drives the experiment. kRead: opens a
   // secondary instance with its scratch directory under `tmp_dir`.
-  static Result<std::unique_ptr<ExperimentDb>> open(const std::filesystem::path& exp_dir,
-                                                    Mode mode,
+  static Result<std::unique_ptr<ExperimentDb>> open(const std::filesystem::path& exp_dir, Mode mode,
                                                     const std::filesystem::path& tmp_dir);
 
   // REQUIRES: kWrite. `sync` makes the write durable before returning.

@@ -20,7 +20,8 @@ Result<std::unique_ptr<ExperimentReader>> ExperimentReader::open(const StoreLayo
 Result<Json> ExperimentReader::experiment() const {
   auto j = db_->get_json(schema::kExperiment);
   if (!j.ok()) return j.status();
-  if (!j->has_value()) return Status::NotFound("experiment " + std::to_string(id_) + " has no record yet");
+  if (!j->has_value())
+    return Status::NotFound("experiment " + std::to_string(id_) + " has no record yet");
   return std::move(**j);
 }
 
@@ -53,16 +54,16 @@ Result<std::vector<MetricPoint>> ExperimentReader::metrics(int64_t trial,
                                                            schema::MetricKind kind) const {
   std::vector<MetricPoint> out;
   Status bad = Status::Ok();
-  Status st = db_->scan(schema::metric_prefix(trial, kind),
-                        [&](std::string_view key, std::string_view value) {
-                          Json j = Json::parse(value, nullptr, false);
-                          if (j.is_discarded()) {
-                            bad = Status::Corrupt("store corrupt: metric record is not JSON");
-                            return false;
-                          }
-                          out.push_back({schema::key_suffix_number(std::string(key)), std::move(j)});
-                          return true;
-                        });
+  Status st = db_->scan(
+      schema::metric_prefix(trial, kind), [&](std::string_view key, std::string_view value) {
+        Json j = Json::parse(value, nullptr, false);
+        if (j.is_discarded()) {
+          bad = Status::Corrupt("store corrupt: metric record is not JSON");
+          return false;
+        }
+        out.push_back({schema::key_suffix_number(std::string(key)), std::move(j)});
+        return true;
+      });
   if (!st.ok()) return st;
   if (!bad.ok()) return bad;
   return out;
@@ -80,7 +81,8 @@ Result<std::vector<Json>> ExperimentReader::checkpoints(int64_t trial) const {
   if (!st.ok()) return st;
   std::sort(out.begin(), out.end(), [](const Json& a, const Json& b) {
     auto key = [](const Json& j) {
-      return std::make_pair(j.value("trial_index", int64_t{0}), j.value("steps_completed", int64_t{0}));
+      return std::make_pair(j.value("trial_index", int64_t{0}),
+                            j.value("steps_completed", int64_t{0}));
     };
     return key(a) < key(b);
   });

@@ -33,7 +33,8 @@ Status ObjectStore::install(const fs::path& tmp, const std::string& hash, bool* 
   if (ec) return Status::Io("cannot create " + dest.parent_path().string() + ": " + ec.message());
   {
     UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd || ::fsync(fd.get()) != 0) return Status::Io("fsync " + tmp.string() + ": " + errno_text());
+    if (!fd || ::fsync(fd.get()) != 0)
+      return Status::Io("fsync " + tmp.string() + ": " + errno_text());
   }
   ::chmod(tmp.c_str(), 0444);
   if (::rename(tmp.c_str(), dest.c_str()) != 0)

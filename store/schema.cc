@@ -12,21 +12,27 @@ std::string pad(int64_t n, int width) {
 }
 }  // namespace
 
-std::string trial_key(int64_t trial) { return kTrialPrefix + pad(trial, 8); }
+std::string trial_key(int64_t trial) {
+  return kTrialPrefix + pad(trial, 8);
+}
 std::string metric_prefix(int64_t trial, MetricKind kind) {
   return "metric/" + pad(trial, 8) + "/" + static_cast<char>(kind) + "/";
 }
 std::string metric_key(int64_t trial, MetricKind kind, int64_t step) {
   return metric_prefix(trial, kind) + pad(step, 12);
 }
-std::string checkpoint_key(const std::string& id) { return kCheckpointPrefix + id; }
+std::string checkpoint_key(const std::string& id) {
+  return kCheckpointPrefix + id;
+}
 std::string log_prefix(int64_t trial, int rank) {
   return "log/" + pad(trial, 8) + "/" + pad(rank, 4) + "/";
 }
 std::string log_key(int64_t trial, int rank, int64_t seq) {
   return log_prefix(trial, rank) + pad(seq, 12);
 }
-std::string event_key(int64_t seq) { return kEventPrefix + pad(seq, 16); }
+std::string event_key(int64_t seq) {
+  return kEventPrefix + pad(seq, 16);
+}
 
 int64_t key_suffix_number(const std::string& key) {
   auto slash = key.rfind('/');

@@ -16,9 +16,7 @@ class StoreLayout {
   explicit StoreLayout(std::filesystem::path root) : root_(std::move(root)) {}
   const std::filesystem::path& root() const { return root_; }  // the `.cairn` directory
   std::filesystem::path experiments() const { return root_ / "experiments"; }
-  std::filesystem::path experiment(int64_t id) const {
-    return experiments() / std::to_string(id);
-  }
+  std::filesystem::path experiment(int64_t id) const { return experiments() / std::to_string(id); }
   std::filesystem::path objects() const { return root_ / "objects"; }
   std::filesystem::path staging() const { return root_ / "staging"; }
   std::filesystem::path tmp() const { return root_ / "tmp"; }

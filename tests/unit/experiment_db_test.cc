@@ -51,7 +51,8 @@ TEST_CASE("one writer, many readers: readers see committed records and catch up"
   batch.put_json(schema::kExperiment, Json{{"id", id}, {"state", "ACTIVE"}});
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "RUNNING"}});
   for (int step = 1; step <= 12; ++step)
-    batch.put_json(schema::metric_key(1, schema::MetricKind::kTraining, step), Json{{"loss", 1.0 / step}});
+    batch.put_json(schema::metric_key(1, schema::MetricKind::kTraining, step),
+                   Json{{"loss", 1.0 / step}});
   REQUIRE((*writer)->commit(batch, true).ok());
   CHECK(batch.empty());
 
@@ -79,7 +80,8 @@ TEST_CASE("log chunks are read back in order from any point") {
   auto writer = ExperimentDb::open(store->experiment(id), ExperimentDb::Mode::kWrite, store->tmp());
   REQUIRE(writer.ok());
   StoreBatch batch;
-  for (int seq = 1; seq <= 11; ++seq) batch.put(schema::log_key(3, 0, seq), "chunk" + std::to_string(seq) + ";");
+  for (int seq = 1; seq <= 11; ++seq)
+    batch.put(schema::log_key(3, 0, seq), "chunk" + std::to_string(seq) + ";");
   batch.put(schema::log_key(3, 1, 1), "other rank;");
   REQUIRE((*writer)->commit(batch, false).ok());
   auto reader = ExperimentReader::open(*store, id);
