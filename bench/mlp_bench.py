@@ -11,14 +11,17 @@ rows (builtin:mlp validates after every epoch, so the PyTorch script does too).
   times of a run of E2 epochs and a run of E1 epochs, divided by E2 − E1, which leaves
   out start-up, data generation and the final checkpoint.
 - PyTorch runs bench/mlp_torch.py for E2 epochs and times its epochs itself; the time
-  per epoch is the mean of epochs E1+1 … E2, the same epochs as above. At N > 1 threads
-  it runs twice, with torch.set_num_threads(N) and with 1 (OpenBLAS, which does torch's
-  matrix products on Debian, has N threads in both), and the faster one is the baseline.
+  per epoch is the mean of epochs E1+1 … E2, the same epochs as above. On Debian torch's
+  matrix products are OpenBLAS calls, so N threads means OPENBLAS_NUM_THREADS=N; torch's
+  own (OpenMP) intra-op threads stay at 1, because torch.set_num_threads(N > 1) made
+  every epoch 30 times slower on the 2-core VM (see bench/RESULTS.md).
+  --torch-intra-op also runs that variant; the fastest variant is the baseline.
 
 samples/s = training rows / seconds per epoch; the ratio is builtin / PyTorch (goal ≥ 1).
 
     /usr/bin/python3 bench/mlp_bench.py [--cairn BIN] [--threads 1,2] [--reps 3]
         [--features 32] [--hidden 256] [--layers 2] [--batch-size 128] [--samples 50000]
+        [--torch-intra-op]
 """
 import argparse
 import json
@@ -46,6 +49,8 @@ def parse_args():
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--torch-intra-op", action="store_true",
+                   help="at N > 1 threads, also run PyTorch with torch.set_num_threads(N)")
     p.add_argument("--short", type=int, default=2, help="E1: epochs of the short run")
     p.add_argument("--long", type=int, default=12, help="E2: epochs of the long run")
     return p.parse_args()
@@ -103,7 +108,7 @@ def torch_epoch_seconds(args, threads, blas_threads):
 
 def measure(args, threads, scratch):
     builtin, torch_variants = [], {}
-    variants = [(threads, threads)] + ([(1, threads)] if threads > 1 else [])
+    variants = [(1, threads)] + ([(threads, threads)] if threads > 1 and args.torch_intra_op else [])
     rows = None
     for rep in range(args.reps):
         builtin.append(builtin_epoch_seconds(args, threads, scratch, rep))

@@ -54,7 +54,11 @@ void add_logs(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_metrics(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_checkpoints(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_export(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_pause(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_kill(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_version(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 
 }  // namespace cairn::cli

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
 
   cairn::cli::add_init(app, global, outcome);
   cairn::cli::add_run(app, global, outcome);
+  cairn::cli::add_resume(app, global, outcome);
+  cairn::cli::add_pause(app, global, outcome);
+  cairn::cli::add_kill(app, global, outcome);
   cairn::cli::add_ls(app, global, outcome);
   cairn::cli::add_show(app, global, outcome);
   cairn::cli::add_logs(app, global, outcome);
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   cairn::cli::add_export(app, global, outcome);
   cairn::cli::add_version(app, global, outcome);
   cairn::cli::add_completion(app, global, outcome);
+  cairn::cli::add_gc(app, global, outcome);
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "Describe every command, or one command");
   help->add_option("command", help_topic, "Command to describe")->type_name("COMMAND");

@@ -25,11 +25,15 @@ struct RunOptions {
   int slots = 0;
 };
 
+}  // namespace
+
 std::string self_executable() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("cairn") : p.string();
 }
+
+namespace {
 
 // Detaches from the terminal: the parent returns, the child goes on in a new session with
 // its output in the experiment's coordinator.log. Must happen before RocksDB starts threads.

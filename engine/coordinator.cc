@@ -107,10 +107,29 @@ Status Coordinator::start() {
                                                 std::to_string(::getpid()) + ".sock");
   if (!listener.ok()) return listener.status();
   listener_.emplace(std::move(*listener));
+  auto output = OutputTail::create();
+  if (!output.ok()) return output.status();
+  output_.emplace(std::move(*output));
+  // Who drives the experiment, so `cairn pause`/`kill` can reach this process and a later
+  // `resume` can tell a live driver from a dead one.
+  experiment_["driver"] = {{"pid", ::getpid()},
+                           {"start_time", process_start_time(::getpid()).value_or(0)},
+                           {"boot_id", boot_id()}};
   experiment_["state"] = "ACTIVE";
   batch_.put_json(schema::kExperiment, experiment_);
-  apply(searcher_->start());
+  if (options_.resume) {
+    Status st = load_for_resume();
+    if (!st.ok()) return st;
+    record_event("experiment_resumed", {{"pid", ::getpid()}});
+  } else {
+    apply(searcher_->start());
+  }
   return commit();
+}
+
+void Coordinator::close_in_searcher(Trial& trial) {
+  record_event("searcher_trial_closed", {{"trial", trial.index}});
+  apply(searcher_->on_trial_closed(trial.index));
 }
 
 void Coordinator::apply(const std::vector<SearcherAction>& actions) {
@@ -140,6 +159,8 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         if (!trial) break;
         trial->target = action.length;
         trial->record["target_length"] = action.length;
+        if (trial->finished) break;  // errored meanwhile: nothing to train
+        if (trial->record.value("state", "") == "PAUSED" && !pausing_) set_trial_state(*trial, "QUEUED");
         trial->dirty = true;
         record_event("train", {{"trial", action.trial}, {"length", action.length}});
         answer_pending_operation(*trial);
@@ -149,12 +170,14 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         Trial* trial = trial_by_index(action.trial);
         if (!trial) break;
         trial->closed = true;
+        trial->record["closed"] = true;
+        trial->dirty = true;
         record_event("close", {{"trial", action.trial}});
         answer_pending_operation(*trial);
-        if (!trial->running() && !trial->finished) {
+        if (!trial->running() && !trial->finished && !trial->orphan_process) {
           trial->finished = true;
-          set_trial_state(*trial, "COMPLETED");
-          apply(searcher_->on_trial_closed(trial->index));
+          set_trial_state(*trial, trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+          close_in_searcher(*trial);
         }
         break;
       }
@@ -178,6 +201,12 @@ void Coordinator::schedule() {
   const auto now = Clock::now();
   for (auto& [index, trial] : trials_) {
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
+    if (trial->orphan_process) {
+      const Json& o = *trial->orphan_process;
+      if (same_process_alive(o["pid"].get<pid_t>(), o["start_time"].get<uint64_t>(), o["boot_id"].get<std::string>()))
+        continue;
+      recover_trial(*trial);
+    }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
@@ -186,7 +215,7 @@ void Coordinator::schedule() {
       trial->record["error"] = st.message();
       trial->finished = true;
       set_trial_state(*trial, "ERROR");
-      apply(searcher_->on_trial_closed(index));
+      close_in_searcher(*trial);
     }
   }
 }

@@ -18,10 +18,12 @@
 #include "common/json.h"
 #include "engine/config.h"
 #include "engine/control_channel.h"
+#include "engine/output_tail.h"
 #include "engine/searcher.h"
 #include "engine/signal_pipe.h"
 #include "engine/terminal.h"
 #include "engine/trial_process.h"
+#include "store/checkpoint_files.h"
 #include "store/experiment_db.h"
 #include "store/object_store.h"
 #include "store/store_location.h"
@@ -31,6 +33,7 @@ namespace cairn {
 struct CoordinatorOptions {
   int slots = 0;                // 0: the number of CPU cores
   std::string self_executable;  // re-executed for builtin:mlp
+  bool resume = false;          // continue an experiment from its records and event log
 };
 
 class Coordinator {
@@ -48,6 +51,14 @@ class Coordinator {
   struct Trial;
 
   Status start();
+  Status load_for_resume();
+  Status replay_searcher();
+  void recover_trial(Trial& trial);
+  void adopt_orphan_checkpoints(Trial& trial);
+  void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
+                           uint64_t new_bytes, const Json& metadata);
+  void close_in_searcher(Trial& trial);
+  void cancel();
   void apply(const std::vector<SearcherAction>& actions);
   void schedule();
   Status start_trial(Trial& trial);
@@ -91,6 +102,7 @@ class Coordinator {
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
   std::optional<ControlListener> listener_;
+  std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;
   std::map<int64_t, std::unique_ptr<Trial>> trials_;
   StoreBatch batch_;
@@ -99,6 +111,7 @@ class Coordinator {
   int64_t next_event_seq_ = 1;
   int interrupts_ = 0;
   bool pausing_ = false;
+  bool canceling_ = false;
   Status fatal_ = Status::Ok();
 };
 

@@ -41,13 +41,12 @@ void Coordinator::poll_once() {
   fds.push_back({listener_->fd(), POLLIN, 0});
   for (auto& [fd, conn] : connections_)
     fds.push_back({fd, static_cast<short>(POLLIN | (conn->wants_write() ? POLLOUT : 0)), 0});
-  for (auto& [index, trial] : trials_)
-    if (trial->process && trial->process->output_fd() >= 0)
-      fds.push_back({trial->process->output_fd(), POLLIN, 0});
+  fds.push_back({output_->fd(), POLLIN, 0});
 
   int timeout_ms = 1000;
   const auto now = Clock::now();
   for (auto& [index, trial] : trials_) {
+    if (trial->orphan_process) timeout_ms = std::min(timeout_ms, 100);  // no SIGCHLD for those
     if (trial->finished || trial->running() || trial->not_before <= now) continue;
     auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
@@ -67,12 +66,12 @@ void Coordinator::poll_once() {
         for (ssize_t i = 0; i < got; ++i) handle_signal(sigs[i]);
     } else if (p.fd == listener_->fd()) {
       accept_connections();
+    } else if (p.fd == output_->fd()) {
+      for (int64_t index : output_->changed())
+        if (Trial* trial = trial_by_index(index)) drain_output(*trial, false);
     } else if (connections_.count(p.fd)) {
       if (p.revents & POLLOUT) connections_[p.fd]->flush();
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_connection(p.fd);
-    } else {
-      for (auto& [index, trial] : trials_)
-        if (trial->process && trial->process->output_fd() == p.fd) drain_output(*trial, false);
     }
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
@@ -82,6 +81,9 @@ void Coordinator::poll_once() {
 bool Coordinator::finished() const {
   for (const auto& [index, trial] : trials_)
     if (trial->running()) return false;
+  if (canceling_) return true;
+  for (const auto& [index, trial] : trials_)
+    if (trial->orphan_process && !pausing_) return false;
   if (pausing_) return true;
   return searcher_->finished();
 }
@@ -95,11 +97,14 @@ int Coordinator::finish() {
     if (state == "COMPLETED") ++completed;
   }
   std::string state = "COMPLETED";
-  if (pausing_ && !searcher_->finished())
+  if (canceling_)
+    state = "CANCELED";
+  else if (pausing_ && !searcher_->finished())
     state = "PAUSED";
   else if (total > 0 && errored == total)
     state = "ERROR";
   experiment_["state"] = state;
+  experiment_.erase("driver");
   if (state != "PAUSED") experiment_["ended_at"] = Json(std::time(nullptr));
   // The best trial by the searcher's metric, among those that validated.
   const std::string& metric = config_.searcher.metric;
@@ -122,7 +127,11 @@ int Coordinator::finish() {
   }
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (state == "PAUSED") {
-    terminal_.note("experiment " + id + " paused");
+    terminal_.note("experiment " + id + " paused; continue it with: cairn resume " + id);
+    return 0;
+  }
+  if (state == "CANCELED") {
+    terminal_.note("experiment " + id + " canceled");
     return 0;
   }
   std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) +

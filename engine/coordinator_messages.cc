@@ -102,7 +102,10 @@ void Coordinator::answer_pending_operation(Trial& trial) {
   } else if (trial.target > trial.validated_target || trial.target > steps) {
     answer["length"] = trial.target;
   } else {
-    return;  // the searcher has not decided yet: keep the trial waiting
+    // The searcher has not decided yet (the rung is not full, no promotion yet): the trial
+    // has checkpointed at this decision point, so it exits and frees its slot (SPEC §3); a
+    // promotion later resumes it from that checkpoint.
+    answer["done"] = true;
   }
   trial.pending_operation_seq.reset();
   reply(*it->second, std::move(answer));
@@ -176,8 +179,14 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
 
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
+    trial.record["validated_target"] = trial.target;
     const double m = value ? *value : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
-    apply(searcher_->on_validation(trial.index, step, m));
+    // What the searcher is told is logged with the decisions it leads to (same batch), so a
+    // resumed coordinator rebuilds the searcher by replaying exactly these calls.
+    record_event("searcher_validation", {{"trial", trial.index},
+                                         {"length", trial.target},
+                                         {"metric", value ? Json(*value) : Json(nullptr)}});
+    apply(searcher_->on_validation(trial.index, trial.target, m));
   }
 }
 
@@ -217,26 +226,30 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
     reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
     return;
   }
-  Json record{{"id", manifest->id},
+  register_checkpoint(trial, *manifest, step, new_bytes, msg.value("metadata", Json::object()));
+  reply(conn, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
+}
+
+void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
+                                      uint64_t new_bytes, const Json& metadata) {
+  Json record{{"id", manifest.id},
               {"trial", trial_id(trial.index)},
               {"trial_index", trial.index},
               {"steps_completed", step},
               {"metrics", Json::object()},
-              {"bytes", manifest->bytes},
+              {"bytes", manifest.bytes},
               {"new_bytes", new_bytes},
-              {"files", manifest->files.size()},
-              {"metadata", msg.value("metadata", Json::object())}};
+              {"files", manifest.files.size()},
+              {"metadata", metadata}};
   if (trial.record.contains("latest_validation") &&
       trial.record["latest_validation"].value("step", int64_t{-1}) == step)
     record["metrics"] = trial.record["latest_validation"]["metrics"];
-  batch_.put_json(schema::checkpoint_key(manifest->id), record);
-  trial.record["latest_checkpoint"] = manifest->id;
+  batch_.put_json(schema::checkpoint_key(manifest.id), record);
+  trial.record["latest_checkpoint"] = manifest.id;
   trial.record["latest_checkpoint_steps"] = step;
   trial.latest_checkpoint_step = step;
   trial.dirty = true;
-  record_event("checkpoint",
-               {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest->id}});
-  reply(conn, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
+  record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
 }
 
 void Coordinator::handle_checkpoint_abort(Trial& trial, const Json& msg) {

@@ -43,7 +43,7 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
     if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
-        !j.value("corrupt", false))
+        !j.value("corrupt", false) && !j.value("deleting", false) && !j.value("deleted", false))
       candidates.push_back(std::move(j));
     return true;
   });
@@ -110,8 +110,16 @@ Status Coordinator::start_trial(Trial& trial) {
   Status restored = restore_latest_checkpoint(trial, env);
   if (!restored.ok()) return restored;
 
+  // One core per slot by default, so concurrent trials do not oversubscribe the machine.
+  env.emplace("OMP_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+  env.emplace("OPENBLAS_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+
   ProcessSpec spec;
   spec.cwd = config_.workdir;
+  trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
+  spec.output = trial.output_file;
+  std::error_code ec;
+  fs::create_directories(trial.output_file.parent_path(), ec);
   spec.env = std::move(env);
   spec.argv = is_builtin_entrypoint(config_)
                   ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
@@ -120,6 +128,9 @@ Status Coordinator::start_trial(Trial& trial) {
   if (!process.ok()) return process.status();
 
   trial.process.emplace(std::move(*process));
+  Status followed = output_->follow(trial.index, trial.output_file,
+                                    trial.record.value("output_offset", uint64_t{0}));
+  if (!followed.ok()) terminal_.warn("warning: " + followed.message());
   trial.exit.reset();
   trial.stop_requested = pausing_;
   trial.record["pid"] = trial.process->pid();
@@ -156,20 +167,21 @@ void Coordinator::log_output(Trial& trial, std::string_view chunk) {
 }
 
 void Coordinator::drain_output(Trial& trial, bool final) {
-  if (!trial.process || trial.process->output_fd() < 0) return;
-  char buf[65536];
   for (;;) {
-    ssize_t n = ::read(trial.process->output_fd(), buf, sizeof buf);
-    if (n > 0) {
-      log_output(trial, std::string_view(buf, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0 || final || (n < 0 && errno != EAGAIN)) {
-      if (!trial.partial_line.empty()) log_output(trial, "\n");
-      trial.process->close_output();
-    }
-    return;
+    std::string chunk = output_->read_new(trial.index);
+    if (chunk.empty()) break;
+    log_output(trial, chunk);
+  }
+  const uint64_t offset = output_->offset(trial.index);
+  if (offset != trial.record.value("output_offset", uint64_t{0})) {
+    trial.record["output_offset"] = offset;
+    trial.record["log_seq"] = trial.log_seq;
+    trial.dirty = true;
+  }
+  if (final) {
+    if (!trial.partial_line.empty()) log_output(trial, "\n");
+    trial.record["log_seq"] = trial.log_seq;
+    output_->stop(trial.index);
   }
 }
 
@@ -204,17 +216,29 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
                {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
   const std::string id = trial_id(trial.index);
 
+  if (canceling_) {
+    trial.finished = true;
+    set_trial_state(trial, "CANCELED");
+    return;
+  }
   if (info.ok() && trial.closed) {
     trial.finished = true;
-    set_trial_state(trial, "COMPLETED");
-    terminal_.note("trial " + id + " completed (" +
+    const bool complete = trial.target >= config_.searcher.max_length;
+    set_trial_state(trial, complete ? "COMPLETED" : "STOPPED");
+    terminal_.note("trial " + id + (complete ? " completed (" : " stopped by the searcher (") +
                    std::to_string(trial.record.value("steps_completed", int64_t{0})) + " units)");
-    apply(searcher_->on_trial_closed(trial.index));
+    close_in_searcher(trial);
     return;
   }
   if (info.ok() && trial.stop_requested) {
     set_trial_state(trial, "PAUSED");
     terminal_.note("trial " + id + " paused");
+    return;
+  }
+  if (info.ok() && trial.validated_target >= trial.target) {
+    // It finished its operation and the searcher has not decided yet: it checkpointed and
+    // left its slot to others; a promotion resumes it from that checkpoint.
+    set_trial_state(trial, "PAUSED");
     return;
   }
   std::string why = info.ok()
@@ -248,7 +272,7 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   trial.record["error"] = why;
   trial.finished = true;
   set_trial_state(trial, "ERROR");
-  apply(searcher_->on_trial_closed(trial.index));
+  close_in_searcher(trial);
 }
 
 void Coordinator::request_stop(Trial& trial, const char* reason) {
@@ -261,9 +285,27 @@ void Coordinator::request_stop(Trial& trial, const char* reason) {
   answer_pending_operation(trial);
 }
 
+void Coordinator::cancel() {
+  canceling_ = true;
+  pausing_ = true;
+  terminal_.note("canceling the experiment: stopping its trials");
+  for (auto& [index, trial] : trials_) {
+    if (trial->running()) {
+      trial->process->signal_group(SIGKILL);
+    } else if (!trial->finished) {
+      trial->finished = true;
+      set_trial_state(*trial, "CANCELED");
+    }
+  }
+}
+
 void Coordinator::handle_signal(int sig) {
   if (sig == SIGCHLD) {
     reap_children();
+    return;
+  }
+  if (sig == SIGUSR2) {
+    cancel();
     return;
   }
   ++interrupts_;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -25,22 +26,39 @@ struct SearcherAction {
   int64_t length = 0;
   Json hparams;
   uint64_t seed = 0;
+
+  static SearcherAction create(int64_t trial, Json hparams, uint64_t seed) {
+    return {Kind::kCreateTrial, trial, 0, std::move(hparams), seed};
+  }
+  static SearcherAction train(int64_t trial, int64_t length) {
+    return {Kind::kTrain, trial, length, nullptr, 0};
+  }
+  static SearcherAction close(int64_t trial) { return {Kind::kClose, trial, 0, nullptr, 0}; }
 };
 
 class Searcher {
  public:
   virtual ~Searcher() = default;
   virtual std::vector<SearcherAction> start() = 0;
-  // `trial` completed `length` units with `metric` (NaN when the metric was missing).
+  // `trial` completed `length` units with `metric`. A missing metric arrives as the worst
+  // value (±inf); NaN is treated the same way.
   virtual std::vector<SearcherAction> on_validation(int64_t trial, int64_t length,
                                                     double metric) = 0;
   // `trial` ended for good (completed, errored out of restarts, canceled).
   virtual std::vector<SearcherAction> on_trial_closed(int64_t trial) = 0;
   // True when no trial will be created or trained any more.
   virtual bool finished() const = 0;
+  // The searcher's own view for `cairn show` and `cairn watch` (docs/search.md has the
+  // shape): brackets, rungs, promotions, best so far. Empty when there is nothing to add.
+  virtual Json describe() const { return Json::object(); }
 };
 
-// REQUIRES: `config` validated. Other searcher names give kBadInput (not built yet).
+// REQUIRES: `config` validated. `concurrency` is how many trials the coordinator can run at
+// once (values below 1 count as 1): searchers create trials lazily to keep that many busy.
+// kBadInput, naming the key, for a searcher config only the searcher can judge.
+Result<std::unique_ptr<Searcher>> make_searcher(const ExperimentConfig& config, uint64_t seed,
+                                                int concurrency);
+// The same with a concurrency of 1.
 Result<std::unique_ptr<Searcher>> make_searcher(const ExperimentConfig& config, uint64_t seed);
 
 }  // namespace cairn

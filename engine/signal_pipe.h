@@ -1,4 +1,4 @@
-// Turns SIGCHLD, SIGINT, SIGTERM and SIGHUP into bytes on a pipe that the coordinator polls,
+// Turns SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR2 (`cairn kill`) into bytes on a pipe that the coordinator polls,
 // so signals are handled in the loop, not inside a handler. One may exist at a time.
 #pragma once
 

@@ -64,6 +64,12 @@ std::optional<uint64_t> process_start_time(pid_t pid) {
   return std::nullopt;
 }
 
+bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot) {
+  if (pid <= 0 || boot != boot_id()) return false;
+  auto started = process_start_time(pid);
+  return started && *started == start_time;
+}
+
 Result<std::string> resolve_program(const std::string& program, const fs::path& cwd,
                                     const std::map<std::string, std::string>& env) {
   auto executable = [](const fs::path& p) {
@@ -92,9 +98,8 @@ Result<TrialProcess> TrialProcess::spawn(const ProcessSpec& spec) {
   auto program = resolve_program(spec.argv[0], spec.cwd, spec.env);
   if (!program.ok()) return program.status();
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::Io("pipe: " + errno_text());
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  UniqueFd write_end(::open(spec.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!write_end) return Status::Io("cannot open " + spec.output.string() + ": " + errno_text());
 
   // Everything the child needs is prepared before fork: after fork only async-signal-safe
   // calls are allowed.
@@ -135,11 +140,9 @@ Result<TrialProcess> TrialProcess::spawn(const ProcessSpec& spec) {
   }
   ::setpgid(pid, pid);  // also from the parent, so the group exists before we signal it
   write_end.reset();
-  ::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
 
   TrialProcess proc;
   proc.pid_ = pid;
-  proc.output_ = std::move(read_end);
   proc.start_time_ = process_start_time(pid).value_or(0);
   return proc;
 }

@@ -1,7 +1,9 @@
 // One trial process: started without a shell (argv straight to execve), in its own process
 // group (so a Ctrl-C at the terminal reaches cairn, which then asks the trial to checkpoint,
-// rather than killing it mid-write), with stdout and stderr merged into one pipe that cairn
-// reads, so the log keeps the order in which the trial wrote.
+// rather than killing it mid-write), with stdout and stderr merged into one file that cairn
+// tails, so the log keeps the order in which the trial wrote. A file rather than a pipe: when
+// cairn dies, a trial writing to a pipe would die of SIGPIPE (or BrokenPipeError in Python)
+// instead of checkpointing and exiting by itself, and its last output would be lost.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +23,7 @@ struct ProcessSpec {
   std::vector<std::string> argv;
   std::filesystem::path cwd;
   std::map<std::string, std::string> env;  // the complete environment
+  std::filesystem::path output;            // stdout+stderr are appended here
 };
 
 // How a process ended, in the words `show` and the terminal use.
@@ -34,12 +37,10 @@ struct ExitInfo {
 
 class TrialProcess {
  public:
-  // Starts the process. The output pipe's read end is non-blocking.
+  // Starts the process.
   static Result<TrialProcess> spawn(const ProcessSpec& spec);
 
   pid_t pid() const { return pid_; }
-  int output_fd() const { return output_.get(); }
-  void close_output() { output_.reset(); }
   // Identifies the process beyond its pid (pids are reused): start time in clock ticks
   // since boot, from /proc/PID/stat.
   uint64_t start_time() const { return start_time_; }
@@ -48,7 +49,6 @@ class TrialProcess {
 
  private:
   pid_t pid_ = -1;
-  UniqueFd output_;
   uint64_t start_time_ = 0;
 };
 
@@ -57,6 +57,9 @@ std::map<std::string, std::string> current_environment();
 // This boot's id (/proc/sys/kernel/random/boot_id), to tell a pid from a previous boot.
 std::string boot_id();
 std::optional<uint64_t> process_start_time(pid_t pid);
+// True when `pid` is alive and is the process that started at `start_time` in boot `boot`
+// (a pid alone may have been reused by another process since).
+bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot);
 // Resolves a bare program name against PATH in `env` the way execvp would, so that a
 // missing program is reported before the fork with a clear message.
 Result<std::string> resolve_program(const std::string& program, const std::filesystem::path& cwd,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,6 +32,10 @@ struct Coordinator::Trial {
   std::optional<int64_t> pending_operation_seq;  // a next_operation waiting for the searcher
   std::set<std::string> staging_dirs;            // checkpoint_begin handed out, not yet ended
   std::string partial_line;                      // output not yet ended by '\n'
+  std::filesystem::path output_file;             // where the process writes stdout+stderr
+  // A process of this trial left running by a coordinator that died: it was told nothing
+  // and will checkpoint (as an orphan) and exit by itself; the trial waits for it.
+  std::optional<Json> orphan_process;
   std::deque<std::string> tail;                  // the last lines, for failure reports
   int64_t log_seq = 0;
   int64_t latest_checkpoint_step = -1;

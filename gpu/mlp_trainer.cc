@@ -22,12 +22,16 @@ std::string checkpoint_mismatch(const std::string& what, const std::string& in_f
          here + " here";
 }
 
+constexpr uint64_t kDefaultDataSeed = 20190428;
+
 }  // namespace
 
 Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
                                                        bool deterministic,
                                                        const std::filesystem::path& workdir) {
-  const uint64_t data_seed = hparams.data_seed.value_or(seed);
+  // Every trial of an experiment must see the same data, or a search compares trials on
+  // different problems: the data has its own seed, fixed unless the config sets data_seed.
+  const uint64_t data_seed = hparams.data_seed.value_or(kDefaultDataSeed);
   auto data = make_mlp_dataset(hparams.data, data_seed, workdir);
   if (!data.ok()) return data.status();
   const MlpShape shape{.inputs = data->features,

@@ -1,7 +1,6 @@
 """End to end: examples/pytorch (a real PyTorch trial) runs under cairn to completion,
 reports what it should, and leaves a checkpoint that torch can load."""
 import importlib.util
-import json
 import os
 import shutil
 import subprocess

@@ -1,0 +1,51 @@
+#include "cli/experiment_control.h"
+
+#include <poll.h>
+
+#include <chrono>
+
+#include "engine/config.h"
+#include "engine/trial_process.h"
+#include "store/experiment_db.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+Result<ExperimentStatus> experiment_status(const StoreLayout& store, int64_t id) {
+  auto reader = ExperimentReader::open(store, id);
+  if (!reader.ok()) return reader.status();
+  auto exp = (*reader)->experiment();
+  if (!exp.ok()) return exp.status();
+  ExperimentStatus status;
+  status.record = std::move(*exp);
+  status.driven = experiment_is_driven(store.experiment(id));
+  const Json driver = status.record.value("driver", Json());
+  if (status.driven && driver.is_object() &&
+      same_process_alive(driver.value("pid", 0), driver.value("start_time", uint64_t{0}),
+                         driver.value("boot_id", ""))) {
+    status.driver = driver["pid"].get<pid_t>();
+  }
+  return status;
+}
+
+bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (experiment_is_driven(store.experiment(id))) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    ::poll(nullptr, 0, 50);
+  }
+  return true;
+}
+
+Result<ExperimentConfig> stored_config(const Json& experiment) {
+  const std::string file = experiment.value("config_file", "");
+  std::vector<std::string> sets;
+  for (const auto& s : experiment.value("sets", Json::array())) sets.push_back(s.get<std::string>());
+  auto config = parse_experiment_config(experiment.value("config_text", ""), file,
+                                        fs::path(file).parent_path(), sets);
+  if (!config.ok()) return config.status();
+  config->name = experiment.value("name", config->name);
+  return config;
+}
+
+}  // namespace cairn::cli

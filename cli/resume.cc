@@ -1,0 +1,101 @@
+// `cairn resume EXP` / `cairn resume --all`: continue experiments where they stopped.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/experiment_control.h"
+#include "engine/config.h"
+#include "engine/coordinator.h"
+#include "store/experiment_db.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+std::string self_executable();  // run.cc
+
+namespace {
+
+int resume_one(const StoreLayout& store, int64_t id) {
+  auto status = experiment_status(store, id);
+  if (!status.ok()) return fail(status.status());
+  const std::string state = status->record.value("state", "");
+  if (status->driven)
+    return fail(Status::Failed("experiment " + std::to_string(id) + " is running (driven by process " +
+                               (status->driver ? std::to_string(*status->driver) : std::string("?")) + ")"));
+  if (state == "COMPLETED" || state == "ERROR") {
+    std::cout << "cairn: experiment " << id << " is " << state << "; nothing to resume\n";
+    return 0;
+  }
+  if (state == "CANCELED")
+    return fail(Status::BadInput("experiment " + std::to_string(id) + " was killed; it cannot be resumed"));
+  auto config = stored_config(status->record);
+  if (!config.ok()) return fail(config.status());
+  auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kWrite, store.tmp());
+  if (!db.ok()) return fail(db.status());
+  std::cout << "cairn: resuming experiment " << id << " '" << status->record.value("name", "") << "' ("
+            << state << ")" << std::endl;
+  CoordinatorOptions options;
+  options.self_executable = self_executable();
+  options.resume = true;
+  Coordinator coordinator(store, std::move(*db), std::move(*config), status->record, options);
+  return coordinator.run();
+}
+
+// Every experiment whose driver died (ACTIVE, not driven) is resumed in the background, each
+// by its own detached process. Deliberately paused experiments stay paused.
+int resume_all(const StoreLayout& store) {
+  int resumed = 0;
+  for (int64_t id : list_experiment_ids(store)) {
+    auto status = experiment_status(store, id);
+    if (!status.ok() || status->driven || status->record.value("state", "") != "ACTIVE") continue;
+    std::cout << id << std::endl;
+    pid_t pid = ::fork();
+    if (pid < 0) return fail(Status::Io("fork: " + errno_text()));
+    if (pid == 0) {
+      ::setsid();
+      const fs::path log = store.experiment(id) / "coordinator.log";
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+      }
+      ::_exit(resume_one(store, id));
+    }
+    ++resumed;
+  }
+  std::cerr << "cairn: resumed " << resumed << " interrupted experiment(s) in the background\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto id = std::make_shared<std::string>();
+  auto all = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("resume", "Continue an interrupted or paused experiment where it stopped");
+  auto* id_opt = cmd->add_option("id", *id, "Experiment id")->type_name("EXP");
+  cmd->add_flag("--all", *all, "Resume every interrupted experiment in the background (for boot time)")
+      ->excludes(id_opt);
+  cmd->callback([&global, &outcome, id, all] {
+    auto store = open_store(global);
+    if (!store.ok()) {
+      outcome.exit_code = fail(store.status());
+      return;
+    }
+    if (*all) {
+      outcome.exit_code = resume_all(*store);
+      return;
+    }
+    auto parsed = parse_id(*id);
+    if (id->empty() || !parsed.ok() || parsed->trial) {
+      outcome.exit_code = fail(Status::BadInput("resume needs an experiment id (or --all)"));
+      return;
+    }
+    outcome.exit_code = resume_one(*store, parsed->experiment);
+  });
+}
+
+}  // namespace cairn::cli

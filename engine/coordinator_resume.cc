@@ -1,0 +1,150 @@
+// Resuming an experiment whose coordinator stopped (paused, killed, power cut): the trials'
+// records say where each trial stands, the event log rebuilds the searcher, and what trials
+// did while no coordinator was listening (output, orphaned checkpoints) is taken in.
+#include <algorithm>
+#include <cmath>
+
+#include "common/file_util.h"
+#include "engine/coordinator.h"
+#include "engine/trial_state.h"
+#include "store/checkpoint_files.h"
+#include "store/schema.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_final_state(const std::string& state) {
+  return state == "COMPLETED" || state == "STOPPED" || state == "ERROR" || state == "CANCELED";
+}
+
+}  // namespace
+
+Status Coordinator::replay_searcher() {
+  (void)searcher_->start();
+  const double worst = config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL;
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::kEventPrefix, [&](std::string_view key, std::string_view value) {
+    Json ev = Json::parse(value, nullptr, false);
+    if (ev.is_discarded()) {
+      bad = Status::Corrupt("store corrupt: event " + std::string(key) + " is not JSON");
+      return false;
+    }
+    next_event_seq_ = std::max(next_event_seq_, ev.value("seq", int64_t{0}) + 1);
+    const std::string type = ev.value("type", "");
+    if (type == "searcher_validation") {
+      const Json& m = ev["metric"];
+      (void)searcher_->on_validation(ev["trial"].get<int64_t>(), ev["length"].get<int64_t>(),
+                                     m.is_number() ? m.get<double>() : worst);
+    } else if (type == "searcher_trial_closed") {
+      (void)searcher_->on_trial_closed(ev["trial"].get<int64_t>());
+    }
+    return true;
+  });
+  return st.ok() ? bad : st;
+}
+
+Status Coordinator::load_for_resume() {
+  Status replayed = replay_searcher();
+  if (!replayed.ok()) return replayed;
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
+    Json record = Json::parse(value, nullptr, false);
+    if (record.is_discarded()) {
+      bad = Status::Corrupt("store corrupt: " + std::string(key) + " is not JSON");
+      return false;
+    }
+    auto trial = std::make_unique<Trial>();
+    trial->index = record.value("index", int64_t{0});
+    trial->target = record.value("target_length", int64_t{0});
+    trial->validated_target = record.value("validated_target", int64_t{0});
+    trial->closed = record.value("closed", false);
+    trial->finished = is_final_state(record.value("state", ""));
+    trial->log_seq = record.value("log_seq", int64_t{0});
+    trial->latest_checkpoint_step = record.value("latest_checkpoint_steps", int64_t{-1});
+    trial->record = std::move(record);
+    trials_[trial->index] = std::move(trial);
+    return true;
+  });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  for (auto& [index, trial] : trials_) {
+    if (trial->finished) continue;
+    const Json& r = trial->record;
+    // A process of this trial may have outlived the coordinator: it was never told to stop
+    // and will checkpoint and exit by itself. Identify it by pid, start time and boot id.
+    if (r.value("state", "") == "RUNNING" && r.contains("pid") &&
+        same_process_alive(r["pid"].get<pid_t>(), r.value("process_start_time", uint64_t{0}),
+                           r.value("boot_id", ""))) {
+      trial->orphan_process = Json{{"pid", r["pid"]},
+                                   {"start_time", r["process_start_time"]},
+                                   {"boot_id", r["boot_id"]}};
+      trial->output_file = store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";
+      (void)output_->follow(index, trial->output_file, r.value("output_offset", uint64_t{0}));
+      terminal_.note("trial " + trial_id(index) + ": waiting for its process " + r["pid"].dump() +
+                     ", left from the previous run, to checkpoint and exit");
+      continue;
+    }
+    recover_trial(*trial);
+  }
+  return Status::Ok();
+}
+
+void Coordinator::recover_trial(Trial& trial) {
+  const int64_t exp_id = experiment_["id"].get<int64_t>();
+  // Output the process wrote after the last round the old coordinator committed.
+  trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
+  std::error_code ec;
+  if (fs::exists(trial.output_file, ec) &&
+      output_->follow(trial.index, trial.output_file, trial.record.value("output_offset", uint64_t{0})).ok()) {
+    drain_output(trial, /*final=*/true);
+  }
+  trial.orphan_process.reset();
+  adopt_orphan_checkpoints(trial);
+  // Not the trial's failure: the coordinator went away. It does not count as a restart.
+  if (trial.record.value("state", "") == "RUNNING") {
+    record_event("trial_interrupted", {{"trial", trial.index}});
+    set_trial_state(trial, trial.target > trial.validated_target ? "QUEUED" : "PAUSED");
+  }
+  if (trial.closed) {
+    trial.finished = true;
+    set_trial_state(trial, trial.target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+    close_in_searcher(trial);
+  }
+}
+
+void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
+  const fs::path dir = store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "orphans";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    auto marker = read_file(entry.path() / "cairn_orphan.json");
+    Json m = marker.ok() ? Json::parse(*marker, nullptr, false) : Json();
+    // Without its marker (written last) the checkpoint may be partial: never offered.
+    if (!m.is_object() || !m.contains("step") || !m["step"].is_number_integer()) continue;
+    if (m.value("world_size", 1) > 1) continue;  // multi-rank orphans: not adopted yet
+    complete.emplace_back(m["step"].get<int64_t>(), entry.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  for (const auto& [step, path] : complete) {
+    if (step <= trial.latest_checkpoint_step) continue;
+    auto marker = Json::parse(*read_file(path / "cairn_orphan.json"), nullptr, false);
+    for (const auto& f : fs::directory_iterator(path, ec))
+      if (f.path().filename().string().starts_with("cairn_orphan")) fs::remove(f.path(), ec);
+    uint64_t new_bytes = 0;
+    auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes);
+    if (!manifest.ok()) {
+      terminal_.warn("warning: trial " + trial_id(trial.index) + ": orphaned checkpoint at step " +
+                     std::to_string(step) + " not adopted: " + manifest.status().message());
+      continue;
+    }
+    register_checkpoint(trial, *manifest, step, new_bytes, marker.value("metadata", Json::object()));
+    terminal_.note("trial " + trial_id(trial.index) + ": adopted the checkpoint it took at step " +
+                   std::to_string(step) + " while cairn was away");
+  }
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace cairn

@@ -1,0 +1,66 @@
+// Which checkpoints to keep (SPEC §5, `checkpoint.keep_*`): the union of each trial's
+// latest, each trial's best, the experiment's best, and the checkpoints a trial that is not
+// finished would resume from. Everything else may be deleted (store/garbage_collector.h).
+//
+// Order, so that ties are decided the same way every time:
+//   latest  more steps first; equal steps: smaller id first.
+//   best    better metric first; equal metric: fewer steps first (the earlier checkpoint
+//           reached it), then smaller id first.
+// Only a finite number under the searcher's metric makes a checkpoint a candidate for best;
+// a checkpoint without one is never "best" (it may still be a trial's latest).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "store/experiment_db.h"
+
+namespace cairn {
+
+struct RetentionPolicy {
+  int keep_trial_latest = 1;  // 0: this rule keeps nothing
+  int keep_trial_best = 1;
+  int keep_experiment_best = 0;
+  std::string metric;  // the searcher's metric
+  bool smaller_is_better = true;
+
+  // From the experiment record's "config" (the user's config as JSON): the checkpoint.keep_*
+  // keys and searcher.metric / smaller_is_better, with SPEC §2's defaults where absent.
+  static RetentionPolicy from_config(const Json& config);
+};
+
+struct CheckpointSummary {
+  std::string id;
+  int64_t trial = 0;  // the trial's index within its experiment
+  int64_t steps_completed = 0;
+  Json metrics = Json::object();  // validation metrics at that step, if any
+
+  // From a stored `ckpt/` record.
+  static CheckpointSummary from_record(const Json& record);
+};
+
+struct RetentionDecision {
+  std::set<std::string> keep;
+  std::set<std::string> remove;  // every input id not in `keep`
+};
+
+// Pure: decides from its arguments alone. `pinned` ids are kept whatever the policy says
+// (the checkpoints queued, running and paused trials resume from); pinned ids that are not
+// among `checkpoints` are ignored.
+RetentionDecision decide_retention(const RetentionPolicy& policy,
+                                   const std::vector<CheckpointSummary>& checkpoints,
+                                   const std::set<std::string>& pinned);
+
+// The checkpoints of an experiment that retention would delete now, read from its database
+// (the writer's, or a reader's). Live checkpoints (not deleted or being deleted) are judged
+// by the policy in the experiment's config; pinned are, for each trial in QUEUED, RUNNING or
+// PAUSED state, its newest usable checkpoints (all of those at its highest step, and its
+// `latest_checkpoint`). Checkpoints marked corrupt are never restored, so they go too.
+Result<std::vector<std::string>> checkpoints_to_delete(const ExperimentDb& db);
+
+}  // namespace cairn
