@@ -9,6 +9,7 @@
 #include "common/build_info.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
+#include "engine/searcher.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 
@@ -58,6 +59,8 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   if (!config.ok()) return fail(config.status());
   if (!opts.name.empty()) config->name = opts.name;
   if (opts.slots < 0) return fail(Status::BadInput("--slots: must be a positive number"));
+  // Searcher settings only a searcher can judge are checked before anything is created.
+  if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&

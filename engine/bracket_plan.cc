@@ -14,8 +14,12 @@ constexpr double kTolerance = 1e-9;
 constexpr int kMaxHyperbandBrackets = 100;
 constexpr double kMaxHyperbandTrials = 100'000;
 
-int64_t floor_units(double x) { return static_cast<int64_t>(std::floor(x * (1 + kTolerance))); }
-double ceil_count(double x) { return std::ceil(x * (1 - kTolerance)); }
+int64_t floor_units(double x) {
+  return static_cast<int64_t>(std::floor(x * (1 + kTolerance)));
+}
+double ceil_count(double x) {
+  return std::ceil(x * (1 - kTolerance));
+}
 
 std::string number(double x) {
   char text[32];
@@ -116,8 +120,8 @@ Result<std::vector<BracketPlan>> hyperband_plan(const SearcherConfig& config) {
   const int s_max =
       floor_log(static_cast<double>(config.max_length) / config.min_length, config.divisor);
   const std::string shape = "hyperband with max_length " + std::to_string(config.max_length) +
-                            ", min_length " + std::to_string(config.min_length) +
-                            " and divisor " + number(eta);
+                            ", min_length " + std::to_string(config.min_length) + " and divisor " +
+                            number(eta);
   if (s_max + 1 > kMaxHyperbandBrackets) {
     return Status::BadInput("searcher.divisor: " + shape + " has " + std::to_string(s_max + 1) +
                             " brackets, more than " + std::to_string(kMaxHyperbandBrackets) +

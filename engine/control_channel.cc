@@ -24,21 +24,14 @@ bool ControlConnection::read_available() {
   }
 }
 
-std::vector<Json> ControlConnection::take_messages() {
-  std::vector<Json> out;
+std::vector<std::string> ControlConnection::take_lines() {
+  std::vector<std::string> out;
   size_t start = 0;
   for (;;) {
     size_t nl = in_.find('\n', start);
     if (nl == std::string::npos) break;
-    std::string_view line(in_.data() + start, nl - start);
+    if (nl > start) out.emplace_back(in_, start, nl - start);
     start = nl + 1;
-    if (line.empty()) continue;
-    Json j = Json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      out.push_back(Json{{"type", "malformed"}, {"line", std::string(line.substr(0, 200))}});
-    } else {
-      out.push_back(std::move(j));
-    }
   }
   in_.erase(0, start);
   return out;

@@ -21,8 +21,8 @@ class ControlConnection {
 
   // Reads what is available. Returns false when the peer closed or the socket failed.
   bool read_available();
-  // Complete lines received so far, parsed; malformed lines become a `{"type":"malformed"}`.
-  std::vector<Json> take_messages();
+  // Complete lines received so far, without their newline.
+  std::vector<std::string> take_lines();
   void send(const Json& message);
   // Writes what the socket accepts now. Returns false when the peer is gone.
   bool flush();

@@ -98,8 +98,20 @@ Status Coordinator::commit() {
   return Status::Ok();
 }
 
+int trial_concurrency(const ExperimentConfig& config, int slots) {
+  int concurrency = std::max(1, slots / std::max(1, config.resources.slots_per_trial));
+  if (config.searcher.max_concurrent_trials > 0)
+    concurrency = std::min(concurrency, config.searcher.max_concurrent_trials);
+  return concurrency;
+}
+
 Status Coordinator::start() {
-  auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>());
+  // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
+  // state: fixed when the experiment is created and reused on every resume.
+  if (!experiment_.contains("concurrency"))
+    experiment_["concurrency"] = trial_concurrency(config_, options_.slots);
+  auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
+                                experiment_["concurrency"].get<int>());
   if (!searcher.ok()) return searcher.status();
   searcher_ = std::move(*searcher);
   auto listener =

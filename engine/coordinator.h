@@ -36,6 +36,10 @@ struct CoordinatorOptions {
   bool resume = false;          // continue an experiment from its records and event log
 };
 
+// How many trials run at once: the slots divided among trials, capped by
+// searcher.max_concurrent_trials.
+int trial_concurrency(const ExperimentConfig& config, int slots);
+
 class Coordinator {
  public:
   Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db, ExperimentConfig config,
@@ -66,6 +70,8 @@ class Coordinator {
   void poll_once();
   void accept_connections();
   void read_connection(int fd);
+  void handle_line(ControlConnection& conn, const std::string& line);
+  void store_training_batch(Trial& trial, std::string_view batch_json);
   void handle_message(ControlConnection& conn, const Json& msg);
   void dispatch_message(ControlConnection& conn, const Json& msg);
   void handle_hello(ControlConnection& conn, const Json& msg);
@@ -109,6 +115,7 @@ class Coordinator {
   bool batch_needs_sync_ = false;
   std::vector<std::pair<int, Json>> deferred_replies_;  // (connection fd, message)
   int64_t next_event_seq_ = 1;
+  int64_t next_training_batch_seq_ = 1;
   int interrupts_ = 0;
   bool pausing_ = false;
   bool canceling_ = false;

@@ -23,7 +23,7 @@ void Coordinator::read_connection(int fd) {
   if (it == connections_.end()) return;
   ControlConnection& conn = *it->second;
   const bool open = conn.read_available();
-  for (const Json& msg : conn.take_messages()) handle_message(conn, msg);
+  for (const std::string& line : conn.take_lines()) handle_line(conn, line);
   if (!open) {
     if (Trial* trial = trial_by_index(conn.trial); trial && trial->connection_fd == fd) {
       trial->connection_fd = -1;

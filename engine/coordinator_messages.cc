@@ -28,6 +28,26 @@ bool is_step(const Json& msg) {
 
 }  // namespace
 
+void Coordinator::handle_line(ControlConnection& conn, const std::string& line) {
+  // Training reports are most of the traffic: the SDKs put "type" first, so a batch is
+  // recognised without parsing it and stored exactly as sent. Readers parse it.
+  static constexpr std::string_view kTrainingPrefix = R"({"type":"training")";
+  if (conn.trial > 0 && std::string_view(line).starts_with(kTrainingPrefix)) {
+    if (Trial* trial = trial_by_index(conn.trial)) store_training_batch(*trial, line);
+    return;
+  }
+  Json msg = Json::parse(line, nullptr, false);
+  if (msg.is_discarded() || !msg.is_object()) {
+    reply(conn, Json{{"type", "error"}, {"message", "malformed message: " + line.substr(0, 200)}});
+    return;
+  }
+  handle_message(conn, msg);
+}
+
+void Coordinator::store_training_batch(Trial& trial, std::string_view batch_json) {
+  batch_.put(schema::training_batch_key(trial.index, next_training_batch_seq_++), batch_json);
+}
+
 void Coordinator::handle_message(ControlConnection& conn, const Json& msg) {
   // A trial's message with a field of an unexpected type must not take the coordinator down:
   // nlohmann reports those as exceptions, which stop here and become an error reply.
@@ -117,19 +137,9 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
 }
 
 void Coordinator::handle_training(Trial& trial, const Json& msg) {
+  // Only a client that does not put "type" first gets here (see handle_line).
   if (!msg.contains("reports") || !msg["reports"].is_array()) return;
-  int64_t steps = trial.record.value("steps_completed", int64_t{0});
-  for (const Json& report : msg["reports"]) {
-    if (!is_step(report) || !report.contains("metrics")) continue;
-    const int64_t step = report["step"].get<int64_t>();
-    batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kTraining, step),
-                    report["metrics"]);
-    steps = std::max(steps, step);
-  }
-  if (steps != trial.record.value("steps_completed", int64_t{0})) {
-    trial.record["steps_completed"] = steps;
-    trial.dirty = true;
-  }
+  store_training_batch(trial, msg.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const Json& msg) {
@@ -247,6 +257,7 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   batch_.put_json(schema::checkpoint_key(manifest.id), record);
   trial.record["latest_checkpoint"] = manifest.id;
   trial.record["latest_checkpoint_steps"] = step;
+  trial.record["steps_completed"] = std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.latest_checkpoint_step = step;
   trial.dirty = true;
   record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});

@@ -48,6 +48,11 @@ Status Coordinator::replay_searcher() {
 Status Coordinator::load_for_resume() {
   Status replayed = replay_searcher();
   if (!replayed.ok()) return replayed;
+  Status batches = db_->scan(schema::kTrainingBatchPrefix, [&](std::string_view key, std::string_view) {
+    next_training_batch_seq_ = std::max(next_training_batch_seq_, schema::key_suffix_number(std::string(key)) + 1);
+    return true;
+  });
+  if (!batches.ok()) return batches;
   Status bad = Status::Ok();
   Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
     Json record = Json::parse(value, nullptr, false);

@@ -43,8 +43,8 @@ void HalvingSearcher::create_while_room(Actions& out) {
     ++busy_;
     trials_.push_back(Trial{index, 0, true, false, false});
     const auto trial = static_cast<int64_t>(trials_.size());
-    out.push_back(
-        SearcherAction::create(trial, sample_hparams(specs_, seed_, trial), trial_seed(seed_, trial)));
+    out.push_back(SearcherAction::create(trial, sample_hparams(specs_, seed_, trial),
+                                         trial_seed(seed_, trial)));
     out.push_back(SearcherAction::train(trial, b.rungs[0].length()));
   }
 }
@@ -113,6 +113,13 @@ void HalvingSearcher::close(const std::vector<int64_t>& trials, Actions& out) {
   }
 }
 
+std::vector<SearcherAction> HalvingSearcher::set_concurrency(int concurrency) {
+  concurrency_ = std::max(concurrency, 1);
+  Actions out;
+  create_while_room(out);
+  return out;
+}
+
 bool HalvingSearcher::finished() const {
   return static_cast<int64_t>(trials_.size()) == planned_ && closed_ == planned_;
 }
@@ -134,12 +141,9 @@ Json HalvingSearcher::describe() const {
                             {"trials_created", b.created},
                             {"rungs", std::move(rungs)}});
   }
-  return Json{{"searcher", name_},
-              {"trials_planned", planned_},
-              {"trials_created", trials_.size()},
-              {"trials_closed", closed_},
-              {"best", best_.describe()},
-              {"brackets", std::move(brackets)}};
+  return Json{
+      {"searcher", name_},        {"trials_planned", planned_}, {"trials_created", trials_.size()},
+      {"trials_closed", closed_}, {"best", best_.describe()},   {"brackets", std::move(brackets)}};
 }
 
 }  // namespace cairn

@@ -24,6 +24,7 @@ class HalvingSearcher : public Searcher {
   bool finished() const override;
   // Adds "brackets" to the common fields; docs/search.md shows the shape.
   Json describe() const override;
+  std::vector<SearcherAction> set_concurrency(int concurrency) override;
 
  protected:
   using Actions = std::vector<SearcherAction>;
@@ -37,8 +38,8 @@ class HalvingSearcher : public Searcher {
     bool all_created() const { return created == plan.trials; }
   };
 
-  HalvingSearcher(std::string name, const ExperimentConfig& config, uint64_t seed,
-                  int concurrency, std::vector<BracketPlan> plan);
+  HalvingSearcher(std::string name, const ExperimentConfig& config, uint64_t seed, int concurrency,
+                  std::vector<BracketPlan> plan);
 
   // `rung` of `brackets()[bracket]` changed: a trial completed it, errored on its way to it,
   // or ended while waiting in it.

@@ -10,8 +10,7 @@ std::vector<BracketPlan> plan_or_nothing(const SearcherConfig& config) {
 
 }  // namespace
 
-HyperbandSearcher::HyperbandSearcher(const ExperimentConfig& config, uint64_t seed,
-                                     int concurrency)
+HyperbandSearcher::HyperbandSearcher(const ExperimentConfig& config, uint64_t seed, int concurrency)
     : HalvingSearcher("hyperband", config, seed, concurrency, plan_or_nothing(config.searcher)) {
   decided_.assign(brackets().size(), 0);
 }

@@ -118,7 +118,8 @@ void BestValidation::offer(int64_t trial, int64_t length, double metric, double 
 
 Json BestValidation::describe() const {
   if (!best_) return nullptr;
-  return Json{{"trial", best_->trial}, {"length", best_->length}, {"metric", metric_json(best_->metric)}};
+  return Json{
+      {"trial", best_->trial}, {"length", best_->length}, {"metric", metric_json(best_->metric)}};
 }
 
 }  // namespace cairn

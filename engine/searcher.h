@@ -51,6 +51,14 @@ class Searcher {
   // The searcher's own view for `cairn show` and `cairn watch` (docs/search.md has the
   // shape): brackets, rungs, promotions, best so far. Empty when there is nothing to add.
   virtual Json describe() const { return Json::object(); }
+  // From now on keep `concurrency` trials busy (values below 1 count as 1); answers with the
+  // trials a larger value lets it create at once. The concurrency shapes which trials exist
+  // when, so it is part of the call sequence: rebuild a searcher with the concurrency it was
+  // made with, and log a change like any other call, to replay it at the same point.
+  virtual std::vector<SearcherAction> set_concurrency(int concurrency) {
+    (void)concurrency;
+    return {};
+  }
 };
 
 // REQUIRES: `config` validated. `concurrency` is how many trials the coordinator can run at

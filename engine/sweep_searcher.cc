@@ -14,12 +14,13 @@ SweepSearcher::SweepSearcher(std::string name, const SearcherConfig& config, uin
       concurrency_(std::max(concurrency, 1)),
       total_(total) {}
 
-std::vector<SearcherAction> SweepSearcher::start() { return create_while_room(); }
+std::vector<SearcherAction> SweepSearcher::start() {
+  return create_while_room();
+}
 
 std::vector<SearcherAction> SweepSearcher::create_while_room() {
   std::vector<SearcherAction> actions;
-  while (created_ < total_ &&
-         created_ - static_cast<int64_t>(closed_.size()) < concurrency_) {
+  while (created_ < total_ && created_ - static_cast<int64_t>(closed_.size()) < concurrency_) {
     const int64_t index = ++created_;
     actions.push_back(SearcherAction::create(index, hparams_of(index), trial_seed(seed_, index)));
     actions.push_back(SearcherAction::train(index, config_.max_length));
@@ -38,6 +39,11 @@ std::vector<SearcherAction> SweepSearcher::on_validation(int64_t trial, int64_t 
 
 std::vector<SearcherAction> SweepSearcher::on_trial_closed(int64_t trial) {
   if (trial < 1 || trial > created_ || !closed_.insert(trial).second) return {};
+  return create_while_room();
+}
+
+std::vector<SearcherAction> SweepSearcher::set_concurrency(int concurrency) {
+  concurrency_ = std::max(concurrency, 1);
   return create_while_room();
 }
 

@@ -18,6 +18,7 @@ class SweepSearcher : public Searcher {
   std::vector<SearcherAction> on_trial_closed(int64_t trial) override;
   bool finished() const override { return closed_.size() == static_cast<size_t>(total_); }
   Json describe() const override;
+  std::vector<SearcherAction> set_concurrency(int concurrency) override;
 
  protected:
   SweepSearcher(std::string name, const SearcherConfig& config, uint64_t seed, int concurrency,

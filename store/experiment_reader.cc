@@ -1,6 +1,7 @@
 #include "store/experiment_reader.h"
 
 #include <algorithm>
+#include <map>
 
 namespace cairn {
 
@@ -50,8 +51,38 @@ Result<Json> ExperimentReader::trial(int64_t index) const {
   return std::move(**j);
 }
 
+Result<std::vector<MetricPoint>> ExperimentReader::training_metrics(int64_t trial) const {
+  // Batches are visited in the order they were stored; a step reported again (after a
+  // restart re-trained it) replaces the earlier report, so each step appears once.
+  std::map<int64_t, Json> by_step;
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::training_batch_prefix(trial), [&](std::string_view key,
+                                                                   std::string_view value) {
+    Json batch = Json::parse(value, nullptr, false);
+    if (batch.is_discarded() || !batch.is_object() || !batch.contains("reports") ||
+        !batch["reports"].is_array()) {
+      bad = Status::Corrupt("store corrupt: training batch " + std::string(key) + " is malformed");
+      return false;
+    }
+    for (Json& report : batch["reports"]) {
+      if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer() ||
+          !report.contains("metrics"))
+        continue;
+      by_step[report["step"].get<int64_t>()] = std::move(report["metrics"]);
+    }
+    return true;
+  });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  std::vector<MetricPoint> out;
+  out.reserve(by_step.size());
+  for (auto& [step, metrics] : by_step) out.push_back({step, std::move(metrics)});
+  return out;
+}
+
 Result<std::vector<MetricPoint>> ExperimentReader::metrics(int64_t trial,
                                                            schema::MetricKind kind) const {
+  if (kind == schema::MetricKind::kTraining) return training_metrics(trial);
   std::vector<MetricPoint> out;
   Status bad = Status::Ok();
   Status st = db_->scan(

@@ -31,6 +31,7 @@ class ExperimentReader {
   Result<Json> experiment() const;
   Result<std::vector<Json>> trials() const;
   Result<Json> trial(int64_t index) const;
+  // A metric series in step order, one entry per step.
   Result<std::vector<MetricPoint>> metrics(int64_t trial, schema::MetricKind kind) const;
   // Checkpoint records, of one trial (trial > 0) or all, ordered by trial then step.
   Result<std::vector<Json>> checkpoints(int64_t trial = 0) const;
@@ -41,6 +42,7 @@ class ExperimentReader {
   const ExperimentDb& db() const { return *db_; }
 
  private:
+  Result<std::vector<MetricPoint>> training_metrics(int64_t trial) const;
   int64_t id_ = 0;
   std::unique_ptr<ExperimentDb> db_;
 };

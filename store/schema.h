@@ -3,7 +3,10 @@
 //
 //   experiment                          the experiment: id, name, state, config, seed, …
 //   trial/<trial:8>                     a trial: id "7.3", state, hparams, seed, steps, …
-//   metric/<trial:8>/t/<step:12>        training metrics reported at a step
+//   tbatch/<trial:8>/<seq:12>           a batch of training reports, stored as the trial sent
+//                                       it ({"reports": [{"step", "metrics"}, …]}); readers
+//                                       merge batches in order, a later report of a step
+//                                       replacing an earlier one
 //   metric/<trial:8>/v/<step:12>        validation metrics reported at a step
 //   ckpt/<sha256>                       a registered checkpoint: trial, steps, metrics, bytes
 //   log/<trial:8>/<rank:4>/<seq:12>     a chunk of a rank's stdout+stderr, in order
@@ -27,6 +30,9 @@ enum class MetricKind : char { kTraining = 't', kValidation = 'v' };
 std::string trial_key(int64_t trial);
 std::string metric_prefix(int64_t trial, MetricKind kind);
 std::string metric_key(int64_t trial, MetricKind kind, int64_t step);
+inline constexpr const char* kTrainingBatchPrefix = "tbatch/";
+std::string training_batch_prefix(int64_t trial);
+std::string training_batch_key(int64_t trial, int64_t seq);
 std::string checkpoint_key(const std::string& id);
 std::string log_prefix(int64_t trial, int rank);
 std::string log_key(int64_t trial, int rank, int64_t seq);

@@ -21,7 +21,8 @@ entrypoint: python3 train.py
 hyperparameters:
   x: {type: double, minval: 0, maxval: 1}
   y: {type: int, minval: 1, maxval: 100}
-searcher: {name: asha, metric: loss, divisor: 3, )" + searcher + "}\n");
+searcher: {name: asha, metric: loss, divisor: 3, )" +
+                                  searcher + "}\n");
 }
 
 double loss_of(const Json& h, int64_t length) {
@@ -40,7 +41,8 @@ std::string summary(const InstantTrials& sim, int64_t max_length) {
   std::string out;
   for (const auto& [first, rungs] : pops) {
     out += std::to_string(first) + ":";
-    for (const auto& [length, n] : rungs) out += " " + std::to_string(n) + "@" + std::to_string(length);
+    for (const auto& [length, n] : rungs)
+      out += " " + std::to_string(n) + "@" + std::to_string(length);
     out += " | ";
   }
   out += "units=" + std::to_string(sim.units) + " | at " + std::to_string(max_length) + ":";
@@ -98,20 +100,19 @@ void check_goldens(const std::string& searcher, int64_t max_length, size_t trial
 }
 
 TEST_CASE("asha golden tables: 16 trials, rungs 1, 3, 9, every mode") {
-  check_goldens("max_length: 9, max_rungs: 3, max_trials: 16", 9, 16,
-                {
-                    // One bracket of 16: early promotions send 6 (not ⌊16/3⌋) on to 3 units.
-                    {"aggressive", 1, "1: 16@1 6@3 2@9 | units=40 | at 9: 4 10"},
-                    {"aggressive", 4, "1: 16@1 6@3 2@9 | units=40 | at 9: 4 10"},
-                    // Brackets of 3 and 2 rungs: 11 + 5 trials.
-                    {"standard", 1, "1: 11@1 3@3 1@9 | 3: 5@3 1@9 | units=44 | at 9: 2 4"},
-                    {"standard", 4, "1: 11@1 3@3 1@9 | 3: 5@3 1@9 | units=44 | at 9: 2 4"},
-                    // Brackets of 3, 2 and 1 rungs: 10 + 4 + 2 trials.
-                    {"conservative", 1,
-                     "1: 10@1 3@3 1@9 | 3: 4@3 1@9 | 9: 2@9 | units=58 | at 9: 3 4 6 11"},
-                    {"conservative", 4,
-                     "1: 10@1 3@3 1@9 | 3: 4@3 1@9 | 9: 2@9 | units=58 | at 9: 3 4 6 11"},
-                });
+  check_goldens(
+      "max_length: 9, max_rungs: 3, max_trials: 16", 9, 16,
+      {
+          // One bracket of 16: early promotions send 6 (not ⌊16/3⌋) on to 3 units.
+          {"aggressive", 1, "1: 16@1 6@3 2@9 | units=40 | at 9: 4 10"},
+          {"aggressive", 4, "1: 16@1 6@3 2@9 | units=40 | at 9: 4 10"},
+          // Brackets of 3 and 2 rungs: 11 + 5 trials.
+          {"standard", 1, "1: 11@1 3@3 1@9 | 3: 5@3 1@9 | units=44 | at 9: 2 4"},
+          {"standard", 4, "1: 11@1 3@3 1@9 | 3: 5@3 1@9 | units=44 | at 9: 2 4"},
+          // Brackets of 3, 2 and 1 rungs: 10 + 4 + 2 trials.
+          {"conservative", 1, "1: 10@1 3@3 1@9 | 3: 4@3 1@9 | 9: 2@9 | units=58 | at 9: 3 4 6 11"},
+          {"conservative", 4, "1: 10@1 3@3 1@9 | 3: 4@3 1@9 | 9: 2@9 | units=58 | at 9: 3 4 6 11"},
+      });
 }
 
 TEST_CASE("asha golden tables: 40 trials, rungs 1, 3, 9, 27, every mode") {

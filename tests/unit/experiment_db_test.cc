@@ -63,6 +63,8 @@ TEST_CASE("one writer, many readers: readers see committed records and catch up"
   REQUIRE(series.ok());
   REQUIRE(series->size() == 12);
   CHECK((*series)[9].step == 10);  // numeric order, not string order
+  CHECK((*series)[10].metrics["loss"] == 42.0);
+  CHECK((*series)[11].metrics["loss"] == 1.0 / 12);
 
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "COMPLETED"}});
   REQUIRE((*writer)->commit(batch, true).ok());

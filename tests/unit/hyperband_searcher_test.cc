@@ -82,7 +82,11 @@ TEST_CASE("hyperband R=81 eta=3: 5 brackets, 143 trials, SPEC's rung populations
                               {81, {{81, 5}}}});
     // Created bracket by bracket, the most aggressive first, whatever the concurrency.
     for (int64_t trial = 1; trial <= 143; ++trial) {
-      const int64_t first = trial <= 81 ? 1 : trial <= 115 ? 3 : trial <= 130 ? 9 : trial <= 138 ? 27 : 81;
+      const int64_t first = trial <= 81    ? 1
+                            : trial <= 115 ? 3
+                            : trial <= 130 ? 9
+                            : trial <= 138 ? 27
+                                           : 81;
       CHECK(sim.asked[trial].front() == first);
     }
     check_promoted_are_best(sim, pops);
@@ -175,8 +179,8 @@ searcher: {name: hyperband, metric: acc, smaller_is_better: false, max_length: 9
     last = testing::describe_actions(searcher.on_validation(trial, 1, 0.1 * trial));
   // Rung 1 decides: the best three alive (9, 8, 7) go on; the others close, best first;
   // trial 1, already gone, gets nothing. Three trials now train: nothing new is created.
-  CHECK(last == std::vector<std::string>{"train 9 to 3", "train 8 to 3", "train 7 to 3",
-                                         "close 6", "close 5", "close 4", "close 3", "close 2"});
+  CHECK(last == std::vector<std::string>{"train 9 to 3", "train 8 to 3", "train 7 to 3", "close 6",
+                                         "close 5", "close 4", "close 3", "close 2"});
 }
 
 }  // namespace cairn

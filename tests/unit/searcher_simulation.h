@@ -71,9 +71,7 @@ class InstantTrials {
       : searcher_(searcher), concurrency_(concurrency), metric_(std::move(metric)) {}
 
   // True when `trial` errors out on its way to `length` instead of validating.
-  std::function<bool(int64_t trial, int64_t length)> fails = [](int64_t, int64_t) {
-    return false;
-  };
+  std::function<bool(int64_t trial, int64_t length)> fails = [](int64_t, int64_t) { return false; };
 
   void run(int64_t max_calls = 1'000'000) {
     const std::vector<SearcherAction> first = searcher_.start();

@@ -106,8 +106,9 @@ TEST_CASE("grid: the cartesian product in sorted key order, the first key slowes
   }
   CHECK(distinct.size() == 324);
   const Json& first = sim.hparams[1];
-  CHECK(first.dump() ==
-        R"({"arch":{"depth":1,"width":0},"batch_size":64,"dropout":0.0,"layers":1,"lr":0.001,"optimizer":"sgd"})");
+  CHECK(
+      first.dump() ==
+      R"({"arch":{"depth":1,"width":0},"batch_size":64,"dropout":0.0,"layers":1,"lr":0.001,"optimizer":"sgd"})");
   CHECK(sim.hparams[2]["optimizer"] == "adam");  // the last key varies fastest
   CHECK(sim.hparams[3]["lr"].get<double>() == doctest::Approx(0.01));
   CHECK(sim.hparams[3]["optimizer"] == "sgd");
