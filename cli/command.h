@@ -57,6 +57,8 @@ void add_export(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_pause(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_kill(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_best(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_watch(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_version(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);

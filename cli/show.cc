@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/search_view.h"
 #include "cli/table.h"
 
 namespace cairn::cli {
@@ -41,6 +42,7 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
            {"trials", Json::array()},
            {"best_trial", exp.value("best_trial", Json(nullptr))}};
   for (const Json& t : trials) out["trials"].push_back(trial_json(t));
+  if (exp.contains("searcher_state")) out["searcher_state"] = exp["searcher_state"];
   return out;
 }
 
@@ -66,6 +68,7 @@ int show_experiment(ExperimentReader& reader, bool json) {
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
   if (exp->contains("best_trial"))
     std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
+  print_search_state(std::cout, exp->value("searcher_state", Json()), std::to_string(exp->value("id", 0)));
   std::cout << "\n";
   Table table({"TRIAL", "STATE", "STEPS", "RESTARTS", "BEST VALIDATION", "HPARAMS"});
   for (const Json& t : *trials)

@@ -78,6 +78,12 @@ void Coordinator::set_trial_state(Trial& trial, const char* state) {
 }
 
 Status Coordinator::commit() {
+  if (searcher_changed_ && searcher_) {
+    // What `show` and `watch` display of the search: brackets, rungs, best so far.
+    experiment_["searcher_state"] = searcher_->describe();
+    batch_.put_json(schema::kExperiment, experiment_);
+    searcher_changed_ = false;
+  }
   for (auto& [index, trial] : trials_) {
     if (!trial->dirty) continue;
     batch_.put_json(schema::trial_key(index), trial->record);
@@ -145,6 +151,7 @@ void Coordinator::close_in_searcher(Trial& trial) {
 }
 
 void Coordinator::apply(const std::vector<SearcherAction>& actions) {
+  searcher_changed_ = true;
   for (const SearcherAction& action : actions) {
     switch (action.kind) {
       case SearcherAction::Kind::kCreateTrial: {

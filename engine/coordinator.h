@@ -119,6 +119,7 @@ class Coordinator {
   int interrupts_ = 0;
   bool pausing_ = false;
   bool canceling_ = false;
+  bool searcher_changed_ = false;  // its describe() is saved with the experiment record
   Status fatal_ = Status::Ok();
 };
 

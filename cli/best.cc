@@ -1,0 +1,88 @@
+// `cairn best EXP [--checkpoint]`: the best trial's id, or the path of its best checkpoint
+// exported: one line, for scripts and Makefiles.
+#include <iostream>
+#include <optional>
+
+#include "cli/checkpoint_ref.h"
+#include "cli/command.h"
+#include "store/checkpoint_files.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The best trial by the searcher's metric, among trials with a finite best validation. While
+// the experiment runs this is the best so far.
+std::optional<std::string> best_trial(const Json& experiment, const std::vector<Json>& trials) {
+  const Json searcher = experiment["config"].value("searcher", Json::object());
+  const std::string metric = searcher.value("metric", "");
+  const bool smaller = searcher.value("smaller_is_better", true);
+  std::optional<std::string> best;
+  double best_value = 0;
+  for (const Json& t : trials) {
+    const Json bv = t.value("best_validation", Json());
+    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
+    const double v = bv[metric].get<double>();
+    if (!best || (smaller ? v < best_value : v > best_value)) {
+      best = t.value("id", "");
+      best_value = v;
+    }
+  }
+  return best;
+}
+
+int best(const GlobalOptions& global, const std::string& id_text, bool checkpoint) {
+  auto id = parse_id(id_text);
+  if (!id.ok()) return fail(id.status());
+  if (id->trial) return fail(Status::BadInput("best needs an experiment id, not a trial"));
+  auto store = open_store(global);
+  if (!store.ok()) return fail(store.status());
+  auto reader = ExperimentReader::open(*store, id->experiment);
+  if (!reader.ok()) return fail(reader.status());
+  auto exp = (*reader)->experiment();
+  if (!exp.ok()) return fail(exp.status());
+  auto trials = (*reader)->trials();
+  if (!trials.ok()) return fail(trials.status());
+  auto trial = best_trial(*exp, *trials);
+  if (!trial) return fail(Status::Failed("experiment " + id_text + " has no validated trial yet"));
+  if (!checkpoint) {
+    std::cout << *trial << "\n";
+    return 0;
+  }
+  auto ckpt = resolve_checkpoint(*store, *trial + "@best");
+  if (!ckpt.ok()) return fail(ckpt.status());
+  const std::string ckpt_id = ckpt->record["id"].get<std::string>();
+  // Exported once per checkpoint under the store, so repeated calls (make) are cheap and the
+  // path is stable.
+  const fs::path dir = store->root() / "exports" / ckpt_id;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    ObjectStore objects(store->objects());
+    auto manifest = load_manifest(objects, ckpt_id);
+    if (!manifest.ok()) return fail(manifest.status());
+    auto tmp = make_unique_dir(store->root() / "exports", "tmp-");
+    if (!tmp.ok()) return fail(tmp.status());
+    fs::remove(*tmp, ec);
+    Status st = materialize_checkpoint(objects, *manifest, *tmp);
+    if (!st.ok()) return fail(st);
+    fs::rename(*tmp, dir, ec);
+    if (ec && !fs::exists(dir)) return fail(Status::Io("cannot create " + dir.string() + ": " + ec.message()));
+    fs::remove_all(*tmp, ec);
+  }
+  std::cout << dir.string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_best(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto id = std::make_shared<std::string>();
+  auto checkpoint = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("best", "Print the best trial id (or its best checkpoint, exported)");
+  cmd->add_option("id", *id, "Experiment id")->required()->type_name("EXP");
+  cmd->add_flag("--checkpoint", *checkpoint, "Export the best trial's best checkpoint and print its path");
+  cmd->callback([&global, &outcome, id, checkpoint] { outcome.exit_code = best(global, *id, *checkpoint); });
+}
+
+}  // namespace cairn::cli
