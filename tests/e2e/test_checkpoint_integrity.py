@@ -1,0 +1,137 @@
+"""End to end: a corrupt checkpoint is detected on restore and the previous one used; a
+checkpoint that cannot be written (disk full) loses nothing."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+
+# Crashes once at CRASH_AT, after waiting for the test's go-ahead, so the test can tamper
+# with the store in between. Checkpoint payloads differ per step (no shared objects).
+TRAIN = r'''
+import json, os, random, sys, time
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+print("resumed-from", step, flush=True)
+if ctx.latest_checkpoint:
+    assert (ctx.latest_checkpoint / "weights.bin").read_bytes() == random.Random(step).randbytes(20000)
+    filler = os.environ.get("FILLER")
+    if filler and os.path.exists(filler):
+        os.remove(filler)  # the operator freed some disk
+crash_at = int(os.environ.get("CRASH_AT", "0"))
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if step == crash_at and not os.path.exists("crashed.marker"):
+            open("crashed.marker", "w").close()
+            open("ready.marker", "w").close()
+            while not os.path.exists("go.marker"):
+                time.sleep(0.02)
+            os._exit(7)
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "weights.bin").write_bytes(random.Random(step).randbytes(20000))
+                size = int(os.environ.get("BIG_AT_%d" % step, "0"))
+                if size:
+                    (path / "big.bin").write_bytes(b"x" * size)
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+'''
+
+
+class CheckpointIntegrityTest(CairnTestCase):
+    def test_flipped_byte_is_detected_and_the_previous_checkpoint_used(self):
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 8}\n"
+                   "checkpoint: {period: 2}\nmax_restarts: 2\nenvironment: {CRASH_AT: '5'}\n")
+        env = dict(os.environ, NO_COLOR="1")
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(proc.kill)
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "ready.marker")), what="the trial at step 5")
+        ckpts = self.cairn_json("checkpoints", "1.1", "--json")
+        self.assertEqual([c["steps_completed"] for c in ckpts], [2, 4])
+        objects = os.path.join(self.dir, ".cairn", "objects")
+        obj = lambda h: os.path.join(objects, h[:2], h[2:])
+        with open(obj(ckpts[-1]["id"])) as f:
+            manifest = json.load(f)
+        weights = [e for e in manifest["files"] if e["path"] == "weights.bin"][0]["sha256"]
+        os.chmod(obj(weights), 0o644)
+        with open(obj(weights), "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        open(os.path.join(self.dir, "go.marker"), "w").close()
+        out, _ = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertIn("is corrupt", out)
+        self.assertIn("falling back to the previous checkpoint", out)
+        self.assertIn("[1.1] resumed-from 2", out, "restored from the checkpoint before the corrupt one")
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        steps = [p["step"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        self.assertEqual(steps, list(range(1, 9)))
+        # The corrupt checkpoint is never offered again.
+        export = self.cairn("export", ckpts[-1]["id"][:12], os.path.join(self.dir, "out"))
+        self.assertNotEqual(export.returncode, 0)
+        self.assertIn("corrupt", export.stderr)
+
+    def test_disk_full_during_a_checkpoint_loses_nothing(self):
+        # A small file system of our own: a tmpfs in a user+mount namespace (no root needed).
+        probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.decode().strip())
+        self.write("train.py", TRAIN)
+        script = textwrap.dedent("""\
+            set -e
+            mkdir -p small && mount -t tmpfs -o size=4m tmpfs small
+            cp train.py small/ && cd small
+            cat > exp.yaml <<'EOF'
+            entrypoint: /usr/bin/python3 train.py
+            searcher: {name: single, metric: val_loss, max_length: 6}
+            checkpoint: {period: 2}
+            max_restarts: 2
+            environment: {BIG_AT_4: '3000000', FILLER: filler.bin}
+            EOF
+            "$CAIRN" run exp.yaml > ../run.out 2>&1 || echo "run exited $?" >> ../run.out
+            "$CAIRN" show 1.1 --json > ../show.json
+            "$CAIRN" metrics 1.1 --json > ../metrics.json
+            "$CAIRN" export 1.1@latest ../exported > /dev/null
+            """)
+        # Fill the disk so the step-4 checkpoint (3 MB) does not fit; the trial frees the
+        # filler when it restarts, as an operator would.
+        script = script.replace("cp train.py small/ && cd small",
+                                "cp train.py small/ && cd small && head -c 1500000 /dev/zero > filler.bin")
+        proc = subprocess.run(["unshare", "-rm", "bash", "-c", script], cwd=self.dir,
+                              env=dict(os.environ, CAIRN=CAIRN, NO_COLOR="1"), capture_output=True,
+                              text=True, timeout=300)
+        with open(os.path.join(self.dir, "run.out")) as f:
+            out = f.read()
+        self.assertEqual(proc.returncode, 0, proc.stderr + out)
+        self.assertIn("No space left on device", out, "the failure is reported")
+        self.assertIn("[1.1] resumed-from 2", out, "training goes on from the last good checkpoint")
+        with open(os.path.join(self.dir, "show.json")) as f:
+            trial = json.load(f)
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 1)
+        self.assertEqual([c["steps_completed"] for c in trial["checkpoints"]], [2, 4, 6])
+        with open(os.path.join(self.dir, "metrics.json")) as f:
+            steps = [p["step"] for p in json.load(f)["training"]]
+        self.assertEqual(steps, list(range(1, 7)))
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "exported", "weights.bin")))
+
+
+if __name__ == "__main__":
+    unittest.main()
