@@ -72,6 +72,9 @@ struct ExperimentConfig {
   SearcherConfig searcher;
   ResourcesConfig resources;
   int max_restarts = 3;  // >= 0
+  // Seconds a running trial may go without a message on its control channel (or output)
+  // before it is killed and counted as failed; 0: never.
+  int liveness_timeout = 0;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;                   // as written (relative to workdir)

@@ -14,10 +14,10 @@
 
 namespace cairn::config {
 
-inline constexpr std::array<std::string_view, 12> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 13> kTopLevelKeys = {
     "name",        "entrypoint",   "workdir",    "hyperparameters", "searcher",
     "resources",   "max_restarts", "checkpoint", "reproducibility", "data",
-    "environment", "notify"};
+    "environment", "notify",       "liveness_timeout"};
 inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
     "name",       "metric",     "smaller_is_better",
     "max_length", "max_trials", "max_concurrent_trials",

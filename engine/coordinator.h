@@ -63,6 +63,7 @@ class Coordinator {
                            uint64_t new_bytes, const Json& metadata);
   void close_in_searcher(Trial& trial);
   void cancel();
+  void check_liveness();
   void apply(const std::vector<SearcherAction>& actions);
   void schedule();
   Status start_trial(Trial& trial);

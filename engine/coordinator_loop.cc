@@ -43,7 +43,7 @@ void Coordinator::poll_once() {
     fds.push_back({fd, static_cast<short>(POLLIN | (conn->wants_write() ? POLLOUT : 0)), 0});
   fds.push_back({output_->fd(), POLLIN, 0});
 
-  int timeout_ms = 1000;
+  int timeout_ms = config_.liveness_timeout > 0 ? 250 : 1000;
   const auto now = Clock::now();
   for (auto& [index, trial] : trials_) {
     if (trial->orphan_process) timeout_ms = std::min(timeout_ms, 100);  // no SIGCHLD for those
@@ -76,6 +76,7 @@ void Coordinator::poll_once() {
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
   reap_children();
+  check_liveness();
 }
 
 bool Coordinator::finished() const {

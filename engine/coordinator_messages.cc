@@ -32,6 +32,7 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
   // Training reports are most of the traffic: the SDKs put "type" first, so a batch is
   // recognised without parsing it and stored exactly as sent. Readers parse it.
   static constexpr std::string_view kTrainingPrefix = R"({"type":"training")";
+  if (Trial* heard = trial_by_index(conn.trial)) heard->last_heard = Clock::now();
   if (conn.trial > 0 && std::string_view(line).starts_with(kTrainingPrefix)) {
     if (Trial* trial = trial_by_index(conn.trial)) store_training_batch(*trial, line);
     return;

@@ -128,6 +128,7 @@ Status Coordinator::start_trial(Trial& trial) {
   if (!process.ok()) return process.status();
 
   trial.process.emplace(std::move(*process));
+  trial.last_heard = Clock::now();
   Status followed = output_->follow(trial.index, trial.output_file,
                                     trial.record.value("output_offset", uint64_t{0}));
   if (!followed.ok()) terminal_.warn("warning: " + followed.message());
@@ -151,6 +152,7 @@ Status Coordinator::start_trial(Trial& trial) {
 }
 
 void Coordinator::log_output(Trial& trial, std::string_view chunk) {
+  trial.last_heard = Clock::now();
   batch_.put(schema::log_key(trial.index, 0, ++trial.log_seq), chunk);
   trial.partial_line.append(chunk);
   size_t start = 0;
@@ -202,6 +204,11 @@ void Coordinator::reap_children() {
 
 void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   trial.process.reset();
+  if (trial.liveness_killed) {
+    trial.liveness_killed = false;
+    info.code = 0;
+    info.signal = SIGKILL;
+  }
   if (trial.connection_fd >= 0) connections_.erase(trial.connection_fd);
   trial.connection_fd = -1;
   trial.pending_operation_seq.reset();
@@ -283,6 +290,20 @@ void Coordinator::request_stop(Trial& trial, const char* reason) {
     it->second->flush();
   }
   answer_pending_operation(trial);
+}
+
+void Coordinator::check_liveness() {
+  if (config_.liveness_timeout <= 0) return;
+  const auto limit = std::chrono::seconds(config_.liveness_timeout);
+  for (auto& [index, trial] : trials_) {
+    if (!trial->running() || trial->liveness_killed || Clock::now() - trial->last_heard < limit) continue;
+    terminal_.warn("trial " + trial_id(index) + " sent nothing for " + std::to_string(config_.liveness_timeout) +
+                   " s (liveness_timeout): killing it");
+    log_output(*trial, "cairn: error: no message or output for " + std::to_string(config_.liveness_timeout) +
+                           " s (liveness_timeout); the trial was killed\n");
+    trial->liveness_killed = true;
+    trial->process->signal_group(SIGKILL);
+  }
 }
 
 void Coordinator::cancel() {

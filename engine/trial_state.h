@@ -38,6 +38,8 @@ struct Coordinator::Trial {
   std::optional<Json> orphan_process;
   std::deque<std::string> tail;                  // the last lines, for failure reports
   int64_t log_seq = 0;
+  Clock::time_point last_heard{};
+  bool liveness_killed = false;  // the last message or output from the running process
   int64_t latest_checkpoint_step = -1;
 
   bool running() const { return process.has_value(); }

@@ -172,6 +172,17 @@ class RunTest(CairnTestCase):
         self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3, 4, 5, 6],
                          "every step is recorded exactly once across the restart")
 
+    def test_silent_trial_is_killed_after_liveness_timeout(self):
+        self.write("hang.py", "import cairn, time\nctx = cairn.init()\nprint('hanging', flush=True)\ntime.sleep(3600)\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 hang.py\nsearcher: {name: single, metric: m, max_length: 1}\n"
+                   "max_restarts: 0\nliveness_timeout: 1\n")
+        run = self.cairn("run", "exp.yaml", timeout=60)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("liveness_timeout", run.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "ERROR")
+        self.assertIn("liveness_timeout", self.cairn("logs", "1.1", check=0).stdout)
+
     def test_missing_entrypoint_program_is_a_clear_error(self):
         self.write("exp.yaml", "entrypoint: no-such-program-xyz --flag\nsearcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
         run = self.cairn("run", "exp.yaml")
