@@ -1,0 +1,132 @@
+"""End to end: pause, Ctrl-C, kill, and resume (one experiment, and --all after kill -9)."""
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+
+TRAIN = r'''
+import os, sys, time
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+if ctx.latest_checkpoint:
+    assert int((ctx.latest_checkpoint / "step").read_text()) == step
+print("start", step, flush=True)
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(0.1)
+        step += 1
+        with open("units.txt", "a") as f:
+            f.write("%d\n" % step)
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+            if ctx.should_preempt():
+                print("preempted", step, flush=True)
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+'''
+
+CONFIG = """entrypoint: /usr/bin/python3 train.py
+searcher: {name: single, metric: val_loss, max_length: 30}
+checkpoint: {period: 4}
+"""
+
+
+class LifecycleTest(CairnTestCase):
+    def setUp(self):
+        super().setUp()
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", CONFIG)
+        self.env = dict(os.environ, NO_COLOR="1")
+
+    def start(self, *args):
+        proc = subprocess.Popen([CAIRN, *args], cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        return proc
+
+    def steps_reported(self):
+        proc = self.cairn("metrics", "1.1", "--json")
+        if proc.returncode != 0:
+            return 0
+        import json
+        return len(json.loads(proc.stdout)["training"])
+
+    def assert_completed_exactly_once(self):
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 0, "pauses and interruptions are not failures")
+        steps = [p["step"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        self.assertEqual(steps, list(range(1, 31)))
+
+    def test_pause_then_resume(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 3, what="training to start")
+        pause = self.cairn("pause", "1", timeout=120)
+        self.assertEqual(pause.returncode, 0, pause.stdout + pause.stderr)
+        out, _ = run.communicate(timeout=60)
+        self.assertEqual(run.returncode, 0, out)
+        self.assertIn("paused", out)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "PAUSED")
+        resumed = self.cairn("resume", "1", check=0, timeout=120)
+        self.assertIn("[1.1] start", resumed.stdout)
+        self.assertNotIn("[1.1] start 0", resumed.stdout, "resumed from its checkpoint")
+        self.assert_completed_exactly_once()
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+
+    def test_ctrl_c_pauses_gracefully(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 3, what="training to start")
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=60)
+        self.assertEqual(run.returncode, 0, out)
+        self.assertIn("[1.1] preempted", out, "the trial checkpointed and exited by itself")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        self.cairn("resume", "1", check=0, timeout=120)
+        self.assert_completed_exactly_once()
+
+    def test_kill_cancels_for_good(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 2, what="training to start")
+        self.cairn("kill", "1", check=0, timeout=60)
+        run.communicate(timeout=60)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "CANCELED")
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "CANCELED")
+        again = self.cairn("resume", "1")
+        self.assertEqual(again.returncode, 2)
+        self.assertIn("cannot be resumed", again.stderr)
+
+    def test_kill_9_then_resume_all(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 6, what="training past a checkpoint")
+        pid = self.cairn_json("show", "1.1", "--json")["pid"]
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        # The orphaned trial notices that cairn is gone, checkpoints and exits by itself.
+        wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
+                   open("/proc/%d/stat" % pid).read().split(")")[-1].split()[0] == "Z",
+                   timeout=30, what="the orphaned trial to exit")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ACTIVE")
+        everything = self.cairn("resume", "--all", check=0)
+        self.assertEqual(everything.stdout.split(), ["1"])
+        wait_until(lambda: self.cairn_json("show", "1", "--json")["state"] == "COMPLETED",
+                   timeout=120, what="the background resume to complete the experiment")
+        self.assert_completed_exactly_once()
+        with open(os.path.join(self.dir, "units.txt")) as f:
+            trained = len(f.read().split())
+        self.assertLessEqual(trained, 30 + 4, "at most one checkpoint period retrained")
+        with open(os.path.join(self.dir, ".cairn", "experiments", "1", "coordinator.log")) as f:
+            log = f.read()
+        self.assertIn("adopted the checkpoint", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
