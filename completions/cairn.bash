@@ -5,7 +5,8 @@
 # bash-completion package.
 
 # Ids of experiments and trials in the store, one per line, from the hidden
-# `cairn __complete ids`; a --store given on the command line is passed along.
+# `cairn __complete ids` (experiments are the lines without a dot); a --store given on
+# the command line is passed along.
 _cairn_ids() {
   local program=${COMP_WORDS[0]}
   local -a store=()
@@ -79,7 +80,7 @@ _cairn_positional_index() {
 }
 
 _cairn() {
-  local commands="init run ls show logs metrics checkpoints export version help completion"
+  local commands="init run resume pause kill ls show logs metrics checkpoints best watch export gc version help completion"
   local global_options="--store -h --help --version"
   local -a _cairn_words
   local _cairn_cword _cairn_command_at=0
@@ -125,6 +126,8 @@ _cairn() {
       options="--set --name --detach --slots"
       takes_value="--set --name --slots"
       ;;
+    resume) options="--all" ;;
+    pause | kill) ;;
     ls) options="--all --json" ;;
     show | checkpoints) options="--json" ;;
     logs)
@@ -132,6 +135,12 @@ _cairn() {
       takes_value="--rank --tail"
       ;;
     metrics) options="--json --csv" ;;
+    best) options="--checkpoint" ;;
+    watch)
+      options="--interval"
+      takes_value="--interval"
+      ;;
+    gc) options="--json" ;;
     version) options="--json" ;;
     help | export | completion) ;;
     *) return 0 ;;
@@ -149,6 +158,18 @@ _cairn() {
     init:1) _cairn_complete_dirs "$cur" ;;
     run:1) _cairn_complete_files "$cur" "yaml|yml" ;;
     show:1 | checkpoints:1) _cairn_compgen_words "$(_cairn_ids)" "$cur" ;;
+    resume:1)
+      # `resume --all` takes no experiment.
+      for ((i = _cairn_command_at + 1; i < _cairn_cword; i++)); do
+        [[ ${_cairn_words[i]} == --all ]] && return 0
+      done
+      ids=$(_cairn_ids | grep -vF .)
+      _cairn_compgen_words "--all $ids" "$cur"
+      ;;
+    pause:1 | kill:1 | best:1 | watch:1 | gc:1)
+      ids=$(_cairn_ids | grep -vF .)
+      _cairn_compgen_words "$ids" "$cur"
+      ;;
     logs:1 | metrics:1)
       ids=$(_cairn_ids | grep -F .)
       _cairn_compgen_words "$ids" "$cur"

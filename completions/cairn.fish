@@ -41,7 +41,7 @@ function __cairn_at_argument
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --store --set --name --slots --rank --tail
+            case --store --set --name --slots --rank --tail --interval
                 set i (math $i + 1)
             case '-*'
             case '*'
@@ -56,9 +56,9 @@ function __cairn_at_argument
     test $arguments -eq (math $argv[1] - 1)
 end
 
-# Ids of experiments and trials, one per line, from the hidden `cairn __complete ids`.
-# $argv[1] selects: all (experiments and trials), trials, or checkpoints
-# (TRIAL@latest and TRIAL@best).
+# Ids of experiments and trials, one per line, from the hidden `cairn __complete ids`
+# (experiments are the lines without a dot). $argv[1] selects: all (experiments and
+# trials), experiments, trials, or checkpoints (TRIAL@latest and TRIAL@best).
 function __cairn_ids
     set -l tokens (commandline -opc)
     set -l program $tokens[1]
@@ -78,6 +78,8 @@ function __cairn_ids
     # `string match` with no arguments would read standard input.
     set -q ids[1]; or return 0
     switch $argv[1]
+        case experiments
+            string match -v -- '*.*' $ids
         case trials
             string match -- '*.*' $ids
         case checkpoints
@@ -98,12 +100,18 @@ complete -c cairn -n __cairn_needs_command -l version -d 'Print the version and 
 complete -c cairn -s h -l help -d 'Print help and exit'
 complete -c cairn -n __cairn_needs_command -a init -d 'Create a store (.cairn/) in DIR'
 complete -c cairn -n __cairn_needs_command -a run -d 'Create an experiment and drive it to the end'
+complete -c cairn -n __cairn_needs_command -a resume -d 'Continue an interrupted or paused experiment'
+complete -c cairn -n __cairn_needs_command -a pause -d 'Pause an experiment (resumable)'
+complete -c cairn -n __cairn_needs_command -a kill -d 'Stop an experiment for good'
 complete -c cairn -n __cairn_needs_command -a ls -d 'List experiments'
 complete -c cairn -n __cairn_needs_command -a show -d 'Show an experiment or a trial'
 complete -c cairn -n __cairn_needs_command -a logs -d 'Print the output of a trial'
 complete -c cairn -n __cairn_needs_command -a metrics -d 'Print the metric series of a trial'
 complete -c cairn -n __cairn_needs_command -a checkpoints -d 'List checkpoints'
+complete -c cairn -n __cairn_needs_command -a best -d 'Print the best trial (or its best checkpoint, exported)'
+complete -c cairn -n __cairn_needs_command -a watch -d 'Live view of an experiment'
 complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
+complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
 complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
 complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
 complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
@@ -117,6 +125,13 @@ complete -c cairn -n '__cairn_using_command run' -l name -x -d 'Name the experim
 complete -c cairn -n '__cairn_using_command run' -l detach -d 'Start the experiment in the background and return'
 complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Number of slots to use'
 complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -a '(__fish_complete_suffix .yaml; __fish_complete_suffix .yml)'
+
+# resume EXP | resume --all
+complete -c cairn -n '__cairn_using_command resume' -l all -d 'Resume every interrupted experiment in the background'
+complete -c cairn -n '__cairn_using_command resume; and __cairn_at_argument 1; and not contains -- --all (commandline -opc)' -a '(__cairn_ids experiments)' -d Experiment
+
+# pause EXP, kill EXP
+complete -c cairn -n '__cairn_using_command pause kill; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
 
 # ls [--all] [--json]
 complete -c cairn -n '__cairn_using_command ls' -l all -d 'Include canceled experiments'
@@ -141,15 +156,27 @@ complete -c cairn -n '__cairn_using_command metrics; and __cairn_at_argument 1' 
 complete -c cairn -n '__cairn_using_command checkpoints' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command checkpoints; and __cairn_at_argument 1' -a '(__cairn_ids all)' -d 'Experiment or trial'
 
+# best EXP [--checkpoint]
+complete -c cairn -n '__cairn_using_command best' -l checkpoint -d 'Export the best checkpoint and print its path'
+complete -c cairn -n '__cairn_using_command best; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
+
+# watch EXP [--interval SECONDS]
+complete -c cairn -n '__cairn_using_command watch' -l interval -x -d 'Seconds between redraws'
+complete -c cairn -n '__cairn_using_command watch; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
+
 # export CKPT DIR
 complete -c cairn -n '__cairn_using_command export; and __cairn_at_argument 1' -a '(__cairn_ids checkpoints)' -d Checkpoint
 complete -c cairn -n '__cairn_using_command export; and __cairn_at_argument 2' -a '(__fish_complete_directories)'
+
+# gc [EXP] [--json]
+complete -c cairn -n '__cairn_using_command gc' -l json -d 'Print JSON'
+complete -c cairn -n '__cairn_using_command gc; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
 
 # version [--json]
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run ls show logs metrics checkpoints export version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show logs metrics checkpoints best watch export gc version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

@@ -59,6 +59,7 @@ class Coordinator {
   Status replay_searcher();
   void recover_trial(Trial& trial);
   void adopt_orphan_checkpoints(Trial& trial);
+  void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
                            uint64_t new_bytes, const Json& metadata);
   void close_in_searcher(Trial& trial);

@@ -119,6 +119,40 @@ void Coordinator::recover_trial(Trial& trial) {
   }
 }
 
+// Reports the trial made that no coordinator acknowledged (docs/protocol.md): training
+// reports become one more batch (later batches win for a step), validations are recorded.
+void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
+  if (auto lines = read_file(orphan / "cairn_orphan_metrics.jsonl"); lines.ok() && !lines->empty()) {
+    std::string batch = R"({"type":"training","reports":[)";
+    bool first = true;
+    size_t start = 0;
+    while (start < lines->size()) {
+      size_t nl = lines->find('\n', start);
+      if (nl == std::string::npos) nl = lines->size();
+      std::string_view line(lines->data() + start, nl - start);
+      start = nl + 1;
+      if (line.empty() || Json::parse(line, nullptr, false).is_discarded()) continue;
+      if (!first) batch += ',';
+      batch += line;
+      first = false;
+    }
+    batch += "]}";
+    if (!first) store_training_batch(trial, batch);
+  }
+  if (auto lines = read_file(orphan / "cairn_orphan_validations.jsonl"); lines.ok()) {
+    size_t start = 0;
+    while (start < lines->size()) {
+      size_t nl = lines->find('\n', start);
+      if (nl == std::string::npos) nl = lines->size();
+      Json report = Json::parse(std::string_view(lines->data() + start, nl - start), nullptr, false);
+      start = nl + 1;
+      if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer()) continue;
+      batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation, report["step"].get<int64_t>()),
+                      report.value("metrics", Json::object()));
+    }
+  }
+}
+
 void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
   const fs::path dir = store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "orphans";
   std::error_code ec;
@@ -136,6 +170,7 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
   for (const auto& [step, path] : complete) {
     if (step <= trial.latest_checkpoint_step) continue;
     auto marker = Json::parse(*read_file(path / "cairn_orphan.json"), nullptr, false);
+    adopt_orphan_metrics(trial, path);
     for (const auto& f : fs::directory_iterator(path, ec))
       if (f.path().filename().string().starts_with("cairn_orphan")) fs::remove(f.path(), ec);
     uint64_t new_bytes = 0;

@@ -266,7 +266,10 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   const int restarts = trial.record.value("restarts", 0);
   if (restarts < config_.max_restarts) {
     trial.record["restarts"] = restarts + 1;
-    const int backoff_s = std::min(30, 1 << std::min(restarts, 5));
+    // Back-off grows with failures in a row (a crash loop), and starts over once the trial
+    // has made progress (registered a checkpoint) since its last start.
+    const int in_a_row = trial.failures_in_a_row++;
+    const int backoff_s = std::min(30, 1 << std::min(in_a_row, 5));
     trial.not_before = Clock::now() + std::chrono::seconds(backoff_s);
     set_trial_state(trial, "QUEUED");
     record_event("trial_restart",

@@ -39,7 +39,8 @@ struct Coordinator::Trial {
   std::deque<std::string> tail;                  // the last lines, for failure reports
   int64_t log_seq = 0;
   Clock::time_point last_heard{};
-  bool liveness_killed = false;  // the last message or output from the running process
+  bool liveness_killed = false;
+  int failures_in_a_row = 0;  // failed starts without a checkpoint in between  // the last message or output from the running process
   int64_t latest_checkpoint_step = -1;
 
   bool running() const { return process.has_value(); }
