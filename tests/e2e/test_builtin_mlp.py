@@ -39,10 +39,17 @@ class BuiltinMlpTest(CairnTestCase):
         self.assertEqual(run.stdout.splitlines()[0], "1")
         exp = self.cairn_json("show", "1", "--json")
         self.assertEqual(exp["state"], "COMPLETED")
-        trial = exp["trials"][0]
+        self.assertEqual(exp["searcher"], "asha")
+        self.assertEqual(len(exp["trials"]), exp["config"]["searcher"]["max_trials"])
+        self.assertTrue(all(t["state"] in ("COMPLETED", "STOPPED") for t in exp["trials"]))
         max_length = exp["config"]["searcher"]["max_length"]
-        self.assertEqual(trial["steps_completed"], max_length)
-        metrics = self.cairn_json("metrics", "1.1", "--json")
+        best_id = self.cairn("best", "1", check=0).stdout.strip()
+        self.assertEqual(best_id, exp["best_trial"])
+        trial = [t for t in exp["trials"] if t["id"] == best_id][0]
+        self.assertEqual(trial["steps_completed"], max_length, "the best trial was promoted to the end")
+        self.assertLess(sum(t["steps_completed"] for t in exp["trials"]),
+                        len(exp["trials"]) * max_length / 2, "ASHA stopped most trials early")
+        metrics = self.cairn_json("metrics", best_id, "--json")
         self.assertEqual([p["step"] for p in metrics["training"]], list(range(1, max_length + 1)))
         losses = [p["metrics"]["loss"] for p in metrics["training"]]
         self.assertLess(losses[-1], losses[0] / 2, "training loss falls")
@@ -50,7 +57,7 @@ class BuiltinMlpTest(CairnTestCase):
         self.assertGreater(final["val_accuracy"], 0.9, "the spirals are learned")
         self.assertEqual(trial["best_validation"]["val_loss"],
                          min(p["metrics"]["val_loss"] for p in metrics["validation"]))
-        ckpts = self.cairn_json("checkpoints", "1.1", "--json")
+        ckpts = self.cairn_json("checkpoints", best_id, "--json")
         self.assertEqual(ckpts[-1]["steps_completed"], max_length)
 
     def run_to_end(self, optimizer, kill_after_checkpoint):

@@ -1,9 +1,11 @@
 """The user-facing reference stays true to the binary.
 
 Checks that the man page renders without warnings, that every command and option the
-binary lists is documented in man/cairn.1 and offered by the three completion scripts,
-that `cairn completion SHELL` prints the shipped files byte for byte, and that the
-completion scripts load and complete what they should.
+binary lists is documented in man/cairn.1 and offered by the three completion scripts —
+each option under its own command, so an option missing from one command is caught even
+when another command has an option of the same name — that `cairn completion SHELL`
+prints the shipped files byte for byte, and that the completion scripts load and
+complete what they should.
 
 Environment: CAIRN_SOURCE_DIR (the repository root) and CAIRN_BIN (the built binary),
 both set by ctest.
@@ -80,10 +82,11 @@ def man_source():
     return MAN_PAGE.read_text(encoding="utf-8")
 
 
-def man_command_entries():
+def man_command_entries(source=None):
     """Maps each command documented under COMMANDS (a top-level .TP whose tag is
     "cairn NAME") to its text, with roff's escaped hyphens made plain."""
-    section = man_source().split("\n.SH COMMANDS\n", 1)[1].split("\n.SH ", 1)[0]
+    source = man_source() if source is None else source
+    section = source.split("\n.SH COMMANDS\n", 1)[1].split("\n.SH ", 1)[0]
     entries, name, depth, tag_next = {}, None, 0, False
     for line in section.splitlines():
         match = re.match(r'\.BR? "cairn ([a-z][\w-]*)"', line)
@@ -101,14 +104,47 @@ def mentions(text, option):
     return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
 
 
-def completion_commands(shell):
-    text = COMPLETIONS[shell].read_text(encoding="utf-8")
+def completion_commands(shell, text=None):
+    text = COMPLETIONS[shell].read_text(encoding="utf-8") if text is None else text
     if shell == "bash":
         return re.search(r'local commands="([^"]*)"', text).group(1).split()
     if shell == "zsh":
         block = re.search(r"commands=\(\n(.*?)\n\s*\)", text, re.S).group(1)
         return re.findall(r"^\s*'([a-z][\w-]*):", block, re.M)
     return re.findall(r"-n __cairn_needs_command -a ([a-z][\w-]*)", text)
+
+
+def completion_blocks(shell, text):
+    """Maps each command to the part of a completion script that completes it: its branch
+    of the `case` on the command (bash, zsh), or its `__cairn_using_command` lines (fish)."""
+    blocks = {}
+    if shell == "fish":
+        for line in text.splitlines():
+            match = re.search(r"__cairn_using_command ([a-z][\w -]*?)(?:;|')", line)
+            for name in match.group(1).split() if match else []:
+                blocks[name] = blocks.get(name, "") + line + "\n"
+        return blocks
+    start = {"bash": "case $command in\n", "zsh": "case $words[1] in\n"}[shell]
+    body = text.split(start, 1)[1].split("\n  esac\n", 1)[0]
+    for patterns, branch in re.findall(r"(?m)^ {4}([a-z][\w |-]*)\)(.*?);;", body, re.S):
+        for name in patterns.split("|"):
+            blocks[name.strip()] = blocks.get(name.strip(), "") + branch
+    return blocks
+
+
+def offered_for(shell, text, command, option):
+    """Whether the completion script `text` for `shell` offers `option` after `command`.
+    -h/--help are offered for every command by shared code, so anywhere in the script counts."""
+    if option not in ("-h", "--help"):
+        text = completion_blocks(shell, text).get(command, "")
+    if shell == "fish":
+        flag = "-l" if option.startswith("--") else "-s"
+        option = f"{flag} {option.lstrip('-')}"
+    return mentions(text, option)
+
+
+def completion_texts():
+    return {shell: path.read_text(encoding="utf-8") for shell, path in COMPLETIONS.items()}
 
 
 class DocsAgreeWithEachOther(unittest.TestCase):
@@ -120,6 +156,36 @@ class DocsAgreeWithEachOther(unittest.TestCase):
         for shell in COMPLETIONS:
             with self.subTest(shell=shell):
                 self.assertEqual(sorted(completion_commands(shell)), documented)
+
+    def test_every_command_has_its_own_completion_block(self):
+        for shell, text in completion_texts().items():
+            with self.subTest(shell=shell):
+                blocks = completion_blocks(shell, text)
+                for command in completion_commands(shell, text):
+                    self.assertIn(command, blocks, COMPLETIONS[shell])
+
+    def test_an_option_missing_from_one_command_is_caught(self):
+        # `gc --json`: --json is offered for other commands (ls, show, …), so only a check
+        # per command notices it is gone from gc's own completion or man page entry.
+        texts = completion_texts()
+        for shell, text in texts.items():
+            with self.subTest(shell=shell):
+                self.assertTrue(offered_for(shell, text, "gc", "--json"))
+                if shell == "fish":
+                    without = "\n".join(line for line in text.splitlines()
+                                        if not re.search(r"__cairn_using_command gc\b.* -l json", line))
+                else:
+                    branch = completion_blocks(shell, text)["gc"]
+                    without = text.replace(branch, branch.replace("--json", ""))
+                self.assertNotEqual(without, text)
+                self.assertTrue(mentions(without, "--json" if shell != "fish" else "-l json"))
+                self.assertFalse(offered_for(shell, without, "gc", "--json"))
+        source = man_source()
+        gc_entry = source.split('.BR "cairn gc"', 1)[1].split("\n.TP\n.BR", 1)[0]
+        self.assertIn("\\-\\-json", gc_entry)
+        without = source.replace(gc_entry, gc_entry.replace("\\-\\-json", ""))
+        self.assertTrue(mentions(man_command_entries(source)["gc"], "--json"))
+        self.assertFalse(mentions(man_command_entries(without)["gc"], "--json"))
 
     def test_embedded_scripts_cannot_end_the_raw_string_they_are_embedded_in(self):
         # cmake/embed.cmake wraps each file in R"CAIRN_EMBED( … )CAIRN_EMBED".
@@ -174,7 +240,7 @@ class DocsMatchTheBinary(unittest.TestCase):
         self.assertEqual(sorted(man_command_entries()), sorted(self.commands()))
 
     def test_every_option_is_in_the_man_page_and_the_completions(self):
-        scripts = {shell: path.read_text(encoding="utf-8") for shell, path in COMPLETIONS.items()}
+        scripts = completion_texts()
         man_text = man_source().replace("\\-", "-")
         for option in listed_options(self.help_text):
             with self.subTest(option=option):
@@ -189,7 +255,10 @@ class DocsMatchTheBinary(unittest.TestCase):
                     if option not in ("-h", "--help"):
                         self.assertTrue(mentions(entries.get(command, ""), option),
                                         f"{option} not under cairn {command} in man/cairn.1")
-                    self.assert_offered(scripts, option)
+                    for shell, text in scripts.items():
+                        self.assertTrue(offered_for(shell, text, command, option),
+                                        f"{option} not offered after `cairn {command}` "
+                                        f"by {COMPLETIONS[shell]}")
 
     def assert_offered(self, scripts, option):
         for shell in ("bash", "zsh"):
@@ -288,6 +357,26 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(self.complete("cairn metrics 2"), ["2.1"])
         self.assertEqual(self.complete("cairn export 1.1@"), ["1.1@best", "1.1@latest"])
         self.assertEqual(self.complete("cairn export 1.1@best "), ["configs"])
+
+    def test_experiment_ids_for_experiment_commands(self):
+        for command in ("pause", "kill", "best", "watch", "gc"):
+            with self.subTest(command=command):
+                self.assertEqual(self.complete(f"cairn {command} "), ["1", "2"])
+        self.assertEqual(self.complete("cairn watch --interval 2 "), ["1", "2"])
+        self.assertEqual(self.complete("cairn best 1 "), [])
+
+    def test_resume_offers_experiments_and_all(self):
+        self.assertEqual(self.complete("cairn resume "), ["--all", "1", "2"])
+        self.assertEqual(self.complete("cairn resume --"), ["--all", "--help"])
+        self.assertEqual(self.complete("cairn resume --all "), [])
+        self.assertEqual(self.complete("cairn resume 1 "), [])
+
+    def test_options_of_the_experiment_commands(self):
+        self.assertEqual(self.complete("cairn best 1 --"), ["--checkpoint", "--help"])
+        self.assertEqual(self.complete("cairn watch --"), ["--help", "--interval"])
+        self.assertEqual(self.complete("cairn gc --"), ["--help", "--json"])
+        self.assertEqual(self.complete("cairn watch --interval "), [])
+        self.assertEqual(self.complete("cairn kill --"), ["--help"])
 
     def test_store_option_reaches_the_id_query(self):
         self.calls.unlink(missing_ok=True)
