@@ -20,6 +20,12 @@ struct ExperimentStatus {
 Result<ExperimentStatus> experiment_status(const StoreLayout& store, int64_t id);
 // Waits until no process drives the experiment (polling its lock), up to `timeout_s`.
 bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s);
+// The path of the running cairn executable (re-executed for builtin:mlp). In run.cc.
+std::string self_executable();
+// Starts a new session (no terminal) with stdin from /dev/null and stdout+stderr appended to
+// `log_file`: how a detached coordinator runs. In run.cc.
+void start_session_with_output(const std::filesystem::path& log_file);
+
 // Reads the config stored with the experiment (its text and --set overrides) again.
 Result<ExperimentConfig> stored_config(const Json& experiment);
 

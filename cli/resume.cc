@@ -12,7 +12,6 @@
 namespace cairn::cli {
 namespace fs = std::filesystem;
 
-std::string self_executable();  // run.cc
 
 namespace {
 
@@ -53,15 +52,7 @@ int resume_all(const StoreLayout& store) {
     pid_t pid = ::fork();
     if (pid < 0) return fail(Status::Io("fork: " + errno_text()));
     if (pid == 0) {
-      ::setsid();
-      const fs::path log = store.experiment(id) / "coordinator.log";
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-      if (fd >= 0) {
-        ::dup2(fd, STDOUT_FILENO);
-        ::dup2(fd, STDERR_FILENO);
-      }
+      start_session_with_output(store.experiment(id) / "coordinator.log");
       ::_exit(resume_one(store, id));
     }
     ++resumed;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cli/command.h"
+#include "cli/experiment_control.h"
 #include "common/build_info.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
@@ -28,6 +29,17 @@ struct RunOptions {
 
 }  // namespace
 
+void start_session_with_output(const fs::path& log_file) {
+  ::setsid();
+  int log = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  if (log >= 0) {
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+  }
+}
+
 std::string self_executable() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -43,14 +55,7 @@ bool detach_into(const fs::path& log_file) {
   pid_t pid = ::fork();
   if (pid < 0) return false;
   if (pid > 0) ::_exit(0);
-  ::setsid();
-  int log = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-  if (log >= 0) {
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-  }
+  start_session_with_output(log_file);
   return true;
 }
 
