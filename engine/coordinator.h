@@ -121,6 +121,7 @@ class Coordinator {
   int interrupts_ = 0;
   bool pausing_ = false;
   bool canceling_ = false;
+  bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
   bool searcher_changed_ = false;  // its describe() is saved with the experiment record
   Status fatal_ = Status::Ok();
 };

@@ -101,12 +101,12 @@ int Coordinator::finish() {
   if (canceling_)
     state = "CANCELED";
   else if (pausing_ && !searcher_->finished())
-    state = "PAUSED";
+    state = shutting_down_ ? "ACTIVE" : "PAUSED";  // ACTIVE and undriven: interrupted
   else if (total > 0 && errored == total)
     state = "ERROR";
   experiment_["state"] = state;
   experiment_.erase("driver");
-  if (state != "PAUSED") experiment_["ended_at"] = Json(std::time(nullptr));
+  if (state != "PAUSED" && state != "ACTIVE") experiment_["ended_at"] = Json(std::time(nullptr));
   // The best trial by the searcher's metric, among those that validated.
   const std::string& metric = config_.searcher.metric;
   std::optional<double> best;
@@ -127,6 +127,10 @@ int Coordinator::finish() {
     return 1;
   }
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
+  if (state == "ACTIVE") {
+    terminal_.note("experiment " + id + " interrupted; `cairn resume " + id + "` (or `cairn resume --all`) continues it");
+    return 0;
+  }
   if (state == "PAUSED") {
     terminal_.note("experiment " + id + " paused; continue it with: cairn resume " + id);
     return 0;

@@ -335,7 +335,12 @@ void Coordinator::handle_signal(int sig) {
   ++interrupts_;
   if (interrupts_ == 1) {
     pausing_ = true;
-    terminal_.note("pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
+    // SIGTERM (shutdown, systemctl stop) and SIGHUP (terminal gone) are not the user's
+    // decision to pause: the experiment stays ACTIVE, so `cairn resume --all` at boot
+    // continues it. Ctrl-C and `cairn pause` (SIGINT) pause it deliberately.
+    shutting_down_ = sig == SIGTERM || sig == SIGHUP;
+    terminal_.note(shutting_down_ ? "shutting down: trials checkpoint and exit"
+                                  : "pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
     for (auto& [index, trial] : trials_)
       if (trial->running()) request_stop(*trial, "pause");
     return;

@@ -93,6 +93,19 @@ class LifecycleTest(CairnTestCase):
         self.cairn("resume", "1", check=0, timeout=120)
         self.assert_completed_exactly_once()
 
+    def test_sigterm_leaves_it_for_resume_all(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 3, what="training to start")
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
+        self.assertEqual(run.returncode, 0, out)
+        self.assertIn("[1.1] preempted", out)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ACTIVE")
+        self.assertEqual(self.cairn("resume", "--all", check=0).stdout.split(), ["1"])
+        wait_until(lambda: self.cairn_json("show", "1", "--json")["state"] == "COMPLETED",
+                   timeout=120, what="the background resume to complete the experiment")
+        self.assert_completed_exactly_once()
+
     def test_kill_cancels_for_good(self):
         run = self.start("run", "exp.yaml")
         wait_until(lambda: self.steps_reported() >= 2, what="training to start")
