@@ -80,9 +80,8 @@ Json report_json(const std::vector<Collected>& collected, const SweepResult& swe
                  uint64_t total) {
   Json experiments = Json::array();
   for (const Collected& c : collected) {
-    Json e{{"id", c.id},
-           {"deleted", c.result.deleted},
-           {"bytes_reclaimed", c.result.bytes_reclaimed}};
+    Json e{
+        {"id", c.id}, {"deleted", c.result.deleted}, {"bytes_reclaimed", c.result.bytes_reclaimed}};
     if (c.result.pending > 0) e["pending"] = c.result.pending;
     if (c.running) e["running"] = true;
     experiments.push_back(std::move(e));
@@ -120,8 +119,8 @@ int gc(const GlobalOptions& global, const std::string& exp_text, bool json) {
   for (int64_t id : *ids) {
     auto c = collect(*store, id);
     if (!c.ok()) {
-      exit_code = fail(Status::Failed("experiment " + std::to_string(id) + ": " +
-                                      c.status().message()));
+      exit_code =
+          fail(Status::Failed("experiment " + std::to_string(id) + ": " + c.status().message()));
       continue;
     }
     if (!json) print_collected(*c);

@@ -65,6 +65,7 @@ class Coordinator {
   void close_in_searcher(Trial& trial);
   void cancel();
   void check_liveness();
+  void apply_retention();
   void apply(const std::vector<SearcherAction>& actions);
   void schedule();
   Status start_trial(Trial& trial);
@@ -122,7 +123,9 @@ class Coordinator {
   bool pausing_ = false;
   bool canceling_ = false;
   bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
-  bool searcher_changed_ = false;  // its describe() is saved with the experiment record
+  bool searcher_changed_ = false;
+  bool retention_due_ = false;          // a checkpoint arrived since retention last ran
+  Clock::time_point next_retention_{};  // retention reads the whole store: not every round  // its describe() is saved with the experiment record
   Status fatal_ = Status::Ok();
 };
 

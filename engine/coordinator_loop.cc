@@ -7,6 +7,8 @@
 
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
+#include "store/garbage_collector.h"
+#include "store/retention.h"
 #include "store/schema.h"
 
 namespace cairn {
@@ -126,6 +128,7 @@ int Coordinator::finish() {
     terminal_.warn("error: " + st.message());
     return 1;
   }
+  if (retention_due_) apply_retention();
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (state == "ACTIVE") {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id + "` (or `cairn resume --all`) continues it");
@@ -148,6 +151,24 @@ int Coordinator::finish() {
   return state == "ERROR" ? 1 : 0;
 }
 
+// Applies checkpoint.keep_* (store/retention.h) to this experiment's checkpoints; runs after
+// a commit, so every registered checkpoint and trial state it reads is durable.
+void Coordinator::apply_retention() {
+  retention_due_ = false;
+  next_retention_ = Clock::now() + std::chrono::seconds(10);
+  auto doomed = checkpoints_to_delete(*db_);
+  if (!doomed.ok()) {
+    terminal_.warn("warning: checkpoint retention skipped: " + doomed.status().message());
+    return;
+  }
+  if (doomed->empty()) return;
+  const int64_t id = experiment_["id"].get<int64_t>();
+  DeleteOptions options;
+  options.fresh_grace = ingest_grace(store_, id);
+  auto result = delete_checkpoints(*db_, objects_, store_, id, *doomed, options);
+  if (!result.ok()) terminal_.warn("warning: checkpoint retention: " + result.status().message());
+}
+
 int Coordinator::run() {
   signals_ = std::make_unique<SignalPipe>();
   Status st = start();
@@ -165,6 +186,7 @@ int Coordinator::run() {
       fatal_ = committed;
       break;
     }
+    if (retention_due_ && Clock::now() >= next_retention_) apply_retention();
   }
   if (!fatal_.ok()) {
     terminal_.warn("error: " + fatal_.message());

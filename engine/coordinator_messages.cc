@@ -261,6 +261,7 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   trial.record["steps_completed"] = std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.latest_checkpoint_step = step;
   trial.failures_in_a_row = 0;
+  retention_due_ = true;
   trial.dirty = true;
   record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
 }

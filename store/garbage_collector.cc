@@ -113,10 +113,10 @@ struct Stat {
 };
 
 std::optional<Stat> stat_path(const fs::path& path) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
-  auto since_epoch = std::chrono::seconds(st.st_ctim.tv_sec) +
-                     std::chrono::nanoseconds(st.st_ctim.tv_nsec);
+  auto since_epoch =
+      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec);
   return Stat{static_cast<uint64_t>(st.st_size),
               Clock::time_point(std::chrono::duration_cast<Clock::duration>(since_epoch))};
 }

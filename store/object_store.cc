@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <cerrno>
 #include <vector>
@@ -26,6 +27,9 @@ Status ObjectStore::install(const fs::path& tmp, const std::string& hash, bool* 
   std::error_code ec;
   if (fs::exists(dest, ec)) {
     fs::remove(tmp, ec);
+    // A collector spares objects changed recently (store/garbage_collector.h): this one is
+    // about to be named by a checkpoint whose record is not committed yet.
+    ::utimensat(AT_FDCWD, dest.c_str(), nullptr, 0);
     if (added) *added = false;
     return Status::Ok();
   }

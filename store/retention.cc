@@ -64,9 +64,8 @@ std::vector<const CheckpointSummary*> by_best(const std::vector<const Checkpoint
 RetentionPolicy RetentionPolicy::from_config(const Json& config) {
   RetentionPolicy p;
   const Json none = Json::object();
-  const Json& checkpoint = config.is_object() && config.contains("checkpoint")
-                               ? config["checkpoint"]
-                               : none;
+  const Json& checkpoint =
+      config.is_object() && config.contains("checkpoint") ? config["checkpoint"] : none;
   const Json& searcher =
       config.is_object() && config.contains("searcher") ? config["searcher"] : none;
   p.keep_trial_latest = non_negative(checkpoint, "keep_trial_latest", 1);
@@ -167,7 +166,8 @@ Result<std::vector<std::string>> checkpoints_to_delete(const ExperimentDb& db) {
   auto experiment = db.get_json(schema::kExperiment);
   if (!experiment.ok()) return experiment.status();
   if (!experiment->has_value()) return Status::NotFound("the experiment has no record yet");
-  const RetentionPolicy policy = RetentionPolicy::from_config((**experiment).value("config", Json()));
+  const RetentionPolicy policy =
+      RetentionPolicy::from_config((**experiment).value("config", Json()));
   auto trials = scan_records(db, schema::kTrialPrefix);
   if (!trials.ok()) return trials.status();
   auto records = scan_records(db, schema::kCheckpointPrefix);

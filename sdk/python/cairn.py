@@ -10,6 +10,7 @@ Standard library only: cairn writes this file out and puts it on PYTHONPATH.
 """
 
 import atexit
+import collections
 import contextlib
 import json
 import math
@@ -39,6 +40,12 @@ _BATCH_BYTES = 64 * 1024
 _BATCH_SECONDS = 0.2
 _HANDSHAKE_SECONDS = 60.0
 _ORPHAN_MARKER = "cairn_orphan.json"
+# In an orphan checkpoint (rank 0): the training and validation reports cairn may not
+# have stored, one {"step":S,"metrics":{...}} per line.
+_ORPHAN_TRAINING = "cairn_orphan_metrics.jsonl"
+_ORPHAN_VALIDATIONS = "cairn_orphan_validations.jsonl"
+# Unacknowledged training reports kept beyond this: the oldest are dropped.
+_UNACKED_REPORTS = 1000000
 
 _context = None  # init() is idempotent: one control connection per process
 
@@ -89,13 +96,17 @@ class Context:
         self._op_length = None
         self._rng_pending = self.latest_checkpoint is not None
         self._signals = _StopSignals()
+        # Rank 0: validation reports made once cairn was gone, kept for an orphan.
+        self._undelivered_validations = []
 
     @classmethod
     def _from_environment(cls):
         settings = _settings_from_environment()
         channel = None
         if settings["control"]:
-            channel = _Channel.connect_or_exit(settings, agree_on_stop=settings["world_size"] > 1)
+            # cairn records only rank 0's metrics, so only rank 0 keeps them for an orphan.
+            channel = _Channel.connect_or_exit(settings, agree_on_stop=settings["world_size"] > 1,
+                                               keep_unacked=settings["rank"] == 0)
             settings["checkpoint_period"] = channel.welcome.get(
                 "checkpoint_period", settings["checkpoint_period"])
             settings["deterministic"] = bool(
@@ -154,10 +165,15 @@ class Context:
         if self._channel is None:
             _print_metrics("validation", step, metrics)
             return True
+        metrics = _finite_metrics(metrics)
         answer = self._channel.request(
-            {"type": "validation", "step": int(step), "metrics": _finite_metrics(metrics)})
+            {"type": "validation", "step": int(step), "metrics": metrics})
         if answer is None:
-            _warn("validation metrics for step %d dropped: cairn is gone" % int(step))
+            if self.rank == 0:
+                self._undelivered_validations.append(
+                    '{"step":%d,"metrics":%s}' % (step, _metrics_encoder.encode(metrics)))
+            _warn("validation metrics for step %d not delivered: cairn is gone (kept with an "
+                  "orphan checkpoint)" % int(step))
             return False
         if answer.get("type") == "error":
             _warn("validation metrics for step %d rejected: %s" %
@@ -230,7 +246,16 @@ class Context:
             _warn("cairn refused a checkpoint at step %d: %s; it will not be kept" %
                   (step, answer.get("message", "")))
             return _DiscardedCheckpoint(step, None)
-        return _orphan_or_discard(self._settings, step)
+        return _orphan_or_discard(self, step)
+
+    def _orphan_metrics(self, step):
+        """What an orphan checkpoint at ``step`` carries for cairn to record: None for
+        ranks other than 0 (cairn records only rank 0's metrics)."""
+        if self.rank != 0:
+            return None
+        training, complete = self._channel.unacked_reports(step)
+        validations = [r for r in self._undelivered_validations if _report_step(r) <= step]
+        return _OrphanMetrics(training, validations, complete)
 
     def _restore_rng(self):
         path = self.latest_checkpoint / _rng_file_name(self.rank)
@@ -361,7 +386,7 @@ class _Channel:
     order the trial made its calls.
     """
 
-    def __init__(self, sock, agree_on_stop):
+    def __init__(self, sock, agree_on_stop, keep_unacked):
         self._sock = sock
         # Ranks of one trial must stop at the same step, so their stop comes from the
         # answer to `sync`, never straight from a `stop` message.
@@ -372,6 +397,8 @@ class _Channel:
         self._batch_bytes = 0
         self._batch_started = 0.0
         self._batch_waiting = threading.Event()
+        # Training reports cairn has not acknowledged storing (rank 0), for an orphan.
+        self._unacked = _UnackedReports(_UNACKED_REPORTS) if keep_unacked else None
         self._inbox = bytearray()
         self._answers = {}
         self._seq = 0
@@ -382,13 +409,13 @@ class _Channel:
         threading.Thread(target=self._flush_when_old, name="cairn-flush", daemon=True).start()
 
     @classmethod
-    def connect_or_exit(cls, settings, agree_on_stop):
+    def connect_or_exit(cls, settings, agree_on_stop, keep_unacked):
         address = settings["control"]
         try:
             sock = _connect(address)
         except (OSError, ValueError) as e:
             _fail("cannot reach cairn at CAIRN_CONTROL=%s: %s" % (address, _os_reason(e)))
-        channel = cls(sock, agree_on_stop)
+        channel = cls(sock, agree_on_stop, keep_unacked)
         error = channel._handshake(settings)
         if error:
             channel.close()
@@ -415,13 +442,16 @@ class _Channel:
     # -- sending --
 
     def send(self, message):
+        """Sends one message after the training reports buffered before it; returns the
+        mark of the unacknowledged reports kept so far (see _UnackedReports)."""
         line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
             self._write_locked(self._take_batch_locked())
             self._write_locked(line)
+            return self._unacked.mark() if self._unacked is not None else 0
 
     def add_training_report(self, step, metrics):
-        if self.closed:
+        if self.closed and self._unacked is None:  # once cairn is gone, reports are kept
             return
         report = '{"step":%d,"metrics":%s}' % (step, _encode_metrics(metrics))
         with self._lock:
@@ -440,11 +470,25 @@ class _Channel:
     def _take_batch_locked(self):
         if not self._batch:
             return ""
-        line = '{"type":"training","reports":[' + ",".join(self._batch) + "]}\n"
+        reports = ",".join(self._batch)
+        if self._unacked is not None:
+            self._unacked.add(reports, len(self._batch))
         self._batch = []
         self._batch_bytes = 0
         self._batch_waiting.clear()
-        return line
+        if self.closed:
+            return ""
+        return '{"type":"training","reports":[' + reports + "]}\n"
+
+    def unacked_reports(self, max_step):
+        """The training reports cairn has not acknowledged, with step <= max_step, as
+        JSON text in the order they were made, and whether none were dropped."""
+        with self._lock:
+            if self._unacked is None:
+                return [], True
+            reports = self._unacked.reports(max_step)
+            reports.extend(r for r in self._batch if _report_step(r) <= max_step)
+            return reports, self._unacked.complete()
 
     def _write_locked(self, text):
         if not text or self.closed:
@@ -476,12 +520,16 @@ class _Channel:
         self._seq += 1
         seq = self._seq
         message["seq"] = seq
-        self.send(message)
+        sent_before = self.send(message)
         while seq not in self._answers:
             if self.closed or (interrupt is not None and interrupt()):
                 return None
             self._receive(timeout=0.25 if interrupt is not None else None)
-        return self._answers.pop(seq)
+        answer = self._answers.pop(seq)
+        if answer.get("type") == "ack" and self._unacked is not None:
+            with self._lock:  # cairn stored what was sent before the request
+                self._unacked.acknowledge(sent_before)
+        return answer
 
     def sync(self, step, local_stop):
         """Agrees with the other ranks, through cairn, on whether to stop at ``step``."""
@@ -573,6 +621,64 @@ class _Channel:
                 pass
 
 
+class _UnackedReports:
+    """Training reports cairn may not have stored yet, kept as the JSON text they were
+    sent as, so that an orphan checkpoint can carry them (docs/protocol.md).
+
+    cairn stores every training report it read before a validation or checkpoint_end in
+    the same durable batch as that request, and only then acks it: an ack makes all the
+    reports sent before its request durable. A request always follows a whole batch (the
+    batch is sent first), so the batches sent are kept and released whole, each as the
+    text of its reports joined by commas, exactly as it was sent: nothing per report,
+    O(1) per batch, one string object per batch. More than ``limit`` reports kept: the
+    oldest batches are dropped, and the record is incomplete until an ack covers them."""
+
+    def __init__(self, limit):
+        self._limit = limit
+        self._batches = collections.deque()  # (reports joined by ",", how many)
+        self._count = 0  # reports in _batches
+        self._first = 0  # the number of batches ever released: _batches[0]'s index
+        self._lost_until = 0  # batches before this index were dropped unacknowledged
+        self._acknowledged = 0  # the highest mark cairn acknowledged
+
+    def add(self, reports, count):
+        self._batches.append((reports, count))
+        self._count += count
+        while self._count > self._limit and len(self._batches) > 1:
+            self._release_first()
+            self._lost_until = self._first
+
+    def mark(self):
+        """Identifies "every batch kept so far", for acknowledge()."""
+        return self._first + len(self._batches)
+
+    def acknowledge(self, mark):
+        while self._batches and self._first < mark:
+            self._release_first()
+        self._acknowledged = max(self._acknowledged, mark)
+
+    def complete(self):
+        """False while reports were dropped and no ack has made them durable since."""
+        return self._lost_until <= self._acknowledged
+
+    def reports(self, max_step):
+        """The kept reports with step <= max_step, each as its JSON text."""
+        # `},{"step":` separates two reports and occurs nowhere else: inside a JSON
+        # string every quote is escaped, so `{"` cannot occur there.
+        return [r for joined, _ in self._batches
+                for r in joined.replace('},{"step":', '}\n{"step":').split("\n")
+                if _report_step(r) <= max_step]
+
+    def _release_first(self):
+        self._count -= self._batches.popleft()[1]
+        self._first += 1
+
+
+def _report_step(report):
+    # Reports are formatted here as {"step":S,...}.
+    return int(report[8:report.index(",", 8)])
+
+
 def _connect(address):
     kind, _, where = address.partition(":")
     if kind == "unix":
@@ -649,8 +755,7 @@ class _CairnCheckpoint:
         answer = channel.request({"type": "checkpoint_end", "step": self.step,
                                   "path": str(self.path), "metadata": metadata})
         if answer is None:  # cairn died after handing out the directory
-            return _OrphanCheckpoint.adopt(self._context._settings, self.step, self.path,
-                                           metadata)
+            return _OrphanCheckpoint.adopt(self._context, self.step, self.path, metadata)
         if answer.get("type") == "error":
             _warn("checkpoint at step %d failed: %s" % (self.step, answer.get("message", "")))
             return None
@@ -685,26 +790,25 @@ class _StandaloneCheckpoint:
 
 class _OrphanCheckpoint:
     """$CAIRN_ORPHAN_DIR/<step>/: a checkpoint written while cairn was gone, which cairn
-    adopts when it comes back. The marker file is written last, atomically: a directory
-    without it is incomplete."""
+    adopts when it comes back, with the metrics it may not have stored. The marker file
+    is written last, atomically: a directory without it is incomplete."""
 
-    def __init__(self, settings, step):
-        self._settings = settings
+    def __init__(self, context, step):
+        self._context = context
         self.step = step
-        self.path = pathlib.Path(settings["orphan_dir"]) / str(step)
-        _prepare_orphan_dir(self.path, settings)
+        self.path = pathlib.Path(context._settings["orphan_dir"]) / str(step)
+        _prepare_orphan_dir(self.path, context._settings)
 
     def commit(self, metadata):
-        _mark_orphan(self.path, self._settings, self.step, metadata)
-        _warn("cairn is gone: checkpoint for step %d kept in %s" % (self.step, self.path))
-        return None
+        return _OrphanCheckpoint._mark(self._context, self.path, self.step, metadata)
 
     def abort(self):
-        _remove_quietly(self.path / _orphan_marker_name(self._settings["rank"]))
+        _remove_quietly(self.path / _orphan_marker_name(self._context.rank))
 
     @staticmethod
-    def adopt(settings, step, staging, metadata):
+    def adopt(context, step, staging, metadata):
         """Moves a finished staging directory to the orphan directory and marks it."""
+        settings = context._settings
         if not settings["orphan_dir"]:
             _warn("cairn is gone and CAIRN_ORPHAN_DIR is unset: checkpoint for step %d "
                   "left unregistered in %s" % (step, staging))
@@ -718,8 +822,16 @@ class _OrphanCheckpoint:
             _warn("cannot move the checkpoint for step %d to %s: %s" % (step, target, e))
             return None
         shutil.rmtree(staging, ignore_errors=True)
-        _mark_orphan(target, settings, step, metadata)
-        _warn("cairn is gone: checkpoint for step %d kept in %s" % (step, target))
+        return _OrphanCheckpoint._mark(context, target, step, metadata)
+
+    @staticmethod
+    def _mark(context, path, step, metadata):
+        try:
+            _mark_orphan(path, context._settings, step, metadata, context._orphan_metrics(step))
+        except OSError as e:  # without its marker cairn ignores the directory
+            _warn("cannot keep the checkpoint for step %d in %s: %s" % (step, path, e))
+            return None
+        _warn("cairn is gone: checkpoint for step %d kept in %s" % (step, path))
         return None
 
 
@@ -741,10 +853,10 @@ class _DiscardedCheckpoint:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _orphan_or_discard(settings, step):
-    if settings["orphan_dir"]:
+def _orphan_or_discard(context, step):
+    if context._settings["orphan_dir"]:
         try:
-            return _OrphanCheckpoint(settings, step)
+            return _OrphanCheckpoint(context, step)
         except OSError as e:
             return _DiscardedCheckpoint(
                 step, "cannot create an orphan checkpoint for step %d: %s; it will not be "
@@ -766,12 +878,29 @@ def _prepare_orphan_dir(path, settings):
     path.mkdir(parents=True, exist_ok=True)
 
 
-def _mark_orphan(path, settings, step, metadata):
+class _OrphanMetrics:
+    """Reports cairn may not have stored, as JSON text: cairn records them when it adopts
+    the orphan checkpoint."""
+
+    def __init__(self, training, validations, complete):
+        self.training = training
+        self.validations = validations
+        self.complete = complete  # False: old training reports were dropped for memory
+
+
+def _mark_orphan(path, settings, step, metadata, metrics):
+    if metrics is not None:
+        for name, reports in ((_ORPHAN_TRAINING, metrics.training),
+                              (_ORPHAN_VALIDATIONS, metrics.validations)):
+            with open(path / name, "w", encoding="utf-8") as f:
+                f.writelines(report + "\n" for report in reports)
     _fsync_tree(path)
     marker = {"protocol": PROTOCOL_VERSION, "trial": settings["trial_id"],
               "experiment": settings["experiment_id"], "step": step,
               "rank": settings["rank"], "world_size": settings["world_size"],
               "metadata": metadata, "created": time.time()}
+    if metrics is not None:
+        marker["metrics_complete"] = metrics.complete
     _write_atomically(path / _orphan_marker_name(settings["rank"]),
                       json.dumps(marker, allow_nan=False).encode())
 

@@ -10,7 +10,8 @@ end-to-end tests that drive the cairn binary.
 Every message a trial sends is recorded in ``fake.messages`` as (connection, message).
 ``on_message(fake, connection, message)`` runs before the default answer; returning
 True skips that answer (for instance after closing the connection to simulate a cairn
-that died).
+that died). ``die_after_training_step=S`` plays a cairn killed right after it read the
+training batch holding step S: the batch is recorded, nothing after it is answered.
 """
 
 import json
@@ -51,7 +52,8 @@ class Connection:
 
 class FakeControl:
     def __init__(self, directory, operations=(), checkpoint_period=1, deterministic=None,
-                 on_message=None, fail_checkpoint_end=False, reject_validation=False):
+                 on_message=None, fail_checkpoint_end=False, reject_validation=False,
+                 die_after_training_step=None):
         self.directory = pathlib.Path(directory)
         self.operations = list(operations)
         self.checkpoint_period = checkpoint_period
@@ -59,6 +61,7 @@ class FakeControl:
         self.on_message = on_message
         self.fail_checkpoint_end = fail_checkpoint_end
         self.reject_validation = reject_validation
+        self.die_after_training_step = die_after_training_step
         self.sync_stop = None  # a reason: `sync` answers tell every rank to stop
         self.knows_sync = True  # False: answer `sync` like a cairn that predates it
         self.messages = []
@@ -146,7 +149,17 @@ class FakeControl:
                     self._changed.notify_all()
                 if self.on_message is not None and self.on_message(self, connection, message):
                     continue
+                if self._dies_at(message):
+                    connection.close()
+                    with self._changed:
+                        self._changed.notify_all()
+                    return
                 self._answer(connection, message)
+
+    def _dies_at(self, message):
+        if self.die_after_training_step is None or message.get("type") != "training":
+            return False
+        return any(r["step"] >= self.die_after_training_step for r in message["reports"])
 
     def _answer(self, connection, message):
         kind = message.get("type")

@@ -53,7 +53,7 @@ class CheckpointIntegrityTest(CairnTestCase):
         self.write("train.py", TRAIN)
         self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
                    "searcher: {name: single, metric: val_loss, max_length: 8}\n"
-                   "checkpoint: {period: 2}\nmax_restarts: 2\nenvironment: {CRASH_AT: '5'}\n")
+                   "checkpoint: {period: 2, keep_trial_latest: 3}\nmax_restarts: 2\nenvironment: {CRASH_AT: '5'}\n")
         env = dict(os.environ, NO_COLOR="1")
         proc = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -101,7 +101,7 @@ class CheckpointIntegrityTest(CairnTestCase):
             cat > exp.yaml <<'EOF'
             entrypoint: /usr/bin/python3 train.py
             searcher: {name: single, metric: val_loss, max_length: 6}
-            checkpoint: {period: 2}
+            checkpoint: {period: 2, keep_trial_latest: 3}
             max_restarts: 2
             environment: {BIG_AT_4: '3000000', FILLER: filler.bin}
             EOF

@@ -53,6 +53,7 @@ searcher:
   max_length: 6
 checkpoint:
   period: 2
+  keep_trial_latest: 10
 max_restarts: %d
 reproducibility:
   seed: 42

@@ -61,6 +61,16 @@ finish()
 """
 
 
+# What the SDK puts in a single-rank orphan checkpoint besides the trial's files.
+ORPHAN_FILES = ["cairn_orphan.json", "cairn_orphan_metrics.jsonl",
+                "cairn_orphan_validations.jsonl", "cairn_rng_state.pkl"]
+
+
+def json_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
 class TrialTestCase(unittest.TestCase):
     def setUp(self):
         self.tmp = pathlib.Path(socket_directory())
@@ -372,11 +382,17 @@ class Stopping(TrialTestCase):
             """, self.env(fake, CAIRN_ORPHAN_DIR=orphans))
         self.assertEqual(self.seen(), {"validation delivered": False, "preempt": True, "step": 2})
         orphan = orphans / "2"
-        self.assertEqual(sorted(os.listdir(orphan)),
-                         ["cairn_orphan.json", "cairn_rng_state.pkl", "model.txt"])
+        self.assertEqual(sorted(os.listdir(orphan)), ORPHAN_FILES + ["model.txt"])
         marker = json.loads((orphan / "cairn_orphan.json").read_text())
         self.assertEqual((marker["step"], marker["trial"], marker["metadata"]),
                          (2, "7.3", {"why": "orphan"}))
+        self.assertIs(marker["metrics_complete"], True)
+        # Both were sent but never acknowledged: cairn may not have stored them.
+        self.assertEqual(json_lines(orphan / "cairn_orphan_metrics.jsonl"),
+                         [{"step": 1, "metrics": {"loss": 1.0}},
+                          {"step": 2, "metrics": {"loss": 1.0}}])
+        self.assertEqual(json_lines(orphan / "cairn_orphan_validations.jsonl"),
+                         [{"step": 2, "metrics": {"v": 1.0}}])
 
     def test_without_an_orphan_dir_the_checkpoint_is_skipped_with_a_warning(self):
         def die_on_hello(fake, connection, message):
@@ -403,9 +419,11 @@ class Stopping(TrialTestCase):
         orphans = self.tmp / "orphans"
         self.run_trial(PATTERN_TRIAL, self.env(fake, CAIRN_ORPHAN_DIR=orphans))
         self.assertTrue(self.seen()["preempted"])
-        self.assertEqual(sorted(os.listdir(orphans / "1")),
-                         ["cairn_orphan.json", "cairn_rng_state.pkl", "model.txt"])
+        self.assertEqual(sorted(os.listdir(orphans / "1")), ORPHAN_FILES + ["model.txt"])
         self.assertFalse(fake.staging_dirs[0].exists())
+        self.assertEqual(json_lines(orphans / "1" / "cairn_orphan_metrics.jsonl"),
+                         [{"step": 1, "metrics": {"loss": 1.0}}])
+        self.assertEqual(json_lines(orphans / "1" / "cairn_orphan_validations.jsonl"), [])
 
     def test_ctrl_c_asks_the_trial_to_checkpoint_and_exit_cleanly(self):
         fake = self.fake(operations=[10 ** 9], checkpoint_period=0)
@@ -452,6 +470,130 @@ class Stopping(TrialTestCase):
         self.assertEqual([c[0] for c in self.seen()["checkpoints"]], [1])
         self.assertTrue(self.seen()["preempted"])
         self.assertEqual([m["step"] for m in fake.of_type("sync")], [1], "asked once only")
+
+
+# Reports every step until it notices cairn is gone (optionally validating at step
+# $VALIDATED, which cairn acks), then two more steps, a validation that cannot be
+# delivered and a report beyond the step it then checkpoints at. Records what the orphan
+# directory held when its marker was renamed into place.
+ORPHAN_METRICS_TRIAL = """
+import json, os
+import cairn
+if os.environ.get("UNACKED_LIMIT"):
+    cairn._UNACKED_REPORTS = int(os.environ["UNACKED_LIMIT"])
+validated = int(os.environ.get("VALIDATED", "0"))
+
+before_marker = {}
+real_rename = os.rename
+def rename(source, target):
+    if os.path.basename(target) == "cairn_orphan.json":
+        directory = os.path.dirname(target)
+        before_marker.update({name: os.path.getsize(os.path.join(directory, name))
+                              for name in os.listdir(directory)})
+    return real_rename(source, target)
+os.rename = rename
+
+def metrics(step):
+    if step == 1700:  # a name that looks like the boundary between two reports
+        return {"loss": step / 2, 'odd},{"step":1}': 1.0}
+    return {"loss": float("nan") if step == 1600 else step / 2}
+
+ctx = cairn.init()
+step = 0
+for op in ctx.operations():
+    while True:
+        step += 1
+        assert step < 10 ** 8, "cairn never went away"
+        ctx.report_training(step, metrics(step))
+        if step == validated:
+            assert ctx.report_validation(step, {"val": 1.0})
+        if ctx.checkpoint_due(step):
+            break
+    break
+eof_step = step
+ctx.report_training(step + 1, metrics(step + 1))
+ctx.report_training(step + 2, metrics(step + 2))
+delivered = ctx.report_validation(step + 2, {"val": 0.5})
+ctx.report_training(step + 3, {"loss": 0.0})
+with ctx.checkpoint(step + 2) as path:
+    (path / "model.txt").write_text("weights")
+with open(os.environ["TRIAL_OUT"], "w") as f:
+    json.dump({"eof_step": eof_step, "delivered": delivered, "before_marker": before_marker}, f)
+"""
+
+
+def orphan_metrics(step):
+    if step == 1700:
+        return {"loss": step / 2, 'odd},{"step":1}': 1.0}
+    return {"loss": None if step == 1600 else step / 2}
+
+
+class OrphanMetrics(TrialTestCase):
+    def run_until_cairn_dies(self, die_after, **env):
+        fake = self.fake(operations=[10 ** 9], checkpoint_period=0,
+                         die_after_training_step=die_after)
+        orphans = self.tmp / "orphans"
+        self.run_trial(ORPHAN_METRICS_TRIAL, self.env(fake, CAIRN_ORPHAN_DIR=orphans, **env))
+        seen = self.seen()
+        self.assertGreaterEqual(seen["eof_step"], die_after)
+        self.assertFalse(seen["delivered"])
+        orphan = orphans / str(seen["eof_step"] + 2)
+        return fake, seen, orphan
+
+    def test_an_orphan_keeps_the_reports_since_the_last_ack_and_after_eof(self):
+        fake, seen, orphan = self.run_until_cairn_dies(2500, VALIDATED=1500)
+        checkpoint_step = seen["eof_step"] + 2
+        self.assertEqual(fake.of_type("validation")[0]["step"], 1500)
+        self.assertGreaterEqual(fake.training_reports()[-1]["step"], 2500)  # read, never acked
+        training = json_lines(orphan / "cairn_orphan_metrics.jsonl")
+        self.assertEqual(training, [{"step": s, "metrics": orphan_metrics(s)}
+                                    for s in range(1501, checkpoint_step + 1)])
+        self.assertEqual(json_lines(orphan / "cairn_orphan_validations.jsonl"),
+                         [{"step": checkpoint_step, "metrics": {"val": 0.5}}])
+        marker = json.loads((orphan / "cairn_orphan.json").read_text())
+        self.assertEqual((marker["step"], marker["metrics_complete"]), (checkpoint_step, True))
+        # The marker came last: the metrics were complete on disk when it appeared.
+        before_marker = seen["before_marker"]
+        self.assertNotIn("cairn_orphan.json", before_marker)
+        for name in ("cairn_orphan_metrics.jsonl", "cairn_orphan_validations.jsonl"):
+            self.assertEqual(before_marker.get(name), (orphan / name).stat().st_size, name)
+
+    def test_beyond_the_memory_bound_the_oldest_reports_go_and_the_marker_says_so(self):
+        _, seen, orphan = self.run_until_cairn_dies(4000, UNACKED_LIMIT=1500)
+        checkpoint_step = seen["eof_step"] + 2
+        steps = [r["step"] for r in json_lines(orphan / "cairn_orphan_metrics.jsonl")]
+        self.assertEqual(steps, list(range(steps[0], checkpoint_step + 1)))
+        self.assertGreater(steps[0], 1)
+        self.assertLessEqual(len(steps), 1500 + 1000 + 2)  # the bound, one batch, after EOF
+        marker = json.loads((orphan / "cairn_orphan.json").read_text())
+        self.assertIs(marker["metrics_complete"], False)
+
+    def test_an_ack_after_dropping_reports_makes_the_record_complete_again(self):
+        _, seen, orphan = self.run_until_cairn_dies(4000, UNACKED_LIMIT=1500, VALIDATED=3000)
+        steps = [r["step"] for r in json_lines(orphan / "cairn_orphan_metrics.jsonl")]
+        self.assertEqual(steps, list(range(3001, seen["eof_step"] + 3)))
+        marker = json.loads((orphan / "cairn_orphan.json").read_text())
+        self.assertIs(marker["metrics_complete"], True)
+
+    def test_ranks_other_than_0_keep_no_metrics(self):
+        def die_at_next_operation(fake, connection, message):
+            if message["type"] == "next_operation":
+                connection.close()
+                return True
+        fake = self.fake(on_message=die_at_next_operation)
+        orphans = self.tmp / "orphans"
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            ctx.report_training(1, {"loss": 1.0})
+            assert list(ctx.operations()) == []
+            with ctx.checkpoint(1) as path:
+                (path / "model.txt").write_text("weights")
+            """, self.env(fake, CAIRN_ORPHAN_DIR=orphans, RANK=1, WORLD_SIZE=2))
+        self.assertEqual(sorted(os.listdir(orphans / "1")),
+                         ["cairn_orphan.rank1.json", "cairn_rng_state.rank1.pkl", "model.txt"])
+        marker = json.loads((orphans / "1" / "cairn_orphan.rank1.json").read_text())
+        self.assertNotIn("metrics_complete", marker)
 
 
 class Standalone(TrialTestCase):

@@ -35,9 +35,9 @@ struct Row {
 };
 
 // Two trials used by several rows: trial 1 is best at b, trial 2 at d; overall d < e < b.
-const std::vector<CheckpointSummary> kTwoTrials = {
-    ckpt("a", 1, 1, 0.3), ckpt("b", 1, 2, 0.2), ckpt("c", 1, 3, 0.25),
-    ckpt("d", 2, 1, 0.1), ckpt("e", 2, 2, 0.15), ckpt("f", 2, 3, 0.4)};
+const std::vector<CheckpointSummary> kTwoTrials = {ckpt("a", 1, 1, 0.3),  ckpt("b", 1, 2, 0.2),
+                                                   ckpt("c", 1, 3, 0.25), ckpt("d", 2, 1, 0.1),
+                                                   ckpt("e", 2, 2, 0.15), ckpt("f", 2, 3, 0.4)};
 
 const std::vector<Row> kRows = {
     {"the latest is also the best: one checkpoint kept",
@@ -90,11 +90,20 @@ const std::vector<Row> kRows = {
      {ckpt("a", 1, 1, {}), ckpt("b", 1, 2, 0.3), ckpt("c", 1, 3, {})},
      {},
      {"b", "c"}},
-    {"keep_experiment_best 0: each trial's latest only", policy(1, 0, 0), kTwoTrials, {},
+    {"keep_experiment_best 0: each trial's latest only",
+     policy(1, 0, 0),
+     kTwoTrials,
+     {},
      {"c", "f"}},
-    {"keep_experiment_best 2: plus the two best of all trials", policy(1, 0, 2), kTwoTrials, {},
+    {"keep_experiment_best 2: plus the two best of all trials",
+     policy(1, 0, 2),
+     kTwoTrials,
+     {},
      {"c", "d", "e", "f"}},
-    {"union of trial latest, trial best and experiment best", policy(1, 1, 2), kTwoTrials, {},
+    {"union of trial latest, trial best and experiment best",
+     policy(1, 1, 2),
+     kTwoTrials,
+     {},
      {"b", "c", "d", "e", "f"}},
     {"larger_is_better picks the highest value",
      policy(1, 1, 0, /*smaller=*/false),

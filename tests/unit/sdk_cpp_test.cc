@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -216,6 +217,14 @@ std::vector<std::string> list_dir(const fs::path& dir) {
     names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// The JSON objects of a JSON-lines file, in order.
+std::vector<json> read_json_lines(const fs::path& path) {
+  std::vector<json> objects;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) objects.push_back(json::parse(line));
+  return objects;
 }
 
 // Changes the working directory for one test (standalone checkpoints go to ./checkpoints).
@@ -447,11 +456,19 @@ TEST_CASE("sdk cpp: a closed channel becomes a stop and the checkpoint an orphan
   std::ofstream(writer.path() / "model.bin") << "weights";
   CHECK(writer.commit({{"why", "orphan"}}));
   CHECK(list_dir(fake.dir() / "orphans" / "2") ==
-        std::vector<std::string>{"cairn_orphan.json", "cairn_rng_state.txt", "model.bin"});
+        std::vector<std::string>{"cairn_orphan.json", "cairn_orphan_metrics.jsonl",
+                                 "cairn_orphan_validations.jsonl", "cairn_rng_state.txt",
+                                 "model.bin"});
   auto marker = json::parse(*cairn::sdk_detail::read_file(writer.path() / "cairn_orphan.json"));
   CHECK(marker["step"] == 2);
   CHECK(marker["trial"] == "7.3");
   CHECK(marker["metadata"] == json{{"why", "orphan"}});
+  CHECK(marker["metrics_complete"] == true);
+  // Sent before the validation, which was never acknowledged: cairn may not have it.
+  CHECK(read_json_lines(writer.path() / "cairn_orphan_metrics.jsonl") ==
+        std::vector<json>{{{"step", 2}, {"metrics", {{"loss", 1}}}}});
+  CHECK(read_json_lines(writer.path() / "cairn_orphan_validations.jsonl") ==
+        std::vector<json>{{{"step", 2}, {"metrics", {{"v", 1}}}}});
   CHECK(ctx->should_preempt());
   CHECK_FALSE(ctx->next_operation().has_value());
 }
@@ -469,8 +486,129 @@ TEST_CASE("sdk cpp: cairn dying during a commit moves the staging directory to t
   std::ofstream(writer.path() / "model.bin") << "weights";
   CHECK(writer.commit());
   CHECK(list_dir(fake.dir() / "orphans" / "7") ==
-        std::vector<std::string>{"cairn_orphan.json", "cairn_rng_state.txt", "model.bin"});
+        std::vector<std::string>{"cairn_orphan.json", "cairn_orphan_metrics.jsonl",
+                                 "cairn_orphan_validations.jsonl", "cairn_rng_state.txt",
+                                 "model.bin"});
+  CHECK(read_json_lines(fake.dir() / "orphans" / "7" / "cairn_orphan_metrics.jsonl").empty());
   CHECK_FALSE(fs::exists(fake.staging_dirs.at(0)));
+}
+
+TEST_CASE("sdk cpp: an orphan keeps the metrics sent since the last ack and those after EOF") {
+  constexpr int64_t kValidated = 1500;  // acked: what came before it is stored
+  constexpr int64_t kCairnDies = 2500;  // cairn reads the batch up to here, then dies
+  auto loss = [](int64_t step) { return step == 1600 ? NAN : step / 2.0; };
+  FakeCairn fake({1'000'000'000}, [](FakeCairn& f, const json& m) {
+    if (m["type"] == "hello") {
+      f.send({{"type", "welcome"}, {"protocol", 1}, {"checkpoint_period", 0}});
+      return true;
+    }
+    if (m["type"] != "training" || m["reports"].back()["step"] < kCairnDies) return false;
+    f.close_connection();  // read, never acknowledged
+    return true;
+  });
+  auto env = fake.environment();
+  env["CAIRN_ORPHAN_DIR"] = (fake.dir() / "orphans").string();
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  int64_t step = 0;
+  do {
+    ++step;
+    REQUIRE(step < 100'000'000);  // cairn must have gone by then
+    ctx->report_training(step, {{"loss", loss(step)}});
+    if (step == kValidated) REQUIRE(ctx->report_validation(step, {{"val", 1.0}}));
+  } while (!ctx->checkpoint_due(step));
+  REQUIRE(step >= kCairnDies);
+  // After EOF: two more steps, a validation that cannot be delivered, and a report
+  // beyond the checkpoint's step, which is not part of it.
+  const int64_t checkpoint_step = step + 2;
+  ctx->report_training(step + 1, {{"loss", loss(step + 1)}});
+  ctx->report_training(step + 2, {{"loss", loss(step + 2)}});
+  CHECK_FALSE(ctx->report_validation(checkpoint_step, {{"val", 0.5}}));
+  ctx->report_training(step + 3, {{"loss", 0.0}});
+  auto writer = ctx->checkpoint(checkpoint_step);
+  REQUIRE(writer.commit());
+
+  fs::path orphan = fake.dir() / "orphans" / std::to_string(checkpoint_step);
+  auto training = read_json_lines(orphan / "cairn_orphan_metrics.jsonl");
+  REQUIRE(training.size() == static_cast<size_t>(checkpoint_step - kValidated));
+  for (size_t i = 0; i < training.size(); ++i) {
+    int64_t expected = kValidated + 1 + static_cast<int64_t>(i);
+    REQUIRE(training[i]["step"] == expected);
+    if (expected == 1600) {
+      CHECK(training[i]["metrics"]["loss"].is_null());
+    } else {
+      REQUIRE(training[i]["metrics"] == json{{"loss", loss(expected)}});
+    }
+  }
+  CHECK(fake.training_reports().back()["step"] >= kCairnDies);
+  CHECK(read_json_lines(orphan / "cairn_orphan_validations.jsonl") ==
+        std::vector<json>{{{"step", checkpoint_step}, {"metrics", {{"val", 0.5}}}}});
+  auto marker = json::parse(*cairn::sdk_detail::read_file(orphan / "cairn_orphan.json"));
+  CHECK(marker["step"] == checkpoint_step);
+  CHECK(marker["metrics_complete"] == true);
+  CHECK(fs::last_write_time(orphan / "cairn_orphan_metrics.jsonl") <=
+        fs::last_write_time(orphan / "cairn_orphan.json"));
+}
+
+TEST_CASE("sdk cpp: ranks other than 0 keep no metrics in an orphan") {
+  FakeCairn fake({}, [](FakeCairn& f, const json& m) {
+    if (m["type"] != "next_operation") return false;
+    f.close_connection();
+    return true;
+  });
+  auto env = fake.environment();
+  env["CAIRN_ORPHAN_DIR"] = (fake.dir() / "orphans").string();
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  auto ctx = must_init(env);
+  ctx->report_training(1, {{"loss", 1}});
+  CHECK_FALSE(ctx->next_operation().has_value());
+  auto writer = ctx->checkpoint(1);
+  REQUIRE(writer.commit());
+  CHECK(list_dir(fake.dir() / "orphans" / "1") ==
+        std::vector<std::string>{"cairn_orphan.rank1.json", "cairn_rng_state.rank1.txt"});
+  auto marker =
+      json::parse(*cairn::sdk_detail::read_file(writer.path() / "cairn_orphan.rank1.json"));
+  CHECK_FALSE(marker.contains("metrics_complete"));
+}
+
+TEST_CASE("sdk cpp: unacknowledged reports are released by an ack and bounded in number") {
+  using cairn::sdk_detail::TrainingBatch;
+  cairn::sdk_detail::UnackedReports unacked(2500);
+  int64_t step = 0;
+  auto add_batch = [&](int reports) {
+    TrainingBatch batch = unacked.recycled();
+    CHECK(batch.empty());
+    for (int i = 0; i < reports; ++i) batch.add(++step, {{"loss", 0.5}});
+    unacked.add(std::move(batch));
+  };
+  auto kept_steps = [&](int64_t max_step) {
+    std::string lines;
+    unacked.append_lines(lines, max_step);
+    std::vector<int64_t> steps;
+    std::istringstream in(lines);
+    for (std::string line; std::getline(in, line);) steps.push_back(json::parse(line)["step"]);
+    return steps;
+  };
+
+  add_batch(2);
+  uint64_t before_request = unacked.mark();
+  add_batch(1);  // sent after the request
+  unacked.acknowledge(before_request);
+  CHECK(kept_steps(100) == std::vector<int64_t>{3});
+  CHECK(kept_steps(2).empty());
+  CHECK(unacked.complete());
+
+  for (int i = 0; i < 3; ++i) add_batch(1000);  // 3001 kept > 2500: the oldest go
+  CHECK_FALSE(unacked.complete());
+  auto steps = kept_steps(1'000'000);
+  CHECK(steps.size() == 2000);
+  CHECK(steps.front() == 1004);
+  CHECK(steps.back() == 3003);
+  add_batch(5);
+  unacked.acknowledge(unacked.mark());  // cairn stored everything, the dropped ones too
+  CHECK(unacked.complete());
+  CHECK(kept_steps(1'000'000).empty());
 }
 
 TEST_CASE("sdk cpp: without an orphan directory the checkpoint is not kept") {

@@ -37,6 +37,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -195,13 +196,19 @@ class Context {
   std::optional<int64_t> next_operation_length();
   CheckpointWriter orphan_or_discarded(int64_t step, std::string rng_state);
   void restore_rng();
-  nlohmann::json orphan_marker(int64_t step, const nlohmann::json& metadata) const;
+  // Rank 0: the metrics cairn may not have stored, for an orphan checkpoint at `step`.
+  bool write_orphan_metrics(const std::filesystem::path& dir, int64_t step, bool* complete,
+                            std::string* error);
+  nlohmann::json orphan_marker(int64_t step, const nlohmann::json& metadata,
+                               std::optional<bool> metrics_complete) const;
 
   sdk_detail::TrialSettings settings_;
   std::unique_ptr<sdk_detail::ControlChannel> channel_;
   std::mt19937_64 rng_;
   std::optional<int64_t> op_length_;
   bool rng_pending_ = false;
+  // Rank 0: validation reports made once cairn was gone, as {"step":S,"metrics":{…}}.
+  std::vector<std::pair<int64_t, std::string>> undelivered_validations_;
 };
 
 // ---- implementation --------------------------------------------------------------------
@@ -245,7 +252,9 @@ inline std::unique_ptr<Context> Context::init(const Environment& environment, st
 inline bool Context::connect(std::string* error) {
   auto fd = sdk_detail::connect_control(settings_.control, error);
   if (!fd.valid()) return false;
-  channel_ = std::make_unique<sdk_detail::ControlChannel>(std::move(fd), settings_.world_size > 1);
+  // cairn records only rank 0's metrics, so only rank 0 keeps them for an orphan.
+  channel_ = std::make_unique<sdk_detail::ControlChannel>(std::move(fd), settings_.world_size > 1,
+                                                          settings_.rank == 0);
   nlohmann::json hello = {{"type", "hello"},
                           {"protocol", sdk_detail::kProtocolVersion},
                           {"trial", sdk_detail::id_json(settings_.trial_id, false)},
@@ -335,8 +344,13 @@ inline bool Context::report_validation(int64_t step, const Metrics& metrics) {
                                      {"step", step},
                                      {"metrics", sdk_detail::metrics_to_json(metrics)}});
     if (!answer) {
+      if (settings_.rank == 0) {
+        std::string report;
+        sdk_detail::append_report(report, step, metrics);
+        undelivered_validations_.emplace_back(step, std::move(report));
+      }
       sdk_detail::warn("validation metrics for step " + std::to_string(step) +
-                       " dropped: cairn is gone");
+                       " not delivered: cairn is gone (kept with an orphan checkpoint)");
       return false;
     }
     if (sdk_detail::string_field(*answer, "type") == "error") {
@@ -436,15 +450,31 @@ inline void Context::restore_rng() {
   }
 }
 
-inline nlohmann::json Context::orphan_marker(int64_t step, const nlohmann::json& metadata) const {
-  return {{"protocol", sdk_detail::kProtocolVersion},
-          {"trial", sdk_detail::id_json(settings_.trial_id, false)},
-          {"experiment", sdk_detail::id_json(settings_.experiment_id, true)},
-          {"step", step},
-          {"rank", settings_.rank},
-          {"world_size", settings_.world_size},
-          {"metadata", metadata},
-          {"created", static_cast<double>(std::time(nullptr))}};
+inline bool Context::write_orphan_metrics(const std::filesystem::path& dir, int64_t step,
+                                          bool* complete, std::string* error) {
+  std::string training = channel_ ? channel_->unacked_report_lines(step, complete) : "";
+  std::string validations;
+  for (const auto& [validation_step, report] : undelivered_validations_) {
+    if (validation_step > step) continue;
+    validations += report;
+    validations += '\n';
+  }
+  return sdk_detail::write_file(dir / sdk_detail::kOrphanTrainingFile, training, error) &&
+         sdk_detail::write_file(dir / sdk_detail::kOrphanValidationFile, validations, error);
+}
+
+inline nlohmann::json Context::orphan_marker(int64_t step, const nlohmann::json& metadata,
+                                             std::optional<bool> metrics_complete) const {
+  nlohmann::json marker = {{"protocol", sdk_detail::kProtocolVersion},
+                           {"trial", sdk_detail::id_json(settings_.trial_id, false)},
+                           {"experiment", sdk_detail::id_json(settings_.experiment_id, true)},
+                           {"step", step},
+                           {"rank", settings_.rank},
+                           {"world_size", settings_.world_size},
+                           {"metadata", metadata},
+                           {"created", static_cast<double>(std::time(nullptr))}};
+  if (metrics_complete) marker["metrics_complete"] = *metrics_complete;
+  return marker;
 }
 
 // ---- CheckpointWriter ----
@@ -512,7 +542,9 @@ inline bool CheckpointWriter::commit_standalone() {
 }
 
 // Keeps the checkpoint for cairn to adopt later: the marker file, written last and
-// atomically, says the directory is complete. `from`: a staging directory to move.
+// atomically, says the directory is complete. Rank 0 adds the metrics cairn may not have
+// stored, which cairn records when it adopts the checkpoint. `from`: a staging
+// directory to move.
 inline bool CheckpointWriter::commit_orphan(const nlohmann::json& metadata,
                                             const std::filesystem::path& from) {
   const auto& settings = context_->settings_;
@@ -531,11 +563,17 @@ inline bool CheckpointWriter::commit_orphan(const nlohmann::json& metadata,
     path_ = dir;
     target_ = Target::kOrphan;
   }
+  std::optional<bool> metrics_complete;
+  if (settings.rank == 0) {
+    bool complete = true;
+    if (!context_->write_orphan_metrics(path_, step_, &complete, &error_)) return false;
+    metrics_complete = complete;
+  }
   sdk_detail::fsync_tree(path_);
   auto marker = path_ / sdk_detail::orphan_marker_name(settings.rank);
   if (!sdk_detail::write_file_atomically(
           marker,
-          context_->orphan_marker(step_, metadata)
+          context_->orphan_marker(step_, metadata, metrics_complete)
               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
           &error_)) {
     return false;

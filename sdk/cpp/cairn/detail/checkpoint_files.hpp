@@ -71,6 +71,11 @@ inline std::string rng_file_name(int rank) {
   return rank == 0 ? "cairn_rng_state.txt" : "cairn_rng_state.rank" + std::to_string(rank) + ".txt";
 }
 
+// In an orphan checkpoint (rank 0): the training and the validation reports cairn may
+// not have stored, one {"step":S,"metrics":{…}} per line.
+inline constexpr const char* kOrphanTrainingFile = "cairn_orphan_metrics.jsonl";
+inline constexpr const char* kOrphanValidationFile = "cairn_orphan_validations.jsonl";
+
 inline std::string orphan_marker_name(int rank) {
   return rank == 0 ? "cairn_orphan.json" : "cairn_orphan.rank" + std::to_string(rank) + ".json";
 }

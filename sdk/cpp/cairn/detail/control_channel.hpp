@@ -3,6 +3,8 @@
 // The trial's thread sends requests and reads answers; a small flusher thread sends a
 // training batch that has waited too long. `write_mutex_` covers the batch and every
 // write to the socket, so lines never interleave and messages leave in call order.
+// Training reports cairn has not acknowledged are kept for an orphan checkpoint
+// (unacked_reports.hpp).
 #pragma once
 
 #include <netdb.h>
@@ -30,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cairn/detail/metrics_json.hpp"
+#include "cairn/detail/unacked_reports.hpp"
 #include "cairn/detail/unique_fd.hpp"
 
 namespace cairn::sdk_detail {
@@ -40,6 +43,8 @@ struct BatchLimits {
   size_t reports = 1000;
   size_t bytes = 64 * 1024;
   std::chrono::milliseconds age{200};
+  // Unacknowledged training reports kept beyond this: the oldest are dropped.
+  size_t unacked_reports = 1'000'000;
 };
 
 inline std::string string_field(const nlohmann::json& object, const char* key) {
@@ -120,8 +125,10 @@ class ControlChannel {
  public:
   // `agree_on_stop`: the trial has several ranks, which must stop at the same step, so
   // a stop takes effect only through the answer to `sync`, never straight from `stop`.
-  ControlChannel(UniqueFd fd, bool agree_on_stop, BatchLimits limits = {})
+  // `keep_unacked`: keep the training reports cairn has not acknowledged (rank 0).
+  ControlChannel(UniqueFd fd, bool agree_on_stop, bool keep_unacked, BatchLimits limits = {})
       : fd_(std::move(fd)), agree_on_stop_(agree_on_stop), limits_(limits) {
+    if (keep_unacked) unacked_.emplace(limits_.unacked_reports);
     flusher_ = std::thread([this] { flush_when_old(); });
   }
   ControlChannel(const ControlChannel&) = delete;
@@ -175,20 +182,31 @@ class ControlChannel {
     return std::nullopt;
   }
 
+  // Once cairn is gone the report is only kept (when reports are kept).
   void add_training_report(int64_t step, const std::map<std::string, double>& metrics) {
     std::lock_guard lock(write_mutex_);
-    if (closed()) return;
-    if (batch_reports_ == 0) {
-      batch_ = R"({"type":"training","reports":[)";
+    if (closed() && !unacked_) return;
+    if (batch_.empty()) {
       batch_started_ = std::chrono::steady_clock::now();
       batch_cv_.notify_one();
-    } else {
-      batch_ += ',';
     }
-    append_report(batch_, step, metrics);
-    if (++batch_reports_ >= limits_.reports || batch_.size() >= limits_.bytes) {
+    batch_.add(step, metrics);
+    if (batch_.reports() >= limits_.reports || batch_.bytes() >= limits_.bytes) {
       write_batch_locked();
     }
+  }
+
+  // The training reports cairn has not acknowledged, with step <= max_step, one JSON
+  // object per line in the order they were made; *complete is false when some were
+  // dropped for memory. Empty unless the channel keeps them.
+  std::string unacked_report_lines(int64_t max_step, bool* complete) {
+    std::lock_guard lock(write_mutex_);
+    std::string lines;
+    *complete = !unacked_ || unacked_->complete();
+    if (!unacked_) return lines;
+    unacked_->append_lines(lines, max_step);
+    append_report_lines(lines, batch_, max_step);
+    return lines;
   }
 
   void flush() {
@@ -197,12 +215,7 @@ class ControlChannel {
   }
 
   // Sends one message, after the training reports buffered before it.
-  void send(const nlohmann::json& message) {
-    std::string line = to_line(message);
-    std::lock_guard lock(write_mutex_);
-    write_batch_locked();
-    write_locked(line);
-  }
+  void send(const nlohmann::json& message) { send_line(to_line(message)); }
 
   // Sends a request and waits for its answer; nullopt when cairn is gone, or when
   // `interrupt` returns true while waiting.
@@ -211,13 +224,17 @@ class ControlChannel {
     if (closed()) return std::nullopt;
     int64_t seq = next_seq_++;
     message["seq"] = seq;
-    send(message);
+    uint64_t sent_before = send_line(to_line(message));
     while (answers_.find(seq) == answers_.end()) {
       if (closed() || (interrupt && interrupt())) return std::nullopt;
       receive(interrupt ? 250 : -1);
     }
     auto answer = std::move(answers_[seq]);
     answers_.erase(seq);
+    if (string_field(answer, "type") == "ack") {  // what came before the request is stored
+      std::lock_guard lock(write_mutex_);
+      if (unacked_) unacked_->acknowledge(sent_before);
+    }
     return answer;
   }
 
@@ -246,6 +263,14 @@ class ControlChannel {
   }
 
  private:
+  // Writes the buffered batch, then `line`; returns the unacked-reports mark between them.
+  uint64_t send_line(std::string_view line) {
+    std::lock_guard lock(write_mutex_);
+    write_batch_locked();
+    write_locked(line);
+    return unacked_ ? unacked_->mark() : 0;
+  }
+
   void write_locked(std::string_view data) {
     while (!data.empty() && !closed()) {
       ssize_t sent = ::send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
@@ -265,17 +290,19 @@ class ControlChannel {
   }
 
   void write_batch_locked() {
-    if (batch_reports_ == 0) return;
-    batch_ += "]}\n";
-    write_locked(batch_);
-    batch_.clear();
-    batch_reports_ = 0;
+    if (batch_.empty()) return;
+    if (!closed()) batch_.write_line([this](std::string_view line) { write_locked(line); });
+    if (unacked_) {
+      unacked_->add(std::exchange(batch_, unacked_->recycled()));
+    } else {
+      batch_.clear();
+    }
   }
 
   void flush_when_old() {
     std::unique_lock lock(write_mutex_);
     while (!stopping_) {
-      if (batch_reports_ == 0) {
+      if (batch_.empty()) {
         batch_cv_.wait(lock);
         continue;
       }
@@ -339,10 +366,10 @@ class ControlChannel {
   std::atomic<bool> closed_{false};
   std::atomic<bool> welcomed_{false};  // read by the flusher thread too
 
-  std::mutex write_mutex_;  // the batch and every write to fd_
+  std::mutex write_mutex_;  // the batch, unacked_ and every write to fd_
   std::condition_variable batch_cv_;
-  std::string batch_;
-  size_t batch_reports_ = 0;
+  TrainingBatch batch_;
+  std::optional<UnackedReports> unacked_;
   std::chrono::steady_clock::time_point batch_started_;
   bool stopping_ = false;
   std::thread flusher_;

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""Benchmark: cairn's overhead per trial when it runs many trivial trials.
+
+bench/trivial_trial.py (Python SDK) reports one validation and exits. The same N trial
+commands (`/usr/bin/python3 bench/trivial_trial.py`) run on 2 workers (the local slots)
+four ways, one after the other in each repetition:
+
+  xargs   `seq N | xargs -P 2 -n 1 python3 trivial_trial.py` standalone (the SDK with
+          no cairn): the ideal makespan of the trial processes alone, launched from C.
+  pool    a Python process running them with a 2-thread pool, subprocess.run each, a
+          hyperparameter in CAIRN_HPARAMS and the validation parsed from stderr.
+  cairn   `cairn run` of a `random` searcher, max_trials N, max_length 1, --slots 2,
+          with a fresh store.
+  optuna  Optuna (Debian's python3-optuna) with a JournalStorage file and a
+          RandomSampler, study.optimize(n_trials=N, n_jobs=2), its objective running the
+          trial through subprocess.run like `pool`.
+
+The makespan of each is the wall time of the process that drives it (Optuna: also the
+time inside study.optimize() alone, without Python's and Optuna's start-up). Overhead per
+trial = (makespan - ideal makespan) / N, with the median xargs makespan as the ideal.
+CPU: user + system time of the driver and every trial, from getrusage(RUSAGE_CHILDREN).
+Goal: cairn <= 5 ms per trial, and ahead of Optuna.
+
+    /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--trials N] [--reps R]
+                                           [--only xargs,pool,cairn,optuna] [--keep]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_common import SOURCE, default_cairn, machine_summary
+
+TRIAL = ["/usr/bin/python3", str(SOURCE / "bench" / "trivial_trial.py")]
+WORKERS = 2
+GOAL_MS = 5.0
+VALIDATION = re.compile(r"validation: val_loss=(\S+)")
+
+
+def standalone_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env["PYTHONPATH"] = str(SOURCE / "sdk" / "python")
+    env.update(extra or {})
+    return env
+
+
+def run_standalone_trial(x):
+    """One trial command, as a driver without cairn runs it: returns its val_loss."""
+    proc = subprocess.run(TRIAL, env=standalone_env({"CAIRN_HPARAMS": json.dumps({"x": x})}),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    match = VALIDATION.search(proc.stderr)
+    if proc.returncode != 0 or not match:
+        raise RuntimeError("trial failed (%d): %s" % (proc.returncode, proc.stderr[-500:]))
+    return float(match.group(1))
+
+
+# -- the drivers, each run as a child process of the benchmark -----------------------------
+
+
+def drive_pool(trials):
+    rng = random.Random(1)
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+        losses = list(pool.map(run_standalone_trial, [rng.random() for _ in range(trials)]))
+    print(json.dumps({"inner_s": time.perf_counter() - start, "trials": len(losses)}))
+
+
+def drive_optuna(trials, journal):
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    start = time.perf_counter()
+    storage = optuna.storages.JournalStorage(optuna.storages.JournalFileStorage(journal))
+    study = optuna.create_study(study_name="runner-bench", storage=storage,
+                                sampler=optuna.samplers.RandomSampler(seed=1))
+    study.optimize(lambda trial: run_standalone_trial(trial.suggest_float("x", 0.0, 1.0)),
+                   n_trials=trials, n_jobs=WORKERS)
+    inner = time.perf_counter() - start
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    print(json.dumps({"inner_s": inner, "trials": len(complete)}))
+
+
+# -- the benchmark ----------------------------------------------------------------------------
+
+
+def timed(command, cwd, stdout=subprocess.PIPE, env=None):
+    """Runs command; returns (wall seconds, CPU seconds of it and its descendants, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit("bench: %s exited %d\n%s" % (" ".join(map(str, command)), proc.returncode,
+                                              (proc.stderr or "")[-3000:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def run_xargs(workdir, trials):
+    with open(workdir / "numbers", "w") as f:
+        f.write("".join("%d\n" % i for i in range(trials)))
+    # The number is one more argument, which the trial ignores: one process per line.
+    wall, cpu, _ = timed(["sh", "-c", "xargs -P %d -n 1 %s %s < numbers 2>/dev/null" %
+                          (WORKERS, TRIAL[0], TRIAL[1])], workdir,
+                         env=standalone_env({"CAIRN_HPARAMS": '{"x": 0.5}'}))
+    return {"wall": wall, "cpu": cpu}
+
+
+def run_pool(workdir, trials):
+    wall, cpu, out = timed([sys.executable, __file__, "--drive", "pool", "--trials",
+                            str(trials)], workdir)
+    result = json.loads(out.strip().splitlines()[-1])
+    check_count("pool", result["trials"], trials)
+    return {"wall": wall, "cpu": cpu, "inner": result["inner_s"]}
+
+
+def run_optuna(workdir, trials):
+    journal = workdir / "optuna-journal.log"
+    wall, cpu, out = timed([sys.executable, __file__, "--drive", "optuna", "--trials",
+                            str(trials), "--journal", str(journal)], workdir)
+    result = json.loads(out.strip().splitlines()[-1])
+    check_count("optuna", result["trials"], trials)
+    return {"wall": wall, "cpu": cpu, "inner": result["inner_s"]}
+
+
+def run_cairn(cairn, workdir, trials):
+    config = {
+        "name": "runner-bench",
+        "entrypoint": TRIAL,
+        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+        "searcher": {"name": "random", "metric": "val_loss", "max_trials": trials,
+                     "max_length": 1},
+        "reproducibility": {"seed": 1},
+    }
+    (workdir / "exp.yaml").write_text(json.dumps(config))  # JSON is YAML
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    subprocess.run([cairn, "init", str(workdir)], check=True, capture_output=True, env=env)
+    with open(workdir / "cairn.out", "w") as out:
+        wall, cpu, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml", "--slots",
+                              str(WORKERS)], workdir, stdout=out, env=env)
+    shown = subprocess.run([cairn, "--store", str(workdir), "show", "1", "--json"],
+                           capture_output=True, text=True, check=True, env=env)
+    states = [t.get("state") for t in json.loads(shown.stdout).get("trials", [])]
+    check_count("cairn", states.count("COMPLETED"), trials)
+    return {"wall": wall, "cpu": cpu}
+
+
+def check_count(name, done, trials):
+    if done != trials:
+        sys.exit("bench: %s completed %d of %d trials" % (name, done, trials))
+
+
+def report(trials, results):
+    ideal = statistics.median(r["wall"] for r in results["xargs"])
+    ideal_cpu = statistics.median(r["cpu"] for r in results["xargs"])
+    reps = len(results["xargs"])
+    print("\n%d trials, %d workers, %d repetitions; medians (overhead = (makespan - ideal) "
+          "/ trials, ideal = xargs)" % (trials, WORKERS, reps))
+    print("  %-14s %10s %8s %14s %10s %14s" % ("", "makespan_s", "ratio", "overhead_ms",
+                                              "cpu_s", "cpu_extra_ms"))
+    rows = [(name, [r["wall"] for r in runs], [r["cpu"] for r in runs])
+            for name, runs in results.items()]
+    if results.get("optuna"):
+        rows.append(("optuna inner", [r["inner"] for r in results["optuna"]], None))
+    overhead = {}
+    for name, walls, cpus in rows:
+        wall = statistics.median(walls)
+        overhead[name] = 1e3 * (wall - ideal) / trials
+        cpu_text = "%10.2f %14.2f" % (statistics.median(cpus),
+                                      1e3 * (statistics.median(cpus) - ideal_cpu) / trials) \
+            if cpus else "%10s %14s" % ("-", "-")
+        print("  %-14s %10.2f %7.2fx %14.2f %s   (all: %s)" % (
+            name, wall, wall / ideal, overhead[name], cpu_text,
+            ", ".join("%.2f" % w for w in walls)))
+    print("  per-trial time of the ideal: %.2f ms of wall per trial on %d workers "
+          "(%.1f ms per trial process)" % (1e3 * ideal / trials, WORKERS,
+                                           1e3 * ideal * WORKERS / trials))
+    if "cairn" in overhead:
+        verdict = "meets" if overhead["cairn"] <= GOAL_MS else "MISSES"
+        print("  goal: cairn overhead <= %.0f ms per trial: %s (%.2f ms)" % (
+            GOAL_MS, verdict, overhead["cairn"]))
+        if "optuna" in overhead:
+            print("  cairn vs optuna: %.2f ms vs %.2f ms per trial (optimize() alone: %.2f ms)"
+                  ": %s" % (overhead["cairn"], overhead["optuna"], overhead["optuna inner"],
+                            "cairn ahead" if overhead["cairn"] < min(
+                                overhead["optuna"], overhead["optuna inner"])
+                            else "cairn NOT ahead"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cairn", default=default_cairn())
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--only", default="xargs,pool,cairn,optuna")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--drive", choices=["pool", "optuna"], help=argparse.SUPPRESS)
+    parser.add_argument("--journal", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.drive == "pool":
+        return drive_pool(args.trials)
+    if args.drive == "optuna":
+        return drive_optuna(args.trials, args.journal)
+
+    cairn = str(pathlib.Path(args.cairn).resolve())
+    names = args.only.split(",")
+    if "xargs" not in names:
+        names.insert(0, "xargs")  # the ideal every overhead is measured against
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-runner-"))
+    print(machine_summary(cairn))
+    print("scratch: %s" % scratch)
+    results = {name: [] for name in names}
+    runners = {"xargs": lambda w: run_xargs(w, args.trials),
+               "pool": lambda w: run_pool(w, args.trials),
+               "cairn": lambda w: run_cairn(cairn, w, args.trials),
+               "optuna": lambda w: run_optuna(w, args.trials)}
+    try:
+        for rep in range(args.reps):
+            # Rotate the order, so a slow drift of the machine's load favours no one.
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for name in order:
+                workdir = scratch / ("%s-%d" % (name, rep))
+                workdir.mkdir()
+                result = runners[name](workdir)
+                results[name].append(result)
+                print("rep %d %-6s %.2f s wall, %.2f s CPU (load %.2f)" % (
+                    rep + 1, name, result["wall"], result["cpu"], os.getloadavg()[0]),
+                    flush=True)
+                if not args.keep:
+                    shutil.rmtree(workdir, ignore_errors=True)
+        report(args.trials, results)
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print("\nload average after: %.2f" % os.getloadavg()[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
