@@ -34,7 +34,8 @@ struct Collected {
 // Retention for one experiment that nobody drives: opened for writing (which also keeps a
 // `cairn resume` from starting underneath us), policy applied, doomed checkpoints deleted.
 Result<Collected> collect(const StoreLayout& store, int64_t id) {
-  Collected out{id};
+  Collected out;
+  out.id = id;
   std::error_code ec;
   if (!fs::exists(store.experiment(id) / "db" / "CURRENT", ec)) return out;  // being created
   if (experiment_is_driven(store.experiment(id))) {
