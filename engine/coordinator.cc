@@ -225,6 +225,9 @@ void Coordinator::schedule() {
       if (same_process_alive(o["pid"].get<pid_t>(), o["start_time"].get<uint64_t>(), o["boot_id"].get<std::string>()))
         continue;
       recover_trial(*trial);
+      // What recovery adopted (an orphaned checkpoint) is in this round's batch, not yet in
+      // the database that restore reads: start the trial next round, after the commit.
+      continue;
     }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
     if (slots_free() < config_.resources.slots_per_trial) return;

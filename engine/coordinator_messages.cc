@@ -127,6 +127,7 @@ void Coordinator::answer_pending_operation(Trial& trial) {
     // has checkpointed at this decision point, so it exits and frees its slot (SPEC §3); a
     // promotion later resumes it from that checkpoint.
     answer["done"] = true;
+    trial.released = true;
   }
   trial.pending_operation_seq.reset();
   reply(*it->second, std::move(answer));

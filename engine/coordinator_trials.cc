@@ -133,6 +133,7 @@ Status Coordinator::start_trial(Trial& trial) {
                                     trial.record.value("output_offset", uint64_t{0}));
   if (!followed.ok()) terminal_.warn("warning: " + followed.message());
   trial.exit.reset();
+  trial.released = false;
   trial.stop_requested = pausing_;
   trial.record["pid"] = trial.process->pid();
   trial.record["process_start_time"] = trial.process->start_time();
@@ -242,10 +243,10 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
     terminal_.note("trial " + id + " paused");
     return;
   }
-  if (info.ok() && trial.validated_target >= trial.target) {
-    // It finished its operation and the searcher has not decided yet: it checkpointed and
-    // left its slot to others; a promotion resumes it from that checkpoint.
-    set_trial_state(trial, "PAUSED");
+  if (info.ok() && (trial.validated_target >= trial.target || trial.released)) {
+    // It finished its operation and the searcher had not decided: it checkpointed and left
+    // its slot to others; a promotion (perhaps already made) resumes it from that checkpoint.
+    set_trial_state(trial, trial.target > trial.validated_target ? "QUEUED" : "PAUSED");
     return;
   }
   std::string why = info.ok()

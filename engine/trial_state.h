@@ -40,7 +40,10 @@ struct Coordinator::Trial {
   int64_t log_seq = 0;
   Clock::time_point last_heard{};
   bool liveness_killed = false;
-  int failures_in_a_row = 0;  // failed starts without a checkpoint in between  // the last message or output from the running process
+  int failures_in_a_row = 0;
+  // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
+  // promotion arrived between that answer and the exit.
+  bool released = false;  // failed starts without a checkpoint in between  // the last message or output from the running process
   int64_t latest_checkpoint_step = -1;
 
   bool running() const { return process.has_value(); }

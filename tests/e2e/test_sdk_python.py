@@ -473,15 +473,17 @@ class Stopping(TrialTestCase):
 
 
 # Reports every step until it notices cairn is gone (optionally validating at step
-# $VALIDATED, which cairn acks), then two more steps, a validation that cannot be
+# $VALIDATED, which cairn acks, and waiting at step $WAIT_AT until cairn is gone, so that
+# it goes at exactly that step), then two more steps, a validation that cannot be
 # delivered and a report beyond the step it then checkpoints at. Records what the orphan
 # directory held when its marker was renamed into place.
 ORPHAN_METRICS_TRIAL = """
-import json, os
+import json, os, time
 import cairn
 if os.environ.get("UNACKED_LIMIT"):
     cairn._UNACKED_REPORTS = int(os.environ["UNACKED_LIMIT"])
 validated = int(os.environ.get("VALIDATED", "0"))
+wait_at = int(os.environ.get("WAIT_AT", "0"))
 
 before_marker = {}
 real_rename = os.rename
@@ -507,6 +509,10 @@ for op in ctx.operations():
         ctx.report_training(step, metrics(step))
         if step == validated:
             assert ctx.report_validation(step, {"val": 1.0})
+        deadline = time.monotonic() + 60
+        while step == wait_at and not ctx.should_preempt():  # the batch leaves after 0.2 s
+            assert time.monotonic() < deadline, "cairn never went away"
+            time.sleep(0.01)
         if ctx.checkpoint_due(step):
             break
     break
@@ -569,9 +575,12 @@ class OrphanMetrics(TrialTestCase):
         self.assertIs(marker["metrics_complete"], False)
 
     def test_an_ack_after_dropping_reports_makes_the_record_complete_again(self):
-        _, seen, orphan = self.run_until_cairn_dies(4000, UNACKED_LIMIT=1500, VALIDATED=3000)
+        # cairn goes at step 4000 exactly: no more than the bound is kept after the ack.
+        _, seen, orphan = self.run_until_cairn_dies(4000, UNACKED_LIMIT=1500, VALIDATED=3000,
+                                                    WAIT_AT=4000)
+        self.assertEqual(seen["eof_step"], 4000)
         steps = [r["step"] for r in json_lines(orphan / "cairn_orphan_metrics.jsonl")]
-        self.assertEqual(steps, list(range(3001, seen["eof_step"] + 3)))
+        self.assertEqual(steps, list(range(3001, 4003)))
         marker = json.loads((orphan / "cairn_orphan.json").read_text())
         self.assertIs(marker["metrics_complete"], True)
 

@@ -146,9 +146,6 @@ reproducibility: {seed: 3}
         self.assertNotIn(exp["best_trial"], [t["id"] for t in nan_trials])
         self.assertGreater(sum(1 for t in exp["trials"] if t["steps_completed"] == 9), 0)
 
-    @unittest.skip("known bug, issue 4 left open: about 1 run in 8, a trial restarted by a "
-                   "resumed coordinator exits 0 without training ('exited with status 0 before "
-                   "finishing its work'), which counts as a failure and can change the search")
     def test_search_killed_at_random_moments_makes_the_same_decisions(self):
         self.write("hb.yaml", HYPERBAND % 27)
         self.cairn("run", "hb.yaml", check=0)
