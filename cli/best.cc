@@ -67,7 +67,8 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
     Status st = materialize_checkpoint(objects, *manifest, *tmp);
     if (!st.ok()) return fail(st);
     fs::rename(*tmp, dir, ec);
-    if (ec && !fs::exists(dir)) return fail(Status::Io("cannot create " + dir.string() + ": " + ec.message()));
+    if (ec && !fs::exists(dir))
+      return fail(Status::Io("cannot create " + dir.string() + ": " + ec.message()));
     fs::remove_all(*tmp, ec);
   }
   std::cout << dir.string() << "\n";
@@ -79,10 +80,13 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
 void add_best(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
   auto checkpoint = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("best", "Print the best trial id (or its best checkpoint, exported)");
+  CLI::App* cmd =
+      app.add_subcommand("best", "Print the best trial id (or its best checkpoint, exported)");
   cmd->add_option("id", *id, "Experiment id")->required()->type_name("EXP");
-  cmd->add_flag("--checkpoint", *checkpoint, "Export the best trial's best checkpoint and print its path");
-  cmd->callback([&global, &outcome, id, checkpoint] { outcome.exit_code = best(global, *id, *checkpoint); });
+  cmd->add_flag("--checkpoint", *checkpoint,
+                "Export the best trial's best checkpoint and print its path");
+  cmd->callback(
+      [&global, &outcome, id, checkpoint] { outcome.exit_code = best(global, *id, *checkpoint); });
 }
 
 }  // namespace cairn::cli

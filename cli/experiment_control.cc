@@ -40,7 +40,8 @@ bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s) {
 Result<ExperimentConfig> stored_config(const Json& experiment) {
   const std::string file = experiment.value("config_file", "");
   std::vector<std::string> sets;
-  for (const auto& s : experiment.value("sets", Json::array())) sets.push_back(s.get<std::string>());
+  for (const auto& s : experiment.value("sets", Json::array()))
+    sets.push_back(s.get<std::string>());
   auto config = parse_experiment_config(experiment.value("config_text", ""), file,
                                         fs::path(file).parent_path(), sets);
   if (!config.ok()) return config.status();

@@ -12,8 +12,8 @@
 namespace cairn::cli {
 
 struct ExperimentStatus {
-  Json record;                // the experiment record
-  bool driven = false;        // a live process holds its write lock
+  Json record;                  // the experiment record
+  bool driven = false;          // a live process holds its write lock
   std::optional<pid_t> driver;  // that process, when its record names it and it is alive
 };
 

@@ -19,23 +19,26 @@ int mark_undriven(const StoreLayout& store, int64_t id, const char* state) {
   auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kWrite, store.tmp());
   if (!db.ok()) return fail(db.status());
   auto exp = (*db)->get_json(schema::kExperiment);
-  if (!exp.ok() || !exp->has_value()) return fail(exp.ok() ? Status::NotFound("no experiment record") : exp.status());
+  if (!exp.ok() || !exp->has_value())
+    return fail(exp.ok() ? Status::NotFound("no experiment record") : exp.status());
   Json record = **exp;
   StoreBatch batch;
   const bool cancel = std::string(state) == "CANCELED";
-  Status scan = (*db)->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
-    Json t = Json::parse(value, nullptr, false);
-    if (t.is_discarded()) return true;
-    const std::string s = t.value("state", "");
-    if (s == "COMPLETED" || s == "STOPPED" || s == "ERROR" || s == "CANCELED") return true;
-    // A trial process left behind by a coordinator that died is stopped too, when killing.
-    if (cancel && s == "RUNNING" && t.contains("pid") &&
-        same_process_alive(t["pid"].get<pid_t>(), t.value("process_start_time", uint64_t{0}), t.value("boot_id", "")))
-      ::kill(-t["pid"].get<pid_t>(), SIGKILL);
-    t["state"] = cancel ? "CANCELED" : (s == "RUNNING" ? "QUEUED" : s);
-    batch.put_json(key, t);
-    return true;
-  });
+  Status scan =
+      (*db)->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
+        Json t = Json::parse(value, nullptr, false);
+        if (t.is_discarded()) return true;
+        const std::string s = t.value("state", "");
+        if (s == "COMPLETED" || s == "STOPPED" || s == "ERROR" || s == "CANCELED") return true;
+        // A trial process left behind by a coordinator that died is stopped too, when killing.
+        if (cancel && s == "RUNNING" && t.contains("pid") &&
+            same_process_alive(t["pid"].get<pid_t>(), t.value("process_start_time", uint64_t{0}),
+                               t.value("boot_id", "")))
+          ::kill(-t["pid"].get<pid_t>(), SIGKILL);
+        t["state"] = cancel ? "CANCELED" : (s == "RUNNING" ? "QUEUED" : s);
+        batch.put_json(key, t);
+        return true;
+      });
   if (!scan.ok()) return fail(scan);
   record["state"] = state;
   record.erase("driver");
@@ -49,7 +52,9 @@ int mark_undriven(const StoreLayout& store, int64_t id, const char* state) {
 int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
-  if (id->trial) return fail(Status::BadInput("give an experiment id (" + std::to_string(id->experiment) + "), not a trial"));
+  if (id->trial)
+    return fail(Status::BadInput("give an experiment id (" + std::to_string(id->experiment) +
+                                 "), not a trial"));
   auto store = open_store(global);
   if (!store.ok()) return fail(store.status());
   auto status = experiment_status(*store, id->experiment);
@@ -67,16 +72,21 @@ int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
     }
     return mark_undriven(*store, id->experiment, cancel ? "CANCELED" : "PAUSED");
   }
-  if (!status->driver) return fail(Status::Failed("experiment " + exp + " is driven by a process cairn cannot identify"));
+  if (!status->driver)
+    return fail(
+        Status::Failed("experiment " + exp + " is driven by a process cairn cannot identify"));
   // The driver pauses on SIGINT (trials checkpoint and exit) and cancels on SIGUSR2.
   if (::kill(*status->driver, cancel ? SIGUSR2 : SIGINT) != 0)
-    return fail(Status::Io("cannot signal process " + std::to_string(*status->driver) + ": " + errno_text()));
+    return fail(Status::Io("cannot signal process " + std::to_string(*status->driver) + ": " +
+                           errno_text()));
   std::cout << "cairn: " << (cancel ? "killing" : "pausing") << " experiment " << exp
             << (cancel ? "" : " (trials checkpoint and exit)") << "..." << std::endl;
   if (!wait_until_undriven(*store, id->experiment, kStopTimeoutS))
-    return fail(Status::Failed("experiment " + exp + " did not stop within " + std::to_string(kStopTimeoutS) + " s"));
+    return fail(Status::Failed("experiment " + exp + " did not stop within " +
+                               std::to_string(kStopTimeoutS) + " s"));
   auto after = experiment_status(*store, id->experiment);
-  std::cout << "cairn: experiment " << exp << " " << (after.ok() ? after->record.value("state", "") : "stopped") << "\n";
+  std::cout << "cairn: experiment " << exp << " "
+            << (after.ok() ? after->record.value("state", "") : "stopped") << "\n";
   return 0;
 }
 
@@ -84,7 +94,8 @@ int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
 
 void add_pause(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("pause", "Pause an experiment: trials checkpoint and exit; resumable");
+  CLI::App* cmd =
+      app.add_subcommand("pause", "Pause an experiment: trials checkpoint and exit; resumable");
   cmd->add_option("id", *id, "Experiment id")->required()->type_name("EXP");
   cmd->callback([&global, &outcome, id] { outcome.exit_code = stop(global, *id, false); });
 }

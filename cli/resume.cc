@@ -12,7 +12,6 @@
 namespace cairn::cli {
 namespace fs = std::filesystem;
 
-
 namespace {
 
 int resume_one(const StoreLayout& store, int64_t id) {
@@ -20,20 +19,22 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (!status.ok()) return fail(status.status());
   const std::string state = status->record.value("state", "");
   if (status->driven)
-    return fail(Status::Failed("experiment " + std::to_string(id) + " is running (driven by process " +
-                               (status->driver ? std::to_string(*status->driver) : std::string("?")) + ")"));
+    return fail(Status::Failed(
+        "experiment " + std::to_string(id) + " is running (driven by process " +
+        (status->driver ? std::to_string(*status->driver) : std::string("?")) + ")"));
   if (state == "COMPLETED" || state == "ERROR") {
     std::cout << "cairn: experiment " << id << " is " << state << "; nothing to resume\n";
     return 0;
   }
   if (state == "CANCELED")
-    return fail(Status::BadInput("experiment " + std::to_string(id) + " was killed; it cannot be resumed"));
+    return fail(
+        Status::BadInput("experiment " + std::to_string(id) + " was killed; it cannot be resumed"));
   auto config = stored_config(status->record);
   if (!config.ok()) return fail(config.status());
   auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kWrite, store.tmp());
   if (!db.ok()) return fail(db.status());
-  std::cout << "cairn: resuming experiment " << id << " '" << status->record.value("name", "") << "' ("
-            << state << ")" << std::endl;
+  std::cout << "cairn: resuming experiment " << id << " '" << status->record.value("name", "")
+            << "' (" << state << ")" << std::endl;
   CoordinatorOptions options;
   options.self_executable = self_executable();
   options.resume = true;
@@ -66,9 +67,11 @@ int resume_all(const StoreLayout& store) {
 void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("resume", "Continue an interrupted or paused experiment where it stopped");
+  CLI::App* cmd =
+      app.add_subcommand("resume", "Continue an interrupted or paused experiment where it stopped");
   auto* id_opt = cmd->add_option("id", *id, "Experiment id")->type_name("EXP");
-  cmd->add_flag("--all", *all, "Resume every interrupted experiment in the background (for boot time)")
+  cmd->add_flag("--all", *all,
+                "Resume every interrupted experiment in the background (for boot time)")
       ->excludes(id_opt);
   cmd->callback([&global, &outcome, id, all] {
     auto store = open_store(global);

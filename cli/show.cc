@@ -68,7 +68,8 @@ int show_experiment(ExperimentReader& reader, bool json) {
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
   if (exp->contains("best_trial"))
     std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
-  print_search_state(std::cout, exp->value("searcher_state", Json()), std::to_string(exp->value("id", 0)));
+  print_search_state(std::cout, exp->value("searcher_state", Json()),
+                     std::to_string(exp->value("id", 0)));
   std::cout << "\n";
   Table table({"TRIAL", "STATE", "STEPS", "RESTARTS", "BEST VALIDATION", "HPARAMS"});
   for (const Json& t : *trials)

@@ -19,7 +19,10 @@ std::string render(const Json& exp, const std::vector<Json>& trials, bool driven
   std::ostringstream out;
   const std::string id = std::to_string(exp.value("id", 0));
   out << "experiment " << id << "  " << exp.value("name", "") << "  " << exp.value("state", "")
-      << (driven ? "" : exp.value("state", "") == "ACTIVE" ? " (no cairn process is driving it)" : "") << "\n";
+      << (driven                               ? ""
+          : exp.value("state", "") == "ACTIVE" ? " (no cairn process is driving it)"
+                                               : "")
+      << "\n";
   std::map<std::string, int> states;
   for (const Json& t : trials) ++states[t.value("state", "")];
   out << "trials      " << trials.size();
@@ -75,10 +78,13 @@ int watch(const GlobalOptions& global, const std::string& id_text, double interv
 void add_watch(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
   auto interval = std::make_shared<double>(1.0);
-  CLI::App* cmd = app.add_subcommand("watch", "Live view of an experiment: trials by bracket and rung, best so far");
+  CLI::App* cmd = app.add_subcommand(
+      "watch", "Live view of an experiment: trials by bracket and rung, best so far");
   cmd->add_option("id", *id, "Experiment id")->required()->type_name("EXP");
-  cmd->add_option("--interval", *interval, "Seconds between redraws (default 1)")->type_name("SECONDS");
-  cmd->callback([&global, &outcome, id, interval] { outcome.exit_code = watch(global, *id, *interval); });
+  cmd->add_option("--interval", *interval, "Seconds between redraws (default 1)")
+      ->type_name("SECONDS");
+  cmd->callback(
+      [&global, &outcome, id, interval] { outcome.exit_code = watch(global, *id, *interval); });
 }
 
 }  // namespace cairn::cli

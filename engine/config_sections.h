@@ -15,8 +15,8 @@
 namespace cairn::config {
 
 inline constexpr std::array<std::string_view, 13> kTopLevelKeys = {
-    "name",        "entrypoint",   "workdir",    "hyperparameters", "searcher",
-    "resources",   "max_restarts", "checkpoint", "reproducibility", "data",
+    "name",        "entrypoint",   "workdir",         "hyperparameters", "searcher",
+    "resources",   "max_restarts", "checkpoint",      "reproducibility", "data",
     "environment", "notify",       "liveness_timeout"};
 inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
     "name",       "metric",     "smaller_is_better",

@@ -179,7 +179,8 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         trial->target = action.length;
         trial->record["target_length"] = action.length;
         if (trial->finished) break;  // errored meanwhile: nothing to train
-        if (trial->record.value("state", "") == "PAUSED" && !pausing_) set_trial_state(*trial, "QUEUED");
+        if (trial->record.value("state", "") == "PAUSED" && !pausing_)
+          set_trial_state(*trial, "QUEUED");
         trial->dirty = true;
         record_event("train", {{"trial", action.trial}, {"length", action.length}});
         answer_pending_operation(*trial);
@@ -195,7 +196,8 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         answer_pending_operation(*trial);
         if (!trial->running() && !trial->finished && !trial->orphan_process) {
           trial->finished = true;
-          set_trial_state(*trial, trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+          set_trial_state(*trial,
+                          trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
           close_in_searcher(*trial);
         }
         break;
@@ -222,7 +224,8 @@ void Coordinator::schedule() {
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
     if (trial->orphan_process) {
       const Json& o = *trial->orphan_process;
-      if (same_process_alive(o["pid"].get<pid_t>(), o["start_time"].get<uint64_t>(), o["boot_id"].get<std::string>()))
+      if (same_process_alive(o["pid"].get<pid_t>(), o["start_time"].get<uint64_t>(),
+                             o["boot_id"].get<std::string>()))
         continue;
       recover_trial(*trial);
       // What recovery adopted (an orphaned checkpoint) is in this round's batch, not yet in

@@ -125,7 +125,8 @@ class Coordinator {
   bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
   bool searcher_changed_ = false;
   bool retention_due_ = false;          // a checkpoint arrived since retention last ran
-  Clock::time_point next_retention_{};  // retention reads the whole store: not every round  // its describe() is saved with the experiment record
+  Clock::time_point next_retention_{};  // retention reads the whole store: not every round  // its
+                                        // describe() is saved with the experiment record
   Status fatal_ = Status::Ok();
 };
 

@@ -131,7 +131,8 @@ int Coordinator::finish() {
   if (retention_due_) apply_retention();
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (state == "ACTIVE") {
-    terminal_.note("experiment " + id + " interrupted; `cairn resume " + id + "` (or `cairn resume --all`) continues it");
+    terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
+                   "` (or `cairn resume --all`) continues it");
     return 0;
   }
   if (state == "PAUSED") {

@@ -242,24 +242,20 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
   reply(conn, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
 }
 
-void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
-                                      uint64_t new_bytes, const Json& metadata) {
-  Json record{{"id", manifest.id},
-              {"trial", trial_id(trial.index)},
-              {"trial_index", trial.index},
-              {"steps_completed", step},
-              {"metrics", Json::object()},
-              {"bytes", manifest.bytes},
-              {"new_bytes", new_bytes},
-              {"files", manifest.files.size()},
-              {"metadata", metadata}};
+void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& manifest,
+                                      int64_t step, uint64_t new_bytes, const Json& metadata) {
+  Json record{
+      {"id", manifest.id},       {"trial", trial_id(trial.index)}, {"trial_index", trial.index},
+      {"steps_completed", step}, {"metrics", Json::object()},      {"bytes", manifest.bytes},
+      {"new_bytes", new_bytes},  {"files", manifest.files.size()}, {"metadata", metadata}};
   if (trial.record.contains("latest_validation") &&
       trial.record["latest_validation"].value("step", int64_t{-1}) == step)
     record["metrics"] = trial.record["latest_validation"]["metrics"];
   batch_.put_json(schema::checkpoint_key(manifest.id), record);
   trial.record["latest_checkpoint"] = manifest.id;
   trial.record["latest_checkpoint_steps"] = step;
-  trial.record["steps_completed"] = std::max(step, trial.record.value("steps_completed", int64_t{0}));
+  trial.record["steps_completed"] =
+      std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.latest_checkpoint_step = step;
   trial.failures_in_a_row = 0;
   retention_due_ = true;

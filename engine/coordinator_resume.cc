@@ -48,10 +48,12 @@ Status Coordinator::replay_searcher() {
 Status Coordinator::load_for_resume() {
   Status replayed = replay_searcher();
   if (!replayed.ok()) return replayed;
-  Status batches = db_->scan(schema::kTrainingBatchPrefix, [&](std::string_view key, std::string_view) {
-    next_training_batch_seq_ = std::max(next_training_batch_seq_, schema::key_suffix_number(std::string(key)) + 1);
-    return true;
-  });
+  Status batches =
+      db_->scan(schema::kTrainingBatchPrefix, [&](std::string_view key, std::string_view) {
+        next_training_batch_seq_ =
+            std::max(next_training_batch_seq_, schema::key_suffix_number(std::string(key)) + 1);
+        return true;
+      });
   if (!batches.ok()) return batches;
   Status bad = Status::Ok();
   Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
@@ -82,10 +84,10 @@ Status Coordinator::load_for_resume() {
     if (r.value("state", "") == "RUNNING" && r.contains("pid") &&
         same_process_alive(r["pid"].get<pid_t>(), r.value("process_start_time", uint64_t{0}),
                            r.value("boot_id", ""))) {
-      trial->orphan_process = Json{{"pid", r["pid"]},
-                                   {"start_time", r["process_start_time"]},
-                                   {"boot_id", r["boot_id"]}};
-      trial->output_file = store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";
+      trial->orphan_process = Json{
+          {"pid", r["pid"]}, {"start_time", r["process_start_time"]}, {"boot_id", r["boot_id"]}};
+      trial->output_file =
+          store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";
       (void)output_->follow(index, trial->output_file, r.value("output_offset", uint64_t{0}));
       terminal_.note("trial " + trial_id(index) + ": waiting for its process " + r["pid"].dump() +
                      ", left from the previous run, to checkpoint and exit");
@@ -102,7 +104,9 @@ void Coordinator::recover_trial(Trial& trial) {
   trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
   std::error_code ec;
   if (fs::exists(trial.output_file, ec) &&
-      output_->follow(trial.index, trial.output_file, trial.record.value("output_offset", uint64_t{0})).ok()) {
+      output_
+          ->follow(trial.index, trial.output_file, trial.record.value("output_offset", uint64_t{0}))
+          .ok()) {
     drain_output(trial, /*final=*/true);
   }
   trial.orphan_process.reset();
@@ -122,7 +126,8 @@ void Coordinator::recover_trial(Trial& trial) {
 // Reports the trial made that no coordinator acknowledged (docs/protocol.md): training
 // reports become one more batch (later batches win for a step), validations are recorded.
 void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
-  if (auto lines = read_file(orphan / "cairn_orphan_metrics.jsonl"); lines.ok() && !lines->empty()) {
+  if (auto lines = read_file(orphan / "cairn_orphan_metrics.jsonl");
+      lines.ok() && !lines->empty()) {
     std::string batch = R"({"type":"training","reports":[)";
     bool first = true;
     size_t start = 0;
@@ -144,10 +149,13 @@ void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
     while (start < lines->size()) {
       size_t nl = lines->find('\n', start);
       if (nl == std::string::npos) nl = lines->size();
-      Json report = Json::parse(std::string_view(lines->data() + start, nl - start), nullptr, false);
+      Json report =
+          Json::parse(std::string_view(lines->data() + start, nl - start), nullptr, false);
       start = nl + 1;
-      if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer()) continue;
-      batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation, report["step"].get<int64_t>()),
+      if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer())
+        continue;
+      batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation,
+                                         report["step"].get<int64_t>()),
                       report.value("metrics", Json::object()));
     }
   }
@@ -171,6 +179,11 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
     if (step <= trial.latest_checkpoint_step) continue;
     auto marker = Json::parse(*read_file(path / "cairn_orphan.json"), nullptr, false);
     adopt_orphan_metrics(trial, path);
+    if (!marker.value("metrics_complete", true))
+      terminal_.warn("warning: trial " + trial_id(trial.index) +
+                     ": the trial could not keep all the reports it made while cairn was away; "
+                     "some training metrics before step " +
+                     std::to_string(step) + " are missing");
     for (const auto& f : fs::directory_iterator(path, ec))
       if (f.path().filename().string().starts_with("cairn_orphan")) fs::remove(f.path(), ec);
     uint64_t new_bytes = 0;
@@ -180,7 +193,8 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
                      std::to_string(step) + " not adopted: " + manifest.status().message());
       continue;
     }
-    register_checkpoint(trial, *manifest, step, new_bytes, marker.value("metadata", Json::object()));
+    register_checkpoint(trial, *manifest, step, new_bytes,
+                        marker.value("metadata", Json::object()));
     terminal_.note("trial " + trial_id(trial.index) + ": adopted the checkpoint it took at step " +
                    std::to_string(step) + " while cairn was away");
   }

@@ -300,10 +300,12 @@ void Coordinator::check_liveness() {
   if (config_.liveness_timeout <= 0) return;
   const auto limit = std::chrono::seconds(config_.liveness_timeout);
   for (auto& [index, trial] : trials_) {
-    if (!trial->running() || trial->liveness_killed || Clock::now() - trial->last_heard < limit) continue;
-    terminal_.warn("trial " + trial_id(index) + " sent nothing for " + std::to_string(config_.liveness_timeout) +
-                   " s (liveness_timeout): killing it");
-    log_output(*trial, "cairn: error: no message or output for " + std::to_string(config_.liveness_timeout) +
+    if (!trial->running() || trial->liveness_killed || Clock::now() - trial->last_heard < limit)
+      continue;
+    terminal_.warn("trial " + trial_id(index) + " sent nothing for " +
+                   std::to_string(config_.liveness_timeout) + " s (liveness_timeout): killing it");
+    log_output(*trial, "cairn: error: no message or output for " +
+                           std::to_string(config_.liveness_timeout) +
                            " s (liveness_timeout); the trial was killed\n");
     trial->liveness_killed = true;
     trial->process->signal_group(SIGKILL);
@@ -340,8 +342,10 @@ void Coordinator::handle_signal(int sig) {
     // decision to pause: the experiment stays ACTIVE, so `cairn resume --all` at boot
     // continues it. Ctrl-C and `cairn pause` (SIGINT) pause it deliberately.
     shutting_down_ = sig == SIGTERM || sig == SIGHUP;
-    terminal_.note(shutting_down_ ? "shutting down: trials checkpoint and exit"
-                                  : "pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
+    terminal_.note(
+        shutting_down_
+            ? "shutting down: trials checkpoint and exit"
+            : "pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
     for (auto& [index, trial] : trials_)
       if (trial->running()) request_stop(*trial, "pause");
     return;

@@ -36,14 +36,15 @@ struct Coordinator::Trial {
   // A process of this trial left running by a coordinator that died: it was told nothing
   // and will checkpoint (as an orphan) and exit by itself; the trial waits for it.
   std::optional<Json> orphan_process;
-  std::deque<std::string> tail;                  // the last lines, for failure reports
+  std::deque<std::string> tail;  // the last lines, for failure reports
   int64_t log_seq = 0;
   Clock::time_point last_heard{};
   bool liveness_killed = false;
   int failures_in_a_row = 0;
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
-  bool released = false;  // failed starts without a checkpoint in between  // the last message or output from the running process
+  bool released = false;  // failed starts without a checkpoint in between  // the last message or
+                          // output from the running process
   int64_t latest_checkpoint_step = -1;
 
   bool running() const { return process.has_value(); }

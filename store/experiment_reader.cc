@@ -57,7 +57,7 @@ Result<std::vector<MetricPoint>> ExperimentReader::training_metrics(int64_t tria
   std::map<int64_t, Json> by_step;
   Status bad = Status::Ok();
   Status st = db_->scan(schema::training_batch_prefix(trial), [&](std::string_view key,
-                                                                   std::string_view value) {
+                                                                  std::string_view value) {
     Json batch = Json::parse(value, nullptr, false);
     if (batch.is_discarded() || !batch.is_object() || !batch.contains("reports") ||
         !batch["reports"].is_array()) {

@@ -21,7 +21,9 @@ std::string metric_prefix(int64_t trial, MetricKind kind) {
 std::string metric_key(int64_t trial, MetricKind kind, int64_t step) {
   return metric_prefix(trial, kind) + pad(step, 12);
 }
-std::string training_batch_prefix(int64_t trial) { return kTrainingBatchPrefix + pad(trial, 8) + "/"; }
+std::string training_batch_prefix(int64_t trial) {
+  return kTrainingBatchPrefix + pad(trial, 8) + "/";
+}
 std::string training_batch_key(int64_t trial, int64_t seq) {
   return training_batch_prefix(trial) + pad(seq, 12);
 }
