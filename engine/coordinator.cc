@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "engine/signal_pipe.h"
 #include "engine/trial_state.h"
+#include "gpu/runtime_probe.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
 
@@ -42,8 +43,14 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
       config_(std::move(config)),
       experiment_(std::move(experiment)),
       options_(std::move(options)) {
+  // Slots are GPUs on a GPU machine (unless the config says cpu), CPU cores otherwise.
+  const std::string& devices = config_.resources.devices;
+  const int gpus = devices == "cpu" ? 0 : probe_gpu_runtime().device_count;
+  gpu_slots_ = gpus > 0;
   if (options_.slots <= 0)
-    options_.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options_.slots =
+        gpu_slots_ ? gpus : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  slots_.emplace(options_.slots);
 }
 
 Coordinator::~Coordinator() = default;
@@ -112,6 +119,15 @@ int trial_concurrency(const ExperimentConfig& config, int slots) {
 }
 
 Status Coordinator::start() {
+  if (config_.resources.devices == "gpu" && !gpu_slots_)
+    return Status::BadInput(
+        config_.config_path.string() +
+        ": resources.devices: gpu, but no GPU was found (no CUDA driver or no device)");
+  if (config_.resources.slots_per_trial > slots_->size())
+    return Status::BadInput(
+        config_.config_path.string() +
+        ": resources.slots_per_trial: " + std::to_string(config_.resources.slots_per_trial) +
+        " is more than the " + std::to_string(slots_->size()) + " slots of this machine (--slots)");
   // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
   // state: fixed when the experiment is created and reused on every resume.
   if (!experiment_.contains("concurrency"))
@@ -207,14 +223,14 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
 }
 
 int Coordinator::slots_free() const {
-  int used = 0;
+  int running = 0;
   for (const auto& [index, trial] : trials_)
-    if (trial->running()) used += config_.resources.slots_per_trial;
-  int limit = options_.slots;
+    if (trial->running()) ++running;
+  int free = slots_->free();
   if (config_.searcher.max_concurrent_trials > 0)
-    limit =
-        std::min(limit, config_.searcher.max_concurrent_trials * config_.resources.slots_per_trial);
-  return limit - used;
+    free = std::min(free, (config_.searcher.max_concurrent_trials - running) *
+                              config_.resources.slots_per_trial);
+  return free;
 }
 
 void Coordinator::schedule() {

@@ -21,6 +21,7 @@
 #include "engine/output_tail.h"
 #include "engine/searcher.h"
 #include "engine/signal_pipe.h"
+#include "engine/slot_pool.h"
 #include "engine/terminal.h"
 #include "engine/trial_process.h"
 #include "store/checkpoint_files.h"
@@ -110,6 +111,8 @@ class Coordinator {
   Terminal terminal_;
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
+  std::optional<SlotPool> slots_;
+  bool gpu_slots_ = false;  // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
   std::optional<ControlListener> listener_;
   std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;

@@ -110,9 +110,17 @@ Status Coordinator::start_trial(Trial& trial) {
   Status restored = restore_latest_checkpoint(trial, env);
   if (!restored.ok()) return restored;
 
-  // One core per slot by default, so concurrent trials do not oversubscribe the machine.
-  env.emplace("OMP_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
-  env.emplace("OPENBLAS_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+  auto slots = slots_->acquire(trial.index, config_.resources.slots_per_trial);
+  if (!slots) return Status::Failed("no free slot");  // schedule() checks first
+  if (gpu_slots_) {
+    env["CUDA_VISIBLE_DEVICES"] = device_list(*slots);
+  } else {
+    if (config_.resources.devices == "cpu") env["CUDA_VISIBLE_DEVICES"] = "";
+    // One core per slot by default, so concurrent trials do not oversubscribe the machine.
+    env.emplace("OMP_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+    env.emplace("OPENBLAS_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+  }
+  trial.record["slots"] = *slots;
 
   ProcessSpec spec;
   spec.cwd = config_.workdir;
@@ -125,7 +133,10 @@ Status Coordinator::start_trial(Trial& trial) {
                   ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
                   : config_.entrypoint;
   auto process = TrialProcess::spawn(spec);
-  if (!process.ok()) return process.status();
+  if (!process.ok()) {
+    slots_->release(trial.index);
+    return process.status();
+  }
 
   trial.process.emplace(std::move(*process));
   trial.last_heard = Clock::now();
@@ -205,6 +216,7 @@ void Coordinator::reap_children() {
 
 void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   trial.process.reset();
+  slots_->release(trial.index);
   if (trial.liveness_killed) {
     trial.liveness_killed = false;
     info.code = 0;

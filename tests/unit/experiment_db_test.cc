@@ -50,9 +50,15 @@ TEST_CASE("one writer, many readers: readers see committed records and catch up"
   StoreBatch batch;
   batch.put_json(schema::kExperiment, Json{{"id", id}, {"state", "ACTIVE"}});
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "RUNNING"}});
+  // Training reports arrive in batches; a step reported again (after a restart) replaces the
+  // earlier report.
+  Json first{{"type", "training"}, {"reports", Json::array()}};
   for (int step = 1; step <= 12; ++step)
-    batch.put_json(schema::metric_key(1, schema::MetricKind::kTraining, step),
-                   Json{{"loss", 1.0 / step}});
+    first["reports"].push_back({{"step", step}, {"metrics", {{"loss", 1.0 / step}}}});
+  batch.put_json(schema::training_batch_key(1, 1), first);
+  Json again{{"type", "training"}, {"reports", Json::array()}};
+  again["reports"].push_back({{"step", 11}, {"metrics", {{"loss", 42.0}}}});
+  batch.put_json(schema::training_batch_key(1, 2), again);
   REQUIRE((*writer)->commit(batch, true).ok());
   CHECK(batch.empty());
 
