@@ -20,7 +20,8 @@ time inside study.optimize() alone, without Python's and Optuna's start-up). Ove
 trial = (makespan - ideal makespan) / N, the ideal of a repetition being the faster of
 xargs and pool; "paired" takes that difference within each repetition before the median
 (steadier when the machine's load drifts). CPU: user + system time of the driver and
-every trial (getrusage(RUSAGE_CHILDREN)), and of the driving process alone (/proc).
+every trial (getrusage(RUSAGE_CHILDREN)); of the driving process alone (/proc); and of the
+trial processes (the difference), each per trial.
 Goal: cairn <= 5 ms per trial, and ahead of Optuna.
 
     /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--trials N] [--reps R]
@@ -203,9 +204,9 @@ def report(trials, results):
           "trials;\n  ideal = the faster of xargs and pool in each repetition; paired = "
           "makespan - ideal within each repetition; cpu_extra = CPU beyond xargs'" %
           (trials, WORKERS, reps))
-    print("  %-12s %10s %7s %12s %12s %8s %13s %13s" % (
+    print("  %-12s %10s %7s %12s %10s %7s %13s %14s %14s" % (
         "", "makespan_s", "ratio", "overhead_ms", "paired_ms", "cpu_s", "cpu_extra_ms",
-        "driver_cpu_ms"))
+        "driver_cpu_ms", "trial_cpu_ms"))
     overhead, paired = {}, {}
     rows = list(results.items())
     if results.get("optuna"):
@@ -215,10 +216,12 @@ def report(trials, results):
         overhead[name] = 1e3 * (wall - ideal) / trials
         paired[name] = med(1e3 * (r["wall"] - i) / trials for r, i in zip(runs, ideals))
         cpu = med(r["cpu"] for r in runs)
-        print("  %-12s %10.2f %6.2fx %12.2f %12.2f %8.2f %13.2f %13.2f   (all: %s)" % (
+        driver_cpu = med(r["driver_cpu"] for r in runs)
+        trial_cpu = med(r["cpu"] - r["driver_cpu"] for r in runs)
+        print("  %-12s %10.2f %6.2fx %12.2f %10.2f %7.2f %13.2f %14.2f %14.2f   (all: %s)" % (
             name, wall, wall / ideal, overhead[name], paired[name], cpu,
-            1e3 * (cpu - ideal_cpu) / trials, 1e3 * med(r["driver_cpu"] for r in runs) / trials,
-            ", ".join("%.2f" % r["wall"] for r in runs)))
+            1e3 * (cpu - ideal_cpu) / trials, 1e3 * driver_cpu / trials,
+            1e3 * trial_cpu / trials, ", ".join("%.2f" % r["wall"] for r in runs)))
     print("  the ideal: %.2f ms of wall per trial on %d workers (%.1f ms per trial process); "
           "load average now %.2f" % (1e3 * ideal / trials, WORKERS, 1e3 * ideal * WORKERS / trials,
                                      os.getloadavg()[0]))

@@ -108,6 +108,9 @@ Status Coordinator::commit() {
     }
   }
   deferred_replies_.clear();
+  std::error_code ec;
+  for (const auto& dir : staging_to_remove_) std::filesystem::remove_all(dir, ec);
+  staging_to_remove_.clear();
   return Status::Ok();
 }
 

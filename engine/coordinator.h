@@ -120,6 +120,7 @@ class Coordinator {
   StoreBatch batch_;
   bool batch_needs_sync_ = false;
   std::vector<std::pair<int, Json>> deferred_replies_;  // (connection fd, message)
+  std::vector<std::string> staging_to_remove_;          // ingested, removed after the commit
   int64_t next_event_seq_ = 1;
   int64_t next_training_batch_seq_ = 1;
   int interrupts_ = 0;

@@ -227,7 +227,8 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
   trial.staging_dirs.erase(path);
   const int64_t step = msg["step"].get<int64_t>();
   uint64_t new_bytes = 0;
-  auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes);
+  auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes, /*remove_staging=*/false);
+  if (manifest.ok()) staging_to_remove_.push_back(path);  // once the record is durable
   if (!manifest.ok()) {
     std::error_code ec;
     fs::remove_all(path, ec);

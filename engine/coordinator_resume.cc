@@ -186,6 +186,15 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
                      std::to_string(step) + " are missing");
     for (const auto& f : fs::directory_iterator(path, ec))
       if (f.path().filename().string().starts_with("cairn_orphan")) fs::remove(f.path(), ec);
+    bool has_files = false;
+    for (auto it = fs::recursive_directory_iterator(path, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file()) has_files = true;
+    if (!has_files) {  // nothing but its marker: never offer an empty checkpoint
+      terminal_.warn("warning: trial " + trial_id(trial.index) + ": orphaned checkpoint at step " +
+                     std::to_string(step) + " holds no files; ignored");
+      continue;
+    }
     uint64_t new_bytes = 0;
     auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes);
     if (!manifest.ok()) {

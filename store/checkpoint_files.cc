@@ -31,7 +31,7 @@ Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::str
 }
 
 Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
-                                                 uint64_t* new_bytes) {
+                                                 uint64_t* new_bytes, bool remove_staging) {
   CheckpointManifest manifest;
   std::error_code ec;
   std::vector<fs::path> files;
@@ -61,7 +61,7 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
   auto id = objects.put_bytes(manifest.to_json().dump());
   if (!id.ok()) return id.status();
   manifest.id = *id;
-  fs::remove_all(staging_dir, ec);
+  if (remove_staging) fs::remove_all(staging_dir, ec);
   return manifest;
 }
 

@@ -27,12 +27,15 @@ struct CheckpointManifest {
   static Result<CheckpointManifest> from_json(const Json& j, std::string id);
 };
 
-// Moves every regular file under `staging_dir` into the object store, fsynced, then stores
-// the manifest and removes the staging directory. Symlinks and special files are refused.
-// `new_bytes` (optional) receives the bytes that were not already in the store.
+// Links every regular file under `staging_dir` into the object store, fsynced, then stores
+// the manifest and (with `remove_staging`) removes the staging directory. Symlinks and
+// special files are refused. `new_bytes` (optional) receives the bytes that were not already
+// in the store. A caller that registers the checkpoint later passes remove_staging = false
+// and removes the directory once the registration is durable.
 Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects,
                                                  const std::filesystem::path& staging_dir,
-                                                 uint64_t* new_bytes = nullptr);
+                                                 uint64_t* new_bytes = nullptr,
+                                                 bool remove_staging = true);
 
 Result<CheckpointManifest> load_manifest(const ObjectStore& objects, const std::string& id);
 

@@ -50,7 +50,18 @@ Status ObjectStore::install(const fs::path& tmp, const std::string& hash, bool* 
 Result<std::string> ObjectStore::adopt(const fs::path& file, uint64_t* size, bool* added) {
   auto hash = sha256_file(file, size);
   if (!hash.ok()) return hash.status();
-  Status st = install(file, *hash, added);
+  // A hard link, not a move: the file stays where the trial wrote it until its checkpoint
+  // is registered, so a coordinator killed mid-ingestion leaves the trial a complete
+  // directory to keep as an orphan checkpoint.
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  const fs::path tmp = dir_ / ("tmp-" + *hash + "-" + std::to_string(::getpid()));
+  fs::remove(tmp, ec);
+  if (::link(file.c_str(), tmp.c_str()) != 0) {
+    Status copied = copy_file_durable(file, tmp);  // another file system: copy instead
+    if (!copied.ok()) return copied;
+  }
+  Status st = install(tmp, *hash, added);
   if (!st.ok()) return st;
   return *hash;
 }

@@ -38,7 +38,12 @@ TEST_CASE("objects are stored once, by content, and verified on the way out") {
   REQUIRE(h2.ok());
   CHECK_FALSE(added);
   CHECK(*h1 == *h2);
-  CHECK_FALSE(fs::exists(dir / "b"));  // the duplicate was dropped, not stored twice
+  CHECK(fs::exists(dir / "b"));  // the caller's file stays where it was
+  size_t objects_stored = 0;
+  for (auto it = fs::recursive_directory_iterator(dir / "objects");
+       it != fs::recursive_directory_iterator(); ++it)
+    if (it->is_regular_file()) ++objects_stored;
+  CHECK(objects_stored == 1);  // the duplicate content is stored once
   CHECK(objects.verify(*h1).ok());
 
   SUBCASE("a flipped byte is detected") {
