@@ -139,7 +139,8 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       ->allow_extra_args(false);
   cmd->add_option("--name", opts->name, "Name of the experiment (default: the config's name)");
   cmd->add_flag("--detach", opts->detach, "Print the experiment id and continue in the background");
-  cmd->add_option("--slots", opts->slots, "Slots to use on this machine (default: GPUs, or CPU cores)");
+  cmd->add_option("--slots", opts->slots,
+                  "Slots to use on this machine (default: GPUs, or CPU cores)");
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = run(global, *opts); });
 }
 

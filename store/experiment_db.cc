@@ -155,6 +155,23 @@ Status ExperimentDb::scan(std::string_view prefix,
   return from_rocks(it->status(), "cannot scan the experiment database");
 }
 
+Result<std::vector<Json>> ExperimentDb::scan_json(std::string_view prefix) const {
+  std::vector<Json> out;
+  Status bad = Status::Ok();
+  Status st = scan(prefix, [&](std::string_view key, std::string_view value) {
+    Json j = Json::parse(value, nullptr, false);
+    if (j.is_discarded()) {
+      bad = Status::Corrupt("store corrupt: record '" + std::string(key) + "' is not valid JSON");
+      return false;
+    }
+    out.push_back(std::move(j));
+    return true;
+  });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  return out;
+}
+
 Status ExperimentDb::catch_up() {
   if (mode_ != Mode::kRead) return Status::Ok();
   return from_rocks(db_->TryCatchUpWithPrimary(), "cannot refresh the experiment database");

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/json.h"
@@ -63,6 +64,8 @@ class ExperimentDb {
   Status scan(std::string_view prefix,
               const std::function<bool(std::string_view key, std::string_view value)>& visit,
               std::string_view start_after = {}) const;
+  // Every record under `prefix`, parsed; kCorrupt names the first that is not JSON.
+  Result<std::vector<Json>> scan_json(std::string_view prefix) const;
   // Secondary only: pick up what the primary wrote since the last call.
   Status catch_up();
   Mode mode() const { return mode_; }

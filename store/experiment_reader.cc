@@ -27,20 +27,7 @@ Result<Json> ExperimentReader::experiment() const {
 }
 
 Result<std::vector<Json>> ExperimentReader::trials() const {
-  std::vector<Json> out;
-  Status bad = Status::Ok();
-  Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
-    Json j = Json::parse(value, nullptr, false);
-    if (j.is_discarded()) {
-      bad = Status::Corrupt("store corrupt: record '" + std::string(key) + "' is not valid JSON");
-      return false;
-    }
-    out.push_back(std::move(j));
-    return true;
-  });
-  if (!st.ok()) return st;
-  if (!bad.ok()) return bad;
-  return out;
+  return db_->scan_json(schema::kTrialPrefix);
 }
 
 Result<Json> ExperimentReader::trial(int64_t index) const {

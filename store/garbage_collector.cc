@@ -58,20 +58,12 @@ Result<std::vector<std::string>> checkpoint_objects(const ObjectStore& objects,
 }
 
 Result<std::vector<Json>> checkpoint_records(const ExperimentDb& db) {
-  std::vector<Json> out;
-  Status bad = Status::Ok();
-  Status st = db.scan(schema::kCheckpointPrefix, [&](std::string_view key, std::string_view v) {
-    Json j = Json::parse(v, nullptr, false);
-    if (j.is_discarded() || !is_hash(j.value("id", ""))) {
-      bad = Status::Corrupt("store corrupt: record '" + std::string(key) + "' is not readable");
-      return false;
-    }
-    out.push_back(std::move(j));
-    return true;
-  });
-  if (!st.ok()) return st;
-  if (!bad.ok()) return bad;
-  return out;
+  auto records = db.scan_json(schema::kCheckpointPrefix);
+  if (!records.ok()) return records.status();
+  for (const Json& j : *records)
+    if (!is_hash(j.value("id", "")))
+      return Status::Corrupt("store corrupt: a checkpoint record has no valid id");
+  return records;
 }
 
 Status add_live_references(const ExperimentDb& db, const ObjectStore& objects, References& refs) {

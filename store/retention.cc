@@ -123,20 +123,7 @@ bool may_resume(const Json& trial) {
 }
 
 Result<std::vector<Json>> scan_records(const ExperimentDb& db, const std::string& prefix) {
-  std::vector<Json> out;
-  Status bad = Status::Ok();
-  Status st = db.scan(prefix, [&](std::string_view key, std::string_view value) {
-    Json j = Json::parse(value, nullptr, false);
-    if (j.is_discarded()) {
-      bad = Status::Corrupt("store corrupt: record '" + std::string(key) + "' is not valid JSON");
-      return false;
-    }
-    out.push_back(std::move(j));
-    return true;
-  });
-  if (!st.ok()) return st;
-  if (!bad.ok()) return bad;
-  return out;
+  return db.scan_json(prefix);
 }
 
 // The checkpoints a trial that is not finished would resume from: restore takes the newest
