@@ -17,6 +17,7 @@ is on the cairn / baseline ratio of the latter (total_s).
 
     /usr/bin/python3 bench/metrics_bench.py [--cairn BIN] [--points N] [--reps R]
                                             [--sdk cpp|python|both] [--keep]
+                                            [--cpp-include DIR]
 """
 import argparse
 import json
@@ -33,16 +34,16 @@ from null_control import NullControl
 GOALS = {"cpp": 1.5, "python": 2.0}  # SPEC's goals for the ratio of total_s
 
 
-def build_cpp_trial(scratch):
+def build_cpp_trial(scratch, include):
     binary = scratch / "metrics_trial"
-    run_checked(["g++", "-O2", "-std=c++20", "-I%s" % (SOURCE / "sdk" / "cpp"),
+    run_checked(["g++", "-O2", "-std=c++20", "-I%s" % include,
                  str(SOURCE / "bench" / "metrics_trial.cc"), "-o", str(binary), "-pthread"])
     return [str(binary)]
 
 
-def trial_command(sdk, scratch):
+def trial_command(sdk, scratch, cpp_include):
     if sdk == "cpp":
-        return build_cpp_trial(scratch)
+        return build_cpp_trial(scratch, cpp_include)
     return ["/usr/bin/python3", str(SOURCE / "bench" / "metrics_trial.py")]
 
 
@@ -110,6 +111,8 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--sdk", choices=["cpp", "python", "both"], default="both")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--cpp-include", default=str(SOURCE / "sdk" / "cpp"),
+                        help="the C++ SDK to compile the trial against (default: sdk/cpp)")
     args = parser.parse_args()
 
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-metrics-"))
@@ -117,7 +120,7 @@ def main():
     print("scratch: %s" % scratch)
     try:
         for sdk in (["cpp", "python"] if args.sdk == "both" else [args.sdk]):
-            command = trial_command(sdk, scratch)
+            command = trial_command(sdk, scratch, args.cpp_include)
             runs = {"baseline": [], "cairn": [], "sdk-only": []}
             for rep in range(args.reps):
                 workdir = scratch / ("%s-%d" % (sdk, rep))
