@@ -17,6 +17,15 @@ namespace {
 int resume_one(const StoreLayout& store, int64_t id) {
   auto status = experiment_status(store, id);
   if (!status.ok()) return fail(status.status());
+  if (status->driven && !status->driver) {
+    // The lock is held, but not by the recorded driver, which is gone. What holds it then is
+    // short-lived: a trial process the dead driver forked, which inherited the lock and drops
+    // it when it execs its entrypoint (right after a kill -9, on a loaded machine, that can
+    // take a while), or a `cairn gc` pass. Wait for it rather than fail.
+    wait_until_undriven(store, id, 10);
+    status = experiment_status(store, id);
+    if (!status.ok()) return fail(status.status());
+  }
   const std::string state = status->record.value("state", "");
   if (status->driven)
     return fail(Status::Failed(
