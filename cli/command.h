@@ -62,5 +62,7 @@ void add_watch(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_version(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_compare(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 
 }  // namespace cairn::cli

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   cairn::cli::add_kill(app, global, outcome);
   cairn::cli::add_ls(app, global, outcome);
   cairn::cli::add_show(app, global, outcome);
+  cairn::cli::add_compare(app, global, outcome);
   cairn::cli::add_logs(app, global, outcome);
   cairn::cli::add_metrics(app, global, outcome);
   cairn::cli::add_checkpoints(app, global, outcome);
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   cairn::cli::add_version(app, global, outcome);
   cairn::cli::add_completion(app, global, outcome);
   cairn::cli::add_gc(app, global, outcome);
+  cairn::cli::add_reproduce(app, global, outcome);
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "Describe every command, or one command");
   help->add_option("command", help_topic, "Command to describe")->type_name("COMMAND");

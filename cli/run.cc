@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/experiment_control.h"
+#include "cli/new_experiment.h"
 #include "common/build_info.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
@@ -48,17 +49,6 @@ std::string self_executable() {
 
 namespace {
 
-// Detaches from the terminal: the parent returns, the child goes on in a new session with
-// its output in the experiment's coordinator.log. Must happen before RocksDB starts threads.
-bool detach_into(const fs::path& log_file) {
-  std::fflush(stdout);
-  pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid > 0) ::_exit(0);
-  start_session_with_output(log_file);
-  return true;
-}
-
 int run(const GlobalOptions& global, const RunOptions& opts) {
   auto config = load_experiment_config(opts.config_file, opts.sets);
   if (!config.ok()) return fail(config.status());
@@ -73,56 +63,14 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
     store = init_store(fs::absolute(opts.config_file).parent_path());
   }
   if (!store.ok()) return fail(store.status());
-  auto id = allocate_experiment_id(*store);
-  if (!id.ok()) return fail(id.status());
-
-  uint64_t seed = 0;
-  if (config->reproducibility.seed) {
-    seed = *config->reproducibility.seed;
-  } else {
-    std::random_device rd;
-    seed = rd() & 0x7fffffffu;
-  }
+  NewExperiment what;
+  what.config_file = fs::absolute(opts.config_file).string();
   auto text = read_file(opts.config_file);
-  Json experiment{{"id", *id},
-                  {"name", config->name},
-                  {"state", "ACTIVE"},
-                  {"searcher", config->searcher.name},
-                  {"seed", seed},
-                  {"seed_chosen", !config->reproducibility.seed.has_value()},
-                  {"config", config->resolved},
-                  {"config_file", fs::absolute(opts.config_file).string()},
-                  {"config_text", text.ok() ? *text : std::string()},
-                  {"sets", opts.sets},
-                  {"workdir", config->workdir.string()},
-                  {"created_at", std::time(nullptr)},
-                  {"cairn_version", CAIRN_VERSION}};
-
-  // The id is the first line, alone, so scripts can take it: EXP=$(cairn run --detach x.yaml)
-  std::cout << *id << std::endl;
-  if (opts.detach && !detach_into(store->experiment(*id) / "coordinator.log"))
-    return fail(Status::Io("cannot detach: " + errno_text()));
-
-  auto db = ExperimentDb::open(store->experiment(*id), ExperimentDb::Mode::kWrite, store->tmp());
-  if (!db.ok()) return fail(db.status());
-  StoreBatch batch;
-  batch.put_json(schema::kExperiment, experiment);
-  batch.put_json(schema::event_key(0),
-                 Json{{"seq", 0}, {"type", "experiment_created"}, {"seed", seed}});
-  Status st = (*db)->commit(batch, true);
-  if (!st.ok()) return fail(st);
-  if (!opts.detach) {
-    std::cout << "cairn: experiment " << *id << " '" << config->name << "' ("
-              << config->searcher.name << ", seed " << seed << ") in " << store->root().string()
-              << std::endl;
-  }
-
-  CoordinatorOptions options;
-  options.slots = opts.slots;
-  options.self_executable = self_executable();
-  Coordinator coordinator(*store, std::move(*db), std::move(*config), std::move(experiment),
-                          options);
-  return coordinator.run();
+  what.config_text = text.ok() ? *text : std::string();
+  what.sets = opts.sets;
+  what.detach = opts.detach;
+  what.slots = opts.slots;
+  return create_and_drive(*store, std::move(*config), what);
 }
 
 }  // namespace

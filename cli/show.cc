@@ -43,6 +43,9 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
            {"best_trial", exp.value("best_trial", Json(nullptr))}};
   for (const Json& t : trials) out["trials"].push_back(trial_json(t));
   if (exp.contains("searcher_state")) out["searcher_state"] = exp["searcher_state"];
+  // Provenance (SPEC §5): what the experiment ran, for scripts and `cairn compare`.
+  for (const char* key : {"code", "data", "dependencies", "reproduces"})
+    if (exp.contains(key)) out[key] = exp[key];
   return out;
 }
 
@@ -66,6 +69,27 @@ int show_experiment(ExperimentReader& reader, bool json) {
   std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
   std::cout << "config      " << exp->value("config_file", "") << "\n";
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
+  if (exp->contains("code")) {
+    const Json& code = (*exp)["code"];
+    std::cout << "code        snapshot " << code.value("commit", "").substr(0, 12) << " ("
+              << code.value("files", 0) << " files)";
+    if (code.contains("git"))
+      std::cout << ", git " << code["git"].value("head", "").substr(0, 12)
+                << (code["git"].value("branch", "").empty()
+                        ? ""
+                        : " on " + code["git"].value("branch", ""))
+                << (code["git"].value("dirty", false) ? " (dirty)" : "");
+    std::cout << "\n";
+  }
+  if (exp->contains("data") && !(*exp)["data"].value("files", Json::array()).empty()) {
+    const Json& data = (*exp)["data"];
+    std::cout << "data        " << data["files"].size() << " files, digest "
+              << data.value("digest", "").substr(0, 12)
+              << (data.value("stored", false) ? " (kept in the store)" : " (fingerprinted only)")
+              << "\n";
+  }
+  if (exp->contains("reproduces"))
+    std::cout << "reproduces  " << (*exp)["reproduces"].value("trial", "") << "\n";
   if (exp->contains("best_trial"))
     std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
   print_search_state(std::cout, exp->value("searcher_state", Json()),

@@ -80,7 +80,7 @@ _cairn_positional_index() {
 }
 
 _cairn() {
-  local commands="init run resume pause kill ls show logs metrics checkpoints best watch export gc version help completion"
+  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce version help completion"
   local global_options="--store -h --help --version"
   local -a _cairn_words
   local _cairn_cword _cairn_command_at=0
@@ -141,6 +141,8 @@ _cairn() {
       takes_value="--interval"
       ;;
     gc) options="--json" ;;
+    compare) options="--json --diff" ;;
+    reproduce) options="--verify" ;;
     version) options="--json" ;;
     help | export | completion) ;;
     *) return 0 ;;
@@ -170,7 +172,8 @@ _cairn() {
       ids=$(_cairn_ids | grep -vF .)
       _cairn_compgen_words "$ids" "$cur"
       ;;
-    logs:1 | metrics:1)
+    compare:*) _cairn_compgen_words "$(_cairn_ids)" "$cur" ;;
+    logs:1 | metrics:1 | reproduce:1)
       ids=$(_cairn_ids | grep -F .)
       _cairn_compgen_words "$ids" "$cur"
       ;;

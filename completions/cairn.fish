@@ -105,6 +105,7 @@ complete -c cairn -n __cairn_needs_command -a pause -d 'Pause an experiment (res
 complete -c cairn -n __cairn_needs_command -a kill -d 'Stop an experiment for good'
 complete -c cairn -n __cairn_needs_command -a ls -d 'List experiments'
 complete -c cairn -n __cairn_needs_command -a show -d 'Show an experiment or a trial'
+complete -c cairn -n __cairn_needs_command -a compare -d 'Show trials side by side and name what differs'
 complete -c cairn -n __cairn_needs_command -a logs -d 'Print the output of a trial'
 complete -c cairn -n __cairn_needs_command -a metrics -d 'Print the metric series of a trial'
 complete -c cairn -n __cairn_needs_command -a checkpoints -d 'List checkpoints'
@@ -112,6 +113,7 @@ complete -c cairn -n __cairn_needs_command -a best -d 'Print the best trial (or 
 complete -c cairn -n __cairn_needs_command -a watch -d 'Live view of an experiment'
 complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
+complete -c cairn -n __cairn_needs_command -a reproduce -d 'Re-run a trial from what was recorded'
 complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
 complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
 complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
@@ -172,11 +174,20 @@ complete -c cairn -n '__cairn_using_command export; and __cairn_at_argument 2' -
 complete -c cairn -n '__cairn_using_command gc' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command gc; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
 
+# compare ID ID... [--json] [--diff]
+complete -c cairn -n '__cairn_using_command compare' -l json -d 'Print JSON'
+complete -c cairn -n '__cairn_using_command compare' -l diff -d 'Also print the code changes as a patch'
+complete -c cairn -n '__cairn_using_command compare' -a '(__cairn_ids all)' -d 'Trial or experiment'
+
+# reproduce TRIAL [--verify]
+complete -c cairn -n '__cairn_using_command reproduce' -l verify -d 'Compare the new metrics with the recorded ones'
+complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
+
 # version [--json]
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show logs metrics checkpoints best watch export gc version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

@@ -61,6 +61,9 @@ struct CheckpointConfig {
 struct ReproducibilityConfig {
   std::optional<uint64_t> seed;  // absent: the experiment picks one and records it
   bool deterministic = false;
+  // The code snapshot (and the data kept with it) may hold at most this many MB; a larger
+  // workdir is refused rather than silently truncated (SPEC §5).
+  int snapshot_limit_mb = 100;
 };
 
 struct ExperimentConfig {

@@ -138,6 +138,7 @@ ReproducibilityConfig read_reproducibility(const ConfigNode& node) {
     }
   }
   out.deterministic = reproducibility.get_bool("deterministic").value_or(false);
+  out.snapshot_limit_mb = reproducibility.int_or("snapshot_limit_mb", out.snapshot_limit_mb, 1);
   return out;
 }
 

@@ -27,7 +27,8 @@ inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_tr
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {
     "period", "keep_trial_latest", "keep_trial_best", "keep_experiment_best"};
-inline constexpr std::array<std::string_view, 2> kReproducibilityKeys = {"seed", "deterministic"};
+inline constexpr std::array<std::string_view, 3> kReproducibilityKeys = {"seed", "deterministic",
+                                                                         "snapshot_limit_mb"};
 inline constexpr std::array<std::string_view, 1> kNotifyKeys = {"webhook"};
 
 // Each reads the value of its top-level key.

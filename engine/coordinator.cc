@@ -13,6 +13,8 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
+#include "engine/provenance.h"
+#include "engine/replay_searcher.h"
 #include "engine/signal_pipe.h"
 #include "engine/trial_state.h"
 #include "gpu/runtime_probe.h"
@@ -135,10 +137,21 @@ Status Coordinator::start() {
   // state: fixed when the experiment is created and reused on every resume.
   if (!experiment_.contains("concurrency"))
     experiment_["concurrency"] = trial_concurrency(config_, options_.slots);
-  auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
-                                experiment_["concurrency"].get<int>());
-  if (!searcher.ok()) return searcher.status();
-  searcher_ = std::move(*searcher);
+  auto run_dir =
+      prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
+  if (!run_dir.ok()) return run_dir.status();
+  run_dir_ = *run_dir;
+  if (experiment_.contains("reproduces")) {
+    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
+    auto plan = replay_plan_from_json(experiment_["reproduces"]);
+    if (!plan.ok()) return plan.status();
+    searcher_ = std::make_unique<ReplaySearcher>(std::move(*plan));
+  } else {
+    auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
+                                  experiment_["concurrency"].get<int>());
+    if (!searcher.ok()) return searcher.status();
+    searcher_ = std::move(*searcher);
+  }
   auto listener =
       ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() + "-" +
                                                 std::to_string(::getpid()) + ".sock");

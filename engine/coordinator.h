@@ -106,6 +106,8 @@ class Coordinator {
   std::unique_ptr<ExperimentDb> db_;
   ObjectStore objects_;
   ExperimentConfig config_;
+  // Where trials run: a checkout of the experiment's code snapshot (engine/provenance.h).
+  std::filesystem::path run_dir_;
   Json experiment_;
   CoordinatorOptions options_;
   Terminal terminal_;

@@ -86,6 +86,9 @@ Status Coordinator::start_trial(Trial& trial) {
   const int64_t exp_id = experiment_["id"].get<int64_t>();
   env["CAIRN_EXPERIMENT_ID"] = std::to_string(exp_id);
   env["CAIRN_TRIAL_ID"] = trial_id(trial.index);
+  // The live workdir, for trials that write outputs next to their code: they run in a
+  // checkout of the snapshot (engine/provenance.h), which is not where the user looks.
+  env["CAIRN_WORKDIR"] = config_.workdir.string();
   env["CAIRN_HPARAMS"] = trial.record["hparams"].dump();
   env["CAIRN_SEED"] = std::to_string(trial.record["seed"].get<uint64_t>());
   env["CAIRN_CONTROL"] = listener_->address();
@@ -123,7 +126,7 @@ Status Coordinator::start_trial(Trial& trial) {
   trial.record["slots"] = *slots;
 
   ProcessSpec spec;
-  spec.cwd = config_.workdir;
+  spec.cwd = run_dir_;
   trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
   spec.output = trial.output_file;
   std::error_code ec;

@@ -67,6 +67,15 @@ Result<std::vector<Json>> checkpoint_records(const ExperimentDb& db) {
 }
 
 Status add_live_references(const ExperimentDb& db, const ObjectStore& objects, References& refs) {
+  // The data kept for `cairn reproduce` (store/data_fingerprint.h) lives as long as its
+  // experiment.
+  auto experiment = db.get_json(schema::kExperiment);
+  if (experiment.ok() && experiment->has_value() && (**experiment).contains("data")) {
+    const Json& data = (**experiment)["data"];
+    if (data.value("stored", false))
+      for (const Json& f : data.value("files", Json::array()))
+        if (is_hash(f.value("sha256", ""))) refs.insert(f["sha256"].get<std::string>());
+  }
   auto records = checkpoint_records(db);
   if (!records.ok()) return records.status();
   for (const Json& r : *records) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <cerrno>
 #include <vector>
 
@@ -64,6 +65,39 @@ Result<std::string> ObjectStore::adopt(const fs::path& file, uint64_t* size, boo
   Status st = install(tmp, *hash, added);
   if (!st.ok()) return st;
   return *hash;
+}
+
+Result<std::string> ObjectStore::copy_in(const fs::path& file, uint64_t* size, bool* added) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  static std::atomic<uint64_t> counter{0};
+  const fs::path tmp =
+      dir_ / ("tmp-copy-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  UniqueFd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return Status::Io("cannot read " + file.string() + ": " + errno_text());
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out) return Status::Io("cannot create " + tmp.string() + ": " + errno_text());
+  ScopedDirRemover cleanup(tmp);  // removes the temporary file on every failure path
+  Sha256 h;
+  uint64_t total = 0;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Io("cannot read " + file.string() + ": " + errno_text());
+    if (n == 0) break;
+    h.update(buf.data(), static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+    Status st = write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (!st.ok()) return Status::Io("cannot write " + tmp.string() + ": " + st.message());
+  }
+  out.reset();
+  const std::string hash = h.hex_digest();
+  Status st = install(tmp, hash, added);
+  if (!st.ok()) return st;
+  cleanup.release();
+  if (size) *size = total;
+  return hash;
 }
 
 Result<std::string> ObjectStore::put_bytes(std::string_view bytes) {

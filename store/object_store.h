@@ -23,6 +23,9 @@ class ObjectStore {
   // staging area is). When the content is already stored the file is simply removed.
   // Sets *added to whether the object is new.
   Result<std::string> adopt(const std::filesystem::path& file, uint64_t* size, bool* added);
+  // Copies `file` into the store, hashing while copying; the file itself is left alone
+  // (used for data files, which stay the user's).
+  Result<std::string> copy_in(const std::filesystem::path& file, uint64_t* size, bool* added);
   // Stores `bytes` (used for manifests).
   Result<std::string> put_bytes(std::string_view bytes);
   Result<std::string> read(const std::string& hash) const;  // verifies the hash

@@ -70,7 +70,11 @@ Result<StoreLayout> init_store(const fs::path& dir) {
       return Status::Corrupt(root.string() + " holds a store of an unknown format");
     return layout;
   }
-  Status st = write_file_atomic(root / kFormatFile, kFormat);
+  // A store inside a user's git checkout must not show up in `git status` (SPEC §5: the
+  // user's repository is never touched, and that includes what it reports).
+  Status st = write_file_atomic(root / ".gitignore", "# the cairn store: never versioned\n*\n");
+  if (!st.ok()) return st;
+  st = write_file_atomic(root / kFormatFile, kFormat);
   if (!st.ok()) return st;
   return layout;
 }

@@ -26,7 +26,7 @@ for op in ctx.operations():
     while step < op.length:
         time.sleep(0.03)
         step += 1
-        with open("units.txt", "a") as f:
+        with open(os.path.join(os.environ["CAIRN_WORKDIR"], "units.txt"), "a") as f:
             f.write("%d\n" % step)
         ctx.report_training(step, {"loss": 1.0 / step})
         if ctx.checkpoint_due(step):

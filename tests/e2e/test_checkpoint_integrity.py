@@ -18,11 +18,12 @@ import json, os, random, sys, time
 import cairn
 
 ctx = cairn.init()
+out = os.environ["CAIRN_WORKDIR"]  # trials run in a checkout; markers go where the test looks
 step = ctx.steps_completed
 print("resumed-from", step, flush=True)
 if ctx.latest_checkpoint:
     assert (ctx.latest_checkpoint / "weights.bin").read_bytes() == random.Random(step).randbytes(20000)
-    filler = os.environ.get("FILLER")
+    filler = os.environ.get("FILLER") and os.path.join(out, os.environ["FILLER"])
     if filler and os.path.exists(filler):
         os.remove(filler)  # the operator freed some disk
 crash_at = int(os.environ.get("CRASH_AT", "0"))
@@ -30,10 +31,10 @@ for op in ctx.operations():
     while step < op.length:
         step += 1
         ctx.report_training(step, {"loss": 1.0 / step})
-        if step == crash_at and not os.path.exists("crashed.marker"):
-            open("crashed.marker", "w").close()
-            open("ready.marker", "w").close()
-            while not os.path.exists("go.marker"):
+        if step == crash_at and not os.path.exists(os.path.join(out, "crashed.marker")):
+            open(os.path.join(out, "crashed.marker"), "w").close()
+            open(os.path.join(out, "ready.marker"), "w").close()
+            while not os.path.exists(os.path.join(out, "go.marker")):
                 time.sleep(0.02)
             os._exit(7)
         if ctx.checkpoint_due(step):
@@ -113,7 +114,8 @@ class CheckpointIntegrityTest(CairnTestCase):
         # Fill the disk so the step-4 checkpoint (3 MB) does not fit; the trial frees the
         # filler when it restarts, as an operator would.
         script = script.replace("cp train.py small/ && cd small",
-                                "cp train.py small/ && cd small && head -c 1500000 /dev/zero > filler.bin")
+                                "cp train.py small/ && cd small && head -c 1500000 /dev/zero > filler.bin"
+                                " && echo filler.bin > .cairnignore")  # not code: no copy in the snapshot
         proc = subprocess.run(["unshare", "-rm", "bash", "-c", script], cwd=self.dir,
                               env=dict(os.environ, CAIRN=CAIRN, NO_COLOR="1"), capture_output=True,
                               text=True, timeout=300)

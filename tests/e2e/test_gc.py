@@ -32,9 +32,9 @@ for op in ctx.operations():
             with ctx.checkpoint(step) as path:
                 (path / "weights.bin").write_bytes(weights)
                 (path / "vocab.bin").write_bytes(vocab)
-            with open("expected-%d.bin" % step, "wb") as f:
+            with open(os.path.join(os.environ["CAIRN_WORKDIR"], "expected-%d.bin" % step), "wb") as f:
                 f.write(weights)
-        while hold_at and step >= hold_at and not os.path.exists("release"):
+        while hold_at and step >= hold_at and not os.path.exists(os.path.join(os.environ["CAIRN_WORKDIR"], "release")):
             time.sleep(0.05)
 '''
 

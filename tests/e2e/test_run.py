@@ -26,8 +26,9 @@ for op in ctx.operations():
     while step < op.length:
         step += 1
         ctx.report_training(step, {"loss": lr / step, "step_sq": step * step})
-        if crash_at and step == crash_at and not os.path.exists("crashed.marker"):
-            open("crashed.marker", "w").close()
+        marker = os.path.join(os.environ["CAIRN_WORKDIR"], "crashed.marker")
+        if crash_at and step == crash_at and not os.path.exists(marker):
+            open(marker, "w").close()
             print("crashing now", flush=True)
             os._exit(7)
         if ctx.checkpoint_due(step):
@@ -36,7 +37,7 @@ for op in ctx.operations():
                 (path / "weights.bin").write_bytes(payload)
                 (path / "sub").mkdir()
                 (path / "sub" / "meta.json").write_text(json.dumps({"step": step}))
-            with open("expected-%d.bin" % step, "wb") as f:
+            with open(os.path.join(os.environ["CAIRN_WORKDIR"], "expected-%d.bin" % step), "wb") as f:
                 f.write(payload)
             if ctx.should_preempt():
                 sys.exit(0)

@@ -1,0 +1,94 @@
+#include "cli/new_experiment.h"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <iostream>
+#include <random>
+
+#include "cli/command.h"
+#include "cli/experiment_control.h"
+#include "common/build_info.h"
+#include "common/file_util.h"
+#include "engine/coordinator.h"
+#include "engine/provenance.h"
+#include "store/experiment_db.h"
+#include "store/schema.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Detaches from the terminal: the parent returns, the child goes on in a new session with
+// its output in the experiment's coordinator.log. Must happen before RocksDB starts threads.
+bool detach_into(const fs::path& log_file) {
+  std::fflush(stdout);
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid > 0) ::_exit(0);
+  start_session_with_output(log_file);
+  return true;
+}
+
+}  // namespace
+
+int create_and_drive(const StoreLayout& store, ExperimentConfig config, const NewExperiment& what,
+                     int64_t* id_out) {
+  // What the experiment runs is recorded before it gets an id: a workdir over the snapshot
+  // limit or a missing data path is refused without leaving an empty experiment behind.
+  auto provenance = capture_provenance(store, config, "cairn: " + config.name);
+  if (!provenance.ok()) return fail(provenance.status());
+  auto id = allocate_experiment_id(store);
+  if (!id.ok()) return fail(id.status());
+  if (id_out) *id_out = *id;
+
+  uint64_t seed = 0;
+  if (config.reproducibility.seed) {
+    seed = *config.reproducibility.seed;
+  } else {
+    std::random_device rd;
+    seed = rd() & 0x7fffffffu;
+  }
+  Json experiment{{"id", *id},
+                  {"name", config.name},
+                  {"state", "ACTIVE"},
+                  {"searcher", config.searcher.name},
+                  {"seed", seed},
+                  {"seed_chosen", !config.reproducibility.seed.has_value()},
+                  {"config", config.resolved},
+                  {"config_file", what.config_file},
+                  {"config_text", what.config_text},
+                  {"sets", what.sets},
+                  {"workdir", config.workdir.string()},
+                  {"created_at", std::time(nullptr)},
+                  {"cairn_version", CAIRN_VERSION}};
+  for (auto& item : provenance->items()) experiment[item.key()] = item.value();
+  for (auto& item : what.extra.items()) experiment[item.key()] = item.value();
+
+  // The id is the first line, alone, so scripts can take it: EXP=$(cairn run --detach x.yaml)
+  std::cout << *id << std::endl;
+  if (what.detach && !detach_into(store.experiment(*id) / "coordinator.log"))
+    return fail(Status::Io("cannot detach: " + errno_text()));
+
+  auto db = ExperimentDb::open(store.experiment(*id), ExperimentDb::Mode::kWrite, store.tmp());
+  if (!db.ok()) return fail(db.status());
+  StoreBatch batch;
+  batch.put_json(schema::kExperiment, experiment);
+  batch.put_json(schema::event_key(0),
+                 Json{{"seq", 0}, {"type", "experiment_created"}, {"seed", seed}});
+  Status st = (*db)->commit(batch, true);
+  if (!st.ok()) return fail(st);
+  if (!what.detach && !what.quiet) {
+    std::cout << "cairn: experiment " << *id << " '" << config.name << "' (" << config.searcher.name
+              << ", seed " << seed << ") in " << store.root().string() << std::endl;
+  }
+
+  CoordinatorOptions options;
+  options.slots = what.slots;
+  options.self_executable = self_executable();
+  Coordinator coordinator(store, std::move(*db), std::move(config), std::move(experiment), options);
+  return coordinator.run();
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,271 @@
+#include "engine/dependency_fingerprint.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "common/build_info.h"
+#include "common/file_util.h"
+#include "engine/trial_process.h"
+#include "gpu/runtime_probe.h"
+#include "store/data_fingerprint.h"
+
+extern char** environ;
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs argv (no shell) and returns its stdout, or "" on failure or after `timeout_s`.
+std::string run_capture(const std::vector<std::string>& argv,
+                        const std::map<std::string, std::string>& env, int timeout_s) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return "";
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, STDIN_FILENO);
+    ::dup2(devnull, STDERR_FILENO);
+    ::dup2(write_end.get(), STDOUT_FILENO);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  write_end.reset();
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  char buf[65536];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      out.clear();
+      break;
+    }
+    pollfd p{read_end.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    ssize_t n = ::read(read_end.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  return out;
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  return env;
+}
+
+std::string first_line_value(const fs::path& file, const std::string& key, char sep) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t at = line.find(sep);
+    if (at == std::string::npos) continue;
+    std::string v = line.substr(at + 1);
+    const size_t b = v.find_first_not_of(" \t\"");
+    const size_t e = v.find_last_not_of(" \t\"");
+    return b == std::string::npos ? "" : v.substr(b, e - b + 1);
+  }
+  return "";
+}
+
+// The ELF program interpreter (PT_INTERP) of a dynamically linked executable; "" for
+// anything else, which is never run.
+std::string elf_interpreter(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char ident[64] = {};
+  if (!in.read(reinterpret_cast<char*>(ident), 64)) return "";
+  if (std::memcmp(ident,
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      ident[4] != 2 /* 64-bit */)
+    return "";
+  uint64_t phoff;
+  uint16_t phentsize, phnum;
+  std::memcpy(&phoff, ident + 32, 8);
+  std::memcpy(&phentsize, ident + 54, 2);
+  std::memcpy(&phnum, ident + 56, 2);
+  for (uint16_t i = 0; i < phnum && i < 256; ++i) {
+    unsigned char ph[56] = {};
+    in.seekg(static_cast<std::streamoff>(phoff + uint64_t{i} * phentsize));
+    if (!in.read(reinterpret_cast<char*>(ph), 56)) return "";
+    uint32_t type;
+    uint64_t offset, size;
+    std::memcpy(&type, ph, 4);
+    std::memcpy(&offset, ph + 8, 8);
+    std::memcpy(&size, ph + 32, 8);
+    if (type != 3 /* PT_INTERP */ || size == 0 || size > 4096) continue;
+    std::string interp(size, '\0');
+    in.seekg(static_cast<std::streamoff>(offset));
+    if (!in.read(interp.data(), static_cast<std::streamsize>(size))) return "";
+    return std::string(interp.c_str());
+  }
+  return "";
+}
+
+// "1.2.13" from /lib/…/libz.so.1.2.13; "" when the file name carries no version.
+std::string version_from_name(const std::string& file_name) {
+  static const std::regex re(R"(\.so\.([0-9]+(\.[0-9]+)+)$)");
+  std::smatch m;
+  if (std::regex_search(file_name, m, re)) return m[1];
+  return "";
+}
+
+class Fingerprint {
+ public:
+  Fingerprint(const StoreLayout& store, const DependencyInput& in)
+      : hasher_(store), in_(in), env_(process_environment()) {
+    for (const auto& [k, v] : in.environment) env_[k] = v;
+  }
+
+  Json build() {
+    out_["cairn"] =
+        std::string(CAIRN_VERSION) + " (" + CAIRN_GIT_REV + ", " + CAIRN_BUILD_TYPE + ")";
+    if (auto os = first_line_value("/etc/os-release", "PRETTY_NAME=", '='); !os.empty())
+      out_["os"] = os;
+    struct utsname u;
+    if (::uname(&u) == 0)
+      out_["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+    if (auto cpu = first_line_value("/proc/cpuinfo", "model name", ':'); !cpu.empty())
+      out_["cpu"] = cpu;
+    const GpuRuntime gpu = probe_gpu_runtime();
+    if (gpu.driver) {
+      out_["cuda-driver"] = std::to_string(gpu.driver_version);
+      out_["gpu"] = std::to_string(gpu.device_count) + " CUDA device(s)";
+    }
+    if (gpu.nccl) out_["nccl"] = std::to_string(gpu.nccl_version);
+    if (!in_.builtin && !in_.entrypoint.empty()) program(in_.entrypoint[0]);
+    for (const auto& [k, v] : in_.environment) out_["env " + k] = v;
+    return out_;
+  }
+
+ private:
+  std::string hashed(const fs::path& file) {
+    auto h = hasher_.hash(file);
+    return h.ok() ? "sha256:" + h->substr(0, 16) : "unreadable";
+  }
+
+  void program(const std::string& name) {
+    auto resolved = resolve_program(name, in_.workdir, env_);
+    if (!resolved.ok()) return;
+    std::error_code ec;
+    fs::path path = fs::canonical(*resolved, ec);
+    if (ec) path = *resolved;
+    out_["program"] = path.string() + " " + hashed(path);
+    fs::path binary = path;
+    // A script: its `#!` interpreter is what runs (`/usr/bin/env python3` resolved on PATH).
+    std::ifstream in(path);
+    std::string first;
+    if (std::getline(in, first) && first.rfind("#!", 0) == 0) {
+      std::istringstream words(first.substr(2));
+      std::string interp, arg;
+      words >> interp >> arg;
+      if (fs::path(interp).filename() == "env" && !arg.empty()) interp = arg;
+      auto r = resolve_program(interp, in_.workdir, env_);
+      if (!r.ok()) return;
+      binary = fs::canonical(*r, ec);
+      if (ec) binary = *r;
+      out_["interpreter"] = binary.string() + " " + hashed(binary);
+    }
+    libraries(binary);
+    if (binary.filename().string().rfind("python", 0) == 0) python(binary);
+  }
+
+  void libraries(const fs::path& binary) {
+    const std::string interp = elf_interpreter(binary);
+    if (interp.empty()) return;
+    // The dynamic loader lists what it would load, without running the program.
+    std::istringstream lines(run_capture({interp, "--list", binary.string()}, env_, 20));
+    std::string line;
+    while (std::getline(lines, line)) {
+      const size_t arrow = line.find(" => ");
+      std::string name, file;
+      std::istringstream words(line);
+      words >> name;
+      if (arrow != std::string::npos) {
+        std::istringstream rest(line.substr(arrow + 4));
+        rest >> file;
+      } else if (!name.empty() && name[0] == '/') {
+        file = name;
+        name = fs::path(name).filename().string();
+      }
+      if (name.empty() || file.empty() || file[0] != '/') continue;  // vdso, "not found"
+      std::error_code ec;
+      const fs::path real = fs::canonical(file, ec);
+      if (ec) continue;
+      const std::string version = version_from_name(real.filename().string());
+      out_[name] = version.empty() ? hashed(real) : version;
+    }
+  }
+
+  void python(const fs::path& interpreter) {
+    static const char* kScript =
+        "import sys, importlib.metadata as m\n"
+        "print('python', sys.version.split()[0])\n"
+        "for d in m.distributions():\n"
+        "    n = d.metadata['Name']\n"
+        "    if n: print(n, d.version)\n";
+    std::istringstream lines(run_capture({interpreter.string(), "-c", kScript}, env_, 30));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string name, version;
+      if (!(words >> name >> version)) continue;
+      if (!out_.contains(name)) out_[name] = version;
+    }
+  }
+
+  FileHasher hasher_;
+  const DependencyInput& in_;
+  std::map<std::string, std::string> env_;
+  Json out_ = Json::object();
+};
+
+}  // namespace
+
+Json dependency_fingerprint(const StoreLayout& store, const DependencyInput& in) {
+  Fingerprint fp(store, in);
+  Json out = fp.build();
+  // Sorted keys, so the record reads (and compares) the same whatever the discovery order.
+  Json sorted = Json::object();
+  std::vector<std::string> keys;
+  for (auto it = out.begin(); it != out.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& k : keys) sorted[k] = out[k];
+  return sorted;
+}
+
+}  // namespace cairn

@@ -1,0 +1,122 @@
+#include "engine/provenance.h"
+
+#include <unistd.h>
+
+#include "common/file_util.h"
+#include "engine/dependency_fingerprint.h"
+#include "store/code_snapshot.h"
+#include "store/data_fingerprint.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t snapshot_limit(const ExperimentConfig& config) {
+  return static_cast<uint64_t>(config.reproducibility.snapshot_limit_mb) << 20;
+}
+
+fs::path absolute_data_path(const ExperimentConfig& config, const std::string& path) {
+  fs::path p(path);
+  return (p.is_absolute() ? p : config.workdir / p).lexically_normal();
+}
+
+Json code_json(const CodeSnapshot& snap) {
+  Json code{
+      {"commit", snap.commit}, {"tree", snap.tree}, {"files", snap.files}, {"bytes", snap.bytes}};
+  if (snap.git) {
+    code["git"] = {{"head", snap.git->head},
+                   {"branch", snap.git->branch},
+                   {"dirty", snap.git->dirty},
+                   {"repo_root", snap.git->repo_root}};
+  }
+  return code;
+}
+
+// Data that was too large to keep is linked from the run directory to the live path, so
+// relative paths in the trial's code still find it.
+Status link_unstored_data(const ExperimentConfig& config, const fs::path& dir) {
+  for (const std::string& path : config.data) {
+    if (fs::path(path).is_absolute()) continue;
+    fs::path link = (dir / path).lexically_normal();
+    std::string text = link.string();
+    while (!text.empty() && text.back() == '/') text.pop_back();
+    link = text;
+    std::error_code ec;
+    fs::create_directories(link.parent_path(), ec);
+    fs::remove_all(link, ec);
+    fs::create_symlink(absolute_data_path(config, path), link, ec);
+    if (ec) return Status::Io("cannot link " + link.string() + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig& config,
+                                const std::string& message) {
+  SnapshotOptions options;
+  options.size_limit = snapshot_limit(config);
+  // Only what lies inside the workdir needs leaving out (a workdir may itself lie inside
+  // the store: `cairn reproduce` runs from one there).
+  std::error_code ec;
+  const fs::path workdir = fs::weakly_canonical(config.workdir, ec);
+  auto exclude = [&](const fs::path& given) {
+    std::error_code ec2;
+    const fs::path path = fs::weakly_canonical(given, ec2);
+    const fs::path rel = path.lexically_relative(workdir);
+    if (!rel.empty() && *rel.begin() != "..") options.exclude.push_back(path);
+  };
+  exclude(store.root());
+  for (const std::string& path : config.data) exclude(absolute_data_path(config, path));
+
+  auto data = fingerprint_data(store, config.workdir, config.data, options.size_limit);
+  if (!data.ok()) return data.status();
+  auto repo = CodeRepository::open(store.root());
+  if (!repo.ok()) return repo.status();
+  auto snap = repo->snapshot(config.workdir, options, message);
+  if (!snap.ok()) return snap.status();
+
+  DependencyInput deps;
+  deps.entrypoint = config.entrypoint;
+  deps.workdir = config.workdir;
+  deps.environment = config.environment;
+  deps.builtin = is_builtin_entrypoint(config);
+  return Json{{"code", code_json(*snap)},
+              {"data", to_json(*data)},
+              {"dependencies", dependency_fingerprint(store, deps)}};
+}
+
+Status materialize_workdir(const StoreLayout& store, const Json& experiment,
+                           const ExperimentConfig& config, const fs::path& dest) {
+  auto repo = CodeRepository::open(store.root());
+  if (!repo.ok()) return repo.status();
+  const Json& code = experiment["code"];
+  Status st = repo->checkout(code.value("commit", ""), dest);
+  if (!st.ok()) return st;
+  auto data = data_fingerprint_from_json(experiment.value("data", Json::object()));
+  if (data.ok() && data->stored) return restore_data(store, *data, dest);
+  return link_unstored_data(config, dest);
+}
+
+Result<fs::path> prepare_run_directory(const StoreLayout& store, int64_t exp_id,
+                                       const Json& experiment, const ExperimentConfig& config) {
+  if (!experiment.contains("code")) return config.workdir;
+  const fs::path dir = store.experiment(exp_id) / "code";
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return dir;
+  // Built beside its final name and renamed into place, so a crash mid-way leaves no half
+  // directory that a later resume would take for a complete one.
+  const fs::path partial =
+      store.experiment(exp_id) / ("code.partial-" + std::to_string(::getpid()));
+  fs::remove_all(partial, ec);
+  ScopedDirRemover cleanup(partial);
+  Status st = materialize_workdir(store, experiment, config, partial);
+  if (!st.ok()) return st;
+  fs::rename(partial, dir, ec);
+  if (ec) return Status::Io("cannot create " + dir.string() + ": " + ec.message());
+  cleanup.release();
+  return dir;
+}
+
+}  // namespace cairn

@@ -1,0 +1,341 @@
+#include "store/code_snapshot.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "store/git_handles.h"
+#include "store/stat_cache.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct WorkFile {
+  std::string rel;  // '/'-separated, relative to the workdir
+  fs::path abs;
+  FileStat st;
+  git_filemode_t mode = GIT_FILEMODE_BLOB;
+};
+
+// A directory of the tree being built.
+struct DirNode {
+  std::map<std::string, DirNode> dirs;
+  std::map<std::string, std::pair<git_oid, git_filemode_t>> files;
+};
+
+std::string human_bytes(uint64_t b) {
+  if (b >= (1ull << 20)) return std::to_string((b + (1ull << 19)) >> 20) + " MB";
+  if (b >= 1024) return std::to_string((b + 512) >> 10) + " KB";
+  return std::to_string(b) + " bytes";
+}
+
+bool is_under(const fs::path& path, const fs::path& dir) {
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end();
+}
+
+// Decides what of the workdir git would keep. With a user checkout around the workdir, its
+// rules (every .gitignore up to its root, info/exclude, core.excludesFile) and its index
+// (tracked files are never ignored) decide, read-only; without one, code.git is pointed at
+// the workdir in memory so the workdir's .gitignore files apply. The workdir's .cairnignore
+// is added as in-memory rules, anchored at the workdir.
+class IgnoreRules {
+ public:
+  static Result<IgnoreRules> make(const fs::path& store_git, const fs::path& workdir,
+                                  git_repository* user, const std::string& user_root) {
+    IgnoreRules rules;
+    if (user != nullptr) {
+      rules.repo_ = user;
+      std::error_code ec;
+      rules.prefix_ =
+          workdir.lexically_relative(fs::weakly_canonical(user_root, ec)).generic_string();
+      if (rules.prefix_ == ".") rules.prefix_.clear();
+      if (!rules.prefix_.empty()) rules.prefix_ += "/";
+      git_index* index = nullptr;
+      if (git_repository_index(&index, user) == 0) rules.index_.reset(index);
+    } else {
+      git_repository* own = nullptr;
+      if (git_repository_open_bare(&own, store_git.c_str()) != 0)
+        return git::error("cannot open " + store_git.string());
+      rules.own_.reset(own);
+      // In memory only (0: no gitlink is written): the ignore machinery needs a workdir.
+      if (git_repository_set_workdir(own, workdir.c_str(), 0) != 0)
+        return git::error("cannot read the ignore rules of " + workdir.string());
+      rules.repo_ = own;
+    }
+    auto text = read_file(workdir / ".cairnignore");
+    if (text.ok()) {
+      std::string anchored;
+      size_t start = 0;
+      while (start <= text->size()) {
+        size_t end = text->find('\n', start);
+        if (end == std::string::npos) end = text->size();
+        anchored += rules.anchor(text->substr(start, end - start)) + "\n";
+        start = end + 1;
+      }
+      if (git_ignore_add_rule(rules.repo_, anchored.c_str()) != 0)
+        return git::error("cannot read " + (workdir / ".cairnignore").string(),
+                          ErrorKind::kBadInput);
+    }
+    return rules;
+  }
+
+  bool ignored(const std::string& rel, bool is_dir) const {
+    const std::string path = prefix_ + rel + (is_dir ? "/" : "");
+    int ignored = 0;
+    if (git_ignore_path_is_ignored(&ignored, repo_, path.c_str()) != 0 || !ignored) return false;
+    if (!index_) return true;
+    if (!is_dir) return git_index_get_bypath(index_.get(), path.c_str(), 0) == nullptr;
+    size_t at = 0;  // an ignored directory that still holds tracked files is walked
+    return git_index_find_prefix(&at, index_.get(), path.c_str()) != 0;
+  }
+
+ private:
+  // A .cairnignore pattern, rewritten to hold at the workdir inside a larger checkout.
+  std::string anchor(std::string line) const {
+    if (prefix_.empty() || line.empty() || line[0] == '#') return line;
+    std::string negate;
+    if (line[0] == '!') {
+      negate = "!";
+      line.erase(0, 1);
+    }
+    const size_t slash = line.find('/');
+    const bool anchored = slash != std::string::npos && slash + 1 != line.size();
+    if (line[0] == '/') line.erase(0, 1);
+    return negate + "/" + prefix_ + (anchored ? "" : "**/") + line;
+  }
+
+  git_repository* repo_ = nullptr;
+  git::Repository own_;
+  git::Index index_;
+  std::string prefix_;  // the workdir relative to the rules' root, with a trailing '/'
+};
+
+// Walks the workdir, keeping what the rules keep.
+Status collect(const fs::path& dir, const std::string& rel_dir, const IgnoreRules& rules,
+               const SnapshotOptions& opts, std::vector<WorkFile>& out) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path abs = it->path();
+    const std::string name = abs.filename().string();
+    if (name == ".git") continue;
+    if (std::any_of(opts.exclude.begin(), opts.exclude.end(),
+                    [&](const fs::path& x) { return is_under(abs, x); }))
+      continue;
+    struct stat st;
+    if (::lstat(abs.c_str(), &st) != 0) continue;  // vanished meanwhile
+    const std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
+    if (S_ISDIR(st.st_mode)) {
+      if (rules.ignored(rel, true)) continue;
+      Status s = collect(abs, rel, rules, opts, out);
+      if (!s.ok()) return s;
+    } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+      if (rules.ignored(rel, false)) continue;
+      WorkFile f{rel, abs, FileStat::of(st), GIT_FILEMODE_BLOB};
+      if (S_ISLNK(st.st_mode))
+        f.mode = GIT_FILEMODE_LINK;
+      else if (st.st_mode & 0111)
+        f.mode = GIT_FILEMODE_BLOB_EXECUTABLE;
+      out.push_back(std::move(f));
+    }
+  }
+  if (ec) return Status::Io("cannot read " + dir.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status over_limit(const fs::path& workdir, std::vector<WorkFile> files, uint64_t total,
+                  uint64_t limit) {
+  std::sort(files.begin(), files.end(),
+            [](const WorkFile& a, const WorkFile& b) { return a.st.size > b.st.size; });
+  std::string largest;
+  for (size_t i = 0; i < files.size() && i < 3; ++i)
+    largest += (i ? ", " : "") + files[i].rel + " (" + human_bytes(files[i].st.size) + ")";
+  return Status::BadInput("workdir " + workdir.string() + " is " + human_bytes(total) +
+                          ", over the " + human_bytes(limit) +
+                          " snapshot limit; largest files: " + largest +
+                          "; list them in .cairnignore or under data:, or raise "
+                          "reproducibility.snapshot_limit_mb");
+}
+
+Result<git_oid> write_tree(git_repository* repo, const DirNode& node) {
+  git_treebuilder* raw = nullptr;
+  if (git_treebuilder_new(&raw, repo, nullptr) != 0) return git::error("cannot build a tree");
+  git::TreeBuilder builder(raw);
+  for (const auto& [name, sub] : node.dirs) {
+    auto oid = write_tree(repo, sub);
+    if (!oid.ok()) return oid.status();
+    if (git_treebuilder_insert(nullptr, raw, name.c_str(), &*oid, GIT_FILEMODE_TREE) != 0)
+      return git::error("cannot add " + name + " to a tree");
+  }
+  for (const auto& [name, blob] : node.files) {
+    if (git_treebuilder_insert(nullptr, raw, name.c_str(), &blob.first, blob.second) != 0)
+      return git::error("cannot add " + name + " to a tree");
+  }
+  git_oid oid;
+  if (git_treebuilder_write(&oid, raw) != 0) return git::error("cannot write a tree");
+  return oid;
+}
+
+Result<git_oid> write_blob(git_repository* repo, const WorkFile& f) {
+  git_oid oid;
+  if (f.mode == GIT_FILEMODE_LINK) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(f.abs, ec).string();
+    if (ec) return Status::Io("cannot read the link " + f.abs.string() + ": " + ec.message());
+    if (git_blob_create_from_buffer(&oid, repo, target.data(), target.size()) != 0)
+      return git::error("cannot store " + f.rel);
+    return oid;
+  }
+  if (git_blob_create_from_disk(&oid, repo, f.abs.c_str()) != 0)
+    return git::error("cannot store " + f.rel);
+  return oid;
+}
+
+std::optional<UserGitState> user_state(git_repository* user) {
+  if (user == nullptr) return std::nullopt;
+  UserGitState state;
+  if (const char* wd = git_repository_workdir(user)) state.repo_root = wd;
+  while (state.repo_root.size() > 1 && state.repo_root.back() == '/') state.repo_root.pop_back();
+  git_reference* head = nullptr;
+  int rc = git_repository_head(&head, user);
+  if (rc == 0) {
+    git::Reference ref(head);
+    if (const git_oid* oid = git_reference_target(head)) state.head = git::hex(*oid);
+    if (git_reference_is_branch(head)) state.branch = git_reference_shorthand(head);
+  } else if (rc == GIT_EUNBORNBRANCH) {
+    git_reference* symbolic = nullptr;  // HEAD -> refs/heads/main, with no commit yet
+    if (git_reference_lookup(&symbolic, user, "HEAD") == 0) {
+      git::Reference ref(symbolic);
+      if (const char* target = git_reference_symbolic_target(symbolic)) {
+        std::string name = target;
+        if (name.rfind("refs/heads/", 0) == 0) state.branch = name.substr(11);
+      }
+    }
+  }
+  // Read-only: no GIT_STATUS_OPT_UPDATE_INDEX, so the user's index is never rewritten.
+  git_status_options so = GIT_STATUS_OPTIONS_INIT;
+  so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
+  so.flags = GIT_STATUS_OPT_INCLUDE_UNTRACKED | GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
+  git_status_list* list = nullptr;
+  if (git_status_list_new(&list, user, &so) == 0) {
+    git::StatusList owned(list);
+    state.dirty = git_status_list_entrycount(list) > 0;
+  }
+  return state;
+}
+
+}  // namespace
+
+Result<CodeRepository> CodeRepository::open(const fs::path& store_root) {
+  git::ensure_initialized();
+  CodeRepository repo;
+  repo.dir_ = store_root / "code.git";
+  git_repository* raw = nullptr;
+  if (git_repository_open_bare(&raw, repo.dir_.c_str()) != 0) {
+    // Two processes may race here: initialising an existing repository is harmless.
+    if (git_repository_init(&raw, repo.dir_.c_str(), 1) != 0)
+      return git::error("cannot create " + repo.dir_.string());
+  }
+  repo.repo_ = raw;
+  return repo;
+}
+
+CodeRepository::CodeRepository(CodeRepository&& o) noexcept
+    : dir_(std::move(o.dir_)), repo_(std::exchange(o.repo_, nullptr)) {}
+
+CodeRepository& CodeRepository::operator=(CodeRepository&& o) noexcept {
+  if (this != &o) {
+    if (repo_) git_repository_free(repo_);
+    dir_ = std::move(o.dir_);
+    repo_ = std::exchange(o.repo_, nullptr);
+  }
+  return *this;
+}
+
+CodeRepository::~CodeRepository() {
+  if (repo_) git_repository_free(repo_);
+}
+
+Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
+                                              const SnapshotOptions& opts,
+                                              const std::string& message) {
+  std::error_code ec;
+  const fs::path workdir = fs::weakly_canonical(workdir_in, ec);
+  if (ec || !fs::is_directory(workdir))
+    return Status::BadInput("workdir " + workdir_in.string() + " is not a directory");
+
+  git_repository* user_raw = nullptr;
+  git::Repository user;
+  if (git_repository_open_ext(&user_raw, workdir.c_str(), 0, nullptr) == 0) {
+    user.reset(user_raw);
+    if (git_repository_is_bare(user_raw)) user.reset();
+  }
+  git_error_clear();
+  CodeSnapshot snap;
+  snap.git = user_state(user.get());
+  auto rules = IgnoreRules::make(dir_, workdir, user.get(), snap.git ? snap.git->repo_root : "");
+  if (!rules.ok()) return rules.status();
+
+  std::vector<WorkFile> files;
+  Status st = collect(workdir, "", *rules, opts, files);
+  if (!st.ok()) return st;
+  for (const WorkFile& f : files) snap.bytes += f.st.size;
+  snap.files = files.size();
+  if (snap.bytes > opts.size_limit) return over_limit(workdir, files, snap.bytes, opts.size_limit);
+
+  // Blobs: from the stat cache when a file is unchanged since the last snapshot of this
+  // workdir and its blob is still stored; read and stored otherwise.
+  const fs::path cache_file = dir_ / "cairn-cache" / sha256_hex(workdir.string());
+  StatCache cache = StatCache::load(cache_file);
+  git_odb* odb_raw = nullptr;
+  if (git_repository_odb(&odb_raw, repo_) != 0) return git::error("cannot open " + dir_.string());
+  git::Odb odb(odb_raw);
+  DirNode root;
+  for (const WorkFile& f : files) {
+    git_oid oid;
+    auto cached = cache.lookup(f.rel, f.st);
+    if (!(cached && git::parse_oid(*cached, &oid) && git_odb_exists(odb_raw, &oid))) {
+      auto written = write_blob(repo_, f);
+      if (!written.ok()) return written.status();
+      oid = *written;
+    }
+    cache.record(f.rel, f.st, git::hex(oid));
+    DirNode* node = &root;
+    const fs::path rel(f.rel);
+    for (auto part = rel.begin(); std::next(part) != rel.end(); ++part)
+      node = &node->dirs[part->string()];
+    node->files[rel.filename().string()] = {oid, f.mode};
+  }
+  (void)cache.save(cache_file);  // a cache that cannot be written only costs time
+
+  auto tree_oid = write_tree(repo_, root);
+  if (!tree_oid.ok()) return tree_oid.status();
+  git_tree* tree_raw = nullptr;
+  if (git_tree_lookup(&tree_raw, repo_, &*tree_oid) != 0) return git::error("cannot read a tree");
+  git::Tree tree(tree_raw);
+  git_signature* sig_raw = nullptr;
+  if (git_signature_now(&sig_raw, "cairn", "cairn@localhost") != 0)
+    return git::error("cannot sign the snapshot");
+  git::Signature sig(sig_raw);
+  git_oid commit;
+  if (git_commit_create(&commit, repo_, nullptr, sig_raw, sig_raw, "UTF-8", message.c_str(),
+                        tree_raw, 0, nullptr) != 0)
+    return git::error("cannot write the snapshot commit");
+  // A ref per snapshot keeps it reachable, should anyone ever run `git gc` on code.git.
+  const std::string ref_name = "refs/snapshots/" + git::hex(commit);
+  git_reference* ref = nullptr;
+  if (git_reference_create(&ref, repo_, ref_name.c_str(), &commit, 1, "snapshot") != 0)
+    return git::error("cannot record " + ref_name);
+  git_reference_free(ref);
+  snap.commit = git::hex(commit);
+  snap.tree = git::hex(*tree_oid);
+  return snap;
+}
+
+}  // namespace cairn

@@ -1,0 +1,240 @@
+"""End to end: what cairn records of every run (code snapshot, data and dependency
+fingerprints, seeds), `cairn compare` naming what changed, `cairn reproduce --verify`,
+and the user's git repository left exactly as it was (SPEC §5, issue 5)."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+
+# A deterministic Python trial: its loss depends on the data file, lr and the seed (through
+# the `random` module, which the SDK seeds). NOISE is replaced to make it non-deterministic.
+TRAIN = r'''
+import os, random, sys
+import cairn
+
+ctx = cairn.init()
+rows = [float(line) for line in open(os.path.join("data", "train.csv"))]
+lr = ctx.hparams["lr"]
+w = 0.0
+step = ctx.steps_completed
+if ctx.latest_checkpoint:
+    w = float((ctx.latest_checkpoint / "w").read_text())
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        for x in rows:
+            w += lr * (x - w) * random.random()
+        w += NOISE
+        ctx.report_training(step, {"loss": (w - 2.0) ** 2})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "w").write_text(repr(w))
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": (w - 2.5) ** 2})
+'''
+
+CONFIG = """name: six-months
+entrypoint: /usr/bin/python3 train.py
+hyperparameters:
+  lr: 0.01
+searcher: {name: single, metric: val_loss, max_length: 3}
+reproducibility: {seed: 17}
+data: [data/]
+"""
+
+
+class ReproducibilityTest(CairnTestCase):
+    def setUp(self):
+        super().setUp()
+        self.write("train.py", TRAIN.replace("NOISE", "0.0"))
+        self.write("data/train.csv", "1\n2\n3\n")
+        self.write("exp.yaml", CONFIG)
+
+    def differences(self, *ids):
+        doc = self.cairn_json("compare", *ids, "--json")
+        return sorted((d["category"], d["what"]) for d in doc["differences"]), doc
+
+    def test_six_months_later_compare_names_each_change_and_reproduce_verifies(self):
+        self.cairn("run", "exp.yaml", check=0)
+        # Six months later: new data, lr from the command line, an edited script, a new seed.
+        self.write("data/train.csv", "1\n2\n4\n")
+        self.write("train.py", TRAIN.replace("NOISE", "0.0") + "# tidied up\n")
+        self.cairn("run", "exp.yaml", "--set", "hyperparameters.lr=0.1",
+                   "--set", "reproducibility.seed=42", check=0)
+
+        diffs, doc = self.differences("1.1", "2.1")
+        self.assertEqual(diffs, [("code", "train.py"), ("data", "data/train.csv"),
+                                 ("hparam", "lr"), ("seed", "seed")], json.dumps(doc, indent=1))
+        by_category = {d["category"]: d for d in doc["differences"]}
+        self.assertEqual(by_category["hparam"]["values"], [0.01, 0.1])
+        seeds = [t["seed"] for t in doc["trials"]]
+        self.assertEqual(by_category["seed"]["values"], seeds)
+        self.assertNotEqual(seeds[0], seeds[1])
+        text = self.cairn("compare", "1.1", "2.1", check=0).stdout
+        for line in ("code: 1 file changed (train.py)", "data: data/train.csv changed",
+                     "hparam lr: 0.01 → 0.1", "seed: %d → %d" % tuple(seeds)):
+            self.assertIn(line, text)
+        patch = self.cairn("compare", "1.1", "2.1", "--diff", check=0).stdout
+        self.assertIn("+# tidied up", patch)
+
+        # The working tree, the data and the config have all moved on; reproduce re-runs
+        # what was recorded, and matches it step for step.
+        self.write("exp.yaml", CONFIG.replace("lr: 0.01", "lr: 0.5"))
+        proc = self.cairn("reproduce", "1.1", "--verify", check=0)
+        self.assertIn("verified", proc.stdout)
+        again = self.cairn_json("show", "3", "--json")
+        self.assertEqual(again["reproduces"]["trial"], "1.1")
+        self.assertEqual(again["trials"][0]["hparams"], {"lr": 0.01})
+        diffs, doc = self.differences("1.1", "3.1")
+        self.assertEqual(diffs, [], json.dumps(doc, indent=1))
+        original = self.cairn_json("metrics", "1.1", "--json")
+        replayed = self.cairn_json("metrics", "3.1", "--json")
+        self.assertEqual(original["training"], replayed["training"])
+        self.assertEqual(original["validation"], replayed["validation"])
+
+    def test_reproduce_verify_fails_on_a_nondeterministic_trial_naming_the_step(self):
+        self.write("train.py", TRAIN.replace("NOISE", "random.SystemRandom().random() * 1e-3"))
+        self.cairn("run", "exp.yaml", check=0)
+        proc = self.cairn("reproduce", "1.1", "--verify")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"cairn: error: --verify: 2\.1 does not reproduce 1\.1: "
+                                      r"first difference at step 1 \(training\): loss ")
+
+    def test_builtin_mlp_asha_trial_reproduces_bit_exact(self):
+        self.write("mlp.yaml", """name: mlp
+entrypoint: builtin:mlp
+hyperparameters:
+  hidden: 16
+  layers: 1
+  batch_size: 32
+  samples: 600
+  lr: {type: log, minval: -2, maxval: -0.3}
+searcher: {name: asha, metric: val_loss, max_length: 4, divisor: 2, max_trials: 4, max_rungs: 3,
+           mode: aggressive, max_concurrent_trials: 2}
+reproducibility: {seed: 3, deterministic: true}
+""")
+        self.cairn("run", "mlp.yaml", check=0)
+        exp = self.cairn_json("show", "1", "--json")
+        promoted = [t["id"] for t in exp["trials"] if t["steps_completed"] == 4]
+        self.assertTrue(promoted, "some trial went through every rung")
+        best = promoted[0]
+        proc = self.cairn("reproduce", best, "--verify", check=0)
+        self.assertIn("verified", proc.stdout)
+        again = self.cairn_json("show", "2", "--json")
+        self.assertEqual(again["reproduces"]["lengths"], [1, 2, 4])
+        self.assertEqual(self.cairn_json("metrics", best, "--json")["validation"],
+                         self.cairn_json("metrics", "2.1", "--json")["validation"])
+
+    def test_trials_run_from_the_snapshot_not_the_live_workdir(self):
+        self.write("marker.py", r'''
+import os, time
+import cairn
+MARKER = 1.0
+ctx = cairn.init()
+if ctx.hparams["i"] == 1:
+    go = os.path.join(os.environ["CAIRN_WORKDIR"], "go")
+    deadline = time.time() + 120
+    while not os.path.exists(go) and time.time() < deadline:
+        time.sleep(0.05)
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": MARKER})
+''')
+        self.write("grid.yaml", """entrypoint: /usr/bin/python3 marker.py
+hyperparameters:
+  i: {type: categorical, vals: [1, 2]}
+searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1}
+""")
+        exp_id = self.cairn("run", "--detach", "grid.yaml", check=0).stdout.split()[0]
+        def first_running():
+            shown = self.cairn("show", exp_id, "--json")  # fails until the record exists
+            return shown.returncode == 0 and any(t["state"] == "RUNNING"
+                                                 for t in json.loads(shown.stdout)["trials"])
+        wait_until(first_running, what="the first trial to run")
+        self.write("marker.py", open(os.path.join(self.dir, "marker.py")).read()
+                   .replace("MARKER = 1.0", "MARKER = 2.0"))
+        self.write("go", "")
+        wait_until(lambda: self.cairn_json("show", exp_id, "--json")["state"] == "COMPLETED",
+                   timeout=120, what="the experiment to complete")
+        trials = self.cairn_json("show", exp_id, "--json")["trials"]
+        self.assertEqual([t["best_validation"]["val_loss"] for t in trials], [1.0, 1.0])
+
+    def test_workdir_over_the_snapshot_limit_is_refused_naming_its_largest_files(self):
+        self.write("exp.yaml", CONFIG.replace("seed: 17}", "seed: 17, snapshot_limit_mb: 1}"))
+        with open(os.path.join(self.dir, "weights.bin"), "wb") as f:
+            f.write(b"\0" * (3 << 20))
+        proc = self.cairn("run", "exp.yaml")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertRegex(proc.stderr, r"^cairn: error: .*over the 1 MB snapshot limit.*weights\.bin")
+        self.assertEqual(self.cairn_json("ls", "--json"), [])
+
+    def test_users_git_repository_is_left_byte_identical(self):
+        repo = os.path.join(self.dir, "repo")
+        os.makedirs(repo)
+
+        def git(*args):
+            return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                                   *args], cwd=repo, check=True, capture_output=True,
+                                  text=True).stdout
+
+        git("init", "-q", "-b", "main")
+        self.write("repo/train.py", TRAIN.replace("NOISE", "0.0"))
+        self.write("repo/data/train.csv", "1\n2\n3\n")
+        self.write("repo/exp.yaml", CONFIG)
+        self.write("repo/notes.txt", "v1\n")
+        self.write("repo/.gitignore", "*.log\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", "first")
+        self.write("repo/notes.txt", "v2 staged\n")
+        git("add", "notes.txt")
+        self.write("repo/notes.txt", "v3 unstaged\n")
+        self.write("repo/new.txt", "untracked\n")
+        self.write("repo/run.log", "ignored\n")
+
+        def state():
+            files = {}
+            for root, _, names in os.walk(os.path.join(repo, ".git")):
+                for name in names:
+                    path = os.path.join(root, name)
+                    st = os.lstat(path)
+                    with open(path, "rb") as f:
+                        files[os.path.relpath(path, repo)] = (f.read(), st.st_mtime_ns, st.st_mode)
+            tree = {}
+            for name in ("train.py", "notes.txt", "new.txt", "run.log", "exp.yaml"):
+                with open(os.path.join(repo, name), "rb") as f:
+                    tree[name] = (f.read(), os.stat(os.path.join(repo, name)).st_mtime_ns)
+            return files, tree, git("--no-optional-locks", "status", "--porcelain=v1", "-uall")
+
+        before = state()
+        proc = subprocess.run([CAIRN, "run", "exp.yaml"], cwd=repo, capture_output=True, text=True,
+                              env=dict(os.environ, NO_COLOR="1"))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        after = state()
+        self.assertEqual(before[2], after[2])
+        self.assertEqual(before[1], after[1])
+        self.assertEqual(sorted(before[0]), sorted(after[0]))
+        for name in before[0]:
+            self.assertEqual(before[0][name], after[0][name], name)
+
+        exp = json.loads(subprocess.run([CAIRN, "show", "1", "--json"], cwd=repo, check=True,
+                                        capture_output=True, text=True).stdout)
+        self.assertEqual(exp["code"]["git"]["head"], git("rev-parse", "HEAD").strip())
+        self.assertEqual(exp["code"]["git"]["branch"], "main")
+        self.assertTrue(exp["code"]["git"]["dirty"])
+        store_git = ["git", "--git-dir", os.path.join(repo, ".cairn", "code.git")]
+        listed = subprocess.run(store_git + ["ls-tree", "-r", "--name-only", exp["code"]["commit"]],
+                                check=True, capture_output=True, text=True).stdout.split()
+        self.assertEqual(sorted(listed), [".gitignore", "exp.yaml", "new.txt", "notes.txt",
+                                          "train.py"])
+        notes = subprocess.run(store_git + ["show", exp["code"]["commit"] + ":notes.txt"],
+                               check=True, capture_output=True, text=True).stdout
+        self.assertEqual(notes, "v3 unstaged\n", "the snapshot holds the working tree")
+        self.assertEqual([f["path"] for f in exp["data"]["files"]], ["data/train.csv"])
+
+
+if __name__ == "__main__":
+    unittest.main()
