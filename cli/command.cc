@@ -51,6 +51,7 @@ Json trial_json(const Json& r) {
          {"best_validation", r.value("best_validation", Json(nullptr))},
          {"latest_checkpoint", r.value("latest_checkpoint", Json(nullptr))}};
   if (r.value("state", "") == "RUNNING" && r.contains("pid")) t["pid"] = r["pid"];
+  if (r.value("state", "") == "RUNNING" && r.contains("rank_pids")) t["rank_pids"] = r["rank_pids"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
   return t;

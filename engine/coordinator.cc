@@ -79,6 +79,10 @@ void Coordinator::reply(ControlConnection& conn, Json message) {
   deferred_replies_.emplace_back(conn.fd(), std::move(message));
 }
 
+void Coordinator::reply_to(int fd, Json message) {
+  deferred_replies_.emplace_back(fd, std::move(message));
+}
+
 void Coordinator::set_trial_state(Trial& trial, const char* state) {
   if (trial.record.value("state", "") == state) return;
   trial.record["state"] = state;

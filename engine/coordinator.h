@@ -54,6 +54,8 @@ class Coordinator {
  private:
   using Clock = std::chrono::steady_clock;
   struct Trial;
+  struct Worker;
+  struct RankRound;
 
   Status start();
   Status load_for_resume();
@@ -86,6 +88,20 @@ class Coordinator {
   void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_abort(Trial& trial, const Json& msg);
   void answer_pending_operation(Trial& trial);
+  // The answer to a trial's n-th next_operation in this attempt: decided at the first
+  // rank's request, the same for every rank.
+  Json operation_answer(Trial& trial, size_t n);
+  void handle_sync(Trial& trial, ControlConnection& conn, const Json& msg);
+  // Data-parallel checkpoints: one staging directory per step for every rank, registered
+  // once every rank has ended it.
+  void handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  void reply_to(int fd, Json message);
+  // Signals every rank's process group.
+  void signal_ranks(Trial& trial, int sig);
+  // A rank ended: the first failure stops the others; the trial ends with the last rank.
+  void rank_exited(Trial& trial, int rank, ExitInfo info);
+  void drain_worker_output(Trial& trial, Worker& worker, bool final);
   void drain_output(Trial& trial, bool final);
   void log_output(Trial& trial, std::string_view chunk);
   void reap_children();

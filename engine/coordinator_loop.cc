@@ -69,8 +69,17 @@ void Coordinator::poll_once() {
     } else if (p.fd == listener_->fd()) {
       accept_connections();
     } else if (p.fd == output_->fd()) {
-      for (int64_t index : output_->changed())
-        if (Trial* trial = trial_by_index(index)) drain_output(*trial, false);
+      for (int64_t key : output_->changed()) {
+        Trial* trial = trial_by_index(output_key_trial(key));
+        if (!trial) continue;
+        const int rank = output_key_rank(key);
+        if (rank == 0) {
+          drain_output(*trial, false);
+          continue;
+        }
+        for (Worker& w : trial->workers)
+          if (w.rank == rank) drain_worker_output(*trial, w, false);
+      }
     } else if (connections_.count(p.fd)) {
       if (p.revents & POLLOUT) connections_[p.fd]->flush();
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_connection(p.fd);

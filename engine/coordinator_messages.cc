@@ -34,7 +34,9 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
   static constexpr std::string_view kTrainingPrefix = R"({"type":"training")";
   if (Trial* heard = trial_by_index(conn.trial)) heard->last_heard = Clock::now();
   if (conn.trial > 0 && std::string_view(line).starts_with(kTrainingPrefix)) {
-    if (Trial* trial = trial_by_index(conn.trial)) store_training_batch(*trial, line);
+    // Rank 0's reports are the trial's; the other ranks' are dropped (SPEC §4).
+    if (Trial* trial = trial_by_index(conn.trial); trial && conn.rank == 0)
+      store_training_batch(*trial, line);
     return;
   }
   Json msg = Json::parse(line, nullptr, false);
@@ -71,8 +73,18 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
     return;
   }
   if (type == "next_operation") return handle_next_operation(*trial, conn, msg);
+  if (type == "sync") return handle_sync(*trial, conn, msg);
+  if (conn.rank != 0 && (type == "training" || type == "validation")) {
+    // Only the chief's reports are recorded; the others are acknowledged and dropped.
+    if (msg.contains("seq")) reply(conn, Json{{"type", "ack"}, {"re", msg["seq"]}});
+    return;
+  }
   if (type == "training") return handle_training(*trial, msg);
   if (type == "validation") return handle_validation(*trial, conn, msg);
+  if (trial->world_size() > 1 && type == "checkpoint_begin")
+    return handle_rank_checkpoint_begin(*trial, conn, msg);
+  if (trial->world_size() > 1 && type == "checkpoint_end")
+    return handle_rank_checkpoint_end(*trial, conn, msg);
   if (type == "checkpoint_begin") return handle_checkpoint_begin(*trial, conn, msg);
   if (type == "checkpoint_end") return handle_checkpoint_end(*trial, conn, msg);
   if (type == "checkpoint_abort") return handle_checkpoint_abort(*trial, msg);
@@ -99,9 +111,20 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
           Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
     return;
   }
+  const int rank =
+      msg.contains("rank") && msg["rank"].is_number_integer() ? msg["rank"].get<int>() : 0;
+  if (rank < 0 || rank >= trial->world_size()) {
+    reply(conn,
+          Json{{"type", "error"},
+               {"message", "rank " + std::to_string(rank) + " is not a rank of trial " + id}});
+    return;
+  }
   conn.trial = trial->index;
-  conn.rank = msg.value("rank", 0);
-  trial->connection_fd = conn.fd();
+  conn.rank = rank;
+  if (rank == 0)
+    trial->connection_fd = conn.fd();
+  else
+    trial->workers[static_cast<size_t>(rank - 1)].connection_fd = conn.fd();
   reply(conn, Json{{"type", "welcome"},
                    {"protocol", kProtocolVersion},
                    {"checkpoint_period", config_.checkpoint.period},
@@ -109,15 +132,10 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   if (trial->stop_requested) reply(conn, Json{{"type", "stop"}, {"reason", "pause"}});
 }
 
-void Coordinator::answer_pending_operation(Trial& trial) {
-  if (!trial.pending_operation_seq) return;
-  auto it = connections_.find(trial.connection_fd);
-  if (it == connections_.end()) {
-    trial.pending_operation_seq.reset();
-    return;
-  }
+Json Coordinator::operation_answer(Trial& trial, size_t n) {
+  if (n < trial.operations.size()) return trial.operations[n];  // decided for another rank
   const int64_t steps = trial.record.value("steps_completed", int64_t{0});
-  Json answer{{"type", "operation"}, {"re", *trial.pending_operation_seq}};
+  Json answer = Json::object();
   if (trial.closed || trial.stop_requested) {
     answer["done"] = true;
   } else if (trial.target > trial.validated_target || trial.target > steps) {
@@ -129,13 +147,114 @@ void Coordinator::answer_pending_operation(Trial& trial) {
     answer["done"] = true;
     trial.released = true;
   }
+  // The ranks of a data-parallel trial all get this answer for their n-th request.
+  if (trial.world_size() > 1) trial.operations.push_back(answer);
+  return answer;
+}
+
+void Coordinator::answer_pending_operation(Trial& trial) {
+  if (!trial.pending_operation_seq) return;
+  auto it = connections_.find(trial.connection_fd);
+  if (it == connections_.end()) {
+    trial.pending_operation_seq.reset();
+    return;
+  }
+  Json answer{{"type", "operation"}, {"re", *trial.pending_operation_seq}};
+  answer.update(operation_answer(trial, trial.operations_asked));
+  if (trial.world_size() > 1) ++trial.operations_asked;
   trial.pending_operation_seq.reset();
   reply(*it->second, std::move(answer));
 }
 
 void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg) {
-  trial.pending_operation_seq = msg.value("seq", int64_t{0});
-  answer_pending_operation(trial);
+  if (conn.rank == 0) {
+    trial.pending_operation_seq = msg.value("seq", int64_t{0});
+    answer_pending_operation(trial);
+    return;
+  }
+  Worker& worker = trial.workers[static_cast<size_t>(conn.rank - 1)];
+  Json answer{{"type", "operation"}, {"re", msg.value("seq", int64_t{0})}};
+  answer.update(operation_answer(trial, worker.operations_asked++));
+  reply(conn, std::move(answer));
+}
+
+void Coordinator::handle_sync(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  RankRound& round = trial.syncs[step];
+  round.ranks.insert(conn.rank);
+  round.waiting.emplace_back(conn.fd(), msg.value("seq", Json(0)));
+  if (msg.contains("stop") && msg["stop"].is_string() && round.stop_reason.empty())
+    round.stop_reason = msg["stop"].get<std::string>();
+  if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
+  // Every rank has reached this step: one decision for all of them.
+  if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
+  const bool stop = trial.stop_requested;
+  const std::string reason = !round.stop_reason.empty() ? round.stop_reason : "pause";
+  for (auto& [fd, seq] : round.waiting) {
+    Json answer{{"type", "sync"}, {"re", seq}, {"stop", stop}};
+    if (stop) answer["reason"] = reason;
+    reply_to(fd, std::move(answer));
+  }
+  trial.syncs.erase(step);
+}
+
+void Coordinator::handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn,
+                                               const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  RankRound& round = trial.checkpoint_rounds[step];
+  if (round.staging_dir.empty()) {
+    auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
+    if (!dir.ok()) {
+      trial.checkpoint_rounds.erase(step);
+      reply(conn, Json{{"type", "error"},
+                       {"re", msg.value("seq", 0)},
+                       {"message", dir.status().message()}});
+      return;
+    }
+    round.staging_dir = dir->string();
+    trial.staging_dirs.insert(round.staging_dir);
+  }
+  reply(conn,
+        Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", round.staging_dir}});
+}
+
+void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn,
+                                             const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  auto it = trial.checkpoint_rounds.find(step);
+  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "")) {
+    reply(conn, Json{{"type", "error"},
+                     {"re", msg.value("seq", 0)},
+                     {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    return;
+  }
+  RankRound& round = it->second;
+  round.ranks.insert(conn.rank);
+  round.waiting.emplace_back(conn.fd(), msg.value("seq", Json(0)));
+  if (conn.rank == 0) round.metadata = msg.value("metadata", Json::object());
+  if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
+  // Every rank has written its part: the checkpoint is registered once, for all of them.
+  RankRound done = std::move(round);
+  trial.checkpoint_rounds.erase(it);
+  trial.staging_dirs.erase(done.staging_dir);
+  uint64_t new_bytes = 0;
+  auto manifest =
+      ingest_checkpoint_dir(objects_, done.staging_dir, &new_bytes, /*remove_staging=*/false);
+  if (!manifest.ok()) {
+    std::error_code ec;
+    fs::remove_all(done.staging_dir, ec);
+    log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
+                          " was not saved: " + manifest.status().message() + "\n");
+    record_event("checkpoint_failed",
+                 {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
+    for (auto& [fd, seq] : done.waiting)
+      reply_to(fd, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
+    return;
+  }
+  staging_to_remove_.push_back(done.staging_dir);
+  register_checkpoint(trial, *manifest, step, new_bytes, done.metadata);
+  for (auto& [fd, seq] : done.waiting)
+    reply_to(fd, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
 }
 
 void Coordinator::handle_training(Trial& trial, const Json& msg) {

@@ -1,7 +1,10 @@
 // The coordinator's side of trial processes: starting them (with the environment of
 // SPEC §4 and the checkpoint to resume from), capturing their output, and turning their
 // exits into states and restarts.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -19,6 +22,22 @@ namespace cairn {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A TCP port nobody listens on now, for MASTER_PORT: the kernel picks it. Another process
+// could take it before rank 0 binds it, as with torchrun's own choice; rare, and a failed
+// rendezvous is an ordinary trial failure that is retried.
+std::optional<int> free_tcp_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return std::nullopt;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return std::nullopt;
+  return ntohs(addr.sin_port);
+}
 
 // Writes the embedded Python SDK where PYTHONPATH will point, unless it is already there.
 Result<fs::path> write_python_sdk(const StoreLayout& store) {
@@ -97,12 +116,15 @@ Status Coordinator::start_trial(Trial& trial) {
   env["CAIRN_MAX_LENGTH"] = std::to_string(config_.searcher.max_length);
   env["CAIRN_ORPHAN_DIR"] = (store_.trial_work(exp_id, trial.index) / "orphans").string();
   env.erase("CAIRN_LATEST_CHECKPOINT");
+  // torchrun's variables (SPEC §4): every rank of a data-parallel trial on this machine.
+  const int world = config_.resources.slots_per_trial;
   env["RANK"] = "0";
   env["LOCAL_RANK"] = "0";
-  env["WORLD_SIZE"] = "1";
-  env["LOCAL_WORLD_SIZE"] = "1";
+  env["WORLD_SIZE"] = std::to_string(world);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(world);
   env["MASTER_ADDR"] = "127.0.0.1";
-  env["MASTER_PORT"] = std::to_string(29500 + (exp_id * 131 + trial.index) % 20000);
+  env["MASTER_PORT"] = std::to_string(
+      free_tcp_port().value_or(static_cast<int>(29500 + (exp_id * 131 + trial.index) % 20000)));
   auto pythonpath = env.find("PYTHONPATH");
   env["PYTHONPATH"] =
       sdk_dir->string() +
@@ -116,12 +138,15 @@ Status Coordinator::start_trial(Trial& trial) {
   auto slots = slots_->acquire(trial.index, config_.resources.slots_per_trial);
   if (!slots) return Status::Failed("no free slot");  // schedule() checks first
   if (gpu_slots_) {
-    env["CUDA_VISIBLE_DEVICES"] = device_list(*slots);
+    // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
+    env["CUDA_VISIBLE_DEVICES"] = world > 1 ? device_list({slots->front()}) : device_list(*slots);
   } else {
     if (config_.resources.devices == "cpu") env["CUDA_VISIBLE_DEVICES"] = "";
-    // One core per slot by default, so concurrent trials do not oversubscribe the machine.
-    env.emplace("OMP_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
-    env.emplace("OPENBLAS_NUM_THREADS", std::to_string(config_.resources.slots_per_trial));
+    // One core per slot by default, so concurrent trials do not oversubscribe the machine;
+    // each rank of a data-parallel trial holds one slot.
+    const std::string threads = std::to_string(world > 1 ? 1 : config_.resources.slots_per_trial);
+    env.emplace("OMP_NUM_THREADS", threads);
+    env.emplace("OPENBLAS_NUM_THREADS", threads);
   }
   trial.record["slots"] = *slots;
 
@@ -142,6 +167,39 @@ Status Coordinator::start_trial(Trial& trial) {
   }
 
   trial.process.emplace(std::move(*process));
+  trial.workers.clear();
+  trial.chief_exit.reset();
+  trial.gang_failure.reset();
+  trial.operations.clear();
+  trial.operations_asked = 0;
+  trial.syncs.clear();
+  trial.checkpoint_rounds.clear();
+  for (int rank = 1; rank < world; ++rank) {
+    Worker worker;
+    worker.rank = rank;
+    ProcessSpec rank_spec = spec;
+    rank_spec.env["RANK"] = rank_spec.env["LOCAL_RANK"] = std::to_string(rank);
+    if (gpu_slots_) rank_spec.env["CUDA_VISIBLE_DEVICES"] = device_list({(*slots)[rank]});
+    worker.output_file =
+        store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
+    rank_spec.output = worker.output_file;
+    worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
+    auto spawned = TrialProcess::spawn(rank_spec);
+    if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
+      trial.gang_failure = ExitInfo{127, 0};
+      terminal_.warn("trial " + trial_id(trial.index) + ": rank " + std::to_string(rank) +
+                     " did not start: " + spawned.status().message());
+      break;
+    }
+    worker.process.emplace(std::move(*spawned));
+    std::error_code size_ec;
+    const uint64_t start = fs::file_size(worker.output_file, size_ec);
+    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file,
+                               size_ec ? 0 : start);
+    if (!f.ok()) terminal_.warn("warning: " + f.message());
+    trial.workers.push_back(std::move(worker));
+  }
+  if (trial.gang_failure) signal_ranks(trial, SIGKILL);
   trial.last_heard = Clock::now();
   Status followed = output_->follow(trial.index, trial.output_file,
                                     trial.record.value("output_offset", uint64_t{0}));
@@ -150,6 +208,13 @@ Status Coordinator::start_trial(Trial& trial) {
   trial.released = false;
   trial.stop_requested = pausing_;
   trial.record["pid"] = trial.process->pid();
+  if (!trial.workers.empty()) {
+    Json pids = Json::array({trial.process->pid()});
+    for (const Worker& w : trial.workers) pids.push_back(w.process ? w.process->pid() : 0);
+    trial.record["rank_pids"] = pids;
+  } else {
+    trial.record.erase("rank_pids");
+  }
   trial.record["process_start_time"] = trial.process->start_time();
   trial.record["boot_id"] = boot_id();
   trial.record.erase("exit");
@@ -202,23 +267,89 @@ void Coordinator::drain_output(Trial& trial, bool final) {
   }
 }
 
+void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) {
+  const int64_t key = worker_output_key(trial.index, worker.rank);
+  const std::string rank_key = "log_seq_rank" + std::to_string(worker.rank);
+  for (;;) {
+    std::string chunk = output_->read_new(key);
+    if (chunk.empty()) break;
+    trial.last_heard = Clock::now();
+    batch_.put(schema::log_key(trial.index, worker.rank, ++worker.log_seq), chunk);
+    worker.partial_line.append(chunk);
+    size_t start = 0;
+    for (size_t nl; (nl = worker.partial_line.find('\n', start)) != std::string::npos;
+         start = nl + 1)
+      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank),
+                           worker.partial_line.substr(start, nl - start));
+    worker.partial_line.erase(0, start);
+    trial.record[rank_key] = worker.log_seq;
+    trial.dirty = true;
+  }
+  if (final) {
+    if (!worker.partial_line.empty())
+      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank),
+                           worker.partial_line);
+    output_->stop(key);
+  }
+}
+
 void Coordinator::reap_children() {
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
     for (auto& [index, trial] : trials_) {
-      if (trial->process && trial->process->pid() == pid) {
+      if (trial->process && !trial->chief_exit && trial->process->pid() == pid) {
         drain_output(*trial, /*final=*/true);
-        handle_exit(*trial, ExitInfo::from_wait_status(status));
+        rank_exited(*trial, 0, ExitInfo::from_wait_status(status));
+        break;
+      }
+      auto worker =
+          std::find_if(trial->workers.begin(), trial->workers.end(),
+                       [&](const Worker& w) { return w.process && w.process->pid() == pid; });
+      if (worker != trial->workers.end()) {
+        drain_worker_output(*trial, *worker, /*final=*/true);
+        worker->process.reset();
+        rank_exited(*trial, worker->rank, ExitInfo::from_wait_status(status));
         break;
       }
     }
   }
 }
 
+void Coordinator::signal_ranks(Trial& trial, int sig) {
+  if (trial.process && !trial.chief_exit) trial.process->signal_group(sig);
+  for (Worker& w : trial.workers)
+    if (w.process) w.process->signal_group(sig);
+}
+
+void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
+  if (rank == 0) trial.chief_exit = info;
+  if (!info.ok() && !trial.gang_failure) {
+    // Gang semantics: the other ranks would wait forever in their next collective.
+    trial.gang_failure = info;
+    if (!trial.workers.empty()) {
+      log_output(trial, "cairn: rank " + std::to_string(rank) + " " + info.describe() +
+                            "; stopping the other ranks\n");
+      signal_ranks(trial, SIGKILL);
+    }
+  }
+  const bool all_done =
+      trial.chief_exit && std::none_of(trial.workers.begin(), trial.workers.end(),
+                                       [](const Worker& w) { return w.process.has_value(); });
+  if (!all_done) return;
+  ExitInfo final_info = trial.gang_failure ? *trial.gang_failure : *trial.chief_exit;
+  for (Worker& w : trial.workers)
+    if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
+  trial.workers.clear();
+  trial.syncs.clear();
+  trial.checkpoint_rounds.clear();
+  handle_exit(trial, final_info);
+}
+
 void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
   trial.process.reset();
+  trial.chief_exit.reset();
   slots_->release(trial.index);
   if (trial.liveness_killed) {
     trial.liveness_killed = false;
@@ -303,8 +434,11 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
 
 void Coordinator::request_stop(Trial& trial, const char* reason) {
   trial.stop_requested = true;
-  auto it = connections_.find(trial.connection_fd);
-  if (it != connections_.end()) {
+  std::vector<int> fds{trial.connection_fd};
+  for (const Worker& w : trial.workers) fds.push_back(w.connection_fd);
+  for (int fd : fds) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) continue;
     it->second->send(Json{{"type", "stop"}, {"reason", reason}});
     it->second->flush();
   }
@@ -323,7 +457,7 @@ void Coordinator::check_liveness() {
                            std::to_string(config_.liveness_timeout) +
                            " s (liveness_timeout); the trial was killed\n");
     trial->liveness_killed = true;
-    trial->process->signal_group(SIGKILL);
+    signal_ranks(*trial, SIGKILL);
   }
 }
 
@@ -333,7 +467,7 @@ void Coordinator::cancel() {
   terminal_.note("canceling the experiment: stopping its trials");
   for (auto& [index, trial] : trials_) {
     if (trial->running()) {
-      trial->process->signal_group(SIGKILL);
+      signal_ranks(*trial, SIGKILL);
     } else if (!trial->finished) {
       trial->finished = true;
       set_trial_state(*trial, "CANCELED");
@@ -367,7 +501,7 @@ void Coordinator::handle_signal(int sig) {
   }
   terminal_.note("stopping at once");
   for (auto& [index, trial] : trials_)
-    if (trial->running()) trial->process->signal_group(SIGKILL);
+    if (trial->running()) signal_ranks(*trial, SIGKILL);
 }
 
 }  // namespace cairn

@@ -6,15 +6,51 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "engine/coordinator.h"
 #include "engine/trial_process.h"
 
 namespace cairn {
+
+// What the output follower (engine/output_tail.h) calls each rank's output: the trial's
+// index for its chief, a negative number for the other ranks.
+inline int64_t worker_output_key(int64_t trial, int rank) {
+  return -(trial * 4096 + rank);
+}
+inline int64_t output_key_trial(int64_t key) {
+  return key >= 0 ? key : -key / 4096;
+}
+inline int output_key_rank(int64_t key) {
+  return key >= 0 ? 0 : static_cast<int>(-key % 4096);
+}
+
+// A rank other than 0 of a data-parallel trial. Rank 0, the chief, is the Trial's own
+// process, output and connection; its reports are the trial's.
+struct Coordinator::Worker {
+  int rank = 1;
+  std::optional<TrialProcess> process;
+  std::filesystem::path output_file;
+  std::string partial_line;
+  int64_t log_seq = 0;
+  int connection_fd = -1;
+  size_t operations_asked = 0;  // next_operation requests answered in this attempt
+};
+
+// Multi-rank agreement for one step (docs/protocol.md, "Multi-rank trials").
+struct Coordinator::RankRound {
+  std::set<int> ranks;                        // ranks heard from
+  std::vector<std::pair<int, Json>> waiting;  // (connection fd, request seq) to answer
+  std::string stop_reason;                    // sync: a rank's local stop
+  std::string staging_dir;                    // checkpoint: shared by every rank
+  Json metadata = Json::object();             // checkpoint: the chief's
+};
 
 struct Coordinator::Trial {
   int64_t index = 0;
@@ -47,6 +83,15 @@ struct Coordinator::Trial {
                           // output from the running process
   int64_t latest_checkpoint_step = -1;
 
+  // Data parallel (slots_per_trial > 1): ranks 1..N-1, and what keeps the gang together.
+  std::vector<Worker> workers;
+  std::optional<ExitInfo> chief_exit;    // rank 0 ended; the trial ends when every rank has
+  std::optional<ExitInfo> gang_failure;  // the first rank that failed, this attempt
+  std::vector<Json> operations;          // next_operation answers, in order, this attempt
+  size_t operations_asked = 0;           // by the chief
+  std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
+
+  int world_size() const { return 1 + static_cast<int>(workers.size()); }
   bool running() const { return process.has_value(); }
 };
 

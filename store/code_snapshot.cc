@@ -237,11 +237,23 @@ Result<CodeRepository> CodeRepository::open(const fs::path& store_root) {
   CodeRepository repo;
   repo.dir_ = store_root / "code.git";
   git_repository* raw = nullptr;
-  if (git_repository_open_bare(&raw, repo.dir_.c_str()) != 0) {
-    // Two processes may race here: initialising an existing repository is harmless.
-    if (git_repository_init(&raw, repo.dir_.c_str(), 1) != 0)
-      return git::error("cannot create " + repo.dir_.string());
+  if (git_repository_open_bare(&raw, repo.dir_.c_str()) == 0) {
+    repo.repo_ = raw;
+    return repo;
   }
+  // Created beside its name and renamed into place: two cairn processes starting on a new
+  // store at once would otherwise trip over each other's config.lock.
+  const fs::path tmp = store_root / ("code.git.tmp-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (git_repository_init(&raw, tmp.c_str(), 1) != 0)
+    return git::error("cannot create " + repo.dir_.string());
+  git_repository_free(raw);
+  raw = nullptr;
+  fs::rename(tmp, repo.dir_, ec);
+  if (ec) fs::remove_all(tmp, ec);  // another process won the race: use its repository
+  if (git_repository_open_bare(&raw, repo.dir_.c_str()) != 0)
+    return git::error("cannot open " + repo.dir_.string());
   repo.repo_ = raw;
   return repo;
 }

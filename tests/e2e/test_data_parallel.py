@@ -1,0 +1,159 @@
+"""End to end: data-parallel trials (`resources.slots_per_trial: N`, SPEC §4, issue 6) —
+N rank processes with torchrun's variables, every rank's output kept, the ranks kept in
+step (same operations, same stop decision, one checkpoint per step), gang restarts when a
+rank dies, and the plain torch.distributed example with 1 and 2 ranks."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, wait_until  # noqa: E402
+
+# Each rank takes 40 ms steps, appends "rank step" to units.txt in the live workdir, and
+# checkpoints (every rank takes part; rank 0 writes the state) when cairn says so.
+RANKS = r'''
+import json, os, sys, time
+import cairn
+
+ctx = cairn.init()
+out = os.environ["CAIRN_WORKDIR"]
+rank = int(os.environ["RANK"])
+names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+with open(os.path.join(out, "env-%d.json" % rank), "w") as f:
+    json.dump({k: os.environ.get(k) for k in names}, f)
+print("rank", rank, "starts at", ctx.steps_completed, flush=True)
+step = ctx.steps_completed
+if ctx.latest_checkpoint:
+    assert int((ctx.latest_checkpoint / "step").read_text()) == step
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(0.04)
+        step += 1
+        with open(os.path.join(out, "units.txt"), "a") as f:
+            f.write("%d %d\n" % (rank, step))
+        ctx.report_training(step, {"loss": 1.0 / step, "rank": rank})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                if rank == 0:
+                    (path / "step").write_text(str(step))
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+'''
+
+CONFIG = """name: ranks
+entrypoint: /usr/bin/python3 ranks.py
+searcher: {name: single, metric: val_loss, max_length: %d}
+resources: {slots_per_trial: 2}
+checkpoint: {period: 2}
+max_restarts: 3
+"""
+
+
+def have_torch():
+    return subprocess.run([PYTHON, "-c", "import torch, sklearn"], capture_output=True).returncode == 0
+
+
+class DataParallelTest(CairnTestCase):
+    def setUp(self):
+        super().setUp()
+        self.write("ranks.py", RANKS)
+
+    def units(self):
+        with open(os.path.join(self.dir, "units.txt")) as f:
+            return [tuple(map(int, line.split())) for line in f]
+
+    def test_ranks_get_torchrun_variables_and_their_own_logs(self):
+        self.write("exp.yaml", CONFIG % 4)
+        self.cairn("run", "exp.yaml", "--slots", "2", check=0)
+        envs = []
+        for rank in (0, 1):
+            with open(os.path.join(self.dir, "env-%d.json" % rank)) as f:
+                envs.append(json.load(f))
+        for rank, env in enumerate(envs):
+            self.assertEqual((env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"],
+                              env["LOCAL_WORLD_SIZE"], env["MASTER_ADDR"]),
+                             (str(rank), str(rank), "2", "2", "127.0.0.1"))
+        self.assertEqual(envs[0]["MASTER_PORT"], envs[1]["MASTER_PORT"])
+        self.assertIn("rank 1 starts at 0", self.cairn("logs", "1.1", "--rank", "1", check=0).stdout)
+        self.assertNotIn("rank 1", self.cairn("logs", "1.1", check=0).stdout)
+        # Rank 0's reports are the trial's: one series, every step once, from rank 0.
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3, 4])
+        self.assertTrue(all(p["metrics"]["rank"] == 0 for p in metrics["training"]))
+        # Both ranks trained every step; one checkpoint per step, made with every rank.
+        self.assertEqual(sorted(self.units()), sorted((r, s) for r in (0, 1) for s in range(1, 5)))
+        self.assertEqual([c["steps_completed"] for c in self.cairn_json("checkpoints", "1.1", "--json")], [4])
+
+    def test_a_killed_rank_restarts_the_whole_trial_from_its_checkpoint(self):
+        self.write("exp.yaml", CONFIG % 30)
+        env = dict(os.environ, NO_COLOR="1")
+        log = open(os.path.join(self.dir, "run.log"), "w")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "2"], cwd=self.dir, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(proc.kill)
+
+        def rank1_after_a_checkpoint():
+            shown = self.cairn("show", "1.1", "--json")
+            if shown.returncode != 0:
+                return None
+            trial = json.loads(shown.stdout)
+            if trial["state"] != "RUNNING" or not trial.get("rank_pids") or not trial["checkpoints"]:
+                return None
+            return trial["rank_pids"][1]
+        pid = wait_until(rank1_after_a_checkpoint, what="rank 1 running after a checkpoint")
+        os.kill(pid, signal.SIGKILL)
+        self.assertEqual(proc.wait(timeout=120), 0)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 1, "the gang restart counts once")
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]], list(range(1, 31)))
+        # Both ranks went back to the same checkpoint and trained to the end.
+        for rank in (0, 1):
+            steps = [s for r, s in self.units() if r == rank]
+            self.assertEqual(steps[-1], 30)
+            restarted_at = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
+            self.assertEqual(steps[restarted_at] % 2, 1, "resumed right after an even (checkpointed) step")
+        starts = self.cairn("logs", "1.1", "--rank", "1", check=0).stdout
+        self.assertIn("rank 1 starts at 0", starts)
+        self.assertRegex(starts, r"rank 1 starts at [1-9]")
+
+    def test_a_pause_stops_every_rank_at_the_same_step(self):
+        self.write("exp.yaml", CONFIG % 1000)
+        env = dict(os.environ, NO_COLOR="1")
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "2"], cwd=self.dir, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.kill)
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "units.txt")) and len(self.units()) >= 6,
+                   what="a few steps")
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=60), 0)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        last = {r: max(s for rr, s in self.units() if rr == r) for r in (0, 1)}
+        self.assertEqual(last[0], last[1], "the ranks agreed on the step to stop at")
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["checkpoints"][-1]["steps_completed"], last[0])
+
+    @unittest.skipUnless(have_torch(), "needs Debian's python3-torch and python3-sklearn")
+    def test_pytorch_ddp_example_with_two_ranks_follows_the_single_rank_curve(self):
+        example = os.path.join(SOURCE, "examples", "pytorch-ddp")
+        for name in ("train.py", "digits-ddp.yaml"):
+            shutil.copy(os.path.join(example, name), self.dir)
+        self.cairn("run", "digits-ddp.yaml", "--slots", "2", check=0)
+        self.cairn("run", "digits-ddp.yaml", "--slots", "2", "--set", "resources.slots_per_trial=1", check=0)
+        two = [p["metrics"]["loss"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        one = [p["metrics"]["loss"] for p in self.cairn_json("metrics", "2.1", "--json")["training"]]
+        self.assertEqual(len(two), 6)
+        for a, b in zip(one, two):
+            self.assertAlmostEqual(a, b, delta=1e-4 * max(1.0, abs(a)))
+        self.assertLess(two[-1], two[0] / 3, "it learns")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+
+
+if __name__ == "__main__":
+    unittest.main()
