@@ -64,5 +64,6 @@ void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_compare(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_doctor(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 
 }  // namespace cairn::cli

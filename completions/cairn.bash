@@ -80,7 +80,7 @@ _cairn_positional_index() {
 }
 
 _cairn() {
-  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce version help completion"
+  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce doctor version help completion"
   local global_options="--store -h --help --version"
   local -a _cairn_words
   local _cairn_cword _cairn_command_at=0
@@ -143,6 +143,7 @@ _cairn() {
     gc) options="--json" ;;
     compare) options="--json --diff" ;;
     reproduce) options="--verify" ;;
+    doctor) options="--json" ;;
     version) options="--json" ;;
     help | export | completion) ;;
     *) return 0 ;;

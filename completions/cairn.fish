@@ -114,6 +114,7 @@ complete -c cairn -n __cairn_needs_command -a watch -d 'Live view of an experime
 complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
 complete -c cairn -n __cairn_needs_command -a reproduce -d 'Re-run a trial from what was recorded'
+complete -c cairn -n __cairn_needs_command -a doctor -d 'Check the environment'
 complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
 complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
 complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
@@ -183,11 +184,14 @@ complete -c cairn -n '__cairn_using_command compare' -a '(__cairn_ids all)' -d '
 complete -c cairn -n '__cairn_using_command reproduce' -l verify -d 'Compare the new metrics with the recorded ones'
 complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
 
+# doctor [--json]
+complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
+
 # version [--json]
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce doctor version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

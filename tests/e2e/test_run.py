@@ -227,6 +227,22 @@ class RunTest(CairnTestCase):
                          ["tick %d" % i for i in range(8)])
         self.assertEqual(run.wait(timeout=60), 0)
 
+    def test_doctor_checks_the_store_devices_and_the_python_sdk(self):
+        checks = {c["check"]: c for c in self.cairn_json("doctor", "--json")}
+        self.assertEqual(set(checks), {"store", "git", "cpu", "gpu", "nccl", "gloo", "python"})
+        self.assertEqual(checks["python"]["status"], "ok", checks["python"])
+        self.assertIn("the SDK imports", checks["python"]["detail"])
+        self.cairn("init", check=0)
+        checks = {c["check"]: c for c in self.cairn_json("doctor", "--json")}
+        self.assertIn(os.path.join(self.dir, ".cairn"), checks["store"]["detail"])
+        os.chmod(os.path.join(self.dir, ".cairn", "tmp"), 0o500)  # an unwritable store
+        self.addCleanup(os.chmod, os.path.join(self.dir, ".cairn", "tmp"), 0o755)
+        if os.access(os.path.join(self.dir, ".cairn", "tmp"), os.W_OK):
+            return  # root ignores permissions: nothing more to check here
+        proc = self.cairn("doctor")
+        self.assertEqual(proc.returncode, 1)
+        self.assertRegex(proc.stdout, r"FAIL  store .* is not writable")
+
     def test_store_discovery(self):
         self.setUpTrial()
         os.makedirs(os.path.join(self.dir, "deep", "er"))

@@ -1,0 +1,142 @@
+// `cairn doctor`: checks what cairn needs and can use here — the store, code snapshots,
+// CPU and GPU devices, the CUDA driver, NCCL, Gloo, Python and the SDK — one line each,
+// with what to do about a problem.
+#include <git2/version.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "common/embedded.h"
+#include "common/file_util.h"
+#include "engine/subprocess.h"
+#include "engine/trial_process.h"
+#include "gpu/runtime_probe.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Check {
+  std::string name;
+  std::string status;  // "ok", "warn" (works, with less), "fail" (cairn cannot work)
+  std::string detail;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find(':') + 2);
+  return "unknown model";
+}
+
+Check store_check(const GlobalOptions& global) {
+  auto store = open_store(global);
+  if (!store.ok()) {
+    if (store.status().kind() == ErrorKind::kNotFound)
+      return {"store", "ok", "none here yet: `cairn run` creates .cairn/ beside its config"};
+    return {"store", "fail", store.status().message()};
+  }
+  const fs::path probe = store->tmp() / ("doctor-" + std::to_string(::getpid()));
+  Status st = write_file_atomic(probe, "ok");
+  std::error_code ec;
+  fs::remove(probe, ec);
+  if (!st.ok())
+    return {"store", "fail", store->root().string() + " is not writable: " + st.message()};
+  return {"store", "ok",
+          store->root().string() + " (" + std::to_string(list_experiment_ids(*store).size()) +
+              " experiments)"};
+}
+
+Check python_check() {
+  const auto env = process_environment();
+  auto python = resolve_program("/usr/bin/python3", ".", env);
+  if (!python.ok()) python = resolve_program("python3", ".", env);
+  if (!python.ok())
+    return {"python", "warn", "no python3: Python trials cannot run (builtin:mlp can)"};
+  // The SDK cairn hands to trials, imported by that interpreter.
+  auto dir = make_unique_dir(fs::temp_directory_path(), "cairn-doctor-");
+  if (!dir.ok()) return {"python", "warn", dir.status().message()};
+  ScopedDirRemover cleanup(*dir);
+  if (!write_file_atomic(*dir / "cairn.py", kPythonSdkSource).ok())
+    return {"python", "warn", "cannot write the SDK to " + dir->string()};
+  auto with_sdk = env;
+  with_sdk["PYTHONPATH"] = dir->string();
+  const std::string out = run_capture({*python, "-c",
+                                       "import sys, cairn\n"
+                                       "try:\n    import torch; t = 'torch ' + torch.__version__\n"
+                                       "except Exception:\n    t = 'no torch'\n"
+                                       "print(sys.version.split()[0], t)\n"},
+                                      with_sdk, 60);
+  if (out.empty()) return {"python", "fail", *python + " cannot import cairn's Python SDK"};
+  std::string line = out.substr(0, out.find('\n'));
+  return {"python", "ok", *python + " " + line + "; the SDK imports"};
+}
+
+std::vector<Check> run_checks(const GlobalOptions& global) {
+  std::vector<Check> checks;
+  checks.push_back(store_check(global));
+  checks.push_back({"git", "ok",
+                    std::string("libgit2 ") + LIBGIT2_VERSION +
+                        " (built in): code snapshots need no git installation"});
+  checks.push_back(
+      {"cpu", "ok",
+       std::to_string(std::thread::hardware_concurrency()) + " cores, " + cpu_model()});
+  const GpuRuntime gpu = probe_gpu_runtime();
+  if (gpu.driver && gpu.device_count > 0)
+    checks.push_back({"gpu", "ok", gpu.describe()});
+  else if (gpu.driver)
+    checks.push_back({"gpu", "warn", "CUDA driver found but no device: trials run on CPU"});
+  else
+    checks.push_back({"gpu", "ok", "no CUDA driver (libcuda.so.1): trials run on CPU"});
+  if (gpu.nccl)
+    checks.push_back({"nccl", "ok", "libnccl.so.2 " + std::to_string(gpu.nccl_version)});
+  else
+    checks.push_back(
+        {"nccl", gpu.driver ? "warn" : "ok",
+         "libnccl.so.2 not found: no GPU all-reduce (install NCCL for multi-GPU trials)"});
+  checks.push_back({"gloo", "warn",
+                    "cairn's own all-reduce is not built yet: data-parallel trials use their "
+                    "framework's (torch.distributed gloo/nccl)"});
+  checks.push_back(python_check());
+  return checks;
+}
+
+int doctor(const GlobalOptions& global, bool json) {
+  const std::vector<Check> checks = run_checks(global);
+  const bool failed =
+      std::any_of(checks.begin(), checks.end(), [](const Check& c) { return c.status == "fail"; });
+  if (json) {
+    Json doc = Json::array();
+    for (const Check& c : checks)
+      doc.push_back({{"check", c.name}, {"status", c.status}, {"detail", c.detail}});
+    print_json(doc);
+  } else {
+    for (const Check& c : checks) {
+      std::string name = c.name;
+      name.resize(8, ' ');
+      std::cout << (c.status == "ok"     ? "ok    "
+                    : c.status == "warn" ? "warn  "
+                                         : "FAIL  ")
+                << name << c.detail << "\n";
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "doctor", "Check the environment: store, git, CPU/GPU devices, CUDA, NCCL, Gloo, Python SDK");
+  cmd->add_flag("--json", *json, "Print JSON");
+  cmd->callback([&global, &outcome, json] { outcome.exit_code = doctor(global, *json); });
+}
+
+}  // namespace cairn::cli
