@@ -67,7 +67,15 @@ std::optional<uint64_t> process_start_time(pid_t pid) {
 bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot) {
   if (pid <= 0 || boot != boot_id()) return false;
   auto started = process_start_time(pid);
-  return started && *started == start_time;
+  if (!started || *started != start_time) return false;
+  // A zombie has exited: its files are closed and flushed; only its exit status waits for
+  // a parent to reap it. An orphan's parent is gone, and some init processes reap only
+  // every second or so, so waiting for the pid to vanish would delay `resume` for nothing.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  const char state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+  return state != 'Z' && state != 'X';
 }
 
 Result<std::string> resolve_program(const std::string& program, const fs::path& cwd,

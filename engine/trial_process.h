@@ -57,7 +57,8 @@ std::map<std::string, std::string> current_environment();
 // This boot's id (/proc/sys/kernel/random/boot_id), to tell a pid from a previous boot.
 std::string boot_id();
 std::optional<uint64_t> process_start_time(pid_t pid);
-// True when `pid` is alive and is the process that started at `start_time` in boot `boot`
+// True when `pid` is alive (a zombie is not) and is the process that started at
+// `start_time` in boot `boot`
 // (a pid alone may have been reused by another process since).
 bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot);
 // Resolves a bare program name against PATH in `env` the way execvp would, so that a
