@@ -1,0 +1,647 @@
+#include "store/code_snapshot.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "store/store_location.h"
+#include "test_dir.h"
+#include "tree_fixture.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+using testing::age_tree;
+using testing::git_cmd;
+using testing::read_bytes;
+using testing::sh;
+using testing::sh_out;
+using testing::TestDir;
+using testing::write_file;
+
+namespace {
+
+std::string joined(const std::set<std::string>& paths) {
+  std::string out;
+  for (const std::string& p : paths) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+CodeRepository open_repo(const fs::path& store_root) {
+  auto repo = CodeRepository::open(store_root);
+  REQUIRE(repo.ok());
+  return std::move(*repo);
+}
+
+CodeSnapshot take(CodeRepository& repo, const fs::path& workdir, SnapshotOptions opts = {}) {
+  auto snap = repo.snapshot(workdir, opts, "test");
+  INFO(snap.status().message());
+  REQUIRE(snap.ok());
+  return *snap;
+}
+
+// The paths a snapshot holds, read back through checkout(), as one line (so a failed check
+// prints them).
+std::string files_of(CodeRepository& repo, const std::string& commit, const fs::path& scratch) {
+  static int n = 0;
+  const fs::path dest = scratch / ("checkout-" + std::to_string(++n));
+  REQUIRE(repo.checkout(commit, dest).ok());
+  std::set<std::string> out;
+  for (auto it = fs::recursive_directory_iterator(dest); it != fs::recursive_directory_iterator();
+       ++it)
+    if (!it->is_directory() || it->is_symlink())
+      out.insert(it->path().lexically_relative(dest).generic_string());
+  return joined(out);
+}
+
+std::string checkout_file(CodeRepository& repo, const std::string& commit, const fs::path& scratch,
+                          const std::string& rel) {
+  static int n = 0;
+  const fs::path dest = scratch / ("one-" + std::to_string(++n));
+  REQUIRE(repo.checkout(commit, dest).ok());
+  return read_bytes(dest / rel);
+}
+
+void git_init(const fs::path& dir) {
+  fs::create_directories(dir);
+  REQUIRE(sh(git_cmd(dir, "init -q -b main")) == 0);
+}
+
+void git_commit_all(const fs::path& dir) {
+  REQUIRE(sh(git_cmd(dir, "add -A")) == 0);
+  REQUIRE(sh(git_cmd(dir, "commit -q -m c")) == 0);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The same .cairnignore rules, checked in a workdir on its own and in one that is a
+// subdirectory of a user's checkout (where the patterns must hold at the workdir, not at
+// the checkout's root).
+void write_cairnignore_tree(const fs::path& w) {
+  write_file(w / ".cairnignore", "# comment\n/build\n*.tmp\n!keep.tmp\nnotes/\n");
+  write_file(w / "main.py", "print(1)\n");
+  write_file(w / "build/a.o", "obj");           // anchored /build: out
+  write_file(w / "src/build/b.c", "int b;\n");  // /build is anchored: a deeper build stays
+  write_file(w / "x.tmp", "t");                 // *.tmp: out, at any depth
+  write_file(w / "deep/er/y.tmp", "t");
+  write_file(w / "deep/er/z.py", "z\n");
+  write_file(w / "keep.tmp", "k");  // negated: in
+  write_file(w / "notes/n.txt", "n");
+  write_file(w / "src/notes/m.txt", "m");  // unanchored directory pattern: out too
+}
+
+const std::set<std::string> kCairnignoreKept = {".cairnignore", "main.py", "src/build/b.c",
+                                                "deep/er/z.py", "keep.tmp"};
+
+}  // namespace
+
+TEST_CASE("a snapshot keeps what git would version, minus .cairnignore and exclusions") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "a.py", "a\n");
+  write_file(w / "sub/b.py", "b\n");
+  write_file(w / ".gitignore", "*.log\nbuild/\n");
+  write_file(w / "sub/.gitignore", "local.txt\n");
+  write_file(w / "x.log", "log");
+  write_file(w / "sub/deeper/y.log", "log");  // the parent's *.log holds below it
+  write_file(w / "build/out.o", "o");
+  write_file(w / "sub/local.txt", "l");
+  write_file(w / "local.txt", "kept: the nested rule is sub/'s");
+  write_file(w / ".cairnignore", "secret.txt\n");
+  write_file(w / "secret.txt", "s");
+  write_file(w / "data/x.csv", "1,2\n");
+  write_file(w / "datadir/y.csv", "kept: only data/ is excluded, not a name sharing its prefix");
+  auto repo = open_repo(dir / "store");
+  SnapshotOptions opts;
+  opts.exclude = {w / "data"};
+  const CodeSnapshot snap = take(repo, w, opts);
+  const std::set<std::string> expected = {".gitignore",   ".cairnignore",   "a.py",
+                                          "sub/b.py",     "sub/.gitignore", "local.txt",
+                                          "datadir/y.csv"};
+  CHECK(files_of(repo, snap.commit, dir.path()) == joined(expected));
+  CHECK(snap.files == expected.size());
+  CHECK_FALSE(snap.git.has_value());
+  CHECK(snap.commit.size() == 40);
+  CHECK(snap.tree.size() == 40);
+}
+
+TEST_CASE("in a user's checkout: tracked, untracked-not-ignored, tracked-but-ignored, never .git") {
+  TestDir dir;
+  const fs::path w = dir / "repo";
+  git_init(w);
+  write_file(w / ".gitignore", "*.log\ngen/\n");
+  write_file(w / "t.txt", "tracked\n");
+  write_file(w / "forced.log", "tracked although ignored\n");
+  write_file(w / "gen/keep.c", "tracked in an ignored directory\n");
+  git_commit_all(w);
+  REQUIRE(sh(git_cmd(w, "add -f forced.log gen/keep.c")) == 0);
+  REQUIRE(sh(git_cmd(w, "commit -q -m forced")) == 0);
+  write_file(w / "u.txt", "untracked\n");
+  write_file(w / "i.log", "ignored\n");
+  write_file(w / "gen/other.c", "untracked in an ignored directory\n");
+  write_file(w / ".git/info/exclude", "excluded.txt\n");
+  write_file(w / "excluded.txt", "x");
+  write_file(w / "sub/.gitignore", "*.bin\n");
+  write_file(w / "sub/a.bin", "nested ignore");
+  write_file(w / "sub/a.txt", "a");
+
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot snap = take(repo, w);
+  const std::set<std::string> expected = {
+      ".gitignore", "t.txt", "forced.log", "gen/keep.c", "u.txt", "sub/.gitignore", "sub/a.txt"};
+  CHECK(files_of(repo, snap.commit, dir.path()) == joined(expected));
+  REQUIRE(snap.git.has_value());
+  CHECK(snap.git->repo_root == fs::canonical(w).string());
+}
+
+TEST_CASE(".cairnignore: anchored, unanchored and negated patterns, alone and inside a checkout") {
+  TestDir dir;
+  auto repo = open_repo(dir / "store");
+
+  SUBCASE("the workdir on its own") {
+    write_cairnignore_tree(dir / "alone");
+    const CodeSnapshot snap = take(repo, dir / "alone");
+    CHECK(files_of(repo, snap.commit, dir.path()) == joined(kCairnignoreKept));
+  }
+  SUBCASE("the workdir is a subdirectory of a user's checkout") {
+    const fs::path root = dir / "checkout";
+    git_init(root);
+    write_file(root / ".gitignore", "*.bak\n");
+    write_file(root / "build/root-level.o", "o");  // outside the workdir: never walked
+    write_file(root / "top.txt", "t");
+    const fs::path w = root / "proj";
+    write_cairnignore_tree(w);
+    write_file(w / "old.bak", "ignored by the checkout's .gitignore");
+    // Only the checkout's own files are tracked: the workdir's are untracked.
+    REQUIRE(sh(git_cmd(root, "add top.txt .gitignore")) == 0);
+    REQUIRE(sh(git_cmd(root, "commit -q -m c")) == 0);
+    const CodeSnapshot snap = take(repo, w);
+    CHECK(files_of(repo, snap.commit, dir.path()) == joined(kCairnignoreKept));
+    REQUIRE(snap.git.has_value());
+    CHECK(snap.git->repo_root == fs::canonical(root).string());
+    CHECK(snap.git->dirty);  // untracked files
+  }
+}
+
+// Bug: IgnoreRules::ignored() (store/code_snapshot.cc) keeps every file in the user's index
+// before looking at any rule, .cairnignore's included, so a tracked file listed in
+// .cairnignore is still snapshotted: the remedy the size-limit error names ("list them in
+// .cairnignore") does not work for tracked files, and docs/reproducibility.md says
+// .cairnignore is "for what git should keep but cairn need not". Remove should_fail once
+// .cairnignore is checked before the index.
+namespace {
+// A checkout whose tracked files include a large one that .cairnignore leaves out.
+fs::path tracked_but_cairnignored(const fs::path& dir) {
+  const fs::path root = dir / "checkout";
+  git_init(root);
+  write_file(root / "proj/train.py", "t\n");
+  write_file(root / "proj/weights/big.bin", std::string(4000, 'w'));
+  write_file(root / "top.bin", "outside proj");
+  git_commit_all(root);
+  return root;
+}
+}  // namespace
+
+TEST_CASE("a tracked file listed in .cairnignore is left out: workdir at the checkout's root" *
+          doctest::should_fail()) {
+  TestDir dir;
+  const fs::path root = tracked_but_cairnignored(dir.path());
+  write_file(root / ".cairnignore", "/proj/weights/\n");
+  write_file(root / "proj/.cairnignore", "*.py\n");  // not the workdir's: no effect
+  auto repo = open_repo(dir / "store");
+  SnapshotOptions opts;
+  opts.size_limit = 1000;
+  auto snap = repo.snapshot(root, opts, "test");
+  INFO(snap.status().message());
+  REQUIRE(snap.ok());
+  CHECK(files_of(repo, snap->commit, dir.path()) ==
+        ".cairnignore proj/.cairnignore proj/train.py top.bin");
+}
+
+TEST_CASE("a tracked file listed in .cairnignore is left out: workdir in a subdirectory" *
+          doctest::should_fail()) {
+  TestDir dir;
+  const fs::path root = tracked_but_cairnignored(dir.path());
+  write_file(root / "proj/.cairnignore", "weights/\n");
+  auto repo = open_repo(dir / "store");
+  SnapshotOptions opts;
+  opts.size_limit = 1000;
+  auto snap = repo.snapshot(root / "proj", opts, "test");
+  INFO(snap.status().message());
+  REQUIRE(snap.ok());
+  CHECK(files_of(repo, snap->commit, dir.path()) == ".cairnignore train.py");
+}
+
+TEST_CASE("exec bits and symbolic links survive snapshot and checkout byte for byte") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  std::string binary;
+  for (int i = 0; i < 256; ++i) binary += static_cast<char>(i);
+  write_file(w / "data.bin", binary + binary);
+  write_file(w / "run.sh", "#!/bin/sh\necho hi\n");
+  fs::permissions(w / "run.sh", fs::perms(0755));
+  write_file(w / "plain.txt", "no newline at end");
+  fs::permissions(w / "plain.txt", fs::perms(0644));
+  write_file(w / "empty", "");
+  fs::create_symlink("plain.txt", w / "link");
+  fs::create_symlink("missing/target", w / "dangling");
+  fs::create_directories(w / "sub");
+  fs::create_symlink("../run.sh", w / "sub/up");
+  fs::create_directory_symlink("sub", w / "dirlink");  // a link to a directory is a link
+
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot snap = take(repo, w);
+  const fs::path out = dir / "out";
+  REQUIRE(repo.checkout(snap.commit, out).ok());
+
+  CHECK(read_bytes(out / "data.bin") == binary + binary);
+  CHECK(read_bytes(out / "plain.txt") == "no newline at end");
+  CHECK(fs::exists(out / "empty"));
+  CHECK(fs::file_size(out / "empty") == 0);
+  CHECK((fs::status(out / "run.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
+  CHECK((fs::status(out / "plain.txt").permissions() & fs::perms::owner_exec) == fs::perms::none);
+  for (const char* link : {"link", "dangling", "sub/up", "dirlink"}) {
+    INFO(link);
+    CHECK(fs::is_symlink(out / link));
+    CHECK(fs::read_symlink(out / link) == fs::read_symlink(w / link));
+  }
+  // Checking the checkout out again gives the same tree.
+  auto again = open_repo(dir / "store2");
+  CHECK(take(again, out).tree == snap.tree);
+
+  SUBCASE("checkout refuses a non-empty directory and an unknown commit") {
+    write_file(dir / "full/x", "x");
+    CHECK_FALSE(repo.checkout(snap.commit, dir / "full").ok());
+    CHECK(repo.checkout(std::string(40, 'a'), dir / "fresh").kind() == ErrorKind::kCorrupt);
+    CHECK(repo.checkout("not-an-id", dir / "fresh2").kind() == ErrorKind::kBadInput);
+  }
+}
+
+TEST_CASE("identical content gives identical trees, wherever it lies") {
+  TestDir dir;
+  for (const char* d : {"one", "two"}) {
+    write_file(dir / d / "a.py", "same\n");
+    write_file(dir / d / "pkg/b.py", "also same\n");
+  }
+  testing::set_mtime(dir / "two/a.py", testing::seconds_ago(100));  // stat data does not matter
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot one = take(repo, dir / "one");
+  const CodeSnapshot two = take(repo, dir / "two");
+  CHECK(one.tree == two.tree);
+  CHECK(one.bytes == two.bytes);
+  CHECK(one.files == 2);
+  write_file(dir / "two/pkg/b.py", "different\n");
+  CHECK(take(repo, dir / "two").tree != one.tree);
+}
+
+TEST_CASE("a workdir over the size limit is refused, naming its largest file") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "small.py", std::string(10, 's'));
+  write_file(w / "models/huge.bin", std::string(5000, 'h'));
+  write_file(w / "medium.csv", std::string(900, 'm'));
+  auto repo = open_repo(dir / "store");
+  SnapshotOptions opts;
+  opts.size_limit = 2000;
+  auto snap = repo.snapshot(w, opts, "test");
+  REQUIRE_FALSE(snap.ok());
+  CHECK(snap.status().kind() == ErrorKind::kBadInput);
+  const std::string msg = snap.status().message();
+  CHECK(msg.find("models/huge.bin") != std::string::npos);
+  CHECK(msg.find('\n') == std::string::npos);                   // one line
+  CHECK(msg.find("models/huge.bin") < msg.find("medium.csv"));  // largest first
+
+  opts.size_limit = 5910;  // exactly the total: allowed
+  CHECK(repo.snapshot(w, opts, "test").ok());
+  write_file(w / ".cairnignore", "models/\n");
+  opts.size_limit = 2000;
+  CHECK(repo.snapshot(w, opts, "test").ok());
+}
+
+TEST_CASE("the stat cache notices a same-size change whose mtime was put back") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "model.py", "lr = 0.01\n");
+  write_file(w / "other.py", "x = 1\n");
+  age_tree(w);  // old enough that the cache trusts its entries: only ctime can tell now
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot first = take(repo, w);
+
+  const timespec old_mtime = testing::mtime_of(w / "model.py");
+  write_file(w / "model.py", "lr = 0.10\n");  // same size
+  testing::set_mtime(w / "model.py", old_mtime);
+  REQUIRE(fs::file_size(w / "model.py") == 10);
+
+  const CodeSnapshot second = take(repo, w);
+  CHECK(second.tree != first.tree);
+  CHECK(checkout_file(repo, second.commit, dir.path(), "model.py") == "lr = 0.10\n");
+}
+
+TEST_CASE("the stat cache spares reading unchanged files, but not files changed just now") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  const std::string chunk(64 << 10, 'c');
+  constexpr int kFiles = 64;  // 4 MB
+  for (int i = 0; i < kFiles; ++i) write_file(w / ("f" + std::to_string(i)), chunk + char(i));
+  const uint64_t total = uint64_t{kFiles} * (chunk.size() + 1);
+  auto repo = open_repo(dir / "store");
+
+  SUBCASE("files older than the racy window: the second snapshot reads only stat data") {
+    age_tree(w);
+    uint64_t before = testing::bytes_read();
+    const CodeSnapshot first = take(repo, w);
+    CHECK(testing::bytes_read() - before >= total);
+    before = testing::bytes_read();
+    const CodeSnapshot second = take(repo, w);
+    CHECK(testing::bytes_read() - before < total / 8);
+    CHECK(second.tree == first.tree);
+
+    // One file changed: only it is read again.
+    write_file(w / "f7", chunk + "changed");
+    testing::set_mtime(w / "f7", testing::seconds_ago(3600));
+    before = testing::bytes_read();
+    const CodeSnapshot third = take(repo, w);
+    const uint64_t read = testing::bytes_read() - before;
+    CHECK(read >= chunk.size());
+    CHECK(read < total / 8);
+    CHECK(third.tree != first.tree);
+  }
+  SUBCASE("files written within the racy window are read again") {
+    const auto start = std::chrono::steady_clock::now();
+    const CodeSnapshot first = take(repo, w);
+    const bool quick = std::chrono::steady_clock::now() - start < std::chrono::milliseconds(800);
+    const uint64_t before = testing::bytes_read();
+    const CodeSnapshot second = take(repo, w);
+    // Meaningful only when the first snapshot's cache was written within the window of the
+    // files' mtimes (a machine slower than that would make them legitimately trusted).
+    if (quick) CHECK(testing::bytes_read() - before >= total);
+    CHECK(second.tree == first.tree);
+  }
+}
+
+TEST_CASE("diff() names added, removed and modified files; patch() is a unified diff") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "a.txt", "one\n");
+  write_file(w / "gone.txt", "bye\n");
+  write_file(w / "tool.sh", "#!/bin/sh\n");
+  write_file(w / "same.txt", "same\n");
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot a = take(repo, w);
+
+  write_file(w / "a.txt", "two\n");
+  fs::remove(w / "gone.txt");
+  write_file(w / "new/b.txt", "new\n");
+  fs::permissions(w / "tool.sh", fs::perms(0755));  // a mode change is a modification
+  const CodeSnapshot b = take(repo, w);
+
+  auto changes = repo.diff(a.commit, b.commit);
+  REQUIRE(changes.ok());
+  std::vector<std::pair<std::string, char>> got;
+  for (const FileChange& c : *changes) got.emplace_back(c.path, c.kind);
+  const std::vector<std::pair<std::string, char>> expected = {
+      {"a.txt", 'M'}, {"gone.txt", 'D'}, {"new/b.txt", 'A'}, {"tool.sh", 'M'}};
+  CHECK(got == expected);
+
+  auto none = repo.diff(a.commit, a.commit);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+
+  auto patch = repo.patch(a.commit, b.commit);
+  REQUIRE(patch.ok());
+  const std::string& p = *patch;
+  CHECK(p.find("diff --git a/a.txt b/a.txt") != std::string::npos);
+  CHECK(p.find("-one\n+two\n") != std::string::npos);
+  CHECK(p.find("deleted file mode 100644") != std::string::npos);
+  CHECK(p.find("-bye\n") != std::string::npos);
+  CHECK(p.find("new file mode 100644") != std::string::npos);
+  CHECK(p.find("+new\n") != std::string::npos);
+  CHECK(p.find("old mode 100644\nnew mode 100755") != std::string::npos);
+  CHECK(p.find("same.txt") == std::string::npos);
+
+  CHECK(repo.diff(a.commit, "zzz").status().kind() == ErrorKind::kBadInput);
+  CHECK(repo.diff(a.commit, std::string(40, 'b')).status().kind() == ErrorKind::kCorrupt);
+}
+
+// Bug: without GIT_DIFF_INCLUDE_TYPECHANGE libgit2 splits a file that became a symbolic link
+// into a deletion and an addition of the same path, so diff() names it twice ('D' and 'A')
+// although FileChange documents 'M' for a change of "content, mode or type".
+// Remove should_fail once diff_commits() in store/code_checkout.cc sets that flag.
+TEST_CASE("diff() reports a file that became a symbolic link once, as modified" *
+          doctest::should_fail()) {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "target.txt", "t\n");
+  write_file(w / "config.yaml", "lr: 1\n");
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot a = take(repo, w);
+  fs::remove(w / "config.yaml");
+  fs::create_symlink("target.txt", w / "config.yaml");
+  const CodeSnapshot b = take(repo, w);
+  auto changes = repo.diff(a.commit, b.commit);
+  REQUIRE(changes.ok());
+  REQUIRE(changes->size() == 1);
+  CHECK((*changes)[0].path == "config.yaml");
+  CHECK((*changes)[0].kind == 'M');
+}
+
+TEST_CASE("UserGitState: head, branch and dirty, read from the user's checkout") {
+  TestDir dir;
+  const fs::path w = dir / "repo";
+  git_init(w);
+  write_file(w / ".gitignore", "*.log\n");
+  auto repo = open_repo(dir / "store");
+
+  SUBCASE("an unborn branch: no head yet") {
+    const CodeSnapshot snap = take(repo, w);
+    REQUIRE(snap.git.has_value());
+    CHECK(snap.git->head.empty());
+    CHECK(snap.git->branch == "main");
+    CHECK(snap.git->dirty);  // .gitignore is untracked
+  }
+
+  write_file(w / "a.txt", "a\n");
+  git_commit_all(w);
+  const std::string head = trim(sh_out(git_cmd(w, "rev-parse HEAD")));
+  REQUIRE(head.size() == 40);
+
+  SUBCASE("clean") {
+    write_file(w / "ignored.log", "ignored files do not make it dirty");
+    const CodeSnapshot snap = take(repo, w);
+    REQUIRE(snap.git.has_value());
+    CHECK(snap.git->head == head);
+    CHECK(snap.git->branch == "main");
+    CHECK_FALSE(snap.git->dirty);
+  }
+  SUBCASE("staged") {
+    write_file(w / "a.txt", "staged\n");
+    REQUIRE(sh(git_cmd(w, "add a.txt")) == 0);
+    CHECK(take(repo, w).git->dirty);
+  }
+  SUBCASE("unstaged") {
+    write_file(w / "a.txt", "unstaged\n");
+    CHECK(take(repo, w).git->dirty);
+  }
+  SUBCASE("untracked") {
+    write_file(w / "new.txt", "n\n");
+    CHECK(take(repo, w).git->dirty);
+  }
+  SUBCASE("another branch, and a detached HEAD") {
+    REQUIRE(sh(git_cmd(w, "checkout -q -b feature/x")) == 0);
+    CHECK(take(repo, w).git->branch == "feature/x");
+    REQUIRE(sh(git_cmd(w, "checkout -q --detach")) == 0);
+    const CodeSnapshot snap = take(repo, w);
+    CHECK(snap.git->branch.empty());
+    CHECK(snap.git->head == head);
+  }
+}
+
+TEST_CASE("a snapshot leaves the user's repository byte for byte as it was") {
+  TestDir dir;
+  const fs::path w = dir / "repo";
+  git_init(w);
+  write_file(w / ".gitignore", "*.log\n");
+  write_file(w / "a.py", "a\n");
+  write_file(w / "pkg/b.py", "b\n");
+  git_commit_all(w);
+  write_file(w / "a.py", "modified\n");  // unstaged
+  write_file(w / "pkg/c.py", "c\n");
+  REQUIRE(sh(git_cmd(w, "add pkg/c.py")) == 0);  // staged
+  write_file(w / "u.py", "untracked\n");
+  write_file(w / "x.log", "ignored\n");
+
+  // --no-optional-locks: `git status` itself must not refresh the index between the looks.
+  const std::string status_cmd = git_cmd(w, "--no-optional-locks status --porcelain");
+  const std::string status_before = sh_out(status_cmd);
+  REQUIRE_FALSE(status_before.empty());
+  const auto git_before = testing::tree_state(w / ".git");
+
+  // The store where `cairn init` puts it: inside the checkout.
+  auto store = init_store(w);
+  REQUIRE(store.ok());
+  auto repo = open_repo(store->root());
+  SnapshotOptions opts;
+  opts.exclude = {store->root()};
+  const CodeSnapshot first = take(repo, w, opts);
+  const CodeSnapshot second = take(repo, w, opts);
+  CHECK(first.tree == second.tree);
+  CHECK(first.git->dirty);
+
+  CHECK(testing::tree_state(w / ".git") == git_before);
+  CHECK(sh_out(status_cmd) == status_before);  // the store does not show up either
+  const std::set<std::string> expected = {".gitignore", "a.py", "pkg/b.py", "pkg/c.py", "u.py"};
+  CHECK(files_of(repo, first.commit, dir.path()) == joined(expected));
+}
+
+// Two threads stand for two `cairn run` processes sharing a store: each has its own
+// CodeRepository, as each process would.
+void snapshot_concurrently(const fs::path& store, const fs::path& wa, const fs::path& wb,
+                           Result<CodeSnapshot>* ra, Result<CodeSnapshot>* rb) {
+  std::atomic<int> ready{0};
+  auto run = [&](const fs::path& w, Result<CodeSnapshot>* out) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    auto repo = CodeRepository::open(store);
+    if (!repo.ok()) {
+      *out = repo.status();
+      return;
+    }
+    *out = repo->snapshot(w, SnapshotOptions{}, "concurrent");
+  };
+  std::thread ta(run, wa, ra), tb(run, wb, rb);
+  ta.join();
+  tb.join();
+}
+
+void write_two_workdirs(const fs::path& wa, const fs::path& wb) {
+  for (int i = 0; i < 50; ++i) {
+    const std::string shared = "shared content " + std::to_string(i % 10);  // same blobs
+    write_file(wa / ("m" + std::to_string(i % 5)) / ("f" + std::to_string(i)),
+               "a" + std::to_string(i));
+    write_file(wa / ("shared" + std::to_string(i)), shared);
+    write_file(wb / ("f" + std::to_string(i)), shared);
+  }
+}
+
+TEST_CASE("two threads snapshot different workdirs into one store at once") {
+  TestDir dir;
+  const fs::path store = dir / "store";
+  open_repo(store);  // code.git exists, as after a store's first run
+  for (int round = 0; round < 8; ++round) {
+    const fs::path wa = dir / ("a" + std::to_string(round));
+    const fs::path wb = dir / ("b" + std::to_string(round));
+    write_two_workdirs(wa, wb);
+    Result<CodeSnapshot> ra = Status::Failed("not run"), rb = Status::Failed("not run");
+    snapshot_concurrently(store, wa, wb, &ra, &rb);
+    INFO("round " << round << ": " << ra.status().message() << " / " << rb.status().message());
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+    CHECK(ra->files == 100);
+    CHECK(rb->files == 50);
+    // Both commits are complete afterwards, and hold what a snapshot on its own would.
+    auto repo = open_repo(store);
+    const fs::path out_a = dir / ("out-a" + std::to_string(round));
+    const fs::path out_b = dir / ("out-b" + std::to_string(round));
+    REQUIRE(repo.checkout(ra->commit, out_a).ok());
+    REQUIRE(repo.checkout(rb->commit, out_b).ok());
+    CHECK(read_bytes(out_a / "m3/f8") == "a8");
+    CHECK(read_bytes(out_b / "f13") == "shared content 3");
+    auto serial = open_repo(dir / ("serial" + std::to_string(round)));
+    CHECK(take(serial, wa).tree == ra->tree);
+    CHECK(take(serial, wb).tree == rb->tree);
+  }
+}
+
+// Bug: CodeRepository::open() on a store without code.git yet (a store's first `cairn run`s,
+// started together) lets both callers git_repository_init() the same directory; the loser
+// fails with "failed to lock file '…/code.git/HEAD.lock' for writing". Remove should_fail
+// once open() tolerates a concurrent init (store/code_snapshot.cc).
+TEST_CASE("two threads opening a store's code.git for the first time both succeed" *
+          doctest::should_fail()) {
+  TestDir dir;
+  write_two_workdirs(dir / "a", dir / "b");
+  for (int round = 0; round < 40; ++round) {
+    const fs::path store = dir / ("store" + std::to_string(round));  // no code.git yet
+    Result<CodeSnapshot> ra = Status::Failed("not run"), rb = Status::Failed("not run");
+    snapshot_concurrently(store, dir / "a", dir / "b", &ra, &rb);
+    INFO("round " << round << ": " << ra.status().message() << " / " << rb.status().message());
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+  }
+}
+
+// Bug: two `cairn run`s of one config from one workdir within a second make the same commit
+// (same tree, message and time), and both create refs/snapshots/<commit>: the one that finds
+// the other's lock fails ("failed to create locked file …/<commit>.lock") although the
+// snapshot it wanted exists. Two threads hit it a few times in 40 rounds; to fail every time,
+// this test holds that lock itself, as the other process would, while a second snapshot
+// within the same second makes the same commit. Remove should_fail once snapshot() treats
+// an existing ref to the same commit as done (store/code_snapshot.cc).
+TEST_CASE("a snapshot succeeds while another process records the same snapshot" *
+          doctest::should_fail()) {
+  TestDir dir;
+  write_file(dir / "work/train.py", "x\n");
+  auto repo = open_repo(dir / "store");
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const CodeSnapshot first = take(repo, dir / "work");
+    const fs::path lock = dir / "store/code.git/refs/snapshots" / (first.commit + ".lock");
+    write_file(lock, first.commit + "\n");
+    auto second = repo.snapshot(dir / "work", SnapshotOptions{}, "test");
+    fs::remove(lock);
+    if (second.ok() && second->commit != first.commit) continue;  // the second ticked over
+    INFO(second.status().message());
+    REQUIRE(second.ok());
+    CHECK(second->commit == first.commit);
+    return;
+  }
+  FAIL("no two snapshots within one second");
+}
+
+}  // namespace cairn

@@ -1,0 +1,187 @@
+#include "store/stat_cache.h"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <thread>
+
+#include "test_dir.h"
+#include "tree_fixture.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+using testing::TestDir;
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+// Stat data of a file last changed an hour ago: well outside the racy window.
+FileStat old_stat() {
+  FileStat st;
+  st.size = 1234;
+  static const int64_t an_hour_ago = now_ns() - 3600 * kSecond;  // the same at every call
+  st.mtime_ns = an_hour_ago;
+  st.ctime_ns = st.mtime_ns + 5;
+  st.ino = 424242;
+  st.mode = S_IFREG | 0644;
+  return st;
+}
+
+StatCache saved_and_loaded(const StatCache& cache, const fs::path& file, bool keep = false) {
+  REQUIRE(cache.save(file, keep).ok());
+  return StatCache::load(file);
+}
+
+}  // namespace
+
+TEST_CASE("FileStat::of takes size, mtime, ctime, inode and mode from stat") {
+  TestDir dir;
+  testing::write_file(dir / "f", "12345");
+  struct stat st;
+  REQUIRE(::stat((dir / "f").c_str(), &st) == 0);
+  const FileStat f = FileStat::of(st);
+  CHECK(f.size == 5);
+  CHECK(f.ino == st.st_ino);
+  CHECK(f.mode == st.st_mode);
+  CHECK(f.mtime_ns == int64_t{st.st_mtim.tv_sec} * kSecond + st.st_mtim.tv_nsec);
+  CHECK(f.ctime_ns == int64_t{st.st_ctim.tv_sec} * kSecond + st.st_ctim.tv_nsec);
+}
+
+TEST_CASE("a stat cache round-trips through its file and misses on any change of stat data") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  StatCache cache;
+  cache.record("a/b.py", st, "value-1");
+  cache.record("name with spaces\tand a tab", st, "value-2");
+  cache.record("line\nbreak", st, "never-written");
+  // A cache answers from what it loaded, not from what it recorded since.
+  CHECK_FALSE(cache.lookup("a/b.py", st).has_value());
+
+  const StatCache loaded = saved_and_loaded(cache, dir / "sub/cache");
+  CHECK(loaded.lookup("a/b.py", st) == "value-1");
+  CHECK(loaded.lookup("name with spaces\tand a tab", st) == "value-2");
+  CHECK_FALSE(loaded.lookup("line\nbreak", st).has_value());
+  CHECK_FALSE(loaded.lookup("a/c.py", st).has_value());
+
+  auto changed = [&](auto mutate) {
+    FileStat other = st;
+    mutate(other);
+    return loaded.lookup("a/b.py", other).has_value();
+  };
+  CHECK_FALSE(changed([](FileStat& s) { s.size += 1; }));
+  CHECK_FALSE(changed([](FileStat& s) { s.mtime_ns += 1; }));
+  CHECK_FALSE(changed([](FileStat& s) { s.mtime_ns -= kSecond; }));
+  CHECK_FALSE(changed([](FileStat& s) { s.ctime_ns += 1; }));
+  CHECK_FALSE(changed([](FileStat& s) { s.ino += 1; }));
+  CHECK_FALSE(changed([](FileStat& s) { s.mode |= 0100; }));
+}
+
+TEST_CASE("a missing or damaged cache file is an empty cache") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  CHECK_FALSE(StatCache::load(dir / "absent").lookup("k", st).has_value());
+  testing::write_file(dir / "garbage", "not a cache\n1 2 3\n");
+  CHECK_FALSE(StatCache::load(dir / "garbage").lookup("k", st).has_value());
+
+  StatCache cache;
+  cache.record("k", st, "v");
+  cache.record("j", st, "w");
+  REQUIRE(cache.save(dir / "cache").ok());
+  std::string text = testing::read_bytes(dir / "cache");
+  const size_t j_line = text.find("w ");
+  REQUIRE(j_line != std::string::npos);
+  text.replace(j_line, 2, "w x");  // a line whose fields do not parse is skipped
+  testing::write_file(dir / "cache", text);
+  const StatCache damaged = StatCache::load(dir / "cache");
+  CHECK(damaged.lookup("k", st) == "v");
+  CHECK_FALSE(damaged.lookup("j", st).has_value());
+}
+
+TEST_CASE("entries modified close to when the cache was written are not trusted") {
+  TestDir dir;
+  FileStat racy = old_stat();
+  racy.mtime_ns = now_ns();  // the file may change again within its timestamp granule
+  FileStat future = old_stat();
+  future.mtime_ns = now_ns() + 3600 * kSecond;
+  FileStat recent = old_stat();
+  recent.mtime_ns = now_ns() - kSecond / 2;
+  StatCache cache;
+  cache.record("racy", racy, "r");
+  cache.record("future", future, "f");
+  cache.record("recent", recent, "n");
+  cache.record("old", old_stat(), "o");
+  const StatCache loaded = saved_and_loaded(cache, dir / "cache");
+  CHECK_FALSE(loaded.lookup("racy", racy).has_value());
+  CHECK_FALSE(loaded.lookup("future", future).has_value());
+  CHECK_FALSE(loaded.lookup("recent", recent).has_value());
+  CHECK(loaded.lookup("old", old_stat()) == "o");
+}
+
+TEST_CASE("save keeps loaded entries only with keep_loaded; recorded ones win") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  StatCache first;
+  first.record("a", st, "a1");
+  first.record("b", st, "b1");
+  const StatCache loaded = saved_and_loaded(first, dir / "cache");
+
+  StatCache again = loaded;
+  again.record("a", st, "a2");
+  again.record("c", st, "c2");
+
+  SUBCASE("without keep_loaded: a cache of one tree, where unrecorded keys are deleted files") {
+    const StatCache next = saved_and_loaded(again, dir / "cache", false);
+    CHECK(next.lookup("a", st) == "a2");
+    CHECK_FALSE(next.lookup("b", st).has_value());
+    CHECK(next.lookup("c", st) == "c2");
+  }
+  SUBCASE("with keep_loaded: a cache shared by several users") {
+    const StatCache next = saved_and_loaded(again, dir / "cache", true);
+    CHECK(next.lookup("a", st) == "a2");
+    CHECK(next.lookup("b", st) == "b1");
+    CHECK(next.lookup("c", st) == "c2");
+  }
+}
+
+// Bug: save(keep_loaded=true) writes the loaded entries again under the new cache's own
+// write time, so an entry that was racy (untrusted) when recorded becomes trusted the next
+// time any other user of the shared cache saves it, more than the racy window later, without
+// its file ever being hashed again. If the file changed within its timestamp granule right
+// after it was hashed (the very case the racy rule guards against), the stale hash is then
+// served for good. FileHasher (store/data_fingerprint.cc) saves its cache this way. Remove
+// should_fail once StatCache::save() leaves out loaded entries that were racy when loaded
+// (st.mtime_ns >= written_ns_ - kRacyWindowNs) in store/stat_cache.cc.
+TEST_CASE("an entry racy when written stays untrusted when another user re-saves the cache" *
+          doctest::should_fail()) {
+  TestDir dir;
+  FileStat racy = old_stat();
+  racy.mtime_ns = now_ns() - kSecond / 2;  // hashed half a second after its last change
+  StatCache cache;
+  cache.record("data.csv", racy, "hash-before-a-same-granule-change");
+  const StatCache loaded = saved_and_loaded(cache, dir / "cache");
+  REQUIRE_FALSE(loaded.lookup("data.csv", racy).has_value());  // racy: untrusted, rightly
+
+  // Another user of the shared cache saves it once the racy window has passed: waits on the
+  // clock (about 0.6 s), not a fixed sleep.
+  const int64_t deadline = racy.mtime_ns + kSecond + kSecond / 10;
+  while (now_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  StatCache other = StatCache::load(dir / "cache");
+  FileStat unrelated = old_stat();
+  unrelated.ino = 1;
+  other.record("other-file", unrelated, "x");
+  REQUIRE(other.save(dir / "cache", true).ok());
+
+  const StatCache later = StatCache::load(dir / "cache");
+  CHECK(later.lookup("other-file", unrelated) == "x");
+  CHECK_FALSE(later.lookup("data.csv", racy).has_value());
+}
+
+}  // namespace cairn
