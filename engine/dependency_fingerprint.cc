@@ -141,7 +141,13 @@ class Fingerprint {
       out_["interpreter"] = binary.string() + " " + hashed(binary);
     }
     libraries(binary);
-    if (binary.filename().string().rfind("python", 0) == 0) python(binary);
+    // Run only what is certainly a Python interpreter: a dynamically linked executable named
+    // like one (python3, python3.11). Anything else named python* could be the user's own
+    // program, which must not run at `cairn run` with arguments it was not written for.
+    static const std::regex python_name(R"(^python[0-9.]*$)");
+    if (std::regex_match(binary.filename().string(), python_name) &&
+        !elf_interpreter(binary).empty())
+      python(binary);
   }
 
   void libraries(const fs::path& binary) {

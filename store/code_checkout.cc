@@ -80,6 +80,9 @@ Result<git::Diff> diff_commits(git_repository* repo, const std::string& a, const
   if (!tb.ok()) return tb.status();
   git_diff* diff = nullptr;
   git_diff_options opts = GIT_DIFF_OPTIONS_INIT;
+  // A file that became a link (or back) is one change of that path, not a removal and an
+  // addition.
+  opts.flags |= GIT_DIFF_INCLUDE_TYPECHANGE;
   if (git_diff_tree_to_tree(&diff, repo, ta->get(), tb->get(), &opts) != 0)
     return git::error("cannot compare snapshots");
   return git::Diff(diff);

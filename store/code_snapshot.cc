@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 #include "common/file_util.h"
@@ -40,11 +41,13 @@ bool is_under(const fs::path& path, const fs::path& dir) {
   return d == dir.end();
 }
 
-// Decides what of the workdir git would keep. With a user checkout around the workdir, its
-// rules (every .gitignore up to its root, info/exclude, core.excludesFile) and its index
-// (tracked files are never ignored) decide, read-only; without one, code.git is pointed at
-// the workdir in memory so the workdir's .gitignore files apply. The workdir's .cairnignore
-// is added as in-memory rules, anchored at the workdir.
+// Decides what of the workdir to keep. Git's rules: with a user checkout around the
+// workdir, its rules (every .gitignore up to its root, info/exclude, core.excludesFile) and
+// its index (tracked files are never ignored) decide, read-only; without one, code.git is
+// pointed at the workdir in memory so the workdir's .gitignore files apply. Then cairn's
+// own: the workdir's .cairnignore leaves out what git keeps but a snapshot need not
+// (tracked files too), evaluated by a handle whose working directory is empty, so no
+// .gitignore file mixes in.
 class IgnoreRules {
  public:
   static Result<IgnoreRules> make(const fs::path& store_git, const fs::path& workdir,
@@ -60,26 +63,20 @@ class IgnoreRules {
       git_index* index = nullptr;
       if (git_repository_index(&index, user) == 0) rules.index_.reset(index);
     } else {
-      git_repository* own = nullptr;
-      if (git_repository_open_bare(&own, store_git.c_str()) != 0)
-        return git::error("cannot open " + store_git.string());
-      rules.own_.reset(own);
-      // In memory only (0: no gitlink is written): the ignore machinery needs a workdir.
-      if (git_repository_set_workdir(own, workdir.c_str(), 0) != 0)
-        return git::error("cannot read the ignore rules of " + workdir.string());
-      rules.repo_ = own;
+      auto own = open_with_workdir(store_git, workdir);
+      if (!own.ok()) return own.status();
+      rules.own_ = std::move(*own);
+      rules.repo_ = rules.own_.get();
     }
     auto text = read_file(workdir / ".cairnignore");
     if (text.ok()) {
-      std::string anchored;
-      size_t start = 0;
-      while (start <= text->size()) {
-        size_t end = text->find('\n', start);
-        if (end == std::string::npos) end = text->size();
-        anchored += rules.anchor(text->substr(start, end - start)) + "\n";
-        start = end + 1;
-      }
-      if (git_ignore_add_rule(rules.repo_, anchored.c_str()) != 0)
+      std::error_code ec;
+      const fs::path empty = store_git / "cairn-empty";
+      fs::create_directories(empty, ec);
+      auto cairn = open_with_workdir(store_git, empty);
+      if (!cairn.ok()) return cairn.status();
+      rules.cairn_ = std::move(*cairn);
+      if (git_ignore_add_rule(rules.cairn_.get(), text->c_str()) != 0)
         return git::error("cannot read " + (workdir / ".cairnignore").string(),
                           ErrorKind::kBadInput);
     }
@@ -87,9 +84,12 @@ class IgnoreRules {
   }
 
   bool ignored(const std::string& rel, bool is_dir) const {
-    const std::string path = prefix_ + rel + (is_dir ? "/" : "");
-    int ignored = 0;
-    if (git_ignore_path_is_ignored(&ignored, repo_, path.c_str()) != 0 || !ignored) return false;
+    int hit = 0;
+    const std::string own = rel + (is_dir ? "/" : "");
+    if (cairn_ && git_ignore_path_is_ignored(&hit, cairn_.get(), own.c_str()) == 0 && hit)
+      return true;
+    const std::string path = prefix_ + own;
+    if (git_ignore_path_is_ignored(&hit, repo_, path.c_str()) != 0 || !hit) return false;
     if (!index_) return true;
     if (!is_dir) return git_index_get_bypath(index_.get(), path.c_str(), 0) == nullptr;
     size_t at = 0;  // an ignored directory that still holds tracked files is walked
@@ -97,24 +97,22 @@ class IgnoreRules {
   }
 
  private:
-  // A .cairnignore pattern, rewritten to hold at the workdir inside a larger checkout.
-  std::string anchor(std::string line) const {
-    if (prefix_.empty() || line.empty() || line[0] == '#') return line;
-    std::string negate;
-    if (line[0] == '!') {
-      negate = "!";
-      line.erase(0, 1);
-    }
-    const size_t slash = line.find('/');
-    const bool anchored = slash != std::string::npos && slash + 1 != line.size();
-    if (line[0] == '/') line.erase(0, 1);
-    return negate + "/" + prefix_ + (anchored ? "" : "**/") + line;
+  // code.git, with a working directory in memory only (0: no gitlink is written), which is
+  // what libgit2's ignore machinery needs.
+  static Result<git::Repository> open_with_workdir(const fs::path& store_git, const fs::path& dir) {
+    git_repository* raw = nullptr;
+    if (git_repository_open_bare(&raw, store_git.c_str()) != 0)
+      return git::error("cannot open " + store_git.string());
+    git::Repository repo(raw);
+    if (git_repository_set_workdir(raw, dir.c_str(), 0) != 0)
+      return git::error("cannot read the ignore rules of " + dir.string());
+    return repo;
   }
 
   git_repository* repo_ = nullptr;
-  git::Repository own_;
+  git::Repository own_, cairn_;
   git::Index index_;
-  std::string prefix_;  // the workdir relative to the rules' root, with a trailing '/'
+  std::string prefix_;  // the workdir relative to the user's checkout, with a trailing '/'
 };
 
 // Walks the workdir, keeping what the rules keep.
@@ -243,7 +241,9 @@ Result<CodeRepository> CodeRepository::open(const fs::path& store_root) {
   }
   // Created beside its name and renamed into place: two cairn processes starting on a new
   // store at once would otherwise trip over each other's config.lock.
-  const fs::path tmp = store_root / ("code.git.tmp-" + std::to_string(::getpid()));
+  static std::atomic<uint64_t> attempt{0};
+  const fs::path tmp =
+      store_root / ("code.git.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt++));
   std::error_code ec;
   fs::remove_all(tmp, ec);
   if (git_repository_init(&raw, tmp.c_str(), 1) != 0)
@@ -342,8 +342,11 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   // A ref per snapshot keeps it reachable, should anyone ever run `git gc` on code.git.
   const std::string ref_name = "refs/snapshots/" + git::hex(commit);
   git_reference* ref = nullptr;
-  if (git_reference_create(&ref, repo_, ref_name.c_str(), &commit, 1, "snapshot") != 0)
-    return git::error("cannot record " + ref_name);
+  const int rc = git_reference_create(&ref, repo_, ref_name.c_str(), &commit, 1, "snapshot");
+  // The name is the commit's id, so a concurrent writer of the same name (the same tree and
+  // message within the same second) writes exactly this: its lock means "being done".
+  if (rc != 0 && rc != GIT_ELOCKED) return git::error("cannot record " + ref_name);
+  git_error_clear();
   git_reference_free(ref);
   snap.commit = git::hex(commit);
   snap.tree = git::hex(*tree_oid);

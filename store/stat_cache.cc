@@ -68,8 +68,11 @@ void StatCache::record(const std::string& key, const FileStat& st, const std::st
 Status StatCache::save(const fs::path& file, bool keep_loaded) const {
   std::string out = std::string(kHeader) + "\n" + std::to_string(now_ns()) + "\n";
   auto entries = recorded_;
+  // A loaded entry that was racy when its cache was written must not become trusted just
+  // because this save has a later time: it is dropped instead.
   if (keep_loaded)
-    for (const auto& [key, e] : loaded_) entries.emplace(key, e);
+    for (const auto& [key, e] : loaded_)
+      if (e.st.mtime_ns < written_ns_ - kRacyWindowNs) entries.emplace(key, e);
   for (const auto& [key, e] : entries) {
     if (key.find('\n') != std::string::npos) continue;  // cannot be written; simply not cached
     out += e.value + " " + std::to_string(e.st.size) + " " + std::to_string(e.st.mtime_ns) + " " +

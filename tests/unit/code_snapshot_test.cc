@@ -189,12 +189,12 @@ TEST_CASE(".cairnignore: anchored, unanchored and negated patterns, alone and in
   }
 }
 
-// Bug: IgnoreRules::ignored() (store/code_snapshot.cc) keeps every file in the user's index
-// before looking at any rule, .cairnignore's included, so a tracked file listed in
+// Regression (fixed): IgnoreRules::ignored() (store/code_snapshot.cc) keeps every file in the
+// user's index before looking at any rule, .cairnignore's included, so a tracked file listed in
 // .cairnignore is still snapshotted: the remedy the size-limit error names ("list them in
 // .cairnignore") does not work for tracked files, and docs/reproducibility.md says
-// .cairnignore is "for what git should keep but cairn need not". Remove should_fail once
-// .cairnignore is checked before the index.
+// .cairnignore is "for what git should keep but cairn need not". cairnignore is checked before the
+// index.
 namespace {
 // A checkout whose tracked files include a large one that .cairnignore leaves out.
 fs::path tracked_but_cairnignored(const fs::path& dir) {
@@ -208,8 +208,7 @@ fs::path tracked_but_cairnignored(const fs::path& dir) {
 }
 }  // namespace
 
-TEST_CASE("a tracked file listed in .cairnignore is left out: workdir at the checkout's root" *
-          doctest::should_fail()) {
+TEST_CASE("a tracked file listed in .cairnignore is left out: workdir at the checkout's root") {
   TestDir dir;
   const fs::path root = tracked_but_cairnignored(dir.path());
   write_file(root / ".cairnignore", "/proj/weights/\n");
@@ -224,8 +223,7 @@ TEST_CASE("a tracked file listed in .cairnignore is left out: workdir at the che
         ".cairnignore proj/.cairnignore proj/train.py top.bin");
 }
 
-TEST_CASE("a tracked file listed in .cairnignore is left out: workdir in a subdirectory" *
-          doctest::should_fail()) {
+TEST_CASE("a tracked file listed in .cairnignore is left out: workdir in a subdirectory") {
   TestDir dir;
   const fs::path root = tracked_but_cairnignored(dir.path());
   write_file(root / "proj/.cairnignore", "weights/\n");
@@ -429,12 +427,11 @@ TEST_CASE("diff() names added, removed and modified files; patch() is a unified 
   CHECK(repo.diff(a.commit, std::string(40, 'b')).status().kind() == ErrorKind::kCorrupt);
 }
 
-// Bug: without GIT_DIFF_INCLUDE_TYPECHANGE libgit2 splits a file that became a symbolic link
-// into a deletion and an addition of the same path, so diff() names it twice ('D' and 'A')
-// although FileChange documents 'M' for a change of "content, mode or type".
-// Remove should_fail once diff_commits() in store/code_checkout.cc sets that flag.
-TEST_CASE("diff() reports a file that became a symbolic link once, as modified" *
-          doctest::should_fail()) {
+// Regression (fixed): without GIT_DIFF_INCLUDE_TYPECHANGE libgit2 splits a file that became a
+// symbolic link into a deletion and an addition of the same path, so diff() names it twice ('D' and
+// 'A') although FileChange documents 'M' for a change of "content, mode or type". cc sets that
+// flag.
+TEST_CASE("diff() reports a file that became a symbolic link once, as modified") {
   TestDir dir;
   const fs::path w = dir / "work";
   write_file(w / "target.txt", "t\n");
@@ -599,12 +596,10 @@ TEST_CASE("two threads snapshot different workdirs into one store at once") {
   }
 }
 
-// Bug: CodeRepository::open() on a store without code.git yet (a store's first `cairn run`s,
-// started together) lets both callers git_repository_init() the same directory; the loser
-// fails with "failed to lock file '…/code.git/HEAD.lock' for writing". Remove should_fail
-// once open() tolerates a concurrent init (store/code_snapshot.cc).
-TEST_CASE("two threads opening a store's code.git for the first time both succeed" *
-          doctest::should_fail()) {
+// Regression (fixed): CodeRepository::open() on a store without code.git yet (a store's first
+// `cairn run`s, started together) lets both callers git_repository_init() the same directory; the
+// loser fails with "failed to lock file '…/code.git/HEAD.lock' for writing". cc).
+TEST_CASE("two threads opening a store's code.git for the first time both succeed") {
   TestDir dir;
   write_two_workdirs(dir / "a", dir / "b");
   for (int round = 0; round < 40; ++round) {
@@ -617,15 +612,13 @@ TEST_CASE("two threads opening a store's code.git for the first time both succee
   }
 }
 
-// Bug: two `cairn run`s of one config from one workdir within a second make the same commit
-// (same tree, message and time), and both create refs/snapshots/<commit>: the one that finds
+// Regression (fixed): two `cairn run`s of one config from one workdir within a second make the same
+// commit (same tree, message and time), and both create refs/snapshots/<commit>: the one that finds
 // the other's lock fails ("failed to create locked file …/<commit>.lock") although the
 // snapshot it wanted exists. Two threads hit it a few times in 40 rounds; to fail every time,
 // this test holds that lock itself, as the other process would, while a second snapshot
-// within the same second makes the same commit. Remove should_fail once snapshot() treats
-// an existing ref to the same commit as done (store/code_snapshot.cc).
-TEST_CASE("a snapshot succeeds while another process records the same snapshot" *
-          doctest::should_fail()) {
+// within the same second makes the same commit. cc).
+TEST_CASE("a snapshot succeeds while another process records the same snapshot") {
   TestDir dir;
   write_file(dir / "work/train.py", "x\n");
   auto repo = open_repo(dir / "store");

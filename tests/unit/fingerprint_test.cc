@@ -277,14 +277,12 @@ TEST_CASE("fingerprinting a script or a non-ELF program never runs it") {
   }
 }
 
-// Bug: Fingerprint::program() (engine/dependency_fingerprint.cc) runs `BINARY -c <script>`
-// for any program whose file name starts with "python", to list Python distributions. A
+// Regression (fixed): Fingerprint::program() (engine/dependency_fingerprint.cc) runs `BINARY -c
+// <script>` for any program whose file name starts with "python", to list Python distributions. A
 // user's own program named so (here bash, copied as `python-job`, which runs $BASH_ENV
 // first) is thereby executed, with arguments it was not written for, at `cairn run` before
-// the experiment exists. Remove should_fail once python() is only run for a Python
-// interpreter (e.g. a file name matching ^python[0-9.]*$ and not under the workdir).
-TEST_CASE("a non-Python program whose name starts with python is not run" *
-          doctest::should_fail()) {
+// the experiment exists. g. a file name matching ^python[0-9.]*$ and not under the workdir).
+TEST_CASE("a non-Python program whose name starts with python is not run") {
   TestDir dir;
   const StoreLayout store = *init_store(dir / "store");
   const fs::path w = dir / "work";

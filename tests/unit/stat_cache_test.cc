@@ -151,16 +151,14 @@ TEST_CASE("save keeps loaded entries only with keep_loaded; recorded ones win") 
   }
 }
 
-// Bug: save(keep_loaded=true) writes the loaded entries again under the new cache's own
-// write time, so an entry that was racy (untrusted) when recorded becomes trusted the next
-// time any other user of the shared cache saves it, more than the racy window later, without
-// its file ever being hashed again. If the file changed within its timestamp granule right
-// after it was hashed (the very case the racy rule guards against), the stale hash is then
-// served for good. FileHasher (store/data_fingerprint.cc) saves its cache this way. Remove
-// should_fail once StatCache::save() leaves out loaded entries that were racy when loaded
-// (st.mtime_ns >= written_ns_ - kRacyWindowNs) in store/stat_cache.cc.
-TEST_CASE("an entry racy when written stays untrusted when another user re-saves the cache" *
-          doctest::should_fail()) {
+// Regression (fixed): save(keep_loaded=true) writes the loaded entries again under the new cache's
+// own write time, so an entry that was racy (untrusted) when recorded becomes trusted the next time
+// any other user of the shared cache saves it, more than the racy window later, without its file
+// ever being hashed again. If the file changed within its timestamp granule right after it was
+// hashed (the very case the racy rule guards against), the stale hash is then served for good.
+// FileHasher (store/data_fingerprint.cc) saves its cache this way; save() now leaves out
+// loaded entries that were racy when loaded.
+TEST_CASE("an entry racy when written stays untrusted when another user re-saves the cache") {
   TestDir dir;
   FileStat racy = old_stat();
   racy.mtime_ns = now_ns() - kSecond / 2;  // hashed half a second after its last change
