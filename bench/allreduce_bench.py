@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """CPU all-reduce bus bandwidth: cairn's Gloo path vs Open MPI's MPI_Allreduce.
 
-Runs, in rotating order for --rounds rounds, on this machine with 2 ranks:
+Runs, for each size in turn and in rotating order, --rounds times, on this machine:
   gloo     build/bench_allreduce_bench (gpu/gloo_collective.h, TCP over 127.0.0.1)
   mpi-tcp  bench/allreduce_mpi.c under mpirun --mca pml ob1 --mca btl tcp,self
   mpi-shm  the same with --mca btl self,vader (shared memory: the single-machine ceiling)
@@ -62,8 +62,7 @@ def main():
     mpi_bin = "/tmp/cairn-allreduce-mpi-%d" % os.getpid()
     bench_common.run_checked([mpicc, "-O2", "-o", mpi_bin, str(SOURCE / "bench" / "allreduce_mpi.c")])
 
-    common = ["--sizes", args.sizes, "--reps", str(args.reps),
-              "--rep-seconds", str(args.rep_seconds), "--json"]
+    common = ["--reps", str(args.reps), "--rep-seconds", str(args.rep_seconds), "--json"]
     # Open MPI's TCP BTL leaves out the loopback interface by default; naming it keeps both
     # contenders on 127.0.0.1. pml ob1 keeps UCX (which would use shared memory) out.
     mpirun_base = [mpirun, "--allow-run-as-root", "-np", str(args.ranks),
@@ -89,14 +88,17 @@ def main():
         print("%-8s %s" % (name, " ".join(commands[name])))
     sys.stdout.flush()
 
+    # Each size is run by every contender back to back (in an order that rotates), so that
+    # the machine's load, which drifts, weighs on all of them alike.
     busbw = {name: {} for name in impls}  # name -> bytes -> [busbw per round]
     loads = []
     for rnd in range(args.rounds):
-        order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
-        for name in order:
-            loads.append(os.getloadavg()[0])
-            for row in run_json(commands[name], timeout=3600):
-                busbw[name].setdefault(row["bytes"], []).append(row["busbw_gbs"])
+        for i, size in enumerate(args.sizes.split(",")):
+            shift = (rnd + i) % len(impls)
+            for name in impls[shift:] + impls[:shift]:
+                loads.append(os.getloadavg()[0])
+                for row in run_json(commands[name] + ["--sizes", size], timeout=3600):
+                    busbw[name].setdefault(row["bytes"], []).append(row["busbw_gbs"])
         print("round %d done (load %.2f)" % (rnd + 1, os.getloadavg()[0]), file=sys.stderr)
 
     sizes = sorted(next(iter(busbw.values())).keys())

@@ -33,7 +33,7 @@ namespace cairn {
 
 // An all-reduce in flight. wait() returns once the buffer holds the sum (or the call
 // failed); the buffer must stay alive and untouched until then. Destroying a PendingReduce
-// that was not waited for waits.
+// that was not waited for waits. It must not outlive the Collective that made it.
 class PendingReduce {
  public:
   virtual ~PendingReduce() = default;

@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -181,10 +182,12 @@ class SoloCollective final : public Collective {
 
 class GlooCollective final : public Collective {
  public:
-  GlooCollective(std::shared_ptr<::gloo::rendezvous::Context> context, const GlooOptions& options)
+  GlooCollective(std::shared_ptr<::gloo::rendezvous::Context> context, const GlooOptions& options,
+                 size_t piece_bytes)
       : context_(std::move(context)),
         options_(options),
-        synchronous_(options.algorithm == GlooAlgorithm::kRing) {
+        synchronous_(options.algorithm == GlooAlgorithm::kRing),
+        piece_bytes_(piece_bytes) {
     // Started while the creator blocks SIGPIPE (make_gloo_collective), so this thread
     // inherits the blocked mask.
     thread_ = std::thread([this] { communication_loop(); });
@@ -335,14 +338,13 @@ class GlooCollective final : public Collective {
     }
   }
 
-  size_t piece_bytes() const {
-    return options_.segment_bytes > 0 ? options_.segment_bytes : gloo_sync::kMaxPieceBytes;
-  }
+  size_t piece_bytes() const { return piece_bytes_; }
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   const GlooOptions options_;
-  const bool synchronous_;  // pairs in synchronous mode, collectives from gloo_sync_ops
-  uint32_t next_tag_ = 0;   // only touched by the thread running a call (busy_)
+  const bool synchronous_;    // pairs in synchronous mode, collectives from gloo_sync_ops
+  const size_t piece_bytes_;  // the same on every rank
+  uint32_t next_tag_ = 0;     // only touched by the thread running a call (busy_)
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -353,6 +355,30 @@ class GlooCollective final : public Collective {
   std::thread thread_;
 };
 
+// Every rank publishes `mine` under prefix/<rank>; returns the smallest of all ranks'.
+Result<size_t> agree_on_minimum(KeyValueStore& kv, const std::string& prefix, int rank, int size,
+                                size_t mine, std::chrono::milliseconds timeout) {
+  if (Status st = kv.set(prefix + "/" + std::to_string(rank), std::to_string(mine)); !st.ok())
+    return Status::Failed("gloo rendezvous: " + st.message());
+  const auto deadline = Clock::now() + timeout;
+  size_t least = mine;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    const auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    Result<std::string> value = kv.wait_get(prefix + "/" + std::to_string(r), left);
+    if (!value.ok()) return Status::Failed("gloo rendezvous: " + value.status().message());
+    char* end = nullptr;
+    const unsigned long long theirs = std::strtoull(value->c_str(), &end, 10);
+    if (value->empty() || *end != '\0' || theirs == 0)
+      return Status::Failed("gloo rendezvous: malformed value under '" + prefix + "/" +
+                            std::to_string(r) + "'");
+    least = std::min<size_t>(least, theirs);
+  }
+  return least;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int rank, int size,
@@ -361,6 +387,17 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
     return Status::BadInput("gloo: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                             " is out of range");
   if (size == 1) return std::unique_ptr<Collective>(std::make_unique<SoloCollective>());
+
+  // The ring's piece size must be the same on every rank and safe on each (wmem_max may
+  // differ between machines): the smallest of the ranks' safe sizes.
+  size_t piece = 0;
+  if (options.algorithm == GlooAlgorithm::kRing) {
+    Result<size_t> agreed =
+        agree_on_minimum(kv, options.key_prefix + "/piece", rank, size,
+                         gloo_sync::safe_piece_bytes(options.segment_bytes), options.timeout);
+    if (!agreed.ok()) return agreed.status();
+    piece = *agreed;
+  }
 
   // Threads started below (Gloo's event loop, the communication thread) inherit this.
   SigpipeBlock block;
@@ -379,7 +416,7 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
     context->connectFullMesh(store, device);
     if (options.algorithm == GlooAlgorithm::kRing)
       gloo_sync::make_synchronous(*context, options.busy_poll);
-    collective = std::make_unique<GlooCollective>(context, options);
+    collective = std::make_unique<GlooCollective>(context, options, piece);
   });
   if (!st.ok()) return st;
   return collective;

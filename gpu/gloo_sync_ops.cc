@@ -5,6 +5,7 @@
 #include <gloo/transport/pair.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -39,7 +40,7 @@ void explain_mismatch(Fn&& fn) {
 using Buffer = std::unique_ptr<::gloo::transport::Buffer>;
 
 size_t piece_elems(size_t piece_bytes) {
-  const size_t bytes = std::clamp<size_t>(piece_bytes, 4096, kMaxPieceBytes);
+  const size_t bytes = std::clamp<size_t>(piece_bytes, kMinPieceBytes, kMaxPieceBytes);
   return bytes / sizeof(float);
 }
 
@@ -81,6 +82,18 @@ void add_floats(float* out, const float* a, const float* b, size_t n) {
     std::memcpy(out + i, x, sizeof(x));
   }
   for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+size_t safe_piece_bytes(size_t wanted) {
+  size_t limit = 212992;  // the kernel's default, if /proc cannot say
+  if (std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1 && v > 0) limit = v;
+    std::fclose(f);
+  }
+  size_t piece = std::min(wanted == 0 ? kDefaultPieceBytes : wanted, limit);
+  piece = std::clamp(piece, kMinPieceBytes, kMaxPieceBytes);
+  return piece / kMinPieceBytes * kMinPieceBytes;
 }
 
 void make_synchronous(::gloo::Context& context, bool busy_poll) {
@@ -166,7 +179,7 @@ void broadcast(::gloo::Context& context, void* data, size_t bytes, int root, siz
 void barrier(::gloo::Context& context, uint64_t seq) {
   // One element per rank: every rank's last receive depends on every rank having sent.
   std::vector<float> token(context.size, 0.0f);
-  allreduce_sum(context, token.data(), token.size(), kMaxPieceBytes, seq);
+  allreduce_sum(context, token.data(), token.size(), kMinPieceBytes, seq);
 }
 
 }  // namespace cairn::gloo_sync

@@ -10,13 +10,14 @@
 // cached per pointer, which the ranks cannot agree on without a message) and send whole
 // chunks with blocking writes, which deadlocks once a chunk exceeds the socket buffers.
 //
-// So this is a ring all-reduce (reduce-scatter, then all-gather) moving pieces of at most
-// `piece_bytes`, in lock step: send one piece to the right, receive one from the left. A
-// blocking write of one piece completes as soon as it fits in the socket's send buffer,
-// which Gloo sizes to the message (up to net.core.wmem_max, 208 KiB × 2 on a stock
-// kernel), so pieces up to 256 KiB cannot deadlock. Each element is summed in a fixed
-// order along the ring and the all-gather copies the finished sums: every rank gets the
-// same bits.
+// So this is a ring all-reduce (reduce-scatter, then all-gather) moving pieces in lock
+// step: every rank sends one piece to the right, then receives one from the left. Both
+// directions of every link carry data at once, which measured 1.5–2× faster than taking
+// turns. A blocking write completes as soon as the piece fits in the socket's send buffer,
+// which Gloo sizes to the message up to twice net.core.wmem_max: with pieces no larger
+// than wmem_max every write completes without its peer reading, so the ranks cannot
+// deadlock (safe_piece_bytes). Each element is summed in a fixed order along the ring and
+// the all-gather copies the finished sums: every rank gets the same bits.
 //
 // Every message names the buffer it is for by a slot derived from the call's kind, size and
 // sequence number `seq` (the same on every rank for the same call), so ranks whose calls
@@ -33,8 +34,14 @@
 
 namespace cairn::gloo_sync {
 
-// Largest piece that is safe with a stock kernel's socket buffer limits (see above).
-constexpr size_t kMaxPieceBytes = 256 << 10;
+constexpr size_t kDefaultPieceBytes = 1 << 20;  // the fastest measured (bench/allreduce_bench.py)
+constexpr size_t kMinPieceBytes = 4 << 10;
+constexpr size_t kMaxPieceBytes = 16 << 20;
+
+// The piece size this machine can use without risking a deadlock: `wanted` (0: the
+// default) capped by net.core.wmem_max (208 KiB on a stock kernel), in whole 4 KiB. Every
+// rank of a collective must use the same size: take the minimum over the ranks.
+size_t safe_piece_bytes(size_t wanted);
 
 // Puts every pair of `context` in synchronous mode. Irreversible: Gloo's own (unbound
 // buffer) algorithms no longer work on this context afterwards.

@@ -405,6 +405,7 @@ class NcclCollective final : public Collective {
 
   Status wait_event(CUevent event, Clock::time_point deadline) {
     if (!failed_.ok()) return failed_;
+    api().cuCtxSetCurrent(context_);
     Status st = poll_until(
         deadline,
         [&]() -> std::optional<Status> {

@@ -12,6 +12,10 @@
 // instead of hanging. Calls are enqueued on one CUDA stream of this collective, in issue
 // order; completion is polled against the timeout, and a call that times out aborts the
 // communicator.
+//
+// Determinism: NCCL gives every rank the same result, and the same result run after run
+// for the same world size, topology, NCCL version and settings (NCCL_ALGO, NCCL_PROTO);
+// unlike the Gloo path that is NCCL's promise, not this file's.
 #pragma once
 
 #include <chrono>

@@ -14,6 +14,7 @@
 #include "gpu/collective.h"
 #include "gpu/file_kv_store.h"
 #include "gpu/gloo_collective.h"
+#include "gpu/gloo_sync_ops.h"
 #include "gpu/nccl_collective.h"
 #include "test_dir.h"
 
@@ -152,6 +153,32 @@ TEST_CASE("gloo's own algorithms and busy polling give the same sums") {
       CHECK(exact[r] == 1);
     }
   }
+}
+
+TEST_CASE("gloo ring in many small pieces, and the piece size is safe for the socket buffers") {
+  const size_t safe = gloo_sync::safe_piece_bytes(0);
+  CHECK(safe >= gloo_sync::kMinPieceBytes);
+  CHECK(safe <= gloo_sync::kDefaultPieceBytes);
+  CHECK(safe % 4096 == 0);
+  CHECK(gloo_sync::safe_piece_bytes(5000) == 4096);
+
+  GlooOptions options;
+  options.segment_bytes = 4096;  // 1024 floats per piece: dozens of pieces per chunk
+  const size_t count = 100003;
+  std::vector<int> exact(3, 0);
+  run_ranks(
+      3,
+      [&](int rank, Collective& c) {
+        std::vector<float> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = value(rank, i);
+        std::vector<char> bytes(50000, static_cast<char>(rank));
+        bool ok = c.allreduce_sum(data.data(), count).ok() &&
+                  c.broadcast(bytes.data(), bytes.size(), 2).ok();
+        for (size_t i = 0; i < count; ++i) ok = ok && data[i] == expected_sum(3, i);
+        exact[rank] = ok && bytes.front() == 2 && bytes.back() == 2;
+      },
+      options);
+  CHECK(exact == std::vector<int>{1, 1, 1});
 }
 
 TEST_CASE("gloo async buckets complete in issue order, before a later synchronous call") {
