@@ -1,0 +1,504 @@
+#include "gpu/nccl_collective.h"
+
+#include <dlfcn.h>
+
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <thread>
+
+namespace cairn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --- The slice of the CUDA driver API used here (cuda.h; stable ABI, _v2 entry points). ---
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUdeviceptr = unsigned long long;
+constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kCudaErrorNotReady = 600;
+constexpr unsigned kStreamNonBlocking = 0x1;
+constexpr unsigned kEventDisableTiming = 0x2;
+
+// --- The slice of NCCL used here (nccl.h, 2.14 and later). ---
+using ncclResult_t = int;
+using ncclComm_t = struct ncclComm*;
+constexpr ncclResult_t kNcclSuccess = 0;
+constexpr ncclResult_t kNcclInProgress = 7;
+constexpr int kNcclUint8 = 1;
+constexpr int kNcclFloat32 = 7;
+constexpr int kNcclSum = 0;
+struct ncclUniqueId {
+  char internal[128];
+};
+// ncclConfig_t as of NCCL 2.14. Later versions grew it at the end; NCCL reads `size` and
+// `version` and fills the fields an older caller does not know with defaults.
+struct NcclConfig214 {
+  size_t size = sizeof(NcclConfig214);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 21400;
+  int blocking = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+  int cga_cluster_size = INT_MIN;
+  int min_ctas = INT_MIN;
+  int max_ctas = INT_MIN;
+  const char* net_name = nullptr;
+};
+
+struct Api {
+  Status driver_status = Status::NotFound("CUDA driver not found");
+  Status nccl_status = Status::NotFound("NCCL not found");
+  int device_count = 0;
+
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*cuEventQuery)(CUevent) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+
+  ncclResult_t (*ncclGetVersion)(int*) = nullptr;
+  ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
+  ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int,
+                                         NcclConfig214*) = nullptr;
+  ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
+  ncclResult_t (*ncclCommFinalize)(ncclComm_t) = nullptr;
+  ncclResult_t (*ncclCommDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*ncclCommAbort)(ncclComm_t) = nullptr;
+  ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, int, int, ncclComm_t,
+                                CUstream) = nullptr;
+  ncclResult_t (*ncclBroadcast)(const void*, void*, size_t, int, int, ncclComm_t,
+                                CUstream) = nullptr;
+  const char* (*ncclGetErrorString)(ncclResult_t) = nullptr;
+  const char* (*ncclGetLastError)(ncclComm_t) = nullptr;  // optional
+};
+
+void* open_first(std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (void* h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+  return nullptr;
+}
+
+template <typename Fn>
+bool bind(void* lib, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
+
+void load_nccl(Api& a);
+
+// Loaded once and never unloaded: NCCL keeps threads and state that must not lose their
+// code under them.
+Api load_api() {
+  Api a;
+  load_nccl(a);
+  void* cuda = open_first({"libcuda.so.1", "libcuda.so"});
+  if (!cuda) return a;
+  bool ok = bind(cuda, "cuInit", a.cuInit) && bind(cuda, "cuDeviceGetCount", a.cuDeviceGetCount) &&
+            bind(cuda, "cuDeviceGet", a.cuDeviceGet) &&
+            bind(cuda, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain) &&
+            bind(cuda, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease) &&
+            bind(cuda, "cuCtxSetCurrent", a.cuCtxSetCurrent) &&
+            bind(cuda, "cuStreamCreate", a.cuStreamCreate) &&
+            bind(cuda, "cuStreamDestroy_v2", a.cuStreamDestroy) &&
+            bind(cuda, "cuEventCreate", a.cuEventCreate) &&
+            bind(cuda, "cuEventRecord", a.cuEventRecord) &&
+            bind(cuda, "cuEventQuery", a.cuEventQuery) &&
+            bind(cuda, "cuEventDestroy_v2", a.cuEventDestroy) &&
+            bind(cuda, "cuMemAlloc_v2", a.cuMemAlloc) && bind(cuda, "cuMemFree_v2", a.cuMemFree) &&
+            bind(cuda, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD) &&
+            bind(cuda, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH) &&
+            bind(cuda, "cuGetErrorString", a.cuGetErrorString);
+  if (!ok) {
+    a.driver_status = Status::NotFound("CUDA driver too old (missing entry points)");
+    return a;
+  }
+  if (a.cuInit(0) != kCudaSuccess || a.cuDeviceGetCount(&a.device_count) != kCudaSuccess ||
+      a.device_count == 0) {
+    a.driver_status = Status::NotFound("no CUDA device");
+    return a;
+  }
+  a.driver_status = Status::Ok();
+  return a;
+}
+
+void load_nccl(Api& a) {
+  void* nccl = open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+  if (!nccl) return;
+  bool ok = bind(nccl, "ncclGetVersion", a.ncclGetVersion) &&
+            bind(nccl, "ncclGetUniqueId", a.ncclGetUniqueId) &&
+            bind(nccl, "ncclCommInitRankConfig", a.ncclCommInitRankConfig) &&
+            bind(nccl, "ncclCommGetAsyncError", a.ncclCommGetAsyncError) &&
+            bind(nccl, "ncclCommDestroy", a.ncclCommDestroy) &&
+            bind(nccl, "ncclCommAbort", a.ncclCommAbort) &&
+            bind(nccl, "ncclAllReduce", a.ncclAllReduce) &&
+            bind(nccl, "ncclBroadcast", a.ncclBroadcast) &&
+            bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
+  bind(nccl, "ncclCommFinalize", a.ncclCommFinalize);
+  bind(nccl, "ncclGetLastError", a.ncclGetLastError);
+  int version = 0;
+  if (!ok || a.ncclGetVersion(&version) != kNcclSuccess || version < 21400) {
+    a.nccl_status = Status::NotFound("NCCL 2.14 or later needed");
+    return;
+  }
+  a.nccl_status = Status::Ok();
+}
+
+const Api& api() {
+  static const Api instance = load_api();
+  return instance;
+}
+
+Status cuda_error(const char* what, CUresult r) {
+  const char* text = nullptr;
+  if (api().cuGetErrorString) api().cuGetErrorString(r, &text);
+  return Status::Failed(std::string("CUDA ") + what + ": " +
+                        (text ? text : "error " + std::to_string(r)));
+}
+
+std::string to_hex(const void* data, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<const unsigned char*>(data)[i];
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+bool from_hex(const std::string& text, void* out, size_t n) {
+  if (text.size() != 2 * n) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    static_cast<unsigned char*>(out)[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  return true;
+}
+
+// Polls until `done` says yes (returning its Status) or the deadline passes. Spins
+// briefly, then sleeps in short steps: GPU collectives finish in microseconds to
+// milliseconds, and a blocking wait would have no timeout.
+Status poll_until(Clock::time_point deadline, const std::function<std::optional<Status>()>& done,
+                  const std::string& on_timeout) {
+  for (int spins = 0;; ++spins) {
+    if (auto st = done()) return *st;
+    if (Clock::now() >= deadline) return Status::Failed(on_timeout);
+    if (spins < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+class NcclCollective final : public Collective {
+ public:
+  NcclCollective(int rank, int size, const NcclOptions& options)
+      : rank_(rank), size_(size), options_(options) {}
+
+  ~NcclCollective() override {
+    const Api& a = api();
+    if (context_) a.cuCtxSetCurrent(context_);
+    if (comm_) {
+      // Let queued work finish, then tear down; abort when that does not come in time.
+      Status st = sync_stream(Clock::now() + options_.timeout);
+      if (st.ok() && a.ncclCommFinalize) {
+        ncclResult_t r = a.ncclCommFinalize(comm_);
+        st = r == kNcclSuccess || r == kNcclInProgress
+                 ? wait_comm_ready(Clock::now() + options_.timeout, "finalize")
+                 : nccl_error("ncclCommFinalize", r);
+      }
+      if (st.ok())
+        a.ncclCommDestroy(comm_);
+      else
+        a.ncclCommAbort(comm_);
+    }
+    if (scratch_) a.cuMemFree(scratch_);
+    if (done_event_) a.cuEventDestroy(done_event_);
+    if (stream_) a.cuStreamDestroy(stream_);
+    if (context_) a.cuDevicePrimaryCtxRelease(device_);
+  }
+
+  Status init(KeyValueStore& kv) {
+    const Api& a = api();
+    const auto deadline = Clock::now() + options_.timeout;
+    CUresult r = a.cuDeviceGet(&device_, options_.device);
+    if (r != kCudaSuccess) return cuda_error("cuDeviceGet", r);
+    if ((r = a.cuDevicePrimaryCtxRetain(&context_, device_)) != kCudaSuccess) {
+      context_ = nullptr;
+      return cuda_error("cuDevicePrimaryCtxRetain", r);
+    }
+    if ((r = a.cuCtxSetCurrent(context_)) != kCudaSuccess) return cuda_error("cuCtxSetCurrent", r);
+    if ((r = a.cuStreamCreate(&stream_, kStreamNonBlocking)) != kCudaSuccess)
+      return cuda_error("cuStreamCreate", r);
+    if ((r = a.cuEventCreate(&done_event_, kEventDisableTiming)) != kCudaSuccess)
+      return cuda_error("cuEventCreate", r);
+
+    ncclUniqueId id;
+    const std::string key = options_.key_prefix + "/unique_id";
+    if (rank_ == 0) {
+      ncclResult_t nr = a.ncclGetUniqueId(&id);
+      if (nr != kNcclSuccess) return nccl_error("ncclGetUniqueId", nr);
+      if (Status st = kv.set(key, to_hex(&id, sizeof(id))); !st.ok())
+        return Status::Failed("NCCL rendezvous: " + st.message());
+    } else {
+      Result<std::string> text = kv.wait_get(key, options_.timeout);
+      if (!text.ok()) return Status::Failed("NCCL rendezvous: " + text.status().message());
+      if (!from_hex(*text, &id, sizeof(id)))
+        return Status::Failed("NCCL rendezvous: malformed unique id under '" + key + "'");
+    }
+
+    // Non-blocking, so that waiting for the other ranks has a deadline.
+    NcclConfig214 config;
+    config.blocking = 0;
+    ncclResult_t nr = a.ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+    if (nr != kNcclSuccess && nr != kNcclInProgress) {
+      Status st = nccl_error("ncclCommInitRank", nr);
+      if (comm_) a.ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return st;
+    }
+    Status st =
+        wait_comm_ready(deadline, "waiting for " + std::to_string(size_) + " ranks to join");
+    if (!st.ok()) {
+      a.ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    return st;
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "nccl"; }
+
+  Status allreduce_sum(float* data, size_t count) override {
+    return allreduce_sum_async(data, count)->wait();
+  }
+
+  std::unique_ptr<PendingReduce> allreduce_sum_async(float* data, size_t count) override {
+    if (count == 0) return std::make_unique<CompletedReduce>(Status::Ok());
+    Status st = enqueue("ncclAllReduce", [&] {
+      return api().ncclAllReduce(data, data, count, kNcclFloat32, kNcclSum, comm_, stream_);
+    });
+    if (!st.ok()) return std::make_unique<CompletedReduce>(st);
+    CUevent event = nullptr;
+    CUresult r = api().cuEventCreate(&event, kEventDisableTiming);
+    if (r == kCudaSuccess) r = api().cuEventRecord(event, stream_);
+    if (r != kCudaSuccess) {
+      if (event) api().cuEventDestroy(event);
+      return std::make_unique<CompletedReduce>(fail(cuda_error("cuEventRecord", r)));
+    }
+    return std::make_unique<Pending>(this, event);
+  }
+
+  Status broadcast(void* data, size_t bytes, int root) override {
+    if (root < 0 || root >= size_) return Status::BadInput("broadcast root out of range");
+    if (bytes == 0) return Status::Ok();
+    Status st = enqueue("ncclBroadcast", [&] {
+      return api().ncclBroadcast(data, data, bytes, kNcclUint8, root, comm_, stream_);
+    });
+    return st.ok() ? sync_stream(Clock::now() + options_.timeout) : st;
+  }
+
+  Status barrier() override {
+    // An all-reduce of one float: NCCL has no barrier.
+    if (!scratch_) {
+      api().cuCtxSetCurrent(context_);
+      CUresult r = api().cuMemAlloc(&scratch_, sizeof(float));
+      if (r != kCudaSuccess) {
+        scratch_ = 0;
+        return cuda_error("cuMemAlloc", r);
+      }
+    }
+    return allreduce_sum(reinterpret_cast<float*>(scratch_), 1);
+  }
+
+ private:
+  class Pending final : public PendingReduce {
+   public:
+    Pending(NcclCollective* owner, CUevent event) : owner_(owner), event_(event) {}
+    ~Pending() override {
+      wait();
+      api().cuEventDestroy(event_);
+    }
+    Status wait() override {
+      if (!waited_) {
+        result_ = owner_->wait_event(event_, Clock::now() + owner_->options_.timeout);
+        waited_ = true;
+      }
+      return result_;
+    }
+
+   private:
+    NcclCollective* owner_;
+    CUevent event_;
+    bool waited_ = false;
+    Status result_;
+  };
+
+  Status nccl_error(const char* what, ncclResult_t r) const {
+    std::string msg = std::string("NCCL ") + what + ": " + api().ncclGetErrorString(r);
+    if (comm_ && api().ncclGetLastError) {
+      const char* last = api().ncclGetLastError(comm_);
+      if (last && *last) msg += std::string(" (") + last + ")";
+    }
+    return Status::Failed(msg);
+  }
+
+  // Marks the collective broken and aborts the communicator (which also unblocks work of
+  // ours still queued on the stream).
+  Status fail(Status st) {
+    if (failed_.ok()) failed_ = st;
+    if (comm_) {
+      api().ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    return failed_;
+  }
+
+  Status enqueue(const char* what, const std::function<ncclResult_t()>& call) {
+    if (!failed_.ok()) return failed_;
+    api().cuCtxSetCurrent(context_);
+    ncclResult_t r = call();
+    if (r == kNcclInProgress) {
+      Status st = wait_comm_ready(Clock::now() + options_.timeout, what);
+      return st.ok() ? st : fail(st);
+    }
+    return r == kNcclSuccess ? Status::Ok() : fail(nccl_error(what, r));
+  }
+
+  Status wait_comm_ready(Clock::time_point deadline, const std::string& what) {
+    return poll_until(
+        deadline,
+        [&]() -> std::optional<Status> {
+          ncclResult_t state = kNcclInProgress;
+          ncclResult_t r = api().ncclCommGetAsyncError(comm_, &state);
+          if (r != kNcclSuccess) return nccl_error("ncclCommGetAsyncError", r);
+          if (state == kNcclInProgress) return std::nullopt;
+          if (state != kNcclSuccess) return nccl_error(what.c_str(), state);
+          return Status::Ok();
+        },
+        "NCCL: timed out after " + std::to_string(options_.timeout.count()) + " ms " + what);
+  }
+
+  Status wait_event(CUevent event, Clock::time_point deadline) {
+    if (!failed_.ok()) return failed_;
+    api().cuCtxSetCurrent(context_);
+    Status st = poll_until(
+        deadline,
+        [&]() -> std::optional<Status> {
+          CUresult r = api().cuEventQuery(event);
+          if (r == kCudaSuccess) return Status::Ok();
+          if (r != kCudaErrorNotReady) return cuda_error("cuEventQuery", r);
+          ncclResult_t state = kNcclSuccess;
+          api().ncclCommGetAsyncError(comm_, &state);
+          if (state != kNcclSuccess && state != kNcclInProgress)
+            return nccl_error("collective", state);
+          return std::nullopt;
+        },
+        "NCCL: collective timed out after " + std::to_string(options_.timeout.count()) + " ms");
+    return st.ok() ? st : fail(st);
+  }
+
+  Status sync_stream(Clock::time_point deadline) {
+    if (!failed_.ok()) return failed_;
+    CUresult r = api().cuEventRecord(done_event_, stream_);
+    if (r != kCudaSuccess) return fail(cuda_error("cuEventRecord", r));
+    return wait_event(done_event_, deadline);
+  }
+
+  const int rank_;
+  const int size_;
+  const NcclOptions options_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUevent done_event_ = nullptr;
+  CUdeviceptr scratch_ = 0;
+  ncclComm_t comm_ = nullptr;
+  Status failed_;
+};
+
+}  // namespace
+
+bool nccl_available() {
+  return api().driver_status.ok() && api().nccl_status.ok();
+}
+
+Result<std::unique_ptr<Collective>> make_nccl_collective(KeyValueStore& kv, int rank, int size,
+                                                         const NcclOptions& options) {
+  const Api& a = api();
+  if (!a.nccl_status.ok()) return a.nccl_status;
+  if (!a.driver_status.ok()) return a.driver_status;
+  if (size < 1 || rank < 0 || rank >= size)
+    return Status::BadInput("NCCL: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                            " is out of range");
+  if (options.device < 0 || options.device >= a.device_count)
+    return Status::BadInput("NCCL: no CUDA device " + std::to_string(options.device));
+  auto collective = std::make_unique<NcclCollective>(rank, size, options);
+  if (Status st = collective->init(kv); !st.ok()) return st;
+  return std::unique_ptr<Collective>(std::move(collective));
+}
+
+Result<std::unique_ptr<CudaDeviceBuffer>> CudaDeviceBuffer::allocate(int device, size_t bytes) {
+  const Api& a = api();
+  if (!a.driver_status.ok()) return a.driver_status;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CUresult r = a.cuDeviceGet(&dev, device);
+  if (r != kCudaSuccess) return cuda_error("cuDeviceGet", r);
+  if ((r = a.cuDevicePrimaryCtxRetain(&ctx, dev)) != kCudaSuccess)
+    return cuda_error("cuDevicePrimaryCtxRetain", r);
+  a.cuCtxSetCurrent(ctx);
+  CUdeviceptr ptr = 0;
+  if ((r = a.cuMemAlloc(&ptr, bytes == 0 ? 1 : bytes)) != kCudaSuccess) {
+    a.cuDevicePrimaryCtxRelease(dev);
+    return cuda_error("cuMemAlloc", r);
+  }
+  // The primary context stays retained while the buffer lives.
+  return std::unique_ptr<CudaDeviceBuffer>(new CudaDeviceBuffer(dev, ctx, ptr, bytes));
+}
+
+CudaDeviceBuffer::~CudaDeviceBuffer() {
+  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  api().cuMemFree(ptr_);
+  api().cuDevicePrimaryCtxRelease(device_);
+}
+
+Status CudaDeviceBuffer::upload(const void* host, size_t bytes) {
+  if (bytes > bytes_) return Status::BadInput("upload larger than the device buffer");
+  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  CUresult r = api().cuMemcpyHtoD(ptr_, host, bytes);
+  return r == kCudaSuccess ? Status::Ok() : cuda_error("cuMemcpyHtoD", r);
+}
+
+Status CudaDeviceBuffer::download(void* host, size_t bytes) const {
+  if (bytes > bytes_) return Status::BadInput("download larger than the device buffer");
+  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  CUresult r = api().cuMemcpyDtoH(host, ptr_, bytes);
+  return r == kCudaSuccess ? Status::Ok() : cuda_error("cuMemcpyDtoH", r);
+}
+
+}  // namespace cairn
