@@ -80,6 +80,8 @@ class ChaosTest(CairnTestCase):
                 pass
             if sum(done.values()) >= kills:
                 continue
+            if self.cairn("show", "1", "--json").returncode != 0:
+                continue  # killed before it exists, there is no experiment to resume
             trial = self.cairn("show", "1.1", "--json")
             pid = json.loads(trial.stdout).get("pid") if trial.returncode == 0 else None
             if pid and rng.random() < 0.5:
