@@ -56,7 +56,10 @@ Result<std::string> ObjectStore::adopt(const fs::path& file, uint64_t* size, boo
   // directory to keep as an orphan checkpoint.
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  const fs::path tmp = dir_ / ("tmp-" + *hash + "-" + std::to_string(::getpid()));
+  // Unique per call: two threads may adopt files with the same content at once.
+  static std::atomic<uint64_t> counter{0};
+  const fs::path tmp =
+      dir_ / ("tmp-" + *hash + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove(tmp, ec);
   if (::link(file.c_str(), tmp.c_str()) != 0) {
     Status copied = copy_file_durable(file, tmp);  // another file system: copy instead
