@@ -124,7 +124,12 @@ class Fingerprint {
     std::error_code ec;
     fs::path path = fs::canonical(*resolved, ec);
     if (ec) path = *resolved;
-    out_["program"] = path.string() + " " + hashed(path);
+    // A program inside the workdir is code: it is in the snapshot, and compared there. As a
+    // dependency too, every edit of ./train.sh would show twice.
+    const fs::path workdir = fs::weakly_canonical(in_.workdir, ec);
+    const fs::path rel = path.lexically_relative(workdir);
+    const bool is_code = !ec && !rel.empty() && *rel.begin() != "..";
+    if (!is_code) out_["program"] = path.string() + " " + hashed(path);
     fs::path binary = path;
     // A script: its `#!` interpreter is what runs (`/usr/bin/env python3` resolved on PATH).
     std::ifstream in(path);
