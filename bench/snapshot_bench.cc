@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <git2.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -223,14 +224,26 @@ void change_one_file(const fs::path& work, const fs::path& rel, int rep) {
   std::ofstream(work / rel, std::ios::app) << "\n# changed in rep " << rep << "\n";
 }
 
-double time_cairn(const fs::path& store, const fs::path& work) {
+// Wall and CPU (user + system) seconds of one measured step.
+struct Sample {
+  double wall = 0, cpu = 0;
+};
+
+double cpu_seconds(int who) {
+  rusage u;
+  getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+Sample time_cairn(const fs::path& store, const fs::path& work) {
   auto repo = cairn::CodeRepository::open(store);
   if (!repo.ok()) die(repo.status().message());
   cairn::SnapshotOptions opts;
   opts.size_limit = ~uint64_t{0};
+  const double cpu = cpu_seconds(RUSAGE_SELF);
   const auto t = Clock::now();
   auto snap = repo->snapshot(work, opts, "bench");
-  const double s = seconds_since(t);
+  const Sample s{seconds_since(t), cpu_seconds(RUSAGE_SELF) - cpu};
   if (!snap.ok()) die(snap.status().message());
   return s;
 }
@@ -239,12 +252,14 @@ const std::string kGit =
     "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c user.name=b "
     "-c user.email=b@example.com";
 
-double time_git_commit(const fs::path& copy, const std::string& msg) {
+// `git add -A && git commit` in `copy`; CPU time is that of the shell and both gits.
+Sample time_git_commit(const fs::path& copy, const std::string& msg) {
+  const double cpu = cpu_seconds(RUSAGE_CHILDREN);
   const auto t = Clock::now();
   if (sh(kGit + " -C '" + copy.string() + "' add -A && " + kGit + " -C '" + copy.string() +
-         "' commit -q -m " + msg) != 0)
+         "' commit -q --allow-empty -m " + msg) != 0)
     die("git add/commit failed in " + copy.string());
-  return seconds_since(t);
+  return {seconds_since(t), cpu_seconds(RUSAGE_CHILDREN) - cpu};
 }
 
 // The parts of an unchanged snapshot, each on its own, as store/code_snapshot.cc does them.
@@ -397,7 +412,8 @@ int main(int argc, char** argv) {
       o.phases = true;
     else if (a == "--snapshot-once") {  // STORE WORKDIR: one timed snapshot (for perf/strace)
       const fs::path store = next(), w = next();
-      std::printf("snapshot: %.3f s\n", time_cairn(store, w));
+      const Sample x = time_cairn(store, w);
+      std::printf("snapshot: %.3f s (cpu %.3f s)\n", x.wall, x.cpu);
       return 0;
     } else if (a == "--phases-only") {  // STORE WORKDIR: the phases of an unchanged snapshot
       const fs::path store = next(), w = next();
@@ -423,7 +439,9 @@ int main(int argc, char** argv) {
       tree.zlib6_ratio, tree.binary_files, tree.binary_bytes / 1e6, seconds_since(t));
   sh("sync");
 
-  std::vector<double> cairn1, git1, cairn2, git2, cairn3, git3;
+  // [step][tool]: steps first snapshot, one file changed, nothing changed; tools cairn, git.
+  const char* kSteps[3] = {"first snapshot", "one file changed", "nothing changed"};
+  std::vector<Sample> samples[3][2];
   for (int rep = 1; rep <= o.reps; ++rep) {
     const fs::path store = o.dir / ("store" + std::to_string(rep));
     const fs::path copy = o.dir / ("gitcopy" + std::to_string(rep));
@@ -432,49 +450,49 @@ int main(int argc, char** argv) {
     cairn::CodeRepository::open(store);  // code.git exists, as git init's repository does
     sh("sync");
     const fs::path changed = tree.files[(rep * 7919) % tree.files.size()];
-    // Alternate which tool goes first, so neither always meets a cooler cache or CPU.
-    if (rep % 2) {
-      cairn1.push_back(time_cairn(store, work));
-      git1.push_back(time_git_commit(copy, "first"));
-    } else {
-      git1.push_back(time_git_commit(copy, "first"));
-      cairn1.push_back(time_cairn(store, work));
+    for (int step = 0; step < 3; ++step) {
+      if (step == 1) {
+        change_one_file(work, changed, rep);
+        change_one_file(copy, changed, rep);
+      }
+      // Alternate which tool goes first, so neither always meets a cooler cache or CPU.
+      const std::string msg = "step" + std::to_string(step);
+      if ((rep + step) % 2) {
+        samples[step][0].push_back(time_cairn(store, work));
+        samples[step][1].push_back(time_git_commit(copy, msg));
+      } else {
+        samples[step][1].push_back(time_git_commit(copy, msg));
+        samples[step][0].push_back(time_cairn(store, work));
+      }
     }
-    change_one_file(work, changed, rep);
-    change_one_file(copy, changed, rep);
-    if (rep % 2) {
-      cairn2.push_back(time_cairn(store, work));
-      git2.push_back(time_git_commit(copy, "second"));
-    } else {
-      git2.push_back(time_git_commit(copy, "second"));
-      cairn2.push_back(time_cairn(store, work));
-    }
-    cairn3.push_back(time_cairn(store, work));
-    const auto tg = Clock::now();
-    sh(kGit + " -C '" + copy.string() + "' add -A && " + kGit + " -C '" + copy.string() +
-       "' commit -q --allow-empty -m third");
-    git3.push_back(seconds_since(tg));
-    std::printf(
-        "rep %d: first cairn %.3f s, git %.3f s | one file changed (%s): cairn %.3f s, "
-        "git %.3f s | unchanged: cairn %.3f s, git %.3f s | load %.2f\n",
-        rep, cairn1.back(), git1.back(), changed.c_str(), cairn2.back(), git2.back(), cairn3.back(),
-        git3.back(), load_average());
+    std::printf("rep %d (changed %s):", rep, changed.c_str());
+    for (int step = 0; step < 3; ++step)
+      std::printf(" | %s: cairn %.3f s (cpu %.3f), git %.3f s (cpu %.3f)", kSteps[step],
+                  samples[step][0].back().wall, samples[step][0].back().cpu,
+                  samples[step][1].back().wall, samples[step][1].back().cpu);
+    std::printf(" | load %.2f\n", load_average());
     if (o.phases && rep == o.reps) phases(store, work);
     if (!o.keep) {
       fs::remove_all(copy);
       if (rep < o.reps) fs::remove_all(store);
     }
   }
-  std::printf("\nmedians of %d reps:\n", o.reps);
-  std::printf("  first snapshot       cairn %.3f s   git add+commit %.3f s   ratio %.2fx\n",
-              median(cairn1), median(git1), median(cairn1) / median(git1));
-  std::printf("  one file changed     cairn %.3f s   git add+commit %.3f s   ratio %.2fx\n",
-              median(cairn2), median(git2), median(cairn2) / median(git2));
-  std::printf("  nothing changed      cairn %.3f s   git add+commit %.3f s   ratio %.2fx\n",
-              median(cairn3), median(git3), median(cairn3) / median(git3));
+  std::printf("\nmedians of %d reps (wall; cpu = user + system):\n", o.reps);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<double> wall[2], cpu[2], ratios;
+    for (int tool = 0; tool < 2; ++tool)
+      for (const Sample& x : samples[step][tool])
+        wall[tool].push_back(x.wall), cpu[tool].push_back(x.cpu);
+    for (size_t r = 0; r < wall[0].size(); ++r) ratios.push_back(wall[0][r] / wall[1][r]);
+    std::printf(
+        "  %-17s cairn %.3f s (cpu %.3f)  git add+commit %.3f s (cpu %.3f)  "
+        "ratio %.2fx (median of per-rep ratios %.2fx; cpu %.2fx)\n",
+        kSteps[step], median(wall[0]), median(cpu[0]), median(wall[1]), median(cpu[1]),
+        median(wall[0]) / median(wall[1]), median(ratios), median(cpu[0]) / median(cpu[1]));
+  }
   std::printf("load average after: %.2f\n", load_average());
   const fs::path last_store = o.dir / ("store" + std::to_string(o.reps));
-  std::printf("store size after %d snapshots: %s", 3, "");
+  std::printf("code.git after the last rep's 3 snapshots: ");
   std::fflush(stdout);
   sh("du -sh '" + last_store.string() + "/code.git' | cut -f1");
   if (!o.keep) fs::remove_all(o.dir);
