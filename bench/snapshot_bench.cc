@@ -4,12 +4,16 @@
 //
 //   cmake --build build -j2 --target bench_snapshot_bench
 //   build/bench_snapshot_bench [--files 10000] [--mb 500] [--binary-share 0.3] [--reps 3]
-//                              [--dir DIR] [--keep] [--phases]
+//                              [--dir DIR] [--keep] [--phases] [--strict-off]
 //
 // The workdir is not a git checkout (so cairn reads no user repository). Its files are
 // aged an hour back, as code that was not just written; both tools read it from the page
 // cache (it was just generated). --phases times the parts of an unchanged snapshot
-// separately, replicating what store/code_snapshot.cc does, to show where its time goes.
+// separately, replicating what store/code_snapshot.cc does, to show where its time goes;
+// --strict-off turns libgit2's strict object creation off for the whole run (a process-wide
+// option), which is what the first fix suggested in /tmp/bench_results_h6.md would do.
+// --snapshot-once STORE WORKDIR and --phases-only STORE WORKDIR time one snapshot, or its
+// phases, of an existing workdir (for perf or strace).
 #include <dirent.h>
 #include <fcntl.h>
 #include <git2.h>
@@ -410,7 +414,10 @@ int main(int argc, char** argv) {
       o.keep = true;
     else if (a == "--phases")
       o.phases = true;
-    else if (a == "--snapshot-once") {  // STORE WORKDIR: one timed snapshot (for perf/strace)
+    else if (a == "--strict-off") {  // what the first suggested fix would give: see phases()
+      cairn::git::ensure_initialized();
+      git_libgit2_opts(GIT_OPT_ENABLE_STRICT_OBJECT_CREATION, 0);
+    } else if (a == "--snapshot-once") {  // STORE WORKDIR: one timed snapshot (for perf/strace)
       const fs::path store = next(), w = next();
       const Sample x = time_cairn(store, w);
       std::printf("snapshot: %.3f s (cpu %.3f s)\n", x.wall, x.cpu);
