@@ -136,7 +136,10 @@ Result<DataFingerprint> fingerprint_data(const StoreLayout& store, const fs::pat
 Status restore_data(const StoreLayout& store, const DataFingerprint& fp, const fs::path& dest) {
   ObjectStore objects(store.objects());
   for (const DataFile& f : fp.files) {
-    if (fs::path(f.path).is_absolute()) continue;  // read where it is
+    // Read where it is: absolute, or outside the workdir (a record must never make a
+    // restore write outside `dest`).
+    const fs::path rel = fs::path(f.path).lexically_normal();
+    if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") continue;
     const fs::path target = dest / f.path;
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);

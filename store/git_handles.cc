@@ -3,7 +3,14 @@
 namespace cairn::git {
 
 void ensure_initialized() {
-  static const int initialized = git_libgit2_init();
+  static const int initialized = [] {
+    int n = git_libgit2_init();
+    // Strict creation re-reads every object a new tree names to check it exists: cairn
+    // writes those blobs itself a moment before (or found them in the odb), so the check
+    // only costs time, about half of a second snapshot of a 10,000-file workdir.
+    git_libgit2_opts(GIT_OPT_ENABLE_STRICT_OBJECT_CREATION, 0);
+    return n;
+  }();
   (void)initialized;
 }
 

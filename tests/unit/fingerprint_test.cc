@@ -277,22 +277,81 @@ TEST_CASE("fingerprinting a script or a non-ELF program never runs it") {
   }
 }
 
-// Regression (fixed): Fingerprint::program() (engine/dependency_fingerprint.cc) runs `BINARY -c
-// <script>` for any program whose file name starts with "python", to list Python distributions. A
-// user's own program named so (here bash, copied as `python-job`, which runs $BASH_ENV
-// first) is thereby executed, with arguments it was not written for, at `cairn run` before
-// the experiment exists. Now only a dynamically linked executable named python[0-9.]* is asked.
-TEST_CASE("a non-Python program whose name starts with python is not run") {
+#if defined(__x86_64__)
+namespace {
+
+// A static x86-64 Linux executable, 148 bytes and a path: creat(marker, 0644); exit(0). If
+// the fingerprint ran it, the marker would appear.
+std::string static_elf_creating(const fs::path& marker) {
+  std::string code = {'\xb8', '\x55', 0,      0,      0,        // mov eax, 85 (creat)
+                      '\x48', '\x8d', '\x3d', '\x10', 0, 0, 0,  // lea rdi, [rip + 16]: the path
+                      '\xbe', '\xa4', '\x01', 0,      0,        // mov esi, 0644
+                      '\x0f', '\x05',                           // syscall
+                      '\xb8', '\x3c', 0,      0,      0,        // mov eax, 60 (exit)
+                      '\x31', '\xff',                           // xor edi, edi
+                      '\x0f', '\x05'};                          // syscall
+  code += marker.string() + std::string(1, '\0');
+  auto put = [](std::string& out, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  const uint64_t base = 0x400000, header = 64 + 56, size = header + code.size();
+  std::string elf = {'\x7f', 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  put(elf, 2, 2);              // e_type: EXEC
+  put(elf, 0x3e, 2);           // e_machine: x86-64
+  put(elf, 1, 4);              // e_version
+  put(elf, base + header, 8);  // e_entry
+  put(elf, 64, 8);             // e_phoff
+  put(elf, 0, 8);              // e_shoff
+  put(elf, 0, 4);              // e_flags
+  put(elf, 64, 2);             // e_ehsize
+  put(elf, 56, 2);             // e_phentsize
+  put(elf, 1, 2);              // e_phnum
+  put(elf, 0, 6);              // e_shentsize, e_shnum, e_shstrndx
+  put(elf, 1, 4);              // p_type: LOAD (no PT_INTERP: static)
+  put(elf, 5, 4);              // p_flags: R+X
+  put(elf, 0, 8);              // p_offset
+  put(elf, base, 8);           // p_vaddr
+  put(elf, base, 8);           // p_paddr
+  put(elf, size, 8);           // p_filesz
+  put(elf, size, 8);           // p_memsz
+  put(elf, 0x1000, 8);         // p_align
+  return elf + code;
+}
+
+// Writes the executable and checks that running it does leave the marker: the probe works.
+void write_static_probe(const fs::path& exe, const fs::path& marker) {
+  write_file(exe, static_elf_creating(marker));
+  fs::permissions(exe, fs::perms(0755));
+  REQUIRE(testing::sh("'" + exe.string() + "'") == 0);
+  REQUIRE(fs::exists(marker));
+  fs::remove(marker);
+}
+
+}  // namespace
+
+TEST_CASE("fingerprinting a static executable never runs it") {
   TestDir dir;
   const StoreLayout store = *init_store(dir / "store");
-  const fs::path w = dir / "work";
-  const fs::path marker = dir / "ran";
-  fs::create_directories(w);
-  fs::copy_file("/bin/bash", w / "python-job");
-  fs::permissions(w / "python-job", fs::perms(0755));
-  write_file(w / "hook.sh", "touch '" + marker.string() + "'\n");
-  deps(store, {"./python-job"}, w, {{"BASH_ENV", (w / "hook.sh").string()}});
+  const fs::path w = dir / "work", marker = dir / "ran";
+  write_static_probe(w / "job", marker);
+  const Json fp = deps(store, {"./job", "--epochs", "3"}, w);
+  INFO(fp.dump(1));
+  CHECK_FALSE(fs::exists(marker));
+  CHECK_FALSE(fp.contains("program"));  // in the workdir: code, in the snapshot
+  CHECK_FALSE(fp.contains("libc.so.6"));
+}
+
+// Regression (fixed): a program whose file name starts with "python" was run as
+// `BINARY -c <script>` to list Python distributions, at `cairn run`, with arguments it was
+// not written for. Only a dynamically linked executable named python[0-9.]* is asked now.
+TEST_CASE("a program whose name starts with python but is not Python is not run") {
+  TestDir dir;
+  const StoreLayout store = *init_store(dir / "store");
+  const fs::path w = dir / "work", marker = dir / "ran";
+  write_static_probe(w / "python-job", marker);
+  deps(store, {"./python-job"}, w);
   CHECK_FALSE(fs::exists(marker));
 }
+#endif
 
 }  // namespace cairn
