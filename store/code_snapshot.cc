@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 
 #include "common/file_util.h"
@@ -115,9 +116,17 @@ class IgnoreRules {
   std::string prefix_;  // the workdir relative to the user's checkout, with a trailing '/'
 };
 
+// What the previous snapshot of this workdir knew, to skip asking libgit2 whether a path
+// is ignored (its check re-reads every parent .gitignore: most of a second snapshot). When
+// every ignore source is as it was, a path snapshotted last time is not ignored now.
+struct KnownPaths {
+  const StatCache* cache = nullptr;  // null: check every path
+  bool rules_changed = false;        // set by collect() on meeting a new or edited .gitignore
+};
+
 // Walks the workdir, keeping what the rules keep.
 Status collect(const fs::path& dir, const std::string& rel_dir, const IgnoreRules& rules,
-               const SnapshotOptions& opts, std::vector<WorkFile>& out) {
+               const SnapshotOptions& opts, KnownPaths& known, std::vector<WorkFile>& out) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path abs = it->path();
@@ -129,12 +138,18 @@ Status collect(const fs::path& dir, const std::string& rel_dir, const IgnoreRule
     struct stat st;
     if (::lstat(abs.c_str(), &st) != 0) continue;  // vanished meanwhile
     const std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
+    if (known.cache && name == ".gitignore" && !known.cache->lookup(rel, FileStat::of(st))) {
+      known.rules_changed = true;  // the caller starts over, checking every path
+      return Status::Ok();
+    }
     if (S_ISDIR(st.st_mode)) {
-      if (rules.ignored(rel, true)) continue;
-      Status s = collect(abs, rel, rules, opts, out);
-      if (!s.ok()) return s;
+      const bool seen = known.cache && known.cache->contains_dir(rel);
+      if (!seen && rules.ignored(rel, true)) continue;
+      Status s = collect(abs, rel, rules, opts, known, out);
+      if (!s.ok() || known.rules_changed) return s;
     } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-      if (rules.ignored(rel, false)) continue;
+      const bool seen = known.cache && known.cache->contains(rel);
+      if (!seen && rules.ignored(rel, false)) continue;
       WorkFile f{rel, abs, FileStat::of(st), GIT_FILEMODE_BLOB};
       if (S_ISLNK(st.st_mode))
         f.mode = GIT_FILEMODE_LINK;
@@ -145,6 +160,46 @@ Status collect(const fs::path& dir, const std::string& rel_dir, const IgnoreRule
   }
   if (ec) return Status::Io("cannot read " + dir.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// The stat data of every ignore source outside the walk: .cairnignore, the user's index
+// (what is tracked), info/exclude, the .gitignore files between the workdir and the
+// checkout's root, and the global excludes file. The walk checks the .gitignore files
+// inside the workdir itself.
+std::string ignore_sources(const fs::path& workdir, git_repository* user) {
+  std::vector<fs::path> sources{workdir / ".cairnignore"};
+  if (user != nullptr) {
+    const fs::path gitdir = git_repository_path(user);
+    sources.push_back(gitdir / "index");
+    sources.push_back(gitdir / "info" / "exclude");
+    std::error_code ec;
+    const fs::path root = fs::weakly_canonical(git_repository_workdir(user), ec);
+    for (fs::path d = workdir; d != root && d.has_parent_path() && d != d.parent_path();)
+      sources.push_back((d = d.parent_path()) / ".gitignore");
+    git_config* config = nullptr;
+    if (git_repository_config_snapshot(&config, user) == 0) {
+      git_buf path = GIT_BUF_INIT;
+      if (git_config_get_path(&path, config, "core.excludesfile") == 0)
+        sources.emplace_back(path.ptr);
+      git_buf_dispose(&path);
+      git_config_free(config);
+    }
+    git_error_clear();
+  }
+  if (const char* home = std::getenv("HOME"))
+    sources.push_back(fs::path(home) / ".config/git/ignore");
+  std::string out;
+  for (const fs::path& p : sources) {
+    struct stat st;
+    out += p.string() + "=";
+    if (::stat(p.c_str(), &st) == 0) {
+      const FileStat f = FileStat::of(st);
+      out += std::to_string(f.size) + "," + std::to_string(f.mtime_ns) + "," +
+             std::to_string(f.ctime_ns) + "," + std::to_string(f.ino);
+    }
+    out += ";";
+  }
+  return sha256_hex(out);
 }
 
 Status over_limit(const fs::path& workdir, std::vector<WorkFile> files, uint64_t total,
@@ -294,17 +349,26 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   auto rules = IgnoreRules::make(dir_, workdir, user.get(), snap.git ? snap.git->repo_root : "");
   if (!rules.ok()) return rules.status();
 
+  const fs::path cache_file = dir_ / "cairn-cache" / sha256_hex(workdir.string());
+  StatCache cache = StatCache::load(cache_file);
+  const std::string sources = ignore_sources(workdir, user.get());
+  KnownPaths known;
+  if (!cache.meta().empty() && cache.meta() == sources) known.cache = &cache;
   std::vector<WorkFile> files;
-  Status st = collect(workdir, "", *rules, opts, files);
+  Status st = collect(workdir, "", *rules, opts, known, files);
+  if (st.ok() && known.rules_changed) {  // a .gitignore changed: every path is checked
+    files.clear();
+    known = KnownPaths{};
+    st = collect(workdir, "", *rules, opts, known, files);
+  }
   if (!st.ok()) return st;
+  cache.set_meta(sources);
   for (const WorkFile& f : files) snap.bytes += f.st.size;
   snap.files = files.size();
   if (snap.bytes > opts.size_limit) return over_limit(workdir, files, snap.bytes, opts.size_limit);
 
   // Blobs: from the stat cache when a file is unchanged since the last snapshot of this
   // workdir and its blob is still stored; read and stored otherwise.
-  const fs::path cache_file = dir_ / "cairn-cache" / sha256_hex(workdir.string());
-  StatCache cache = StatCache::load(cache_file);
   git_odb* odb_raw = nullptr;
   if (git_repository_odb(&odb_raw, repo_) != 0) return git::error("cannot open " + dir_.string());
   git::Odb odb(odb_raw);

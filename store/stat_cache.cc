@@ -40,6 +40,8 @@ StatCache StatCache::load(const fs::path& file) {
   if (!std::getline(in, line) || line != kHeader) return cache;
   if (!(in >> cache.written_ns_)) return cache;
   std::getline(in, line);
+  if (in.peek() == 'm' && std::getline(in, line) && line.rfind("meta ", 0) == 0)
+    cache.meta_ = line.substr(5);
   // Lines: value size mtime_ns ctime_ns ino mode <TAB> key
   while (std::getline(in, line)) {
     const size_t tab = line.find('\t');
@@ -49,7 +51,10 @@ StatCache StatCache::load(const fs::path& file) {
     if (!(fields >> e.value >> e.st.size >> e.st.mtime_ns >> e.st.ctime_ns >> e.st.ino >>
           e.st.mode))
       continue;
-    cache.loaded_[line.substr(tab + 1)] = std::move(e);
+    const std::string key = line.substr(tab + 1);
+    for (size_t slash = key.find('/'); slash != std::string::npos; slash = key.find('/', slash + 1))
+      cache.loaded_dirs_.insert(key.substr(0, slash));
+    cache.loaded_[key] = std::move(e);
   }
   return cache;
 }
@@ -67,6 +72,7 @@ void StatCache::record(const std::string& key, const FileStat& st, const std::st
 
 Status StatCache::save(const fs::path& file, bool keep_loaded) const {
   std::string out = std::string(kHeader) + "\n" + std::to_string(now_ns()) + "\n";
+  if (!meta_.empty() && meta_.find('\n') == std::string::npos) out += "meta " + meta_ + "\n";
   auto entries = recorded_;
   // A loaded entry that was racy when its cache was written must not become trusted just
   // because this save has a later time: it is dropped instead.

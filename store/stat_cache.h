@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/status.h"
 
@@ -34,6 +35,14 @@ class StatCache {
   static StatCache load(const std::filesystem::path& file);
 
   std::optional<std::string> lookup(const std::string& key, const FileStat& st) const;
+  // Whether the loaded cache has `key`, whatever its stat data; and whether it has a key
+  // below the directory `dir` ('/'-separated keys).
+  bool contains(const std::string& key) const { return loaded_.count(key) > 0; }
+  bool contains_dir(const std::string& dir) const { return loaded_dirs_.count(dir) > 0; }
+  // A free-form value saved with the cache (one line): what its users need to know
+  // about the state it was computed in.
+  const std::string& meta() const { return meta_; }
+  void set_meta(std::string meta) { meta_ = std::move(meta); }
   void record(const std::string& key, const FileStat& st, const std::string& value);
   // Writes the recorded entries and, with `keep_loaded`, the loaded ones not recorded again
   // (a cache shared by several users); without it, keys not recorded since load drop out (a
@@ -48,6 +57,8 @@ class StatCache {
   };
   int64_t written_ns_ = 0;  // when the loaded file was written
   std::unordered_map<std::string, Entry> loaded_, recorded_;
+  std::unordered_set<std::string> loaded_dirs_;  // every parent directory of a loaded key
+  std::string meta_;
 };
 
 }  // namespace cairn

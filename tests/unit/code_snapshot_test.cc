@@ -638,3 +638,42 @@ TEST_CASE("a snapshot succeeds while another process records the same snapshot")
 }
 
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+// A second snapshot skips the ignore checks of paths the first one kept, as long as no
+// ignore source changed; any change of one must bring the checks back.
+TEST_CASE("a second snapshot follows edited, new and outside ignore rules") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_file(w / "a.txt", "a");
+  write_file(w / "x.log", "log");
+  write_file(w / "sub/b.txt", "b");
+  write_file(w / "sub/y.tmp", "tmp");
+  write_file(w / ".gitignore", "# nothing yet\n");
+  age_tree(w);  // older than the racy window, so the cache is trusted
+  auto repo = open_repo(dir / "store");
+  const std::string all = ".gitignore a.txt sub/b.txt sub/y.tmp x.log";
+  CHECK(files_of(repo, take(repo, w).commit, dir.path()) == all);
+  CHECK(files_of(repo, take(repo, w).commit, dir.path()) == all);  // from the cache
+
+  SUBCASE("an edited .gitignore") {
+    write_file(w / ".gitignore", "*.log\n");
+    CHECK(files_of(repo, take(repo, w).commit, dir.path()) ==
+          ".gitignore a.txt sub/b.txt sub/y.tmp");
+  }
+  SUBCASE("a new .gitignore in a subdirectory") {
+    write_file(w / "sub/.gitignore", "*.tmp\n");
+    CHECK(files_of(repo, take(repo, w).commit, dir.path()) ==
+          ".gitignore a.txt sub/.gitignore sub/b.txt x.log");
+  }
+  SUBCASE("a new .cairnignore") {
+    write_file(w / ".cairnignore", "sub/\n");
+    CHECK(files_of(repo, take(repo, w).commit, dir.path()) ==
+          ".cairnignore .gitignore a.txt x.log");
+  }
+}
+
+}  // namespace
+}  // namespace cairn
