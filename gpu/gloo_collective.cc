@@ -240,7 +240,7 @@ class GlooCollective final : public Collective {
 
   Status barrier() override {
     return run_now("barrier", [this] {
-      if (synchronous_) return gloo_sync::barrier(*context_, next_tag_++);
+      if (synchronous_) return gloo_sync::barrier(*context_, next_tag_++, scratch_);
       ::gloo::BarrierOptions opts(context_);
       opts.setTag(next_tag_++);
       opts.setTimeout(options_.timeout);
@@ -276,7 +276,7 @@ class GlooCollective final : public Collective {
   // Gloo's algorithms, times out) instead of mixing its bytes into another collective.
   void allreduce(float* data, size_t count) {
     if (synchronous_)
-      return gloo_sync::allreduce_sum(*context_, data, count, piece_bytes(), next_tag_++);
+      return gloo_sync::allreduce_sum(*context_, data, count, piece_bytes(), next_tag_++, scratch_);
     ::gloo::AllreduceOptions opts(context_);
     opts.setOutput(data, count);
     opts.setReduceFunction(&sum_float_fn);
@@ -342,9 +342,10 @@ class GlooCollective final : public Collective {
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   const GlooOptions options_;
-  const bool synchronous_;    // pairs in synchronous mode, collectives from gloo_sync_ops
-  const size_t piece_bytes_;  // the same on every rank
-  uint32_t next_tag_ = 0;     // only touched by the thread running a call (busy_)
+  const bool synchronous_;      // pairs in synchronous mode, collectives from gloo_sync_ops
+  const size_t piece_bytes_;    // the same on every rank
+  std::vector<float> scratch_;  // for gloo_sync; like next_tag_, owned by the running call
+  uint32_t next_tag_ = 0;       // only touched by the thread running a call (busy_)
 
   std::mutex mu_;
   std::condition_variable cv_;

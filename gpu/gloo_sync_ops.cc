@@ -102,7 +102,7 @@ void make_synchronous(::gloo::Context& context, bool busy_poll) {
 }
 
 void allreduce_sum(::gloo::Context& context, float* data, size_t count, size_t piece_bytes,
-                   uint64_t seq) {
+                   uint64_t seq, std::vector<float>& scratch) {
   const int n = context.size, r = context.rank;
   if (n == 1 || count == 0) return;
   const int reduce_slot = slot_for(kReduce, count, seq),
@@ -112,7 +112,7 @@ void allreduce_sum(::gloo::Context& context, float* data, size_t count, size_t p
   auto& right = context.getPair(mod(r + 1, n));
   auto& left = context.getPair(mod(r - 1, n));
 
-  std::vector<float> scratch(layout.piece);
+  if (scratch.size() < layout.piece) scratch.resize(layout.piece);
   Buffer reduce_out = right->createSendBuffer(reduce_slot, data, bytes);
   Buffer reduce_in =
       left->createRecvBuffer(reduce_slot, scratch.data(), layout.piece * sizeof(float));
@@ -176,10 +176,10 @@ void broadcast(::gloo::Context& context, void* data, size_t bytes, int root, siz
   }
 }
 
-void barrier(::gloo::Context& context, uint64_t seq) {
+void barrier(::gloo::Context& context, uint64_t seq, std::vector<float>& scratch) {
   // One element per rank: every rank's last receive depends on every rank having sent.
   std::vector<float> token(context.size, 0.0f);
-  allreduce_sum(context, token.data(), token.size(), kMinPieceBytes, seq);
+  allreduce_sum(context, token.data(), token.size(), kMinPieceBytes, seq, scratch);
 }
 
 }  // namespace cairn::gloo_sync

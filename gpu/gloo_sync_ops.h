@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace cairn::gloo_sync {
 
@@ -47,11 +48,13 @@ size_t safe_piece_bytes(size_t wanted);
 // buffer) algorithms no longer work on this context afterwards.
 void make_synchronous(::gloo::Context& context, bool busy_poll);
 
+// `scratch` receives the pieces to add (grown to one piece when smaller); keeping it from
+// call to call saves an allocation and its page faults per call.
 void allreduce_sum(::gloo::Context& context, float* data, size_t count, size_t piece_bytes,
-                   uint64_t seq);
+                   uint64_t seq, std::vector<float>& scratch);
 void broadcast(::gloo::Context& context, void* data, size_t bytes, int root, size_t piece_bytes,
                uint64_t seq);
-void barrier(::gloo::Context& context, uint64_t seq);
+void barrier(::gloo::Context& context, uint64_t seq, std::vector<float>& scratch);
 
 // out[i] = a[i] + b[i]; out may be a. Vectorised, yet each lane is one IEEE addition, so
 // the bits are those of the scalar loop.
