@@ -11,7 +11,11 @@ event in a file. Measured:
                every restart gets the first (1 s) back-off.
   resume       `kill -9` of the cairn process itself; wait until the orphaned trial has
                checkpointed and exited; then `cairn resume EXP` start -> the resumed
-               trial's first new training step. Several per experiment.
+               trial's first new training step. Several per experiment, alternating
+               between resuming as soon as the orphan has exited (still a zombie: its
+               parent is dead and this VM's PID 1 reaps orphans only every second or so)
+               and once PID 1 has reaped it; reported apart, the first also from the
+               moment it was reaped.
   standalone   the same trial started directly (no cairn) from a checkpoint, Popen ->
                first training step: Python start-up, `import cairn`, the checkpoint
                read and one 50 ms step. The baseline both figures are net of.
