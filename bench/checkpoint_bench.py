@@ -34,6 +34,12 @@ Throughput ratio = (cp + sync seconds) / (cairn seconds) for the same bytes; goa
 for save and for restore. Medians of the repetitions; the load average is printed
 before and after each part.
 
+Fairness on a VM: every timed write (cp's, the trial's, cairn's copy-out) is preceded by
+writing and deleting as many bytes (untimed), because with virtio_balloon free page
+reporting, page-cache writes into memory freed more than ~1 s ago run ~10x slower; and
+the trial writes 1 MiB at a time, unbuffered, as cp does. See also the note on deleting
+below.
+
     /usr/bin/python3 bench/checkpoint_bench.py [--cairn BIN] [--reps R] [--cases large,small]
         [--large-mib 256] [--large-files 4] [--small-files 4096] [--small-kib 16]
         [--scratch DIR] [--keep]
@@ -55,7 +61,7 @@ TRIAL = SOURCE / "bench" / "checkpoint_trial.py"
 BACKOFF_S = 1.0  # the first restart's back-off (engine/coordinator_trials.cc)
 GOAL = 0.9
 MIB = 1 << 20
-# Note on deleting: nothing the benchmark writes is deleted before its case ends. On ext4 without a journal
+# Nothing the benchmark writes is deleted before its case ends. On ext4 without a journal
 # (this VM's root file system) creating a file skips every inode of its group deleted in
 # the last ~30 s (fs/ext4/ialloc.c: recently_deleted()), so after deleting thousands of
 # files, creating thousands more costs ~0.5 ms each: a baseline that deleted its previous

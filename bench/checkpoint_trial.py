@@ -158,9 +158,9 @@ def birth_time(path):
                           text=True).stdout.strip()  # 2026-11-23 05:00:59.981680367 +0000
     if not text or text == "-":
         return float("nan")
-    day, clock, _ = text.split()
+    day, clock, zone = text.split()
     whole, _, fraction = clock.partition(".")
-    seconds = subprocess.run(["date", "-u", "-d", "%s %s" % (day, whole), "+%s"],
+    seconds = subprocess.run(["date", "-d", "%s %s %s" % (day, whole, zone), "+%s"],
                              capture_output=True, text=True).stdout.strip()
     return int(seconds) + float("0." + (fraction or "0"))
 

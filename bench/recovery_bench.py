@@ -290,6 +290,7 @@ def resume_run(cairn, workdir, resumes, log):
             sample = phases(events, new_pid, started)
             sample["raw"] = t - started
             sample["after_reap"] = t - max(reaped_at, started)
+            sample["reaped"] = reaped_at - started
             sample["restored_step"] = events.first(new_pid, "restored")[1]
             orphan_exit = events.first(pid, "exit")
             sample["orphan_step"] = orphan_exit[1] if orphan_exit else None
@@ -353,10 +354,17 @@ def report(standalone, kills, resumes):
                       len(lost), len(samples),
                       statistics.mean(s["orphan_step"] - s["restored_step"] for s in lost)))
         if name.startswith("resume, orphan exited"):
-            after = median(samples, "after_reap")
-            print("    the orphan was reaped by PID 1 %.3f s after `cairn resume` started "
-                  "(median); the first step came %.3f s after that (net of the standalone "
-                  "trial: %.3f s)" % (raw - after, after, after - s_first))
+            early = [x for x in samples if x["after_reap"] < 0]
+            if early:  # cairn did not wait for PID 1 to reap the zombie
+                print("    in %d of %d rounds the first step came before PID 1 reaped the "
+                      "orphan (median %.3f s after `cairn resume` started)" % (
+                          len(early), len(samples), median(samples, "reaped")))
+            else:
+                after = median(samples, "after_reap")
+                print("    the orphan was reaped by PID 1 %.3f s after `cairn resume` started "
+                      "(median); the first step came %.3f s after that (net of the "
+                      "standalone trial: %.3f s)" % (median(samples, "reaped"), after,
+                                                     after - s_first))
         verdict = "meets" if net <= GOAL_S else "MISSES"
         print("    goal: net <= %.1f s: %s (%.3f s)" % (GOAL_S, verdict, net))
         verdicts.append(net <= GOAL_S)
