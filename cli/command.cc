@@ -62,7 +62,9 @@ Json checkpoint_json(const Json& r) {
               {"trial", r.value("trial", "")},
               {"steps_completed", r.value("steps_completed", 0)},
               {"metrics", r.value("metrics", Json::object())},
-              {"bytes", r.value("bytes", 0)}};
+              {"bytes", r.value("bytes", 0)},
+              // what this checkpoint added to the store; the rest it shares with others
+              {"new_bytes", r.value("new_bytes", 0)}};
 }
 
 }  // namespace cairn::cli

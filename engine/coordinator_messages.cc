@@ -238,8 +238,8 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
   trial.checkpoint_rounds.erase(it);
   trial.staging_dirs.erase(done.staging_dir);
   uint64_t new_bytes = 0;
-  auto manifest =
-      ingest_checkpoint_dir(objects_, done.staging_dir, &new_bytes, /*remove_staging=*/false);
+  auto manifest = ingest_checkpoint_dir(objects_, done.staging_dir, {trial_id(trial.index), step},
+                                        &new_bytes, /*remove_staging=*/false);
   if (!manifest.ok()) {
     std::error_code ec;
     fs::remove_all(done.staging_dir, ec);
@@ -346,7 +346,8 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
   trial.staging_dirs.erase(path);
   const int64_t step = msg["step"].get<int64_t>();
   uint64_t new_bytes = 0;
-  auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes, /*remove_staging=*/false);
+  auto manifest = ingest_checkpoint_dir(objects_, path, {trial_id(trial.index), step}, &new_bytes,
+                                        /*remove_staging=*/false);
   if (manifest.ok()) staging_to_remove_.push_back(path);  // once the record is durable
   if (!manifest.ok()) {
     std::error_code ec;

@@ -196,7 +196,8 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
       continue;
     }
     uint64_t new_bytes = 0;
-    auto manifest = ingest_checkpoint_dir(objects_, path, &new_bytes);
+    auto manifest =
+        ingest_checkpoint_dir(objects_, path, {trial_id(trial.index), step}, &new_bytes);
     if (!manifest.ok()) {
       terminal_.warn("warning: trial " + trial_id(trial.index) + ": orphaned checkpoint at step " +
                      std::to_string(step) + " not adopted: " + manifest.status().message());

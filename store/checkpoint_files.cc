@@ -14,7 +14,7 @@ Json CheckpointManifest::to_json() const {
   Json files_json = Json::array();
   for (const auto& f : files)
     files_json.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
-  return Json{{"format", 1}, {"files", files_json}};
+  return Json{{"format", 1}, {"trial", origin.trial}, {"step", origin.step}, {"files", files_json}};
 }
 
 Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::string id) {
@@ -22,6 +22,9 @@ Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::str
   m.id = std::move(id);
   if (!j.is_object() || !j.contains("files") || !j["files"].is_array())
     return Status::Corrupt("checkpoint " + m.id.substr(0, 12) + ": malformed manifest");
+  // Manifests written before the origin was recorded have none.
+  if (j.contains("trial") && j["trial"].is_string()) m.origin.trial = j["trial"].get<std::string>();
+  if (j.contains("step") && j["step"].is_number_integer()) m.origin.step = j["step"].get<int64_t>();
   for (const auto& f : j["files"]) {
     if (!f.is_object() || !f.contains("path") || !f.contains("sha256") || !f.contains("size"))
       return Status::Corrupt("checkpoint " + m.id.substr(0, 12) + ": malformed manifest entry");
@@ -57,8 +60,10 @@ Status for_each_in_parallel(size_t n, const std::function<Status(size_t)>& fn) {
 }  // namespace
 
 Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
+                                                 const CheckpointOrigin& origin,
                                                  uint64_t* new_bytes, bool remove_staging) {
   CheckpointManifest manifest;
+  manifest.origin = origin;
   std::error_code ec;
   std::vector<fs::path> files;
   for (auto it = fs::recursive_directory_iterator(staging_dir, ec);

@@ -19,8 +19,17 @@ struct CheckpointFile {
   uint64_t size = 0;
 };
 
+// Which trial took a checkpoint and after how many steps. It is part of the manifest, so two
+// checkpoints with identical files (a trial whose weights stopped changing, two trials that
+// saved the same bytes) still get distinct ids and records; their files are stored once.
+struct CheckpointOrigin {
+  std::string trial;
+  int64_t step = 0;
+};
+
 struct CheckpointManifest {
   std::string id;  // sha256 of the manifest's canonical JSON
+  CheckpointOrigin origin;
   std::vector<CheckpointFile> files;
   uint64_t bytes = 0;
   Json to_json() const;
@@ -34,6 +43,7 @@ struct CheckpointManifest {
 // and removes the directory once the registration is durable.
 Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects,
                                                  const std::filesystem::path& staging_dir,
+                                                 const CheckpointOrigin& origin,
                                                  uint64_t* new_bytes = nullptr,
                                                  bool remove_staging = true);
 

@@ -134,6 +134,42 @@ class CheckpointIntegrityTest(CairnTestCase):
         self.assertEqual(steps, list(range(1, 7)))
         self.assertTrue(os.path.exists(os.path.join(self.dir, "exported", "weights.bin")))
 
+    def test_checkpoints_with_identical_files_each_keep_their_own_record(self):
+        # A trial whose state stops changing (here: always the same bytes) still has one
+        # checkpoint per save, each restorable, the bytes stored once.
+        self.write("same.py", """
+import cairn
+ctx = cairn.init()
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "weights.bin").write_bytes(b"w" * 50000)
+    ctx.report_validation(step, {"val_loss": 1.0})
+""")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 same.py\n"
+                   "searcher: {name: grid, metric: val_loss, max_length: 6}\n"
+                   "hyperparameters: {x: {type: categorical, vals: [1, 2]}}\n"
+                   "checkpoint: {period: 2, keep_trial_latest: 10}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        for trial in ("1.1", "1.2"):
+            ckpts = self.cairn_json("checkpoints", trial, "--json")
+            self.assertEqual([c["steps_completed"] for c in ckpts], [2, 4, 6], trial)
+            self.assertEqual(len({c["id"] for c in ckpts}), 3, trial)
+        first = self.cairn_json("checkpoints", "1.1", "--json")
+        second = self.cairn_json("checkpoints", "1.2", "--json")
+        # weights.bin is stored once; the SDK's small random-state file may differ per save
+        self.assertGreaterEqual(first[0]["new_bytes"], 50000)
+        for c in first[1:] + second:
+            self.assertLess(c["new_bytes"], 50000, "weights.bin is not stored again")
+        for c in first + second:
+            dest = os.path.join(self.dir, "export-" + c["id"][:12])
+            self.cairn("export", c["id"][:12], dest, check=0)
+            with open(os.path.join(dest, "weights.bin"), "rb") as f:
+                self.assertEqual(f.read(), b"w" * 50000)
+
 
 if __name__ == "__main__":
     unittest.main()

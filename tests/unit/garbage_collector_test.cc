@@ -49,7 +49,7 @@ class Fixture {
                                     const std::map<std::string, std::string>& files) {
     const fs::path staging = store_.staging() / ("1.1-" + std::to_string(++staged_));
     for (const auto& [path, content] : files) write(staging / path, content);
-    auto manifest = ingest_checkpoint_dir(objects_, staging);
+    auto manifest = ingest_checkpoint_dir(objects_, staging, {"1.1", steps});
     REQUIRE(manifest.ok());
     StoreBatch batch;
     batch.put_json(schema::checkpoint_key(manifest->id), Json{{"id", manifest->id},

@@ -63,7 +63,7 @@ TEST_CASE("a checkpoint directory round-trips through the object store") {
   write(dir / "stage/nested/opt.json", "{\"lr\": 0.1}");
   write(dir / "stage/empty", "");
   uint64_t new_bytes = 0;
-  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", &new_bytes);
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", {"1.1", 10}, &new_bytes);
   REQUIRE(manifest.ok());
   CHECK_FALSE(fs::exists(dir / "stage"));
   CHECK(manifest->files.size() == 3);
@@ -78,14 +78,29 @@ TEST_CASE("a checkpoint directory round-trips through the object store") {
   CHECK(*read_file(dir / "restored/nested/opt.json") == "{\"lr\": 0.1}");
   CHECK(fs::exists(dir / "restored/empty"));
 
-  SUBCASE("the same content again costs no new bytes and gets the same id") {
-    write(dir / "stage2/model.bin", std::string(100000, 'x'));
-    write(dir / "stage2/nested/opt.json", "{\"lr\": 0.1}");
-    write(dir / "stage2/empty", "");
-    auto again = ingest_checkpoint_dir(objects, dir / "stage2", &new_bytes);
+  SUBCASE("the same content again costs no new bytes; a later step gets its own id") {
+    for (const char* stage : {"stage2", "stage3", "stage4"}) {
+      write(dir / stage / "model.bin", std::string(100000, 'x'));
+      write(dir / stage / "nested/opt.json", "{\"lr\": 0.1}");
+      write(dir / stage / "empty", "");
+    }
+    auto again = ingest_checkpoint_dir(objects, dir / "stage2", {"1.1", 10}, &new_bytes);
     REQUIRE(again.ok());
     CHECK(again->id == manifest->id);
     CHECK(new_bytes == 0);
+    auto later = ingest_checkpoint_dir(objects, dir / "stage3", {"1.1", 20}, &new_bytes);
+    REQUIRE(later.ok());
+    CHECK(later->id != manifest->id);
+    CHECK(new_bytes == 0);
+    auto other = ingest_checkpoint_dir(objects, dir / "stage4", {"2.1", 10}, &new_bytes);
+    REQUIRE(other.ok());
+    CHECK(other->id != manifest->id);
+    CHECK(other->id != later->id);
+    CHECK(new_bytes == 0);
+    auto reloaded = load_manifest(objects, later->id);
+    REQUIRE(reloaded.ok());
+    CHECK(reloaded->origin.trial == "1.1");
+    CHECK(reloaded->origin.step == 20);
   }
   SUBCASE("a corrupt file fails the restore and leaves no partial directory") {
     const fs::path stored = objects.path_of(manifest->files[0].sha256);
@@ -105,7 +120,7 @@ TEST_CASE("a checkpoint with a symlink is refused") {
   ObjectStore objects(dir / "objects");
   write(dir / "stage/a", "x");
   fs::create_symlink("/etc/passwd", dir / "stage/link");
-  auto manifest = ingest_checkpoint_dir(objects, dir / "stage");
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", {"1.1", 10});
   CHECK(manifest.status().kind() == ErrorKind::kBadInput);
 }
 
