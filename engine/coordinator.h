@@ -96,6 +96,9 @@ class Coordinator {
   // once every rank has ended it.
   void handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  // The ranks' rendezvous table (engine/coordinator_rendezvous.cc).
+  void handle_kv_set(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_kv_get(Trial& trial, ControlConnection& conn, const Json& msg);
   void reply_to(int fd, Json message);
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);

@@ -74,6 +74,8 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
   }
   if (type == "next_operation") return handle_next_operation(*trial, conn, msg);
   if (type == "sync") return handle_sync(*trial, conn, msg);
+  if (type == "kv_set") return handle_kv_set(*trial, conn, msg);
+  if (type == "kv_get") return handle_kv_get(*trial, conn, msg);
   if (conn.rank != 0 && (type == "training" || type == "validation")) {
     // Only the chief's reports are recorded; the others are acknowledged and dropped.
     if (msg.contains("seq")) reply(conn, Json{{"type", "ack"}, {"re", msg["seq"]}});

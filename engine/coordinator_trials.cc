@@ -167,13 +167,7 @@ Status Coordinator::start_trial(Trial& trial) {
   }
 
   trial.process.emplace(std::move(*process));
-  trial.workers.clear();
-  trial.chief_exit.reset();
-  trial.gang_failure.reset();
-  trial.operations.clear();
-  trial.operations_asked = 0;
-  trial.syncs.clear();
-  trial.checkpoint_rounds.clear();
+  trial.reset_attempt();
   for (int rank = 1; rank < world; ++rank) {
     Worker worker;
     worker.rank = rank;
@@ -341,9 +335,7 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   ExitInfo final_info = trial.gang_failure ? *trial.gang_failure : *trial.chief_exit;
   for (Worker& w : trial.workers)
     if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
-  trial.workers.clear();
-  trial.syncs.clear();
-  trial.checkpoint_rounds.clear();
+  trial.reset_attempt();
   handle_exit(trial, final_info);
 }
 

@@ -74,24 +74,40 @@ struct Coordinator::Trial {
   std::optional<Json> orphan_process;
   std::deque<std::string> tail;  // the last lines, for failure reports
   int64_t log_seq = 0;
-  Clock::time_point last_heard{};
+  Clock::time_point last_heard{};  // the last message or output from the running process
   bool liveness_killed = false;
-  int failures_in_a_row = 0;
+  int failures_in_a_row = 0;  // failed starts without a checkpoint in between
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
-  bool released = false;  // failed starts without a checkpoint in between  // the last message or
-                          // output from the running process
+  bool released = false;
   int64_t latest_checkpoint_step = -1;
 
   // Data parallel (slots_per_trial > 1): ranks 1..N-1, and what keeps the gang together.
+  // Cleared by reset_attempt() whenever the gang starts or ends.
   std::vector<Worker> workers;
   std::optional<ExitInfo> chief_exit;    // rank 0 ended; the trial ends when every rank has
   std::optional<ExitInfo> gang_failure;  // the first rank that failed, this attempt
   std::vector<Json> operations;          // next_operation answers, in order, this attempt
   size_t operations_asked = 0;           // by the chief
   std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
+  // The ranks' rendezvous (Gloo addresses, the NCCL unique id): keys set this attempt, and
+  // kv_get requests waiting for a key, as (connection fd, request seq). Per attempt, so a
+  // restarted gang never reads an address its dead predecessor published.
+  std::map<std::string, std::string> kv;
+  std::multimap<std::string, std::pair<int, Json>> kv_waiting;
 
   int world_size() const { return 1 + static_cast<int>(workers.size()); }
+  void reset_attempt() {
+    workers.clear();
+    chief_exit.reset();
+    gang_failure.reset();
+    operations.clear();
+    operations_asked = 0;
+    syncs.clear();
+    checkpoint_rounds.clear();
+    kv.clear();
+    kv_waiting.clear();
+  }
   bool running() const { return process.has_value(); }
 };
 

@@ -8,10 +8,10 @@
 namespace cairn {
 namespace {
 
-constexpr const char* kKnownKeys[] = {"lr",           "momentum",   "weight_decay", "hidden",
-                                      "layers",       "batch_size", "optimizer",    "dataset",
-                                      "samples",      "classes",    "features",     "noise",
-                                      "val_fraction", "data_seed",  "threads"};
+constexpr const char* kKnownKeys[] = {
+    "lr",           "momentum",  "weight_decay", "hidden",    "layers",    "batch_size",
+    "optimizer",    "dataset",   "samples",      "classes",   "features",  "noise",
+    "val_fraction", "data_seed", "threads",      "allreduce", "bucket_kb", "collective_timeout"};
 
 Status bad(const std::string& key, const std::string& expectation, const Json& got) {
   return Status::BadInput("hyperparameter '" + key + "' must be " + expectation + ", got " +
@@ -183,6 +183,16 @@ Result<MlpHparams> MlpHparams::from_json(const Json& hparams) {
     hp.data_seed = data_seed;
   }
   if (Status s = r.integer("threads", 0, 1024, &hp.threads); !s.ok()) return s;
+  std::string allreduce = "overlap";
+  if (Status s = r.text("allreduce", &allreduce); !s.ok()) return s;
+  if (allreduce != "overlap" && allreduce != "after_backward")
+    return bad("allreduce", "\"overlap\" or \"after_backward\"", Json(allreduce));
+  hp.overlap_allreduce = allreduce == "overlap";
+  if (Status s = r.integer("bucket_kb", 1, 1 << 20, &hp.bucket_kb); !s.ok()) return s;
+  if (Status s = r.number("collective_timeout", 0, 86400, true, false, &hp.collective_timeout);
+      !s.ok()) {
+    return s;
+  }
   return hp;
 }
 

@@ -21,6 +21,11 @@ struct MlpHparams {
   MlpDatasetSpec data;
   std::optional<uint64_t> data_seed;  // absent: the trial's seed decides data and split
   int threads = 0;                    // BLAS threads; 0 = default (all cores)
+  // Data parallel (more than one rank): start each gradient bucket's all-reduce as soon as
+  // the backward pass has produced it (true), or all of them after the backward pass.
+  bool overlap_allreduce = true;
+  int bucket_kb = 512;             // gradient bytes per all-reduce bucket, at least
+  double collective_timeout = 60;  // seconds a rank waits for the others in a collective
 
   // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
   // value out of range.

@@ -2,16 +2,20 @@
 
 #include <cairn/trial.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
 
 #include "common/json.h"
+#include "gpu/gloo_collective.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
+#include "gpu/sdk_kv_store.h"
 
 namespace cairn {
 namespace {
@@ -40,7 +44,12 @@ class BuiltinMlpTrial {
  private:
   // Returns an exit status when the trial must end now.
   std::optional<int> train_one_epoch() {
-    const double loss = trainer_.train_epoch();
+    const Result<double> epoch_loss = trainer_.train_epoch();
+    if (!epoch_loss.ok()) {  // cairn restarts every rank from the latest checkpoint
+      return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) +
+                         ": the ranks lost each other: " + epoch_loss.status().message());
+    }
+    const double loss = *epoch_loss;
     const int64_t step = trainer_.epochs_completed();
     ctx_.report_training(step, {{"loss", loss}});
     validate();
@@ -57,6 +66,12 @@ class BuiltinMlpTrial {
   }
 
   void validate() {
+    // Every rank holds the same weights and cairn records only the chief's metrics: the
+    // other ranks skip the work.
+    if (ctx_.rank() != 0) {
+      validated_step_ = trainer_.epochs_completed();
+      return;
+    }
     const MlpTrainer::Eval eval = trainer_.evaluate();
     validated_step_ = trainer_.epochs_completed();
     ctx_.report_validation(validated_step_,
@@ -64,8 +79,10 @@ class BuiltinMlpTrial {
   }
 
   std::optional<int> checkpoint(int64_t step) {
+    // Every rank takes part (cairn registers the checkpoint once all have ended it); the
+    // model is the same on every rank, so only the chief writes it.
     auto writer = ctx_.checkpoint(step);
-    if (Status s = trainer_.save(writer.path()); !s.ok()) {
+    if (Status s = ctx_.rank() == 0 ? trainer_.save(writer.path()) : Status::Ok(); !s.ok()) {
       return fail(
           1, "cannot write the checkpoint at epoch " + std::to_string(step) + ": " + s.message());
     }
@@ -91,8 +108,21 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  auto trainer = MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()),
-                                    ctx->deterministic(), std::filesystem::current_path());
+  // Data parallel: the ranks connect through Gloo, exchanging addresses through cairn.
+  std::unique_ptr<Collective> collective;
+  if (ctx->world_size() > 1) {
+    SdkKeyValueStore kv(*ctx);
+    GlooOptions options;
+    if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
+    options.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
+    auto made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
+    if (!made.ok()) return fail(1, "cannot connect the ranks: " + made.status().message());
+    collective = std::move(made).value();
+  }
+  auto trainer =
+      MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()), ctx->deterministic(),
+                         std::filesystem::current_path(), collective.get());
   if (!trainer.ok()) return fail(trainer.status().exit_code(), trainer.status().message());
 
   if (const auto checkpoint = ctx->latest_checkpoint()) {
@@ -100,8 +130,12 @@ int run_builtin_mlp() {
       return fail(s.exit_code(), "cannot resume: " + s.message());
     }
   }
-  std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld\n", (*trainer)->describe().c_str(),
-               static_cast<long long>((*trainer)->epochs_completed()));
+  const std::string ranks = collective ? "; rank " + std::to_string(ctx->rank()) + " of " +
+                                             std::to_string(ctx->world_size()) + " (gloo)"
+                                       : "";
+  std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld%s\n",
+               (*trainer)->describe().c_str(),
+               static_cast<long long>((*trainer)->epochs_completed()), ranks.c_str());
   return BuiltinMlpTrial(*ctx, **trainer).run();
 }
 

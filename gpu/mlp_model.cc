@@ -13,10 +13,10 @@ namespace {
 using blas::Op;
 
 MlpBatchStats cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
-                            float* delta) {
-  // delta is the gradient of the *mean* loss, hence the 1/rows.
+                            float* delta, int mean_over) {
+  // delta is the gradient of the loss averaged over `mean_over` rows, hence the scale.
   const mlp_kernels::CrossEntropy ce = mlp_kernels::softmax_cross_entropy(
-      logits, labels, rows, classes, 1.0f / static_cast<float>(rows), delta);
+      logits, labels, rows, classes, 1.0f / static_cast<float>(mean_over), delta);
   return MlpBatchStats{.loss_sum = ce.loss_sum, .correct = ce.correct, .rows = rows};
 }
 
@@ -95,17 +95,23 @@ float* MlpModel::forward(MlpWorkspace& ws, int rows) const {
 }
 
 MlpBatchStats MlpModel::forward_backward(MlpWorkspace& ws, int rows,
-                                         const LayerGradientsReady& on_ready) {
+                                         const LayerGradientsReady& on_ready, int mean_over) {
+  if (rows == 0) {
+    std::fill(gradients_.begin(), gradients_.end(), 0.0f);
+    for (int l = shape_.layers; l >= 0; --l)
+      if (on_ready) on_ready(l, layer_gradients(l));
+    return MlpBatchStats{};
+  }
   const float* logits = forward(ws, rows);
-  const MlpBatchStats stats =
-      cross_entropy(logits, ws.labels(), rows, shape_.classes, ws.delta_a_.data());
+  const MlpBatchStats stats = cross_entropy(logits, ws.labels(), rows, shape_.classes,
+                                            ws.delta_a_.data(), mean_over > 0 ? mean_over : rows);
   backward(ws, rows, on_ready);
   return stats;
 }
 
 MlpBatchStats MlpModel::evaluate(MlpWorkspace& ws, int rows) const {
   const float* logits = forward(ws, rows);
-  return cross_entropy(logits, ws.labels(), rows, shape_.classes, nullptr);
+  return cross_entropy(logits, ws.labels(), rows, shape_.classes, nullptr, rows);
 }
 
 // Walks the layers from the output back. `delta` holds ∂loss/∂(layer output before ReLU).

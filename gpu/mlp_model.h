@@ -75,10 +75,15 @@ class MlpModel {
   std::span<float> layer_gradients(int layer);
 
   // Forward pass, softmax cross-entropy and backward pass on the batch in `ws` (input and
-  // labels filled by the caller). Leaves the gradient of the *mean* loss over the rows in
-  // gradients(). REQUIRES: 0 < rows <= ws.max_rows(); labels in [0, classes).
+  // labels filled by the caller). Leaves in gradients() the gradient of the loss summed
+  // over the rows and divided by `mean_over` (0: rows, the batch's mean loss). A rank of a
+  // data-parallel trial passes the global batch's row count, so that the sum of the ranks'
+  // gradients is the global batch's mean. rows 0 (a rank whose shard of a short last batch
+  // is empty) gives zero gradients, still handed to on_ready layer by layer, so every rank
+  // issues the same collectives. REQUIRES: 0 <= rows <= ws.max_rows(); labels in
+  // [0, classes).
   MlpBatchStats forward_backward(MlpWorkspace& ws, int rows,
-                                 const LayerGradientsReady& on_ready = {});
+                                 const LayerGradientsReady& on_ready = {}, int mean_over = 0);
 
   // Forward pass and loss only.
   MlpBatchStats evaluate(MlpWorkspace& ws, int rows) const;

@@ -1,6 +1,7 @@
 #include "gpu/mlp_trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 
@@ -24,11 +25,26 @@ std::string checkpoint_mismatch(const std::string& what, const std::string& in_f
 
 constexpr uint64_t kDefaultDataSeed = 20190428;
 
+// The most rows one rank gets of a global batch: the batch (no larger than the data) split
+// over the ranks, rounded up.
+int shard_capacity(int batch_size, int64_t train_rows, int world) {
+  const int64_t batch = std::max<int64_t>(1, std::min<int64_t>(batch_size, train_rows));
+  return static_cast<int>((batch + world - 1) / world);
+}
+
+// A double as two floats whose sum is the double to about 2^-48 relative, so a loss total
+// survives an all-reduce of floats (the collectives sum floats only).
+std::array<float, 2> split_double(double x) {
+  const float hi = static_cast<float>(x);
+  return {hi, static_cast<float>(x - static_cast<double>(hi))};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
                                                        bool deterministic,
-                                                       const std::filesystem::path& workdir) {
+                                                       const std::filesystem::path& workdir,
+                                                       Collective* collective) {
   // Every trial of an experiment must see the same data, or a search compares trials on
   // different problems: the data has its own seed, fixed unless the config sets data_seed.
   const uint64_t data_seed = hparams.data_seed.value_or(kDefaultDataSeed);
@@ -44,11 +60,12 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
         " parameters; builtin:mlp allows at most " + std::to_string(kMaxParameters));
   }
   blas::set_threads(deterministic ? 1 : hparams.threads);
-  return std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed, std::move(data).value());
+  return std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed, std::move(data).value(),
+                                      collective);
 }
 
 MlpTrainer::MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
-                       MlpDataset data)
+                       MlpDataset data, Collective* collective)
     : hparams_(hparams),
       seed_(seed),
       data_seed_(data_seed),
@@ -58,10 +75,19 @@ MlpTrainer::MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64
                       .layers = hparams.layers,
                       .classes = data_.classes}),
       optimizer_(hparams.optimizer, model_.shape().parameters()),
-      workspace_(model_.shape(),
-                 static_cast<int>(std::min<int64_t>(hparams.batch_size, data_.train.rows()))),
-      order_(data_.train.rows()) {
+      workspace_(model_.shape(), shard_capacity(hparams.batch_size, data_.train.rows(),
+                                                collective ? collective->size() : 1)),
+      order_(data_.train.rows()),
+      collective_(collective && collective->size() > 1 ? collective : nullptr) {
   model_.initialize(seed_);
+  if (collective_) {
+    std::vector<size_t> layer_sizes;
+    for (int l = 0; l < model_.shape().linear_layers(); ++l)
+      layer_sizes.push_back(model_.shape().layer_parameters(l));
+    buckets_ = std::make_unique<GradientBuckets>(*collective_, std::move(layer_sizes),
+                                                 static_cast<size_t>(hparams.bucket_kb) << 10,
+                                                 hparams.overlap_allreduce);
+  }
 }
 
 // The order is rebuilt from (seed, epoch) rather than carried over, so a resumed run needs
@@ -84,19 +110,41 @@ void MlpTrainer::gather_batch(const int64_t* rows, int count) {
   }
 }
 
-double MlpTrainer::train_epoch() {
+Result<double> MlpTrainer::train_epoch() {
   shuffle_for_epoch(epochs_completed_);
   const int64_t n = data_.train.rows();
-  const int batch = workspace_.max_rows();
   double loss_sum = 0;
+  if (!collective_) {
+    const int batch = workspace_.max_rows();
+    for (int64_t start = 0; start < n; start += batch) {
+      const int rows = static_cast<int>(std::min<int64_t>(batch, n - start));
+      gather_batch(order_.data() + start, rows);
+      loss_sum += model_.forward_backward(workspace_, rows).loss_sum;
+      optimizer_.step(model_.weights(), model_.gradients());
+    }
+    ++epochs_completed_;
+    return loss_sum / static_cast<double>(n);
+  }
+  const int64_t world = collective_->size();
+  const int64_t rank = collective_->rank();
+  const int64_t batch = std::min<int64_t>(hparams_.batch_size, n);
+  const auto on_ready = [this](int layer, std::span<float> g) { buckets_->layer_ready(layer, g); };
   for (int64_t start = 0; start < n; start += batch) {
-    const int rows = static_cast<int>(std::min<int64_t>(batch, n - start));
-    gather_batch(order_.data() + start, rows);
-    loss_sum += model_.forward_backward(workspace_, rows).loss_sum;
+    const int64_t rows = std::min<int64_t>(batch, n - start);
+    const int64_t lo = start + rows * rank / world;
+    const int64_t hi = start + rows * (rank + 1) / world;
+    gather_batch(order_.data() + lo, static_cast<int>(hi - lo));
+    loss_sum += model_
+                    .forward_backward(workspace_, static_cast<int>(hi - lo), on_ready,
+                                      static_cast<int>(rows))
+                    .loss_sum;
+    if (Status st = buckets_->finish(); !st.ok()) return st;
     optimizer_.step(model_.weights(), model_.gradients());
   }
+  std::array<float, 2> total = split_double(loss_sum);
+  if (Status st = collective_->allreduce_sum(total.data(), total.size()); !st.ok()) return st;
   ++epochs_completed_;
-  return loss_sum / static_cast<double>(n);
+  return (static_cast<double>(total[0]) + static_cast<double>(total[1])) / static_cast<double>(n);
 }
 
 MlpTrainer::Eval MlpTrainer::evaluate() const {

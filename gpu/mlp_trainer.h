@@ -6,6 +6,14 @@
 // loops have a fixed order, and with `deterministic` BLAS runs on one thread. So training
 // N epochs straight and training K, saving, loading into a fresh trainer and training N−K
 // more give bit-identical weights on the same machine and build.
+//
+// Data parallel: with a Collective of N ranks, every rank holds the whole model (the same
+// initial weights, from the same seed) and walks the same epoch order; each global batch
+// of `batch_size` rows is split into N contiguous shards, rank r computing the gradient of
+// its shard (divided by the global batch's rows), and the gradients are summed over the
+// ranks in buckets (gpu/gradient_buckets.h) before every rank applies the same update. The
+// result is the single-rank gradient up to float rounding (the sum is split differently),
+// and bit-identical from run to run for a given N, since the reduction order is fixed.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +23,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/collective.h"
+#include "gpu/gradient_buckets.h"
 #include "gpu/mlp_dataset.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_model.h"
@@ -27,13 +37,18 @@ class MlpTrainer {
   // Builds the dataset (CSV paths are relative to `workdir`) and an initialised model.
   // Sets the process's BLAS thread count: 1 when `deterministic`, else hparams.threads.
   // Errors in the hyperparameters or the data are kBadInput.
+  // `collective` (optional; must outlive the trainer) makes this one rank of a
+  // data-parallel trainer.
   static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
                                                     bool deterministic,
-                                                    const std::filesystem::path& workdir);
+                                                    const std::filesystem::path& workdir,
+                                                    Collective* collective = nullptr);
 
   // One pass over the training split in the order derived from (seed, epoch); returns the
-  // mean training loss over the epoch's rows. Advances epochs_completed().
-  double train_epoch();
+  // mean training loss over the epoch's rows (over all ranks). Advances epochs_completed().
+  // Fails only when the collective does (a rank died or timed out); the trainer's state is
+  // then undefined and the trial must restart from its checkpoint.
+  Result<double> train_epoch();
 
   struct Eval {
     double loss = 0;      // mean cross-entropy over the validation rows
@@ -62,8 +77,8 @@ class MlpTrainer {
   };
 
  public:
-  MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
-             MlpDataset data);
+  MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed, MlpDataset data,
+             Collective* collective);
 
  private:
   void shuffle_for_epoch(int64_t epoch);
@@ -78,6 +93,8 @@ class MlpTrainer {
   MlpWorkspace workspace_;
   std::vector<int64_t> order_;  // training rows in this epoch's order
   int64_t epochs_completed_ = 0;
+  Collective* collective_;                    // null: one rank
+  std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
 };
 
 }  // namespace cairn

@@ -151,9 +151,9 @@ TEST_CASE("mlp learns the spirals well above chance") {
     CAPTURE(optimizer);
     auto trainer =
         make_trainer({{"optimizer", optimizer}, {"hidden", 32}, {"layers", 2}, {"batch_size", 32}});
-    const double first = trainer->train_epoch();
+    const double first = *trainer->train_epoch();
     double last = first;
-    for (int epoch = 1; epoch < 8; ++epoch) last = trainer->train_epoch();
+    for (int epoch = 1; epoch < 8; ++epoch) last = *trainer->train_epoch();
     const MlpTrainer::Eval eval = trainer->evaluate();
     CHECK(last < 0.8 * first);
     CHECK(eval.accuracy > 0.6);  // chance is 1/3
@@ -231,7 +231,7 @@ void check_bit_exact_resume(const Json& json) {
   TempDir dir;
   auto straight = make_trainer(json, 42);
   std::vector<double> straight_losses;
-  for (int epoch = 0; epoch < 6; ++epoch) straight_losses.push_back(straight->train_epoch());
+  for (int epoch = 0; epoch < 6; ++epoch) straight_losses.push_back(*straight->train_epoch());
 
   auto first_half = make_trainer(json, 42);
   for (int epoch = 0; epoch < 3; ++epoch) first_half->train_epoch();
@@ -243,7 +243,7 @@ void check_bit_exact_resume(const Json& json) {
   REQUIRE_MESSAGE(loaded.ok(), loaded.message());
   CHECK(resumed->epochs_completed() == 3);
   CHECK(bit_equal(resumed->flat_weights(), halfway));
-  for (int epoch = 3; epoch < 6; ++epoch) CHECK(resumed->train_epoch() == straight_losses[epoch]);
+  for (int epoch = 3; epoch < 6; ++epoch) CHECK(*resumed->train_epoch() == straight_losses[epoch]);
 
   CHECK(resumed->epochs_completed() == 6);
   CHECK(bit_equal(resumed->flat_weights(), straight->flat_weights()));

@@ -25,6 +25,7 @@
 // helper thread of its own that sends buffered training reports.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -188,6 +189,17 @@ class Context {
   // Seeded from seed(); saved in every checkpoint and restored on a resume.
   std::mt19937_64& rng() { return rng_; }
 
+  // The rendezvous of a multi-rank trial (docs/protocol.md, "Rendezvous"): a key/value table
+  // shared by the ranks of this attempt of the trial, held by cairn, so ranks can exchange
+  // connection details (a collective library's addresses or unique id) without a shared
+  // file system. Keys and values are printable strings (hex-encode binary data).
+  // kv_set publishes `value` under `key`; false (with *error) when cairn refused it or is
+  // gone. kv_get returns the value some rank set, waiting up to `timeout` for it; nullopt
+  // (with *error) on timeout or when cairn is gone. Without cairn the table is local.
+  bool kv_set(const std::string& key, const std::string& value, std::string* error = nullptr);
+  std::optional<std::string> kv_get(const std::string& key, std::chrono::milliseconds timeout,
+                                    std::string* error = nullptr);
+
  private:
   friend class CheckpointWriter;
 
@@ -209,6 +221,7 @@ class Context {
   bool rng_pending_ = false;
   // Rank 0: validation reports made once cairn was gone, as {"step":S,"metrics":{…}}.
   std::vector<std::pair<int64_t, std::string>> undelivered_validations_;
+  std::map<std::string, std::string> local_kv_;  // kv_set/kv_get without cairn
 };
 
 // ---- implementation --------------------------------------------------------------------
@@ -332,6 +345,63 @@ inline void Context::report_training(int64_t step, const Metrics& metrics) {
   } catch (const std::exception& e) {
     sdk_detail::warn(std::string("report_training: ") + e.what());
   }
+}
+
+inline bool Context::kv_set(const std::string& key, const std::string& value, std::string* error) {
+  try {
+    if (!channel_) {
+      local_kv_[key] = value;
+      return true;
+    }
+    auto answer = channel_->request({{"type", "kv_set"}, {"key", key}, {"value", value}});
+    std::string problem;
+    if (!answer) {
+      problem = "cairn is gone";
+    } else if (sdk_detail::string_field(*answer, "type") != "kv") {
+      problem = sdk_detail::string_field(*answer, "message");
+      if (problem.empty()) problem = "unexpected answer";
+    }
+    if (problem.empty()) return true;
+    if (error) *error = "kv_set " + key + ": " + problem;
+  } catch (const std::exception& e) {
+    if (error) *error = std::string("kv_set: ") + e.what();
+  }
+  return false;
+}
+
+inline std::optional<std::string> Context::kv_get(const std::string& key,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::string* error) {
+  try {
+    if (!channel_) {
+      auto it = local_kv_.find(key);
+      if (it != local_kv_.end()) return it->second;
+      if (error) *error = "kv_get " + key + ": no rank set it";
+      return std::nullopt;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool timed_out = false;
+    auto answer = channel_->request({{"type", "kv_get"}, {"key", key}}, [&] {
+      timed_out = std::chrono::steady_clock::now() >= deadline;
+      return timed_out;
+    });
+    std::string problem;
+    if (!answer) {
+      problem = timed_out ? "no rank set it within " + std::to_string(timeout.count()) + " ms"
+                          : "cairn is gone";
+    } else if (sdk_detail::string_field(*answer, "type") != "kv") {
+      problem = sdk_detail::string_field(*answer, "message");
+      if (problem.empty()) problem = "unexpected answer";
+    } else if (auto value = answer->find("value"); value != answer->end() && value->is_string()) {
+      return value->get<std::string>();
+    } else {
+      problem = "answer without a value";
+    }
+    if (error) *error = "kv_get " + key + ": " + problem;
+  } catch (const std::exception& e) {
+    if (error) *error = std::string("kv_get: ") + e.what();
+  }
+  return std::nullopt;
 }
 
 inline bool Context::report_validation(int64_t step, const Metrics& metrics) {
