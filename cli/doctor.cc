@@ -13,6 +13,7 @@
 #include "common/file_util.h"
 #include "engine/subprocess.h"
 #include "engine/trial_process.h"
+#include "gpu/gloo_collective.h"
 #include "gpu/runtime_probe.h"
 
 namespace cairn::cli {
@@ -100,9 +101,22 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
     checks.push_back(
         {"nccl", gpu.driver ? "warn" : "ok",
          "libnccl.so.2 not found: no GPU all-reduce (install NCCL for multi-GPU trials)"});
-  checks.push_back({"gloo", "warn",
-                    "cairn's own all-reduce is not built yet: data-parallel trials use their "
-                    "framework's (torch.distributed gloo/nccl)"});
+  {
+    // A real all-reduce between two threads over loopback TCP: what builtin:mlp's ranks do.
+    const auto start = std::chrono::steady_clock::now();
+    const Status gloo = gloo_loopback_check(std::chrono::seconds(10));
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (gloo.ok())
+      checks.push_back({"gloo", "ok",
+                        "2 ranks all-reduced over TCP on 127.0.0.1 in " + std::to_string(ms) +
+                            " ms (builtin:mlp data parallel on CPU)"});
+    else
+      checks.push_back({"gloo", "warn",
+                        "CPU all-reduce fails: " + gloo.message() +
+                            " (data-parallel builtin:mlp trials cannot run)"});
+  }
   checks.push_back(python_check());
   return checks;
 }

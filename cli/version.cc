@@ -34,7 +34,10 @@ Json version_json() {
         {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
         {"yaml-cpp", {{"linked", kStaticLibs}}},
         {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
-        {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}}}},
+        {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
+        // Debian ships Gloo as a shared library only; it brings the shared libstdc++.
+        {"gloo", {{"linked", "shared"}}},
+        {"libstdc++", {{"linked", "shared"}}}}},
       {"cuda",
        {{"loaded_at_run_time", true},
         {"driver", gpu.driver},

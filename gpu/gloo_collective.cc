@@ -1,6 +1,7 @@
 #include "gpu/gloo_collective.h"
 
 #include "gpu/gloo_sync_ops.h"
+#include "gpu/memory_kv_store.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -430,6 +432,29 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
   options.host = interface_or_host;
   options.timeout = timeout;
   return make_gloo_collective(kv, rank, size, options);
+}
+
+Status gloo_loopback_check(std::chrono::milliseconds timeout) {
+  MemoryKeyValueStore kv;
+  std::array<Status, 2> outcome;
+  std::array<std::array<float, 3>, 2> data = {{{1, 2, 3}, {10, 20, 30}}};
+  auto rank_main = [&](int rank) {
+    auto collective = make_gloo_collective(kv, rank, 2, "127.0.0.1", timeout);
+    if (!collective.ok()) {
+      outcome[rank] = collective.status();
+      return;
+    }
+    outcome[rank] = (*collective)->allreduce_sum(data[rank].data(), data[rank].size());
+  };
+  std::thread peer(rank_main, 1);
+  rank_main(0);
+  peer.join();
+  for (const Status& st : outcome)
+    if (!st.ok()) return st;
+  for (const auto& d : data)
+    if (d != std::array<float, 3>{11, 22, 33})
+      return Status::Failed("gloo: the loopback all-reduce gave a wrong sum");
+  return Status::Ok();
 }
 
 }  // namespace cairn

@@ -81,4 +81,8 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(
     KeyValueStore& kv, int rank, int size, const std::string& interface_or_host = "127.0.0.1",
     std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Two ranks, threads of this process, connect over TCP on 127.0.0.1 and all-reduce a small
+// buffer: what `cairn doctor` runs to show that Gloo works here.
+Status gloo_loopback_check(std::chrono::milliseconds timeout);
+
 }  // namespace cairn

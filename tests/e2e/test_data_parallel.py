@@ -54,6 +54,16 @@ checkpoint: {period: 2}
 max_restarts: 3
 """
 
+MLP_CONFIG = """name: mlp-ranks
+entrypoint: builtin:mlp
+hyperparameters: {dataset: teacher, samples: %(samples)d, hidden: 64, batch_size: 128, threads: 1}
+searcher: {name: single, metric: val_loss, max_length: %(length)d}
+resources: {slots_per_trial: %(ranks)d}
+checkpoint: {period: %(period)d}
+reproducibility: {seed: 5, deterministic: true}
+max_restarts: 3
+"""
+
 
 def have_torch():
     return subprocess.run([PYTHON, "-c", "import torch, sklearn"], capture_output=True).returncode == 0
@@ -144,6 +154,63 @@ class DataParallelTest(CairnTestCase):
         last = {r: max(s for rr, s in self.units() if rr == r) for r in (0, 1)}
         self.assertEqual(last[0], last[1], "the ranks agreed on the step to stop at")
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["checkpoints"][-1]["steps_completed"], last[0])
+
+    def export_weights(self, trial):
+        dest = os.path.join(self.dir, "export-" + trial)
+        self.cairn("export", trial + "@latest", dest, check=0)
+        with open(os.path.join(dest, "mlp.ckpt"), "rb") as f:
+            return f.read()
+
+    def test_builtin_mlp_on_two_ranks_follows_one_rank_and_is_bit_exact(self):
+        self.write("mlp.yaml", MLP_CONFIG % {"length": 5, "ranks": 2, "period": 5, "samples": 3000})
+        for ranks in (2, 2, 1):
+            self.cairn("run", "mlp.yaml", "--slots", "2", "--set",
+                       "resources.slots_per_trial=%d" % ranks, check=0)
+        curves = [[p["metrics"]["loss"] for p in self.cairn_json("metrics", "%d.1" % e, "--json")["training"]]
+                  for e in (1, 2, 3)]
+        self.assertEqual(len(curves[0]), 5)
+        self.assertEqual(curves[0], curves[1], "two 2-rank runs: the same bits")
+        self.assertEqual(self.export_weights("1.1"), self.export_weights("2.1"))
+        for two, one in zip(curves[0], curves[2]):
+            self.assertAlmostEqual(two, one, delta=1e-3 * one, msg="2 ranks follow the 1-rank curve")
+        self.assertNotEqual(curves[0], curves[2], "the ranks really split the batches")
+        self.assertLess(curves[0][-1], curves[0][0], "it learns")
+        logs = self.cairn("logs", "1.1", "--rank", "1", check=0).stdout
+        self.assertIn("rank 1 of 2 (gloo)", logs)
+
+    def test_builtin_mlp_rank_killed_mid_epoch_restarts_and_ends_bit_exact(self):
+        # Epochs of about half a second on this data, so the kill lands inside one.
+        self.write("mlp.yaml", MLP_CONFIG % {"length": 8, "ranks": 2, "period": 2, "samples": 60000})
+        self.cairn("run", "mlp.yaml", "--slots", "2", check=0)  # uninterrupted: experiment 1
+        env = dict(os.environ, NO_COLOR="1")
+        log = open(os.path.join(self.dir, "run.log"), "w")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([CAIRN, "run", "mlp.yaml", "--slots", "2"], cwd=self.dir, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(proc.kill)
+
+        def rank1_after_a_checkpoint():
+            shown = self.cairn("show", "2.1", "--json")
+            if shown.returncode != 0:
+                return None
+            trial = json.loads(shown.stdout)
+            if trial["state"] != "RUNNING" or not trial.get("rank_pids") or not trial["checkpoints"]:
+                return None
+            return trial["rank_pids"][1]
+        pid = wait_until(rank1_after_a_checkpoint, what="rank 1 running after a checkpoint")
+        os.kill(pid, signal.SIGKILL)
+        self.assertEqual(proc.wait(timeout=300), 0)
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 1, "the gang restart counts once")
+        steps = [p["step"] for p in self.cairn_json("metrics", "2.1", "--json")["training"]]
+        self.assertEqual(steps, list(range(1, 9)), "every epoch recorded exactly once")
+        starts = re.findall(r"epochs completed: (\d+); rank 1 of 2",
+                            self.cairn("logs", "2.1", "--rank", "1", check=0).stdout)
+        self.assertEqual(len(starts), 2, starts)
+        self.assertGreater(int(starts[1]), 0, "the restart resumed from a checkpoint")
+        self.assertEqual(self.export_weights("1.1"), self.export_weights("2.1"),
+                         "the interrupted run ends with the uninterrupted run's weights")
 
     @unittest.skipUnless(have_torch(), "needs Debian's python3-torch and python3-sklearn")
     def test_pytorch_ddp_example_with_two_ranks_follows_the_single_rank_curve(self):

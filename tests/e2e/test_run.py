@@ -232,6 +232,8 @@ class RunTest(CairnTestCase):
         self.assertEqual(set(checks), {"store", "git", "cpu", "gpu", "nccl", "gloo", "python"})
         self.assertEqual(checks["python"]["status"], "ok", checks["python"])
         self.assertIn("the SDK imports", checks["python"]["detail"])
+        self.assertEqual(checks["gloo"]["status"], "ok", checks["gloo"])
+        self.assertIn("all-reduced over TCP", checks["gloo"]["detail"])
         self.cairn("init", check=0)
         checks = {c["check"]: c for c in self.cairn_json("doctor", "--json")}
         self.assertIn(os.path.join(self.dir, ".cairn"), checks["store"]["detail"])
