@@ -54,23 +54,38 @@ struct Mismatch {
   std::string what;  // empty: the series match
 };
 
-// Step by step: every recorded step must be in the new series with identical values.
+// Step by step, in step order: the two series must hold the same steps, with the same
+// metrics and identical values. The first step at which they part is reported, whether a
+// step or a metric is missing on one side or a value differs.
 Mismatch first_difference(const char* kind, const std::vector<MetricPoint>& recorded,
                           const std::vector<MetricPoint>& replayed) {
-  size_t j = 0;
-  for (const MetricPoint& p : recorded) {
-    while (j < replayed.size() && replayed[j].step < p.step) ++j;
-    if (j == replayed.size() || replayed[j].step != p.step)
-      return {p.step, std::string(kind) + " step " + std::to_string(p.step) + " is missing"};
-    const Json& a = p.metrics;
+  const std::string in = std::string(" (") + kind + ")";
+  size_t i = 0, j = 0;
+  while (i < recorded.size() || j < replayed.size()) {
+    if (j == replayed.size() || (i < recorded.size() && recorded[i].step < replayed[j].step)) {
+      const int64_t step = recorded[i].step;
+      return {step, "step " + std::to_string(step) + in + " is missing from the re-run"};
+    }
+    if (i == recorded.size() || replayed[j].step < recorded[i].step) {
+      const int64_t step = replayed[j].step;
+      return {step, "step " + std::to_string(step) + in + " is in the re-run only"};
+    }
+    const int64_t step = recorded[i].step;
+    const Json& a = recorded[i].metrics;
     const Json& b = replayed[j].metrics;
     for (auto it = a.begin(); it != a.end(); ++it) {
       const Json other = b.value(it.key(), Json());
       if (other != it.value())
-        return {p.step, "first difference at step " + std::to_string(p.step) + " (" + kind +
-                            "): " + it.key() + " " + short_value(it.value()) + " recorded, " +
-                            short_value(other) + " now"};
+        return {step, "first difference at step " + std::to_string(step) + in + ": " + it.key() +
+                          " " + short_value(it.value()) + " recorded, " + short_value(other) +
+                          " now"};
     }
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()))
+        return {step, "first difference at step " + std::to_string(step) + in + ": " + it.key() +
+                          " is reported by the re-run only"};
+    ++i;
+    ++j;
   }
   return {};
 }

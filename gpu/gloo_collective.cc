@@ -149,9 +149,10 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
  private:
   void fetch(const std::string& key, Clock::time_point deadline) {
     if (values_.count(key)) return;
+    // Rounded up: truncating would end the wait up to a millisecond before the deadline.
     const auto left =
         std::max(std::chrono::milliseconds(0),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+                 std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
     Result<std::string> value = kv_.wait_get(prefix_ + "/" + key, left);
     if (!value.ok()) throw ::gloo::IoException("rendezvous: " + value.status().message());
     std::vector<char> bytes;
@@ -367,9 +368,10 @@ Result<size_t> agree_on_minimum(KeyValueStore& kv, const std::string& prefix, in
   size_t least = mine;
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
+    // Rounded up: truncating would end the wait up to a millisecond before the deadline.
     const auto left =
         std::max(std::chrono::milliseconds(0),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+                 std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
     Result<std::string> value = kv.wait_get(prefix + "/" + std::to_string(r), left);
     if (!value.ok()) return Status::Failed("gloo rendezvous: " + value.status().message());
     char* end = nullptr;

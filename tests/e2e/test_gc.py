@@ -138,11 +138,11 @@ class GcTest(CairnTestCase):
         wait_until(lambda: self.cairn("checkpoints", "2.1", "--json").returncode == 0
                    and len(self.steps("2.1")) >= 2, what="experiment 2's first checkpoints")
 
-        # Same seed, same bytes: experiment 1's checkpoints at steps 1 and 2 are identical to
-        # experiment 2's live ones, so deleting them removes nothing. Those at steps 4 and 5
-        # are withdrawn at once, but their files wait while experiment 2 may be ingesting.
+        # Experiment 1's checkpoints at steps 1, 2, 4 and 5 are withdrawn at once, but their
+        # files wait while experiment 2 may be ingesting (same seed, same bytes: the weights
+        # of steps 1 and 2 are experiment 2's too; each checkpoint's manifest is its own).
         out = self.cairn("gc", check=0).stdout
-        self.assertIn("experiment 1: deleted 2 checkpoints, reclaimed 0 B (2 more once no "
+        self.assertIn("experiment 1: deleted 0 checkpoints, reclaimed 0 B (4 more once no "
                       "other experiment is running", out)
         self.assertEqual(self.steps("1.1"), [3, 6])
         self.assertIn("experiment 2 is running; its coordinator applies retention as "
@@ -156,9 +156,9 @@ class GcTest(CairnTestCase):
         self.assertEqual(self.steps("2.1"), [3, 6])
         before = tree_bytes(self.objects)
         report = self.cairn_json("gc", "--json")
-        # Experiment 1's two waiting deletions finish; experiment 2 has nothing left to delete.
+        # Experiment 1's four waiting deletions finish; experiment 2 has nothing left to delete.
         self.assertEqual([(e["id"], e["deleted"], e.get("pending", 0))
-                          for e in report["experiments"]], [(1, 2, 0), (2, 0, 0)])
+                          for e in report["experiments"]], [(1, 4, 0), (2, 0, 0)])
         self.assertEqual(before - tree_bytes(self.objects), report["bytes_reclaimed"])
         self.assert_export("2.1@latest", 6)
         self.assert_export("1.1@best", 3)

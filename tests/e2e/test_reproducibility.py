@@ -3,6 +3,7 @@ fingerprints, seeds), `cairn compare` naming what changed, `cairn reproduce --ve
 and the user's git repository left exactly as it was (SPEC §5, issue 5)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -104,6 +105,23 @@ class ReproducibilityTest(CairnTestCase):
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertRegex(proc.stderr, r"cairn: error: --verify: 2\.1 does not reproduce 1\.1: "
                                       r"first difference at step 1 \(training\): loss ")
+
+    def test_reproduce_verify_fails_when_the_rerun_reports_more(self):
+        # The same values as recorded, plus (in the re-run only) a metric, or a step.
+        report = '        ctx.report_training(step, {"loss": (w - 2.0) ** 2})\n'
+        rerun = 'os.environ["CAIRN_EXPERIMENT_ID"] != "1"'
+        for replacement, message in (
+                ('        ctx.report_training(step, dict({"loss": (w - 2.0) ** 2}, **({"extra": 1.0} if %s else {})))\n' % rerun,
+                 r"first difference at step 1 \(training\): extra is reported by the re-run only"),
+                (report + '        if %s and step == 2: ctx.report_validation(step, {"val_loss": 1.0})\n' % rerun,
+                 r"step 2 \(validation\) is in the re-run only")):
+            with self.subTest(replacement=replacement):
+                self.write("train.py", TRAIN.replace("NOISE", "0.0").replace(report, replacement))
+                shutil.rmtree(os.path.join(self.dir, ".cairn"), ignore_errors=True)
+                self.cairn("run", "exp.yaml", check=0)
+                proc = self.cairn("reproduce", "1.1", "--verify")
+                self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+                self.assertRegex(proc.stderr, message)
 
     def test_builtin_mlp_asha_trial_reproduces_bit_exact(self):
         self.write("mlp.yaml", """name: mlp
