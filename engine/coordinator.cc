@@ -259,10 +259,7 @@ void Coordinator::schedule() {
   for (auto& [index, trial] : trials_) {
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
     if (trial->orphan_process) {
-      const Json& o = *trial->orphan_process;
-      if (same_process_alive(o["pid"].get<pid_t>(), o["start_time"].get<uint64_t>(),
-                             o["boot_id"].get<std::string>()))
-        continue;
+      if (orphan_alive(*trial->orphan_process)) continue;
       recover_trial(*trial);
       // What recovery adopted (an orphaned checkpoint) is in this round's batch, not yet in
       // the database that restore reads: start the trial next round, after the commit.

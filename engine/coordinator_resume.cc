@@ -79,17 +79,27 @@ Status Coordinator::load_for_resume() {
   for (auto& [index, trial] : trials_) {
     if (trial->finished) continue;
     const Json& r = trial->record;
-    // A process of this trial may have outlived the coordinator: it was never told to stop
-    // and will checkpoint and exit by itself. Identify it by pid, start time and boot id.
-    if (r.value("state", "") == "RUNNING" && r.contains("pid") &&
-        same_process_alive(r["pid"].get<pid_t>(), r.value("process_start_time", uint64_t{0}),
-                           r.value("boot_id", ""))) {
-      trial->orphan_process = Json{
-          {"pid", r["pid"]}, {"start_time", r["process_start_time"]}, {"boot_id", r["boot_id"]}};
+    // Processes of this trial (its ranks, for a data-parallel one) may have outlived the
+    // coordinator: they were never told to stop and will checkpoint and exit by themselves.
+    // Identified by pid, start time and boot id; the trial waits until all are gone.
+    Json processes = Json::array();
+    if (r.contains("rank_pids") && r.contains("rank_start_times")) {
+      for (size_t k = 0; k < r["rank_pids"].size() && k < r["rank_start_times"].size(); ++k)
+        processes.push_back({{"pid", r["rank_pids"][k]}, {"start_time", r["rank_start_times"][k]}});
+    } else if (r.contains("pid")) {
+      processes.push_back({{"pid", r["pid"]}, {"start_time", r.value("process_start_time", 0)}});
+    }
+    Json orphan{{"processes", processes}, {"boot_id", r.value("boot_id", "")}};
+    if (r.value("state", "") == "RUNNING" && orphan_alive(orphan)) {
+      trial->orphan_process = std::move(orphan);
       trial->output_file =
           store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";
       (void)output_->follow(index, trial->output_file, r.value("output_offset", uint64_t{0}));
-      terminal_.note("trial " + trial_id(index) + ": waiting for its process " + r["pid"].dump() +
+      const Json& left = trial->orphan_process->at("processes");
+      std::string pids;
+      for (const Json& p : left) pids += (pids.empty() ? "" : ", ") + p["pid"].dump();
+      terminal_.note("trial " + trial_id(index) + ": waiting for its process" +
+                     (left.size() > 1 ? "es " : " ") + pids +
                      ", left from the previous run, to checkpoint and exit");
       continue;
     }

@@ -203,11 +203,18 @@ Status Coordinator::start_trial(Trial& trial) {
   trial.stop_requested = pausing_;
   trial.record["pid"] = trial.process->pid();
   if (!trial.workers.empty()) {
+    // With their start times, so that a resume can tell the ranks from recycled pids.
     Json pids = Json::array({trial.process->pid()});
-    for (const Worker& w : trial.workers) pids.push_back(w.process ? w.process->pid() : 0);
+    Json starts = Json::array({trial.process->start_time()});
+    for (const Worker& w : trial.workers) {
+      pids.push_back(w.process ? w.process->pid() : 0);
+      starts.push_back(w.process ? w.process->start_time() : 0);
+    }
     trial.record["rank_pids"] = pids;
+    trial.record["rank_start_times"] = starts;
   } else {
     trial.record.erase("rank_pids");
+    trial.record.erase("rank_start_times");
   }
   trial.record["process_start_time"] = trial.process->start_time();
   trial.record["boot_id"] = boot_id();

@@ -31,6 +31,16 @@ inline int output_key_rank(int64_t key) {
   return key >= 0 ? 0 : static_cast<int>(-key % 4096);
 }
 
+// What a coordinator that died left running of one trial: {"processes": [{"pid": P,
+// "start_time": T}, …] (rank 0 first), "boot_id": B}. Alive while any of them is.
+inline bool orphan_alive(const Json& orphan) {
+  const std::string boot = orphan.value("boot_id", "");
+  for (const Json& p : orphan.value("processes", Json::array()))
+    if (same_process_alive(p.value("pid", 0), p.value("start_time", uint64_t{0}), boot))
+      return true;
+  return false;
+}
+
 // A rank other than 0 of a data-parallel trial. Rank 0, the chief, is the Trial's own
 // process, output and connection; its reports are the trial's.
 struct Coordinator::Worker {

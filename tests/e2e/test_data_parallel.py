@@ -42,6 +42,9 @@ for op in ctx.operations():
                 if rank == 0:
                     (path / "step").write_text(str(step))
             if ctx.should_preempt():
+                # HOLD: an orphan (cairn is gone) waits for the test's go-ahead to exit.
+                while os.environ.get("HOLD") and not os.path.exists(os.path.join(out, "release")):
+                    time.sleep(0.02)
                 sys.exit(0)
     ctx.report_validation(step, {"val_loss": 1.0 / step})
 '''
@@ -139,6 +142,47 @@ class DataParallelTest(CairnTestCase):
         self.assertEqual(restarts[0], restarts[1])
         self.assertGreater(restarts[0], 0)
         self.assertEqual(restarts[0] % 2, 0)
+
+    def test_resume_after_kill_9_waits_for_every_rank_left_running(self):
+        self.write("exp.yaml", CONFIG % 30 + "environment: {HOLD: '1'}\n")
+        env = dict(os.environ, NO_COLOR="1")
+        env.pop("CAIRN_DIR", None)
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "2"], cwd=self.dir, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.kill)
+
+        def ranks_after_a_checkpoint():
+            shown = self.cairn("show", "1.1", "--json")
+            if shown.returncode != 0:
+                return None
+            trial = json.loads(shown.stdout)
+            ok = trial["state"] == "RUNNING" and trial.get("rank_pids") and trial["checkpoints"]
+            return trial["rank_pids"] if ok else None
+        pids = wait_until(ranks_after_a_checkpoint, what="both ranks running after a checkpoint")
+        proc.kill()
+        proc.wait()
+        # The ranks outlive cairn: each notices the closed channel, checkpoints, and (HOLD)
+        # stays until released. resume must wait for both, not start a second gang.
+        log = open(os.path.join(self.dir, "resume.log"), "w+")
+        self.addCleanup(log.close)
+        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(resume.kill)
+        note = "waiting for its processes %d, %d" % tuple(pids)
+        wait_until(lambda: note in open(log.name).read(), what="resume to wait for both ranks")
+        self.write("release", "")
+        self.assertEqual(resume.wait(timeout=120), 0, open(log.name).read())
+        self.assertIn("trial 1.1 started", open(log.name).read().split(note)[1],
+                      "the gang starts again only after both ranks left")
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]], list(range(1, 31)))
+        for rank in (0, 1):
+            done = sorted(s for r, s in self.units() if r == rank)
+            self.assertEqual(sorted(set(done)), list(range(1, 31)), "rank %d trained every step" % rank)
+            # No step was trained twice at once: a repeat only follows a checkpoint restore.
+            self.assertLessEqual(len(done) - 30, 2, "rank %d repeated at most a checkpoint period" % rank)
 
     def test_a_pause_stops_every_rank_at_the_same_step(self):
         self.write("exp.yaml", CONFIG % 1000)
