@@ -1,16 +1,20 @@
 #include "store/code_snapshot.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <map>
+#include <cstring>
+#include <thread>
 
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "store/git_handles.h"
+#include "store/git_objects.h"
 #include "store/stat_cache.h"
 
 namespace cairn {
@@ -18,28 +22,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Threads hashing and compressing blobs on a first snapshot; more gain little, as reading
+// the files and writing the objects' directories then dominate.
+constexpr unsigned kBlobThreads = 4;
+
 struct WorkFile {
   std::string rel;  // '/'-separated, relative to the workdir
-  fs::path abs;
   FileStat st;
   git_filemode_t mode = GIT_FILEMODE_BLOB;
 };
 
-// A directory of the tree being built.
-struct DirNode {
-  std::map<std::string, DirNode> dirs;
-  std::map<std::string, std::pair<git_oid, git_filemode_t>> files;
+// A directory of the walk; its entries name files (indexes into the file list) and
+// subdirectories (indexes into the directory list, always after their parent's).
+struct WalkDir {
+  struct Entry {
+    std::string name;
+    bool is_dir = false;
+    size_t index = 0;
+  };
+  std::vector<Entry> entries;
 };
 
 std::string human_bytes(uint64_t b) {
   if (b >= (1ull << 20)) return std::to_string((b + (1ull << 19)) >> 20) + " MB";
   if (b >= 1024) return std::to_string((b + 512) >> 10) + " KB";
   return std::to_string(b) + " bytes";
-}
-
-bool is_under(const fs::path& path, const fs::path& dir) {
-  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
-  return d == dir.end();
 }
 
 // Decides what of the workdir to keep. Git's rules: with a user checkout around the
@@ -124,43 +131,114 @@ struct KnownPaths {
   bool rules_changed = false;        // set by collect() on meeting a new or edited .gitignore
 };
 
-// Walks the workdir, keeping what the rules keep.
-Status collect(const fs::path& dir, const std::string& rel_dir, const IgnoreRules& rules,
-               const SnapshotOptions& opts, KnownPaths& known, std::vector<WorkFile>& out) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path abs = it->path();
-    const std::string name = abs.filename().string();
-    if (name == ".git") continue;
-    if (std::any_of(opts.exclude.begin(), opts.exclude.end(),
-                    [&](const fs::path& x) { return is_under(abs, x); }))
-      continue;
-    struct stat st;
-    if (::lstat(abs.c_str(), &st) != 0) continue;  // vanished meanwhile
-    const std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
-    if (known.cache && name == ".gitignore" && !known.cache->lookup(rel, FileStat::of(st))) {
-      known.rules_changed = true;  // the caller starts over, checking every path
-      return Status::Ok();
-    }
-    if (S_ISDIR(st.st_mode)) {
-      const bool seen = known.cache && known.cache->contains_dir(rel);
-      if (!seen && rules.ignored(rel, true)) continue;
-      Status s = collect(abs, rel, rules, opts, known, out);
-      if (!s.ok() || known.rules_changed) return s;
-    } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-      const bool seen = known.cache && known.cache->contains(rel);
-      if (!seen && rules.ignored(rel, false)) continue;
-      WorkFile f{rel, abs, FileStat::of(st), GIT_FILEMODE_BLOB};
-      if (S_ISLNK(st.st_mode))
-        f.mode = GIT_FILEMODE_LINK;
-      else if (st.st_mode & 0111)
-        f.mode = GIT_FILEMODE_BLOB_EXECUTABLE;
-      out.push_back(std::move(f));
+// Walks the workdir, keeping what the rules keep, with openat()/fstatat() relative to each
+// directory's descriptor (no absolute path resolved per file) and readdir's file type
+// (no stat of a subdirectory).
+class Walker {
+ public:
+  Walker(const fs::path& workdir, const IgnoreRules& rules, const SnapshotOptions& opts,
+         KnownPaths& known)
+      : workdir_(workdir), rules_(rules), known_(known) {
+    for (const fs::path& x : opts.exclude) {
+      const fs::path rel = x.lexically_normal().lexically_relative(workdir);
+      if (rel.empty()) continue;
+      const std::string r = rel.generic_string();
+      if (r == ".")
+        all_excluded_ = true;  // the workdir itself (or a parent of it) is excluded
+      else if (r != ".." && r.rfind("../", 0) != 0)
+        excluded_.push_back(r);
     }
   }
-  if (ec) return Status::Io("cannot read " + dir.string() + ": " + ec.message());
-  return Status::Ok();
-}
+
+  Status run(std::vector<WorkFile>& files, std::vector<WalkDir>& dirs) {
+    files_ = &files;
+    dirs_ = &dirs;
+    dirs.emplace_back();
+    if (all_excluded_) return Status::Ok();
+    const int fd = ::open(workdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::Io("cannot read " + workdir_.string() + ": " + errno_text());
+    return walk(fd, "", 0);
+  }
+
+ private:
+  bool excluded(const std::string& rel) const {
+    for (const std::string& x : excluded_)
+      if (rel.size() >= x.size() && rel.compare(0, x.size(), x) == 0 &&
+          (rel.size() == x.size() || rel[x.size()] == '/'))
+        return true;
+    return false;
+  }
+
+  // Takes ownership of `fd`.
+  Status walk(int fd, const std::string& rel_dir, size_t dir_index) {
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      ::close(fd);
+      return Status::Io("cannot read " + (workdir_ / rel_dir).string() + ": " + errno_text());
+    }
+    std::unique_ptr<DIR, int (*)(DIR*)> owned(d, ::closedir);
+    const int dfd = ::dirfd(d);
+    std::string rel;
+    for (;;) {
+      errno = 0;
+      const dirent* e = ::readdir(d);
+      if (e == nullptr) break;
+      const char* name = e->d_name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      if (std::strcmp(name, ".git") == 0) continue;
+      rel.assign(rel_dir);  // reusing the buffer: one allocation per kept file, not two
+      if (!rel.empty()) rel += '/';
+      rel += name;
+      if (!excluded_.empty() && excluded(rel)) continue;
+      struct stat st {};
+      if (e->d_type == DT_DIR) {
+        st.st_mode = S_IFDIR;
+      } else if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;  // vanished meanwhile
+      }
+      if (known_.cache && std::strcmp(name, ".gitignore") == 0 &&
+          !known_.cache->lookup(rel, FileStat::of(st))) {
+        known_.rules_changed = true;  // the caller starts over, checking every path
+        return Status::Ok();
+      }
+      if (S_ISDIR(st.st_mode)) {
+        const bool seen = known_.cache && known_.cache->contains_dir(rel);
+        if (!seen && rules_.ignored(rel, true)) continue;
+        const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+          if (errno == ENOENT) continue;  // vanished meanwhile
+          return Status::Io("cannot read " + (workdir_ / rel).string() + ": " + errno_text());
+        }
+        const size_t index = dirs_->size();
+        dirs_->emplace_back();
+        (*dirs_)[dir_index].entries.push_back({name, true, index});
+        Status s = walk(sub, rel, index);
+        if (!s.ok() || known_.rules_changed) return s;
+      } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+        const bool seen = known_.cache && known_.cache->contains(rel);
+        if (!seen && rules_.ignored(rel, false)) continue;
+        git_filemode_t mode = GIT_FILEMODE_BLOB;
+        if (S_ISLNK(st.st_mode))
+          mode = GIT_FILEMODE_LINK;
+        else if (st.st_mode & 0111)
+          mode = GIT_FILEMODE_BLOB_EXECUTABLE;
+        (*dirs_)[dir_index].entries.push_back({name, false, files_->size()});
+        files_->push_back(WorkFile{rel, FileStat::of(st), mode});
+      }
+    }
+    if (errno != 0)
+      return Status::Io("cannot read " + (workdir_ / rel_dir).string() + ": " + errno_text());
+    return Status::Ok();
+  }
+
+  const fs::path& workdir_;
+  const IgnoreRules& rules_;
+  KnownPaths& known_;
+  std::vector<std::string> excluded_;  // relative to the workdir
+  bool all_excluded_ = false;
+  std::vector<WorkFile>* files_ = nullptr;
+  std::vector<WalkDir>* dirs_ = nullptr;
+};
 
 // The stat data of every ignore source outside the walk: .cairnignore, the user's index
 // (what is tracked), info/exclude, the .gitignore files between the workdir and the
@@ -216,38 +294,36 @@ Status over_limit(const fs::path& workdir, std::vector<WorkFile> files, uint64_t
                           "reproducibility.snapshot_limit_mb");
 }
 
-Result<git_oid> write_tree(git_repository* repo, const DirNode& node) {
-  git_treebuilder* raw = nullptr;
-  if (git_treebuilder_new(&raw, repo, nullptr) != 0) return git::error("cannot build a tree");
-  git::TreeBuilder builder(raw);
-  for (const auto& [name, sub] : node.dirs) {
-    auto oid = write_tree(repo, sub);
-    if (!oid.ok()) return oid.status();
-    if (git_treebuilder_insert(nullptr, raw, name.c_str(), &*oid, GIT_FILEMODE_TREE) != 0)
-      return git::error("cannot add " + name + " to a tree");
+// The trees of the walk, bottom up (a directory's subdirectories come after it in `dirs`),
+// each hashed here and written only when code.git lacks it. A directory with no file kept
+// below it has no tree, as in git.
+Result<git_oid> write_trees(git_odb* odb, git::StoredObjects& stored,
+                            const std::vector<WalkDir>& dirs, const std::vector<git_oid>& blobs,
+                            const std::vector<WorkFile>& files) {
+  std::vector<git_oid> oids(dirs.size());
+  std::vector<bool> empty(dirs.size(), false);
+  std::vector<git::TreeEntry> entries;
+  for (size_t i = dirs.size(); i-- > 0;) {
+    entries.clear();
+    for (const WalkDir::Entry& e : dirs[i].entries) {
+      if (e.is_dir) {
+        if (!empty[e.index]) entries.push_back({e.name, GIT_FILEMODE_TREE, oids[e.index]});
+      } else {
+        entries.push_back({e.name, files[e.index].mode, blobs[e.index]});
+      }
+    }
+    empty[i] = entries.empty();
+    if (empty[i] && i != 0) continue;
+    const std::string content = git::serialize_tree(entries);
+    if (git_odb_hash(&oids[i], content.data(), content.size(), GIT_OBJECT_TREE) != 0)
+      return git::error("cannot hash a tree");
+    if (!stored.contains(oids[i])) {
+      if (git_odb_write(&oids[i], odb, content.data(), content.size(), GIT_OBJECT_TREE) != 0)
+        return git::error("cannot write a tree");
+      stored.add(oids[i]);
+    }
   }
-  for (const auto& [name, blob] : node.files) {
-    if (git_treebuilder_insert(nullptr, raw, name.c_str(), &blob.first, blob.second) != 0)
-      return git::error("cannot add " + name + " to a tree");
-  }
-  git_oid oid;
-  if (git_treebuilder_write(&oid, raw) != 0) return git::error("cannot write a tree");
-  return oid;
-}
-
-Result<git_oid> write_blob(git_repository* repo, const WorkFile& f) {
-  git_oid oid;
-  if (f.mode == GIT_FILEMODE_LINK) {
-    std::error_code ec;
-    const std::string target = fs::read_symlink(f.abs, ec).string();
-    if (ec) return Status::Io("cannot read the link " + f.abs.string() + ": " + ec.message());
-    if (git_blob_create_from_buffer(&oid, repo, target.data(), target.size()) != 0)
-      return git::error("cannot store " + f.rel);
-    return oid;
-  }
-  if (git_blob_create_from_disk(&oid, repo, f.abs.c_str()) != 0)
-    return git::error("cannot store " + f.rel);
-  return oid;
+  return oids[0];
 }
 
 std::optional<UserGitState> user_state(git_repository* user) {
@@ -355,11 +431,13 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   KnownPaths known;
   if (!cache.meta().empty() && cache.meta() == sources) known.cache = &cache;
   std::vector<WorkFile> files;
-  Status st = collect(workdir, "", *rules, opts, known, files);
+  std::vector<WalkDir> dirs;
+  Status st = Walker(workdir, *rules, opts, known).run(files, dirs);
   if (st.ok() && known.rules_changed) {  // a .gitignore changed: every path is checked
     files.clear();
+    dirs.clear();
     known = KnownPaths{};
-    st = collect(workdir, "", *rules, opts, known, files);
+    st = Walker(workdir, *rules, opts, known).run(files, dirs);
   }
   if (!st.ok()) return st;
   cache.set_meta(sources);
@@ -372,25 +450,24 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   git_odb* odb_raw = nullptr;
   if (git_repository_odb(&odb_raw, repo_) != 0) return git::error("cannot open " + dir_.string());
   git::Odb odb(odb_raw);
-  DirNode root;
-  for (const WorkFile& f : files) {
-    git_oid oid;
-    auto cached = cache.lookup(f.rel, f.st);
-    if (!(cached && git::parse_oid(*cached, &oid) && git_odb_exists(odb_raw, &oid))) {
-      auto written = write_blob(repo_, f);
-      if (!written.ok()) return written.status();
-      oid = *written;
-    }
-    cache.record(f.rel, f.st, git::hex(oid));
-    DirNode* node = &root;
-    const fs::path rel(f.rel);
-    for (auto part = rel.begin(); std::next(part) != rel.end(); ++part)
-      node = &node->dirs[part->string()];
-    node->files[rel.filename().string()] = {oid, f.mode};
+  git::StoredObjects stored(odb_raw, dir_ / "objects");
+  std::vector<git_oid> blobs(files.size());
+  std::vector<git::BlobSource> to_write;
+  const std::string prefix = workdir.string() + (workdir.string().back() == '/' ? "" : "/");
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto cached = cache.lookup(files[i].rel, files[i].st);
+    if (cached && git::parse_oid(*cached, &blobs[i]) && stored.contains(blobs[i])) continue;
+    to_write.push_back({prefix + files[i].rel, files[i].mode == GIT_FILEMODE_LINK, &blobs[i]});
   }
+  st = git::write_blobs(odb_raw, dir_ / "objects", to_write,
+                        std::min(kBlobThreads, std::thread::hardware_concurrency()));
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < files.size(); ++i)
+    cache.record(files[i].rel, files[i].st, git::hex(blobs[i]));
   (void)cache.save(cache_file);  // a cache that cannot be written only costs time
+  for (const git::BlobSource& b : to_write) stored.add(*b.out);
 
-  auto tree_oid = write_tree(repo_, root);
+  auto tree_oid = write_trees(odb_raw, stored, dirs, blobs, files);
   if (!tree_oid.ok()) return tree_oid.status();
   git_tree* tree_raw = nullptr;
   if (git_tree_lookup(&tree_raw, repo_, &*tree_oid) != 0) return git::error("cannot read a tree");

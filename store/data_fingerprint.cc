@@ -64,12 +64,14 @@ Status list_files(const fs::path& root, const std::string& label,
     struct stat st;
     if (::stat(dir.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const fs::path p = it->path();
-      const std::string child = rel + "/" + p.filename().string();
-      if (fs::is_directory(p, ec))
-        pending.emplace_back(p, child);
-      else if (fs::is_regular_file(p, ec))
-        out.emplace_back(child, p);
+      // The entry's type comes from readdir: no stat here, except to follow a symbolic link
+      // (FileHasher::hash() stats each file once, for its cache).
+      std::error_code type_ec;
+      const fs::path& p = it->path();
+      if (it->is_directory(type_ec))
+        pending.emplace_back(p, rel + "/" + p.filename().string());
+      else if (it->is_regular_file(type_ec))
+        out.emplace_back(rel + "/" + p.filename().string(), p);
     }
     if (ec) return Status::Io("cannot read " + dir.string() + ": " + ec.message());
   }

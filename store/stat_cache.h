@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -31,6 +32,12 @@ struct FileStat {
 
 class StatCache {
  public:
+  StatCache() = default;
+  StatCache(StatCache&&) = default;  // loaded_dirs_ stays valid: the map's nodes move along
+  StatCache& operator=(StatCache&&) = default;
+  StatCache(const StatCache& o) { *this = o; }
+  StatCache& operator=(const StatCache& o);
+
   // Empty when the file is missing or unreadable: a cache is never an error.
   static StatCache load(const std::filesystem::path& file);
 
@@ -38,7 +45,7 @@ class StatCache {
   // Whether the loaded cache has `key`, whatever its stat data; and whether it has a key
   // below the directory `dir` ('/'-separated keys).
   bool contains(const std::string& key) const { return loaded_.count(key) > 0; }
-  bool contains_dir(const std::string& dir) const { return loaded_dirs_.count(dir) > 0; }
+  bool contains_dir(std::string_view dir) const { return loaded_dirs_.count(dir) > 0; }
   // A free-form value saved with the cache (one line): what its users need to know
   // about the state it was computed in.
   const std::string& meta() const { return meta_; }
@@ -47,17 +54,21 @@ class StatCache {
   // Writes the recorded entries and, with `keep_loaded`, the loaded ones not recorded again
   // (a cache shared by several users); without it, keys not recorded since load drop out (a
   // cache of one tree, where they are deleted files). Written atomically; concurrent
-  // writers race harmlessly (the last one wins).
+  // writers race harmlessly (the last one wins). Not fsynced: a cache lost in a crash only
+  // costs time, and one cut short (no end line) is not loaded.
   Status save(const std::filesystem::path& file, bool keep_loaded = false) const;
 
  private:
   struct Entry {
     FileStat st;
     std::string value;
+    bool kept = false;  // a loaded entry recorded again as it was
   };
+  void index_dir_of(std::string_view key);
   int64_t written_ns_ = 0;  // when the loaded file was written
   std::unordered_map<std::string, Entry> loaded_, recorded_;
-  std::unordered_set<std::string> loaded_dirs_;  // every parent directory of a loaded key
+  // Every parent directory of a loaded key; views into loaded_'s keys, which stay put.
+  std::unordered_set<std::string_view> loaded_dirs_;
   std::string meta_;
 };
 

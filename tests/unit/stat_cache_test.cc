@@ -105,6 +105,44 @@ TEST_CASE("a missing or damaged cache file is an empty cache") {
   CHECK_FALSE(damaged.lookup("j", st).has_value());
 }
 
+// Saved without fsync: after a crash the file may be cut short, and is then not used at all
+// (a cut line could otherwise pair a key's prefix with another file's value).
+TEST_CASE("a cache file cut short is not used") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  StatCache cache;
+  cache.record("dir/key", st, "v");
+  REQUIRE(cache.save(dir / "cache").ok());
+  CHECK(StatCache::load(dir / "cache").lookup("dir/key", st) == "v");
+  std::string text = testing::read_bytes(dir / "cache");
+  text.resize(text.size() - 2);
+  testing::write_file(dir / "cache", text);
+  const StatCache cut = StatCache::load(dir / "cache");
+  CHECK_FALSE(cut.lookup("dir/key", st).has_value());
+  CHECK_FALSE(cut.contains("dir/key"));
+  CHECK_FALSE(cut.contains_dir("dir"));
+}
+
+// An unchanged entry recorded again is written back as it was (record() marks it rather
+// than copying it); an entry not recorded again drops out.
+TEST_CASE("entries recorded again unchanged are saved; the others drop out") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  StatCache cache;
+  cache.record("a/same", st, "1");
+  cache.record("a/changed", st, "2");
+  cache.record("gone", st, "3");
+  const StatCache loaded = saved_and_loaded(cache, dir / "one");
+  StatCache again = loaded;
+  again.record("a/same", st, "1");
+  again.record("a/changed", st, "22");
+  const StatCache second = saved_and_loaded(again, dir / "two");
+  CHECK(second.lookup("a/same", st) == "1");
+  CHECK(second.lookup("a/changed", st) == "22");
+  CHECK_FALSE(second.contains("gone"));
+  CHECK(second.contains_dir("a"));
+}
+
 TEST_CASE("entries modified close to when the cache was written are not trusted") {
   TestDir dir;
   FileStat racy = old_stat();
