@@ -5,13 +5,18 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <random>
-#include <vector>
 
 namespace cairn {
 
 std::string errno_text() {
   return std::strerror(errno);
+}
+
+char* thread_io_buffer() {
+  thread_local std::unique_ptr<char[]> buffer(new char[kIoBufferSize]);
+  return buffer.get();
 }
 
 Status write_all(int fd, std::string_view data) {
@@ -72,13 +77,13 @@ Status copy_file_durable(const std::filesystem::path& from, const std::filesyste
   if (!in) return Status::Io("cannot open " + from.string() + ": " + errno_text());
   UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out) return Status::Io("cannot create " + to.string() + ": " + errno_text());
-  std::vector<char> buf(1 << 20);
+  char* buf = thread_io_buffer();
   for (;;) {
-    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    ssize_t n = ::read(in.get(), buf, kIoBufferSize);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::Io("cannot read " + from.string() + ": " + errno_text());
     if (n == 0) break;
-    Status st = write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)));
+    Status st = write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)));
     if (!st.ok()) return Status::Io("cannot write " + to.string() + ": " + st.message());
   }
   if (::fsync(out.get()) != 0) return Status::Io("fsync " + to.string() + ": " + errno_text());

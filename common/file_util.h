@@ -49,6 +49,11 @@ Status write_file_atomic(const std::filesystem::path& file, std::string_view dat
 Status fsync_dir(const std::filesystem::path& dir);
 Status copy_file_durable(const std::filesystem::path& from, const std::filesystem::path& to);
 std::string errno_text();
+// A 1 MiB buffer owned by the calling thread, not zeroed: file copies and hashes that run
+// once per file (thousands of small checkpoint files) would otherwise allocate and clear
+// a fresh one each time.
+char* thread_io_buffer();
+inline constexpr size_t kIoBufferSize = 1 << 20;
 // A fresh, unique directory under `parent` (created), named with `prefix`.
 Result<std::filesystem::path> make_unique_dir(const std::filesystem::path& parent,
                                               std::string_view prefix);

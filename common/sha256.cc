@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 #include "common/file_util.h"
 
@@ -48,15 +47,20 @@ std::string sha256_hex(std::string_view bytes) {
 Result<std::string> sha256_file(const std::filesystem::path& file, uint64_t* size) {
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Status::Io("cannot open " + file.string() + ": " + std::strerror(errno));
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  return sha256_fd(fd.get(), file.string(), size);
+}
+
+Result<std::string> sha256_fd(int fd, const std::string& what, uint64_t* size) {
   Sha256 h;
-  std::vector<char> buf(1 << 20);
+  char* buf = thread_io_buffer();
   uint64_t total = 0;
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    ssize_t n = ::read(fd, buf, kIoBufferSize);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Io("cannot read " + file.string() + ": " + std::strerror(errno));
+    if (n < 0) return Status::Io("cannot read " + what + ": " + std::strerror(errno));
     if (n == 0) break;
-    h.update(buf.data(), static_cast<size_t>(n));
+    h.update(buf, static_cast<size_t>(n));
     total += static_cast<uint64_t>(n);
   }
   if (size) *size = total;

@@ -29,5 +29,7 @@ class Sha256 {
 
 std::string sha256_hex(std::string_view bytes);
 Result<std::string> sha256_file(const std::filesystem::path& file, uint64_t* size = nullptr);
+// Hashes what is left to read of `fd`, from its current offset. `what` names it in errors.
+Result<std::string> sha256_fd(int fd, const std::string& what, uint64_t* size = nullptr);
 
 }  // namespace cairn

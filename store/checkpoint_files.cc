@@ -1,9 +1,6 @@
 #include "store/checkpoint_files.h"
 
 #include <algorithm>
-#include <atomic>
-#include <functional>
-#include <thread>
 
 #include "common/file_util.h"
 
@@ -36,29 +33,6 @@ Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::str
   return m;
 }
 
-namespace {
-
-// Runs fn(0) … fn(n-1) on up to 4 threads (the calling one included) and returns the first
-// failure, by index. Hashing is CPU-bound; more threads than cores only adds contention.
-Status for_each_in_parallel(size_t n, const std::function<Status(size_t)>& fn) {
-  const size_t threads =
-      std::min<size_t>({n, 4, std::max(1u, std::thread::hardware_concurrency())});
-  std::vector<Status> results(n);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < n;) results[i] = fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const Status& st : results)
-    if (!st.ok()) return st;
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
                                                  const CheckpointOrigin& origin,
                                                  uint64_t* new_bytes, bool remove_staging) {
@@ -80,24 +54,15 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
                       ec.message());
   std::sort(files.begin(), files.end());
   if (new_bytes) *new_bytes = 0;
-  // Hashing every byte is most of a checkpoint's cost: the files are hashed in parallel.
-  std::vector<std::string> hashes(files.size());
-  std::vector<uint64_t> sizes(files.size());
-  std::vector<char> added(files.size(), 0);
-  Status st = for_each_in_parallel(files.size(), [&](size_t i) {
-    bool is_new = false;
-    auto hash = objects.adopt(files[i], &sizes[i], &is_new);
-    if (!hash.ok()) return hash.status();
-    hashes[i] = *hash;
-    added[i] = is_new;
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
+  // Every new object is durable when adopt_all returns, before the manifest names it.
+  auto adopted = objects.adopt_all(files);
+  if (!adopted.ok()) return adopted.status();
   for (size_t i = 0; i < files.size(); ++i) {
-    if (added[i] && new_bytes) *new_bytes += sizes[i];
+    const AdoptedObject& object = (*adopted)[i];
+    if (object.added && new_bytes) *new_bytes += object.size;
     manifest.files.push_back(
-        {files[i].lexically_relative(staging_dir).generic_string(), hashes[i], sizes[i]});
-    manifest.bytes += sizes[i];
+        {files[i].lexically_relative(staging_dir).generic_string(), object.hash, object.size});
+    manifest.bytes += object.size;
   }
   auto id = objects.put_bytes(manifest.to_json().dump());
   if (!id.ok()) return id.status();
@@ -131,16 +96,19 @@ Status materialize_checkpoint(const ObjectStore& objects, const CheckpointManife
       return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": bad path " + f.path);
     fs::create_directories((dest / rel).parent_path(), ec);  // before the parallel copies
   }
-  // Verifying every byte's hash is most of a restore's cost: files are copied in parallel.
-  Status st = for_each_in_parallel(manifest.files.size(), [&](size_t i) {
-    const auto& f = manifest.files[i];
-    Status copied = objects.copy_out(f.sha256, dest / f.path);
-    if (copied.kind() == ErrorKind::kCorrupt)
-      return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": file " + f.path +
-                             " is corrupt or missing");
-    return copied;
-  });
-  if (!st.ok()) return st;
+  // Every file's hash is verified before this returns (a corrupt checkpoint is never handed
+  // to a trial); copy_out_all copies and verifies in parallel.
+  std::vector<ObjectCopy> copies;
+  copies.reserve(manifest.files.size());
+  for (const auto& f : manifest.files) copies.push_back({f.sha256, f.size, dest / f.path});
+  std::vector<Status> results = objects.copy_out_all(copies);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].kind() == ErrorKind::kCorrupt)
+      return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": file " +
+                             manifest.files[i].path + " is corrupt or missing");
+  }
+  for (const Status& st : results)
+    if (!st.ok()) return st;
   cleanup.release();
   return Status::Ok();
 }

@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <vector>
 
 #include "common/file_util.h"
+#include "common/parallel.h"
 #include "common/sha256.h"
 
 namespace cairn {
@@ -48,26 +51,160 @@ Status ObjectStore::install(const fs::path& tmp, const std::string& hash, bool* 
   return fsync_dir(dest.parent_path());
 }
 
+fs::path ObjectStore::temp_name(const std::string& tag) const {
+  // Unique per call: two threads (or processes) may store the same content at once.
+  static std::atomic<uint64_t> counter{0};
+  return dir_ / ("tmp-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
 Result<std::string> ObjectStore::adopt(const fs::path& file, uint64_t* size, bool* added) {
-  auto hash = sha256_file(file, size);
-  if (!hash.ok()) return hash.status();
-  // A hard link, not a move: the file stays where the trial wrote it until its checkpoint
-  // is registered, so a coordinator killed mid-ingestion leaves the trial a complete
-  // directory to keep as an orphan checkpoint.
+  auto adopted = adopt_all({file});
+  if (!adopted.ok()) return adopted.status();
+  if (size) *size = (*adopted)[0].size;
+  if (added) *added = (*adopted)[0].added;
+  return (*adopted)[0].hash;
+}
+
+namespace {
+
+// With this many new objects or more, one syncfs(2) of the store's file system is cheaper
+// than an fsync per object: each fsync of a new file is a journal commit of its own, and
+// thousands of them cost seconds. Below it, the per-file fsyncs (run in parallel, so the
+// journal batches them) avoid waiting for unrelated dirty data on the same file system.
+constexpr size_t kSyncfsFrom = 16;
+
+// Removes the temporary links of a batch that failed.
+class TempFiles {
+ public:
+  explicit TempFiles(size_t n) : paths_(n) {}
+  ~TempFiles() {
+    std::error_code ec;
+    for (const fs::path& p : paths_)
+      if (!p.empty()) fs::remove(p, ec);
+  }
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+  fs::path& operator[](size_t i) { return paths_[i]; }
+
+ private:
+  std::vector<fs::path> paths_;
+};
+
+}  // namespace
+
+Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::path>& files) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  // Unique per call: two threads may adopt files with the same content at once.
-  static std::atomic<uint64_t> counter{0};
-  const fs::path tmp =
-      dir_ / ("tmp-" + *hash + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  fs::remove(tmp, ec);
-  if (::link(file.c_str(), tmp.c_str()) != 0) {
-    Status copied = copy_file_durable(file, tmp);  // another file system: copy instead
-    if (!copied.ok()) return copied;
-  }
-  Status st = install(tmp, *hash, added);
+  if (ec) return Status::Io("cannot create " + dir_.string() + ": " + ec.message());
+  // Opened first: syncfs reports the write-back errors that happen after its descriptor
+  // was opened.
+  UniqueFd store_fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!store_fd) return Status::Io("cannot open " + dir_.string() + ": " + errno_text());
+  std::vector<AdoptedObject> out(files.size());
+  TempFiles tmps(files.size());  // set for new content; removed unless renamed into place
+  // 1. Hash each file and link it to a temporary name in the store (a hard link, not a
+  // move: the file stays where the trial wrote it until its checkpoint is registered, so a
+  // coordinator killed mid-ingestion leaves the trial a complete directory to keep as an
+  // orphan checkpoint).
+  Status st = for_each_in_parallel(files.size(), [&](size_t i) -> Status {
+    const fs::path& file = files[i];
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Status::Io("cannot open " + file.string() + ": " + errno_text());
+    // The trial's pages are still dirty: start writing them out now, so the disk works
+    // while the CPU hashes and the sync below finds most of it done.
+    ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    auto hash = sha256_fd(fd.get(), file.string(), &out[i].size);
+    if (!hash.ok()) return hash.status();
+    out[i].hash = *hash;
+    const fs::path dest = path_of(*hash);
+    if (fs::exists(dest, ec)) {
+      // A collector spares objects changed recently (store/garbage_collector.h): this one
+      // is about to be named by a checkpoint whose record is not committed yet.
+      ::utimensat(AT_FDCWD, dest.c_str(), nullptr, 0);
+      return Status::Ok();
+    }
+    const fs::path tmp = temp_name(*hash);
+    fs::remove(tmp, ec);
+    if (::link(file.c_str(), tmp.c_str()) != 0) {
+      // Another file system: copy instead (made durable with the others below).
+      if (::lseek(fd.get(), 0, SEEK_SET) != 0)
+        return Status::Io("cannot read " + file.string() + ": " + errno_text());
+      tmps[i] = tmp;  // removed on failure
+      UniqueFd copy(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!copy) return Status::Io("cannot create " + tmp.string() + ": " + errno_text());
+      char* buf = thread_io_buffer();
+      Sha256 h;
+      for (;;) {
+        ssize_t n = ::read(fd.get(), buf, kIoBufferSize);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Status::Io("cannot read " + file.string() + ": " + errno_text());
+        if (n == 0) break;
+        h.update(buf, static_cast<size_t>(n));
+        Status w = write_all(copy.get(), std::string_view(buf, static_cast<size_t>(n)));
+        if (!w.ok()) return Status::Io("cannot write " + tmp.string() + ": " + w.message());
+      }
+      if (h.hex_digest() != *hash)
+        return Status::Failed(file.string() + " changed while it was being stored");
+    }
+    tmps[i] = tmp;
+    ::chmod(tmp.c_str(), 0444);
+    out[i].added = true;
+    return Status::Ok();
+  });
   if (!st.ok()) return st;
-  return *hash;
+  // The same content twice in one batch is stored once.
+  std::vector<size_t> fresh;
+  {
+    std::vector<std::pair<std::string, size_t>> by_hash;
+    for (size_t i = 0; i < files.size(); ++i)
+      if (out[i].added) by_hash.emplace_back(out[i].hash, i);
+    std::sort(by_hash.begin(), by_hash.end());
+    for (size_t k = 0; k < by_hash.size(); ++k) {
+      const size_t i = by_hash[k].second;
+      if (k > 0 && by_hash[k - 1].first == by_hash[k].first) {
+        out[i].added = false;
+        fs::remove(tmps[i], ec);
+        tmps[i].clear();
+      } else {
+        fresh.push_back(i);
+      }
+    }
+  }
+  if (fresh.empty()) return out;
+  // 2. The content of every new object reaches the disk before any of them is named.
+  if (fresh.size() >= kSyncfsFrom) {
+    if (::syncfs(store_fd.get()) != 0)
+      return Status::Io("syncfs " + dir_.string() + ": " + errno_text());
+  } else {
+    st = for_each_in_parallel(fresh.size(), [&](size_t k) -> Status {
+      const fs::path& tmp = tmps[fresh[k]];
+      UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd || ::fsync(fd.get()) != 0)
+        return Status::Io("fsync " + tmp.string() + ": " + errno_text());
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+  }
+  // 3. Named under their hashes; then each directory that changed is fsynced once.
+  std::vector<fs::path> dirs;
+  bool new_dir = false;
+  for (size_t i : fresh) {
+    const fs::path dest = path_of(out[i].hash);
+    if (dirs.empty() || dirs.back() != dest.parent_path()) dirs.push_back(dest.parent_path());
+    new_dir |= fs::create_directories(dest.parent_path(), ec);
+    if (ec) return Status::Io("cannot create " + dest.parent_path().string() + ": " + ec.message());
+    if (::rename(tmps[i].c_str(), dest.c_str()) != 0)
+      return Status::Io("cannot move " + tmps[i].string() +
+                        " into the object store: " + errno_text());
+    tmps[i].clear();
+  }
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  if (new_dir) dirs.push_back(dir_);
+  st = for_each_in_parallel(dirs.size(), [&](size_t k) { return fsync_dir(dirs[k]); });
+  if (!st.ok()) return st;
+  return out;
 }
 
 Result<std::string> ObjectStore::copy_in(const fs::path& file, uint64_t* size, bool* added) {
@@ -83,15 +220,15 @@ Result<std::string> ObjectStore::copy_in(const fs::path& file, uint64_t* size, b
   ScopedDirRemover cleanup(tmp);  // removes the temporary file on every failure path
   Sha256 h;
   uint64_t total = 0;
-  std::vector<char> buf(1 << 20);
+  char* buf = thread_io_buffer();
   for (;;) {
-    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    ssize_t n = ::read(in.get(), buf, kIoBufferSize);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::Io("cannot read " + file.string() + ": " + errno_text());
     if (n == 0) break;
-    h.update(buf.data(), static_cast<size_t>(n));
+    h.update(buf, static_cast<size_t>(n));
     total += static_cast<uint64_t>(n);
-    Status st = write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)));
+    Status st = write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)));
     if (!st.ok()) return Status::Io("cannot write " + tmp.string() + ": " + st.message());
   }
   out.reset();
@@ -131,29 +268,156 @@ Result<std::string> ObjectStore::read(const std::string& hash) const {
   return bytes;
 }
 
+namespace {
+
+Status open_object(const fs::path& src, const std::string& hash, UniqueFd* fd) {
+  fd->reset(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (*fd) return Status::Ok();
+  if (errno == ENOENT) return Status::Corrupt("object " + hash.substr(0, 12) + " is missing");
+  return Status::Io("cannot open " + src.string() + ": " + errno_text());
+}
+
+Status hash_mismatch(const std::string& hash) {
+  return Status::Corrupt("object " + hash.substr(0, 12) + " is corrupt (hash mismatch)");
+}
+
+// Copies [offset, offset + length) of `in` to the same place in `out`: in the kernel where
+// it can (no trip through user space; a reflink on file systems that have them).
+Status copy_range(int in, int out, uint64_t offset, uint64_t length, const std::string& hash,
+                  const fs::path& dest) {
+  loff_t in_off = static_cast<loff_t>(offset), out_off = in_off;
+  bool kernel = true;
+  while (length > 0) {
+    ssize_t n;
+    if (kernel) {
+      n = ::copy_file_range(in, &in_off, out, &out_off, length, 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+        kernel = false;
+        continue;
+      }
+    } else {
+      char* buf = thread_io_buffer();
+      n = ::pread(in, buf, std::min<uint64_t>(length, kIoBufferSize), in_off);
+      if (n > 0) {
+        for (ssize_t done = 0; done < n;) {
+          ssize_t w = ::pwrite(out, buf + done, static_cast<size_t>(n - done), out_off + done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return Status::Io("cannot write " + dest.string() + ": " + errno_text());
+          done += w;
+        }
+        in_off += n;
+        out_off += n;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Io("cannot copy to " + dest.string() + ": " + errno_text());
+    if (n == 0)
+      return Status::Corrupt("object " + hash.substr(0, 12) + " is shorter than recorded");
+    length -= static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ObjectStore::copy_out(const std::string& hash, const fs::path& dest) const {
   const fs::path src = path_of(hash);
-  UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in) {
-    if (errno == ENOENT) return Status::Corrupt("object " + hash.substr(0, 12) + " is missing");
-    return Status::Io("cannot open " + src.string() + ": " + errno_text());
-  }
+  UniqueFd in;
+  Status opened = open_object(src, hash, &in);
+  if (!opened.ok()) return opened;
+  ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   UniqueFd out(::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out) return Status::Io("cannot create " + dest.string() + ": " + errno_text());
   Sha256 h;
-  std::vector<char> buf(1 << 20);
+  char* buf = thread_io_buffer();
   for (;;) {
-    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    ssize_t n = ::read(in.get(), buf, kIoBufferSize);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::Io("cannot read " + src.string() + ": " + errno_text());
     if (n == 0) break;
-    h.update(buf.data(), static_cast<size_t>(n));
-    Status st = write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)));
+    h.update(buf, static_cast<size_t>(n));
+    Status st = write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)));
     if (!st.ok()) return Status::Io("cannot write " + dest.string() + ": " + st.message());
   }
-  if (h.hex_digest() != hash)
-    return Status::Corrupt("object " + hash.substr(0, 12) + " is corrupt (hash mismatch)");
+  if (h.hex_digest() != hash) return hash_mismatch(hash);
   return Status::Ok();
+}
+
+std::vector<Status> ObjectStore::copy_out_all(const std::vector<ObjectCopy>& copies) const {
+  // From this size an object's hash (sequential, the slowest part) runs on one thread while
+  // others copy its bytes in ranges of kRange; below it one task reads, hashes and writes.
+  constexpr uint64_t kSplitFrom = 8 << 20;
+  constexpr uint64_t kRange = 32 << 20;
+  enum class Kind { kWhole, kHash, kRange };
+  struct Task {
+    size_t copy;
+    Kind kind;
+    uint64_t offset = 0, length = 0;
+  };
+  std::vector<Status> results(copies.size());
+  std::vector<Task> tasks;  // longest first: a pool takes them in order
+  for (size_t i = 0; i < copies.size(); ++i)
+    if (copies[i].size >= kSplitFrom) tasks.push_back({i, Kind::kHash});
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const ObjectCopy& c = copies[i];
+    if (c.size < kSplitFrom) continue;
+    UniqueFd out(::open(c.dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!out) {
+      results[i] = Status::Io("cannot create " + c.dest.string() + ": " + errno_text());
+      continue;
+    }
+    for (uint64_t off = 0; off < c.size; off += kRange)
+      tasks.push_back({i, Kind::kRange, off, std::min(kRange, c.size - off)});
+  }
+  for (size_t i = 0; i < copies.size(); ++i)
+    if (copies[i].size < kSplitFrom) tasks.push_back({i, Kind::kWhole});
+
+  std::vector<Status> task_results(tasks.size());
+  for_each_in_parallel(tasks.size(), [&](size_t t) {
+    const Task& task = tasks[t];
+    const ObjectCopy& c = copies[task.copy];
+    if (!results[task.copy].ok()) return Status::Ok();  // its destination failed already
+    Status& st = task_results[t];
+    if (task.kind == Kind::kWhole) {
+      st = copy_out(c.hash, c.dest);
+      return Status::Ok();
+    }
+    UniqueFd in;
+    st = open_object(path_of(c.hash), c.hash, &in);
+    if (!st.ok()) return Status::Ok();
+    if (task.kind == Kind::kHash) {
+      struct stat info;
+      if (::fstat(in.get(), &info) != 0) {
+        st = Status::Io("cannot stat object " + c.hash.substr(0, 12) + ": " + errno_text());
+      } else if (static_cast<uint64_t>(info.st_size) != c.size) {
+        st = Status::Corrupt("object " + c.hash.substr(0, 12) + " has the wrong size");
+      } else {
+        ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        auto actual = sha256_fd(in.get(), path_of(c.hash).string());
+        if (!actual.ok())
+          st = actual.status();
+        else if (*actual != c.hash)
+          st = hash_mismatch(c.hash);
+      }
+      return Status::Ok();
+    }
+    UniqueFd out(::open(c.dest.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!out) {
+      st = Status::Io("cannot write " + c.dest.string() + ": " + errno_text());
+      return Status::Ok();
+    }
+    st = copy_range(in.get(), out.get(), task.offset, task.length, c.hash, c.dest);
+    return Status::Ok();
+  });
+  // A file's result: its first failure, a corrupt object before an I/O error.
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    Status& r = results[tasks[t].copy];
+    const Status& st = task_results[t];
+    if (!st.ok() &&
+        (r.ok() || (st.kind() == ErrorKind::kCorrupt && r.kind() != ErrorKind::kCorrupt)))
+      r = st;
+  }
+  return results;
 }
 
 Status ObjectStore::verify(const std::string& hash) const {

@@ -1,16 +1,33 @@
 // The content-addressed object store (`.cairn/objects/ab/cdef…`): a file's name is the
 // SHA-256 of its bytes, so identical content is stored once, whichever checkpoint or
 // experiment it came from. Objects are immutable; a new one is written to a temporary name,
-// fsynced and renamed into place, so a crash never leaves a partial object under its hash.
+// made durable and only then renamed into place, so a crash (power loss included) never
+// leaves a partial object under its hash, and each call returns only once the names it
+// added are durable too.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace cairn {
+
+// One file adopted into the store.
+struct AdoptedObject {
+  std::string hash;
+  uint64_t size = 0;
+  bool added = false;  // false: the content was already stored
+};
+
+// One object to copy out: `size` is what the manifest recorded.
+struct ObjectCopy {
+  std::string hash;
+  uint64_t size = 0;
+  std::filesystem::path dest;
+};
 
 class ObjectStore {
  public:
@@ -23,6 +40,12 @@ class ObjectStore {
   // staging area is). When the content is already stored the file is simply removed.
   // Sets *added to whether the object is new.
   Result<std::string> adopt(const std::filesystem::path& file, uint64_t* size, bool* added);
+  // adopt() for many files at once, as cheaply as one `cp` + `sync` of them: the files are
+  // hashed in parallel while the kernel already writes them out, then every new object is
+  // made durable in one go (one syncfs(2), or an fsync per file when there are few), renamed
+  // into place, and each objects/xx directory that changed is fsynced once. Everything is
+  // durable when it returns. The files stay where they are (hard links).
+  Result<std::vector<AdoptedObject>> adopt_all(const std::vector<std::filesystem::path>& files);
   // Copies `file` into the store, hashing while copying; the file itself is left alone
   // (used for data files, which stay the user's).
   Result<std::string> copy_in(const std::filesystem::path& file, uint64_t* size, bool* added);
@@ -31,11 +54,18 @@ class ObjectStore {
   Result<std::string> read(const std::string& hash) const;  // verifies the hash
   // Copies an object to `dest`, verifying its hash while copying. Corrupt when it differs.
   Status copy_out(const std::string& hash, const std::filesystem::path& dest) const;
+  // copy_out() of many objects, in parallel; a large object is copied in ranges by the
+  // kernel (copy_file_range) while another thread verifies its hash. Every hash is verified
+  // before it returns: one Status per copy, kCorrupt for a missing, short or corrupt object.
+  // The destinations' directories must exist; nothing is fsynced (a restore is redone
+  // from the store after a crash).
+  std::vector<Status> copy_out_all(const std::vector<ObjectCopy>& copies) const;
   Status verify(const std::string& hash) const;
   Status remove(const std::string& hash);
 
  private:
   Status install(const std::filesystem::path& tmp, const std::string& hash, bool* added);
+  std::filesystem::path temp_name(const std::string& tag) const;
   std::filesystem::path dir_;
 };
 

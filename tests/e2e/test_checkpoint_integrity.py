@@ -160,10 +160,11 @@ for op in ctx.operations():
             self.assertEqual(len({c["id"] for c in ckpts}), 3, trial)
         first = self.cairn_json("checkpoints", "1.1", "--json")
         second = self.cairn_json("checkpoints", "1.2", "--json")
-        # weights.bin is stored once; the SDK's small random-state file may differ per save
-        self.assertGreaterEqual(first[0]["new_bytes"], 50000)
-        for c in first[1:] + second:
-            self.assertLess(c["new_bytes"], 50000, "weights.bin is not stored again")
+        # weights.bin is stored once, by whichever trial's first checkpoint was registered
+        # first (the two run at once); the SDK's small random-state file may differ per save
+        storing = [c for c in first + second if c["new_bytes"] >= 50000]
+        self.assertEqual(len(storing), 1, "weights.bin is stored exactly once")
+        self.assertIn(storing[0]["id"], (first[0]["id"], second[0]["id"]))
         for c in first + second:
             dest = os.path.join(self.dir, "export-" + c["id"][:12])
             self.cairn("export", c["id"][:12], dest, check=0)

@@ -115,6 +115,64 @@ TEST_CASE("a checkpoint directory round-trips through the object store") {
   }
 }
 
+TEST_CASE("a batch stores content seen twice once, and counts it once") {
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  write(dir / "a", "twice");
+  write(dir / "b", "twice");
+  write(dir / "c", "once");
+  auto adopted = objects.adopt_all({dir / "a", dir / "b", dir / "c"});
+  REQUIRE(adopted.ok());
+  REQUIRE(adopted->size() == 3);
+  CHECK((*adopted)[0].hash == (*adopted)[1].hash);
+  CHECK((*adopted)[0].added + (*adopted)[1].added == 1);
+  CHECK((*adopted)[2].added);
+  CHECK((*adopted)[2].size == 4);
+  size_t stored = 0;
+  for (auto it = fs::recursive_directory_iterator(dir / "objects");
+       it != fs::recursive_directory_iterator(); ++it) {
+    CHECK(it->path().filename().string().rfind("tmp-", 0) != 0);  // no temporary left
+    if (it->is_regular_file()) ++stored;
+  }
+  CHECK(stored == 2);
+  auto again = objects.adopt_all({dir / "a", dir / "c"});
+  REQUIRE(again.ok());
+  CHECK_FALSE((*again)[0].added);
+  CHECK_FALSE((*again)[1].added);
+}
+
+TEST_CASE("a large object is copied out in ranges and its hash still verified") {
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  std::string big(20 << 20, '\0');  // above the size where hashing and copying split
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 4099);
+  write(dir / "stage/big.bin", big);
+  write(dir / "stage/small.txt", "small");
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", {"1.1", 1});
+  REQUIRE(manifest.ok());
+  REQUIRE(materialize_checkpoint(objects, *manifest, dir / "out").ok());
+  CHECK(*read_file(dir / "out/big.bin") == big);
+  CHECK(*read_file(dir / "out/small.txt") == "small");
+
+  const fs::path stored = objects.path_of(manifest->files[0].sha256);
+  REQUIRE(manifest->files[0].path == "big.bin");
+  fs::permissions(stored, fs::perms::owner_write, fs::perm_options::add);
+  SUBCASE("a flipped byte near the end") {
+    std::fstream f(stored, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(big.size() - 3));
+    f.put('\x01');
+  }
+  SUBCASE("a truncated object") {
+    fs::resize_file(stored, big.size() / 2);
+  }
+  SUBCASE("a missing object") {
+    fs::remove(stored);
+  }
+  Status st = materialize_checkpoint(objects, *manifest, dir / "out2");
+  CHECK(st.kind() == ErrorKind::kCorrupt);
+  CHECK_FALSE(fs::exists(dir / "out2"));
+}
+
 TEST_CASE("a checkpoint with a symlink is refused") {
   testing::TestDir dir;
   ObjectStore objects(dir / "objects");
