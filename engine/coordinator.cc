@@ -102,9 +102,14 @@ Status Coordinator::commit() {
     batch_.put_json(schema::trial_key(index), trial->record);
     trial->dirty = false;
   }
-  Status st = db_->commit(batch_, batch_needs_sync_ || !deferred_replies_.empty());
+  // Synced when the round recorded an event or a validation: every reply that acknowledges
+  // a report (validation, checkpoint) and every decision a reply passes on (a length to
+  // train to, a stop) records an event in the same round. Replies that promise nothing
+  // (welcome, an answer already decided and durable, errors) no longer force an fsync.
+  Status st = db_->commit(batch_, batch_needs_sync_);
   batch_needs_sync_ = false;
   if (!st.ok()) return st;
+  batch_has_checkpoint_ = false;
   // Only now, with the batch durable, may the trials hear that their reports are safe.
   for (auto& [fd, message] : deferred_replies_) {
     auto it = connections_.find(fd);
