@@ -92,9 +92,10 @@ void Coordinator::set_trial_state(Trial& trial, const char* state) {
 
 Status Coordinator::commit() {
   if (searcher_changed_ && searcher_) {
-    // What `show` and `watch` display of the search: brackets, rungs, best so far.
-    experiment_["searcher_state"] = searcher_->describe();
-    batch_.put_json(schema::kExperiment, experiment_);
+    // What `show` and `watch` display of the search: brackets, rungs, best so far. Its own
+    // record: rewriting the experiment's (kilobytes of config and provenance) every round
+    // that a trial validates or ends was most of what a trivial trial wrote.
+    batch_.put_json(schema::kSearcherState, searcher_->describe());
     searcher_changed_ = false;
   }
   for (auto& [index, trial] : trials_) {
@@ -175,6 +176,8 @@ Status Coordinator::start() {
                            {"start_time", process_start_time(::getpid()).value_or(0)},
                            {"boot_id", boot_id()}};
   experiment_["state"] = "ACTIVE";
+  experiment_.erase("searcher_state");  // a store from before it had its own record
+  searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
   if (options_.resume) {
     Status st = load_for_resume();

@@ -145,6 +145,7 @@ class Coordinator {
   bool pausing_ = false;
   bool canceling_ = false;
   bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
+  // The searcher's state changed this round: its describe() is saved (schema::kSearcherState).
   bool searcher_changed_ = false;
   // This round's batch registers a checkpoint: trials are not started before it is
   // committed, since a start reads the latest checkpoint from the database.
@@ -158,8 +159,7 @@ class Coordinator {
   };
   FileStamp python_sdk_verified_;
   bool retention_due_ = false;          // a checkpoint arrived since retention last ran
-  Clock::time_point next_retention_{};  // retention reads the whole store: not every round  // its
-                                        // describe() is saved with the experiment record
+  Clock::time_point next_retention_{};  // retention reads the whole store: not every round
   Status fatal_ = Status::Ok();
 };
 

@@ -179,14 +179,9 @@ Result<TrialProcess> TrialProcess::spawn(const ProcessSpec& spec) {
   pid_t pid = -1;
   err =
       ::posix_spawn(&pid, program->c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
-  if (err) {
-    // The trial's log says why it never ran, as it did when the child reported it.
-    const std::string msg =
-        "cairn: error: cannot start " + *program + " in " + cwd + ": " + strerror(err) + "\n";
-    (void)!::write(write_end.get(), msg.data(), msg.size());
+  if (err)
     return Status::Io("cannot start the entrypoint " + *program + " in " + cwd + ": " +
                       strerror(err));
-  }
   // The child called setpgid before execve, and posix_spawn returns only after execve: the
   // group exists before anyone signals it.
   write_end.reset();
