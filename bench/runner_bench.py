@@ -24,8 +24,12 @@ every trial (getrusage(RUSAGE_CHILDREN)); of the driving process alone (/proc); 
 trial processes (the difference), each per trial.
 Goal: cairn <= 5 ms per trial, and ahead of Optuna.
 
-    /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--trials N] [--reps R]
-                                           [--only xargs,pool,cairn,optuna] [--keep]
+    /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--baseline BIN] [--trials N]
+                                           [--reps R] [--only xargs,pool,cairn,optuna] [--keep]
+
+--baseline BIN adds a driver "cairn-base": the same `cairn run` with another build (say,
+the previous commit's), interleaved with the others in every repetition, so a change is
+measured against its baseline under the same load.
 """
 import argparse
 import concurrent.futures
@@ -212,6 +216,8 @@ def report(trials, results):
     if results.get("optuna"):
         rows.append(("optuna inner", [dict(r, wall=r["inner"]) for r in results["optuna"]]))
     for name, runs in rows:
+        if not runs:
+            continue
         wall = med(r["wall"] for r in runs)
         overhead[name] = 1e3 * (wall - ideal) / trials
         paired[name] = med(1e3 * (r["wall"] - i) / trials for r, i in zip(runs, ideals))
@@ -225,6 +231,10 @@ def report(trials, results):
     print("  the ideal: %.2f ms of wall per trial on %d workers (%.1f ms per trial process); "
           "load average now %.2f" % (1e3 * ideal / trials, WORKERS, 1e3 * ideal * WORKERS / trials,
                                      os.getloadavg()[0]))
+    if "cairn" in overhead and "cairn-base" in overhead:
+        print("  cairn vs cairn-base (--baseline): %.2f ms vs %.2f ms per trial (paired %.2f vs "
+              "%.2f)" % (overhead["cairn"], overhead["cairn-base"], paired["cairn"],
+                         paired["cairn-base"]))
     if "cairn" in overhead:
         verdict = "meets" if max(overhead["cairn"], paired["cairn"]) <= GOAL_MS else "MISSES"
         print("  goal: cairn overhead <= %.0f ms per trial: %s (%.2f ms; paired %.2f ms)" % (
@@ -245,6 +255,7 @@ def main():
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--only", default="xargs,pool,cairn,optuna")
+    parser.add_argument("--baseline", help="another cairn build, run as driver cairn-base")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--drive", choices=["pool", "optuna"], help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
@@ -258,6 +269,8 @@ def main():
     names = args.only.split(",")
     if "xargs" not in names:
         names.insert(0, "xargs")  # the ideal every overhead is measured against
+    if args.baseline and "cairn-base" not in names:
+        names.append("cairn-base")
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-runner-"))
     print(machine_summary(cairn))
     print("scratch: %s" % scratch)
@@ -265,6 +278,8 @@ def main():
     runners = {"xargs": lambda w: run_xargs(w, args.trials),
                "pool": lambda w: run_pool(w, args.trials),
                "cairn": lambda w: run_cairn(cairn, w, args.trials),
+               "cairn-base": lambda w: run_cairn(str(pathlib.Path(args.baseline).resolve()), w,
+                                                 args.trials),
                "optuna": lambda w: run_optuna(w, args.trials)}
     try:
         for rep in range(args.reps):

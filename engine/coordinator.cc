@@ -92,9 +92,10 @@ void Coordinator::set_trial_state(Trial& trial, const char* state) {
 
 Status Coordinator::commit() {
   if (searcher_changed_ && searcher_) {
-    // What `show` and `watch` display of the search: brackets, rungs, best so far.
-    experiment_["searcher_state"] = searcher_->describe();
-    batch_.put_json(schema::kExperiment, experiment_);
+    // What `show` and `watch` display of the search: brackets, rungs, best so far. Its own
+    // record: rewriting the experiment's (kilobytes of config and provenance) every round
+    // that a trial validates or ends was most of what a trivial trial wrote.
+    batch_.put_json(schema::kSearcherState, searcher_->describe());
     searcher_changed_ = false;
   }
   for (auto& [index, trial] : trials_) {
@@ -102,9 +103,14 @@ Status Coordinator::commit() {
     batch_.put_json(schema::trial_key(index), trial->record);
     trial->dirty = false;
   }
-  Status st = db_->commit(batch_, batch_needs_sync_ || !deferred_replies_.empty());
+  // Synced when the round recorded an event or a validation: every reply that acknowledges
+  // a report (validation, checkpoint) and every decision a reply passes on (a length to
+  // train to, a stop) records an event in the same round. Replies that promise nothing
+  // (welcome, an answer already decided and durable, errors) no longer force an fsync.
+  Status st = db_->commit(batch_, batch_needs_sync_);
   batch_needs_sync_ = false;
   if (!st.ok()) return st;
+  batch_has_checkpoint_ = false;
   // Only now, with the batch durable, may the trials hear that their reports are safe.
   for (auto& [fd, message] : deferred_replies_) {
     auto it = connections_.find(fd);
@@ -170,6 +176,8 @@ Status Coordinator::start() {
                            {"start_time", process_start_time(::getpid()).value_or(0)},
                            {"boot_id", boot_id()}};
   experiment_["state"] = "ACTIVE";
+  experiment_.erase("searcher_state");  // a store from before it had its own record
+  searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
   if (options_.resume) {
     Status st = load_for_resume();

@@ -148,10 +148,21 @@ class Coordinator {
   bool pausing_ = false;
   bool canceling_ = false;
   bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
+  // The searcher's state changed this round: its describe() is saved (schema::kSearcherState).
   bool searcher_changed_ = false;
+  // This round's batch registers a checkpoint: trials are not started before it is
+  // committed, since a start reads the latest checkpoint from the database.
+  bool batch_has_checkpoint_ = false;
+  // Size and mtime of .cairn/sdk/python/cairn.py when its content was last verified: a
+  // trial start then costs a stat, not a read and compare of the file.
+  struct FileStamp {
+    int64_t size = -1;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  FileStamp python_sdk_verified_;
   bool retention_due_ = false;          // a checkpoint arrived since retention last ran
-  Clock::time_point next_retention_{};  // retention reads the whole store: not every round  // its
-                                        // describe() is saved with the experiment record
+  Clock::time_point next_retention_{};  // retention reads the whole store: not every round
   Status fatal_ = Status::Ok();
 };
 

@@ -191,6 +191,11 @@ int Coordinator::run() {
     if (finished()) break;
     poll_once();
     if (!fatal_.ok()) break;
+    // Start what this round freed slots for before committing, so one trial's end and the
+    // next one's start share one fsync (and the start's record is durable before the trial
+    // can say hello). Not when this round registered a checkpoint: a start restores the
+    // latest checkpoint from the database, which has it only after the commit.
+    if (!batch_has_checkpoint_) schedule();
     Status committed = commit();
     if (!committed.ok()) {
       fatal_ = committed;

@@ -375,6 +375,7 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
       trial.record["latest_validation"].value("step", int64_t{-1}) == step)
     record["metrics"] = trial.record["latest_validation"]["metrics"];
   batch_.put_json(schema::checkpoint_key(manifest.id), record);
+  batch_has_checkpoint_ = true;
   trial.record["latest_checkpoint"] = manifest.id;
   trial.record["latest_checkpoint_steps"] = step;
   trial.record["steps_completed"] =

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -40,16 +41,31 @@ std::optional<int> free_tcp_port() {
 }
 
 // Writes the embedded Python SDK where PYTHONPATH will point, unless it is already there.
-Result<fs::path> write_python_sdk(const StoreLayout& store) {
+// `verified` is the file's stamp when its content last matched; while the stamp is
+// unchanged the file is not read again (every trial start asks).
+template <typename Stamp>
+Result<fs::path> write_python_sdk(const StoreLayout& store, Stamp& verified) {
   const fs::path dir = store.sdk() / "python";
   const fs::path file = dir / "cairn.py";
+  auto stamp_of = [&file]() {
+    Stamp s;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0) {
+      s.size = static_cast<int64_t>(st.st_size);
+      s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    }
+    return s;
+  };
+  if (verified.size >= 0 && stamp_of() == verified) return dir;
   auto existing = read_file(file);
-  if (existing.ok() && *existing == kPythonSdkSource) return dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Io("cannot create " + dir.string() + ": " + ec.message());
-  Status st = write_file_atomic(file, kPythonSdkSource);
-  if (!st.ok()) return st;
+  if (!existing.ok() || *existing != kPythonSdkSource) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Status::Io("cannot create " + dir.string() + ": " + ec.message());
+    Status st = write_file_atomic(file, kPythonSdkSource);
+    if (!st.ok()) return st;
+  }
+  verified = stamp_of();
   return dir;
 }
 
@@ -97,7 +113,7 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
 }
 
 Status Coordinator::start_trial(Trial& trial) {
-  auto sdk_dir = write_python_sdk(store_);
+  auto sdk_dir = write_python_sdk(store_, python_sdk_verified_);
   if (!sdk_dir.ok()) return sdk_dir.status();
 
   std::map<std::string, std::string> env = current_environment();
@@ -251,7 +267,7 @@ void Coordinator::log_output(Trial& trial, std::string_view chunk) {
 
 void Coordinator::drain_output(Trial& trial, bool final) {
   for (;;) {
-    std::string chunk = output_->read_new(trial.index);
+    std::string_view chunk = output_->read_new(trial.index);
     if (chunk.empty()) break;
     log_output(trial, chunk);
   }
@@ -272,7 +288,7 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
   const int64_t key = worker_output_key(trial.index, worker.rank);
   const std::string rank_key = "log_seq_rank" + std::to_string(worker.rank);
   for (;;) {
-    std::string chunk = output_->read_new(key);
+    std::string_view chunk = output_->read_new(key);
     if (chunk.empty()) break;
     trial.last_heard = Clock::now();
     batch_.put(schema::log_key(trial.index, worker.rank, ++worker.log_seq), chunk);

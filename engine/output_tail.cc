@@ -55,18 +55,18 @@ std::vector<int64_t> OutputTail::changed() {
   return keys;
 }
 
-std::string OutputTail::read_new(int64_t key, size_t limit) {
+std::string_view OutputTail::read_new(int64_t key) {
   auto it = followed_.find(key);
   if (it == followed_.end()) return {};
-  std::string out(limit, '\0');
+  if (!buffer_) buffer_ = std::make_unique_for_overwrite<char[]>(kReadLimit);
   ssize_t n;
   do {
-    n = ::pread(it->second.fd.get(), out.data(), limit, static_cast<off_t>(it->second.offset));
+    n = ::pread(it->second.fd.get(), buffer_.get(), kReadLimit,
+                static_cast<off_t>(it->second.offset));
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return {};
-  out.resize(static_cast<size_t>(n));
   it->second.offset += static_cast<uint64_t>(n);
-  return out;
+  return {buffer_.get(), static_cast<size_t>(n)};
 }
 
 uint64_t OutputTail::offset(int64_t key) const {

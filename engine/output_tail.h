@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <string_view>
 #include <vector>
 
 #include "common/file_util.h"
@@ -22,8 +24,10 @@ class OutputTail {
   void stop(int64_t key);
   // The keys whose files changed since the last call (drains the inotify queue).
   std::vector<int64_t> changed();
-  // Reads what was appended since the last read, at most `limit` bytes. Empty when nothing.
-  std::string read_new(int64_t key, size_t limit = 1 << 20);
+  // Reads what was appended since the last read, at most kReadLimit bytes. Empty when
+  // nothing. The view is into a buffer reused by the next call.
+  std::string_view read_new(int64_t key);
+  static constexpr size_t kReadLimit = 1 << 20;
   uint64_t offset(int64_t key) const;
 
  private:
@@ -34,6 +38,9 @@ class OutputTail {
   };
   UniqueFd inotify_;
   std::map<int64_t, Followed> followed_;
+  // One buffer for every read, allocated on first use and never zeroed: a fresh zeroed
+  // 1 MiB per call (mmap, page faults, memset) was most of the cost of tailing small output.
+  std::unique_ptr<char[]> buffer_;
 };
 
 }  // namespace cairn

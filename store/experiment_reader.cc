@@ -23,7 +23,13 @@ Result<Json> ExperimentReader::experiment() const {
   if (!j.ok()) return j.status();
   if (!j->has_value())
     return Status::NotFound("experiment " + std::to_string(id_) + " has no record yet");
-  return std::move(**j);
+  Json exp = std::move(**j);
+  // The search state has its own record (store/schema.h); readers see it in the experiment,
+  // where older stores kept it.
+  auto state = db_->get_json(schema::kSearcherState);
+  if (!state.ok()) return state.status();
+  if (state->has_value()) exp["searcher_state"] = std::move(**state);
+  return exp;
 }
 
 Result<std::vector<Json>> ExperimentReader::trials() const {

@@ -2,6 +2,11 @@
 // be added without migrating old stores; readers ignore fields they do not know.
 //
 //   experiment                          the experiment: id, name, state, config, seed, …
+//   searcher_state                      what `show` and `watch` display of the search
+//                                       (the searcher's describe()); its own record so that
+//                                       the round that changes it does not rewrite the
+//                                       experiment's (config, provenance: kilobytes). Stores
+//                                       written before it have it in `experiment`.
 //   trial/<trial:8>                     a trial: id "7.3", state, hparams, seed, steps, …
 //   tbatch/<trial:8>/<seq:12>           a batch of training reports, stored as the trial sent
 //                                       it ({"reports": [{"step", "metrics"}, …]}); readers
@@ -21,6 +26,7 @@
 namespace cairn::schema {
 
 inline constexpr const char* kExperiment = "experiment";
+inline constexpr const char* kSearcherState = "searcher_state";
 inline constexpr const char* kTrialPrefix = "trial/";
 inline constexpr const char* kCheckpointPrefix = "ckpt/";
 inline constexpr const char* kEventPrefix = "event/";
