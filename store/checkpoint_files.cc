@@ -54,19 +54,23 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
                       ec.message());
   std::sort(files.begin(), files.end());
   if (new_bytes) *new_bytes = 0;
-  // Every new object is durable when adopt_all returns, before the manifest names it.
-  auto adopted = objects.adopt_all(files);
+  // The manifest is stored in the same batch as the files it names (one round of syncs, not
+  // two); nothing of the batch gets its name before all of it is durable.
+  auto make_manifest = [&](const std::vector<AdoptedObject>& adopted) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      const AdoptedObject& object = adopted[i];
+      manifest.files.push_back(
+          {files[i].lexically_relative(staging_dir).generic_string(), object.hash, object.size});
+      manifest.bytes += object.size;
+    }
+    return manifest.to_json().dump();
+  };
+  std::string id;
+  auto adopted = objects.adopt_all(files, make_manifest, &id);
   if (!adopted.ok()) return adopted.status();
-  for (size_t i = 0; i < files.size(); ++i) {
-    const AdoptedObject& object = (*adopted)[i];
+  for (const AdoptedObject& object : *adopted)
     if (object.added && new_bytes) *new_bytes += object.size;
-    manifest.files.push_back(
-        {files[i].lexically_relative(staging_dir).generic_string(), object.hash, object.size});
-    manifest.bytes += object.size;
-  }
-  auto id = objects.put_bytes(manifest.to_json().dump());
-  if (!id.ok()) return id.status();
-  manifest.id = *id;
+  manifest.id = id;
   if (remove_staging) fs::remove_all(staging_dir, ec);
   return manifest;
 }

@@ -92,7 +92,9 @@ class TempFiles {
 
 }  // namespace
 
-Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::path>& files) {
+Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::path>& files,
+                                                          const Trailer& trailer,
+                                                          std::string* trailer_hash) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) return Status::Io("cannot create " + dir_.string() + ": " + ec.message());
@@ -101,7 +103,7 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
   UniqueFd store_fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!store_fd) return Status::Io("cannot open " + dir_.string() + ": " + errno_text());
   std::vector<AdoptedObject> out(files.size());
-  TempFiles tmps(files.size());  // set for new content; removed unless renamed into place
+  TempFiles tmps(files.size() + 1);  // set for new content; removed unless renamed into place
   // 1. Hash each file and link it to a temporary name in the store (a hard link, not a
   // move: the file stays where the trial wrote it until its checkpoint is registered, so a
   // coordinator killed mid-ingestion leaves the trial a complete directory to keep as an
@@ -153,11 +155,29 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
     return Status::Ok();
   });
   if (!st.ok()) return st;
+  if (trailer) {  // written beside the others, made durable and named with them
+    const std::string bytes = trailer(out);
+    AdoptedObject t{sha256_hex(bytes), bytes.size(), false};
+    if (trailer_hash) *trailer_hash = t.hash;
+    const fs::path dest = path_of(t.hash);
+    if (fs::exists(dest, ec)) {
+      ::utimensat(AT_FDCWD, dest.c_str(), nullptr, 0);
+    } else {
+      const fs::path tmp = temp_name(t.hash);
+      tmps[files.size()] = tmp;
+      UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444));
+      if (!fd) return Status::Io("cannot create " + tmp.string() + ": " + errno_text());
+      if (Status w = write_all(fd.get(), bytes); !w.ok())
+        return Status::Io("cannot write " + tmp.string() + ": " + w.message());
+      t.added = true;
+    }
+    out.push_back(std::move(t));
+  }
   // The same content twice in one batch is stored once.
   std::vector<size_t> fresh;
   {
     std::vector<std::pair<std::string, size_t>> by_hash;
-    for (size_t i = 0; i < files.size(); ++i)
+    for (size_t i = 0; i < out.size(); ++i)
       if (out[i].added) by_hash.emplace_back(out[i].hash, i);
     std::sort(by_hash.begin(), by_hash.end());
     for (size_t k = 0; k < by_hash.size(); ++k) {
@@ -171,7 +191,11 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
       }
     }
   }
-  if (fresh.empty()) return out;
+  auto files_only = [&] {
+    out.resize(files.size());
+    return out;
+  };
+  if (fresh.empty()) return files_only();
   // 2. The content of every new object reaches the disk before any of them is named.
   if (fresh.size() >= kSyncfsFrom) {
     if (::syncfs(store_fd.get()) != 0)
@@ -204,7 +228,7 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
   if (new_dir) dirs.push_back(dir_);
   st = for_each_in_parallel(dirs.size(), [&](size_t k) { return fsync_dir(dirs[k]); });
   if (!st.ok()) return st;
-  return out;
+  return files_only();
 }
 
 Result<std::string> ObjectStore::copy_in(const fs::path& file, uint64_t* size, bool* added) {

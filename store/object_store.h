@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,15 @@ class ObjectStore {
   // made durable in one go (one syncfs(2), or an fsync per file when there are few), renamed
   // into place, and each objects/xx directory that changed is fsynced once. Everything is
   // durable when it returns. The files stay where they are (hard links).
-  Result<std::vector<AdoptedObject>> adopt_all(const std::vector<std::filesystem::path>& files);
+  //
+  // `trailer` (optional) makes one more object from the files' hashes (a checkpoint's
+  // manifest), stored in the same batch, so it costs no sync of its own; its id goes to
+  // *trailer_hash. Nothing is renamed into place before everything is durable, so the
+  // trailer never names an object that could be lost.
+  using Trailer = std::function<std::string(const std::vector<AdoptedObject>&)>;
+  Result<std::vector<AdoptedObject>> adopt_all(const std::vector<std::filesystem::path>& files,
+                                               const Trailer& trailer = {},
+                                               std::string* trailer_hash = nullptr);
   // Copies `file` into the store, hashing while copying; the file itself is left alone
   // (used for data files, which stay the user's).
   Result<std::string> copy_in(const std::filesystem::path& file, uint64_t* size, bool* added);
