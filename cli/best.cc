@@ -12,26 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The best trial by the searcher's metric, among trials with a finite best validation. While
-// the experiment runs this is the best so far.
-std::optional<std::string> best_trial(const Json& experiment, const std::vector<Json>& trials) {
-  const Json searcher = experiment["config"].value("searcher", Json::object());
-  const std::string metric = searcher.value("metric", "");
-  const bool smaller = searcher.value("smaller_is_better", true);
-  std::optional<std::string> best;
-  double best_value = 0;
-  for (const Json& t : trials) {
-    const Json bv = t.value("best_validation", Json());
-    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
-    const double v = bv[metric].get<double>();
-    if (!best || (smaller ? v < best_value : v > best_value)) {
-      best = t.value("id", "");
-      best_value = v;
-    }
-  }
-  return best;
-}
-
 int best(const GlobalOptions& global, const std::string& id_text, bool checkpoint) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
@@ -44,8 +24,9 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
   if (!exp.ok()) return fail(exp.status());
   auto trials = (*reader)->trials();
   if (!trials.ok()) return fail(trials.status());
-  auto trial = best_trial(*exp, *trials);
-  if (!trial) return fail(Status::Failed("experiment " + id_text + " has no validated trial yet"));
+  const Json* record = best_trial_record(*exp, *trials);
+  if (!record) return fail(Status::Failed("experiment " + id_text + " has no validated trial yet"));
+  const std::optional<std::string> trial = record->value("id", "");
   if (!checkpoint) {
     std::cout << *trial << "\n";
     return 0;

@@ -67,4 +67,22 @@ Json checkpoint_json(const Json& r) {
               {"new_bytes", r.value("new_bytes", 0)}};
 }
 
+const Json* best_trial_record(const Json& experiment, const std::vector<Json>& trials) {
+  const Json searcher = experiment["config"].value("searcher", Json::object());
+  const std::string metric = searcher.value("metric", "");
+  const bool smaller = searcher.value("smaller_is_better", true);
+  const Json* best = nullptr;
+  double best_value = 0;
+  for (const Json& t : trials) {
+    const Json bv = t.value("best_validation", Json());
+    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
+    const double v = bv[metric].get<double>();
+    if (!best || (smaller ? v < best_value : v > best_value)) {
+      best = &t;
+      best_value = v;
+    }
+  }
+  return best;
+}
+
 }  // namespace cairn::cli

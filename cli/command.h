@@ -46,6 +46,10 @@ Json trial_json(const Json& record);
 // The CHECKPOINT shape of SPEC §1.
 Json checkpoint_json(const Json& record);
 
+// The trial record with the best finite best_validation of the searcher's metric (the best
+// so far while the experiment runs); null when no trial has one.
+const Json* best_trial_record(const Json& experiment, const std::vector<Json>& trials);
+
 void add_init(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_ls(CLI::App& app, GlobalOptions& global, Outcome& outcome);

@@ -4,31 +4,6 @@
 
 namespace cairn::cli {
 
-namespace {
-
-// The best trial by the searcher's metric; the first trial when none has a finite one.
-int64_t pick_trial(const Json& experiment, const std::vector<Json>& trials) {
-  const Json searcher = experiment["config"].value("searcher", Json::object());
-  const std::string metric = searcher.value("metric", "");
-  const bool smaller = searcher.value("smaller_is_better", true);
-  int64_t best = trials.empty() ? 1 : trials.front().value("index", int64_t{1});
-  bool found = false;
-  double best_value = 0;
-  for (const Json& t : trials) {
-    const Json bv = t.value("best_validation", Json());
-    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
-    const double v = bv[metric].get<double>();
-    if (!found || (smaller ? v < best_value : v > best_value)) {
-      best = t.value("index", int64_t{1});
-      best_value = v;
-      found = true;
-    }
-  }
-  return best;
-}
-
-}  // namespace
-
 Result<TrialRef> load_trial_ref(const StoreLayout& store, const std::string& text) {
   auto id = parse_id(text);
   if (!id.ok()) return id.status();
@@ -43,7 +18,9 @@ Result<TrialRef> load_trial_ref(const StoreLayout& store, const std::string& tex
     auto trials = (*reader)->trials();
     if (!trials.ok()) return trials.status();
     if (trials->empty()) return Status::NotFound("experiment " + text + " has no trials yet");
-    index = pick_trial(ref.experiment, *trials);
+    // Its best trial; the first when none has validated yet.
+    const Json* best = best_trial_record(ref.experiment, *trials);
+    index = (best ? *best : trials->front()).value("index", int64_t{1});
   }
   auto trial = (*reader)->trial(index);
   if (!trial.ok()) return trial.status();
