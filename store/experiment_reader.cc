@@ -1,7 +1,9 @@
 #include "store/experiment_reader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 
 namespace cairn {
 
@@ -20,6 +22,15 @@ Result<std::unique_ptr<ExperimentReader>> ExperimentReader::open(const StoreLayo
 
 Result<Json> ExperimentReader::experiment() const {
   auto j = db_->get_json(schema::kExperiment);
+  // A reader that opened while the coordinator was opening the database (resume: RocksDB
+  // replays the log into a new table file and deletes the log) can see neither the old log
+  // nor the new file. Catching up with the coordinator's manifest finds it; a few tries,
+  // because the coordinator may not have written the manifest yet.
+  for (int attempt = 0; attempt < 5 && j.ok() && !j->has_value(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (Status st = db_->catch_up(); !st.ok()) return st;
+    j = db_->get_json(schema::kExperiment);
+  }
   if (!j.ok()) return j.status();
   if (!j->has_value())
     return Status::NotFound("experiment " + std::to_string(id_) + " has no record yet");
