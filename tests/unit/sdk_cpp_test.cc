@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -180,6 +181,12 @@ class FakeCairn {
       } else {
         send({{"type", "ack"}, {"re", re}, {"checkpoint", "ck" + std::to_string(commits_++)}});
       }
+    } else if (type == "kv_set") {
+      kv_[message.value("key", "")] = message.value("value", "");
+      send({{"type", "kv"}, {"re", re}});
+    } else if (type == "kv_get") {  // an unknown key is never answered: the SDK times out
+      auto it = kv_.find(message.value("key", ""));
+      if (it != kv_.end()) send({{"type", "kv"}, {"re", re}, {"value", it->second}});
     } else if (type == "sync" && !knows_sync) {
       send({{"type", "error"}, {"re", re}, {"message", "unknown message type"}});
     } else if (type == "sync") {
@@ -196,6 +203,7 @@ class FakeCairn {
   std::deque<int64_t> operations_;
   Hook on_message_;
   int commits_ = 0;
+  std::map<std::string, std::string> kv_;  // the rendezvous table (server thread only)
   std::mutex write_mutex_;
   std::mutex mutex_;
   std::condition_variable arrived_;
@@ -359,6 +367,27 @@ TEST_CASE("sdk cpp: validation waits for the ack and reports a rejection") {
   CHECK(validation["metrics"]["bad"].is_null());
   fake.reject_validation = true;
   CHECK_FALSE(ctx->report_validation(4, {{"val_loss", 0.5}}));
+}
+
+TEST_CASE("sdk cpp: the rendezvous sets and gets through cairn, and a missing key times out") {
+  FakeCairn fake;
+  auto ctx = must_init(fake.environment());
+  std::string error;
+  REQUIRE(ctx->kv_set("gloo/0", "127.0.0.1:4242", &error));
+  CHECK(ctx->kv_get("gloo/0", std::chrono::seconds(5), &error) == "127.0.0.1:4242");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(ctx->kv_get("gloo/1", std::chrono::milliseconds(200), &error).has_value());
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
+  CHECK(error.find("gloo/1") != std::string::npos);
+  // Reports made after an unanswered kv_get still arrive.
+  CHECK(ctx->report_validation(1, {{"val_loss", 0.5}}));
+
+  TempDir dir;
+  ScopedWorkingDirectory cwd(dir.path);
+  auto standalone = must_init({});
+  REQUIRE(standalone->kv_set("k", "v"));
+  CHECK(standalone->kv_get("k", std::chrono::milliseconds(10)) == "v");
+  CHECK_FALSE(standalone->kv_get("other", std::chrono::milliseconds(10)).has_value());
 }
 
 TEST_CASE("sdk cpp: a committed checkpoint restores rng() so a resumed trial draws the same") {
