@@ -73,6 +73,27 @@ namespace {
 // journal batches them) avoid waiting for unrelated dirty data on the same file system.
 constexpr size_t kSyncfsFrom = 16;
 
+// Copies `in` to `out` and returns the SHA-256 of what was copied: the loop behind every
+// copy into or out of the store, which hashes as it goes rather than reading twice.
+Result<std::string> copy_hashing(int in, const fs::path& in_name, int out, const fs::path& out_name,
+                                 uint64_t* bytes = nullptr) {
+  Sha256 h;
+  uint64_t total = 0;
+  char* buf = thread_io_buffer();
+  for (;;) {
+    ssize_t n = ::read(in, buf, kIoBufferSize);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Io("cannot read " + in_name.string() + ": " + errno_text());
+    if (n == 0) break;
+    h.update(buf, static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+    Status st = write_all(out, std::string_view(buf, static_cast<size_t>(n)));
+    if (!st.ok()) return Status::Io("cannot write " + out_name.string() + ": " + st.message());
+  }
+  if (bytes) *bytes = total;
+  return h.hex_digest();
+}
+
 // Removes the temporary links of a batch that failed.
 class TempFiles {
  public:
@@ -135,18 +156,9 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
       tmps[i] = tmp;  // removed on failure
       UniqueFd copy(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (!copy) return Status::Io("cannot create " + tmp.string() + ": " + errno_text());
-      char* buf = thread_io_buffer();
-      Sha256 h;
-      for (;;) {
-        ssize_t n = ::read(fd.get(), buf, kIoBufferSize);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Status::Io("cannot read " + file.string() + ": " + errno_text());
-        if (n == 0) break;
-        h.update(buf, static_cast<size_t>(n));
-        Status w = write_all(copy.get(), std::string_view(buf, static_cast<size_t>(n)));
-        if (!w.ok()) return Status::Io("cannot write " + tmp.string() + ": " + w.message());
-      }
-      if (h.hex_digest() != *hash)
+      auto copied = copy_hashing(fd.get(), file, copy.get(), tmp);
+      if (!copied.ok()) return copied.status();
+      if (*copied != *hash)
         return Status::Failed(file.string() + " changed while it was being stored");
     }
     tmps[i] = tmp;
@@ -242,21 +254,11 @@ Result<std::string> ObjectStore::copy_in(const fs::path& file, uint64_t* size, b
   UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out) return Status::Io("cannot create " + tmp.string() + ": " + errno_text());
   ScopedDirRemover cleanup(tmp);  // removes the temporary file on every failure path
-  Sha256 h;
   uint64_t total = 0;
-  char* buf = thread_io_buffer();
-  for (;;) {
-    ssize_t n = ::read(in.get(), buf, kIoBufferSize);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Io("cannot read " + file.string() + ": " + errno_text());
-    if (n == 0) break;
-    h.update(buf, static_cast<size_t>(n));
-    total += static_cast<uint64_t>(n);
-    Status st = write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)));
-    if (!st.ok()) return Status::Io("cannot write " + tmp.string() + ": " + st.message());
-  }
+  auto copied = copy_hashing(in.get(), file, out.get(), tmp, &total);
+  if (!copied.ok()) return copied.status();
   out.reset();
-  const std::string hash = h.hex_digest();
+  const std::string hash = *copied;
   Status st = install(tmp, hash, added);
   if (!st.ok()) return st;
   cleanup.release();
@@ -352,18 +354,9 @@ Status ObjectStore::copy_out(const std::string& hash, const fs::path& dest) cons
   ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   UniqueFd out(::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out) return Status::Io("cannot create " + dest.string() + ": " + errno_text());
-  Sha256 h;
-  char* buf = thread_io_buffer();
-  for (;;) {
-    ssize_t n = ::read(in.get(), buf, kIoBufferSize);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Io("cannot read " + src.string() + ": " + errno_text());
-    if (n == 0) break;
-    h.update(buf, static_cast<size_t>(n));
-    Status st = write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)));
-    if (!st.ok()) return Status::Io("cannot write " + dest.string() + ": " + st.message());
-  }
-  if (h.hex_digest() != hash) return hash_mismatch(hash);
+  auto copied = copy_hashing(in.get(), src, out.get(), dest);
+  if (!copied.ok()) return copied.status();
+  if (*copied != hash) return hash_mismatch(hash);
   return Status::Ok();
 }
 
