@@ -77,6 +77,17 @@ class DataParallelTest(CairnTestCase):
         super().setUp()
         self.write("ranks.py", RANKS)
 
+    def ranks_after_a_checkpoint(self, trial):
+        """The pids of the trial's ranks, once it runs and has a checkpoint to restart from."""
+        def ranks():
+            shown = self.cairn("show", trial, "--json")
+            if shown.returncode != 0:
+                return None
+            t = json.loads(shown.stdout)
+            ok = t["state"] == "RUNNING" and t.get("rank_pids") and t["checkpoints"]
+            return t["rank_pids"] if ok else None
+        return wait_until(ranks, what="the ranks of %s running after a checkpoint" % trial)
+
     def units(self):
         with open(os.path.join(self.dir, "units.txt")) as f:
             return [tuple(map(int, line.split())) for line in f]
@@ -112,16 +123,7 @@ class DataParallelTest(CairnTestCase):
                                 stdout=log, stderr=subprocess.STDOUT)
         self.addCleanup(proc.kill)
 
-        def rank1_after_a_checkpoint():
-            shown = self.cairn("show", "1.1", "--json")
-            if shown.returncode != 0:
-                return None
-            trial = json.loads(shown.stdout)
-            if trial["state"] != "RUNNING" or not trial.get("rank_pids") or not trial["checkpoints"]:
-                return None
-            return trial["rank_pids"][1]
-        pid = wait_until(rank1_after_a_checkpoint, what="rank 1 running after a checkpoint")
-        os.kill(pid, signal.SIGKILL)
+        os.kill(self.ranks_after_a_checkpoint("1.1")[1], signal.SIGKILL)
         self.assertEqual(proc.wait(timeout=120), 0)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED")
@@ -151,14 +153,7 @@ class DataParallelTest(CairnTestCase):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.addCleanup(proc.kill)
 
-        def ranks_after_a_checkpoint():
-            shown = self.cairn("show", "1.1", "--json")
-            if shown.returncode != 0:
-                return None
-            trial = json.loads(shown.stdout)
-            ok = trial["state"] == "RUNNING" and trial.get("rank_pids") and trial["checkpoints"]
-            return trial["rank_pids"] if ok else None
-        pids = wait_until(ranks_after_a_checkpoint, what="both ranks running after a checkpoint")
+        pids = self.ranks_after_a_checkpoint("1.1")
         proc.kill()
         proc.wait()
         # The ranks outlive cairn: each notices the closed channel, checkpoints, and (HOLD)
@@ -233,16 +228,7 @@ class DataParallelTest(CairnTestCase):
                                 stdout=log, stderr=subprocess.STDOUT)
         self.addCleanup(proc.kill)
 
-        def rank1_after_a_checkpoint():
-            shown = self.cairn("show", "2.1", "--json")
-            if shown.returncode != 0:
-                return None
-            trial = json.loads(shown.stdout)
-            if trial["state"] != "RUNNING" or not trial.get("rank_pids") or not trial["checkpoints"]:
-                return None
-            return trial["rank_pids"][1]
-        pid = wait_until(rank1_after_a_checkpoint, what="rank 1 running after a checkpoint")
-        os.kill(pid, signal.SIGKILL)
+        os.kill(self.ranks_after_a_checkpoint("2.1")[1], signal.SIGKILL)
         self.assertEqual(proc.wait(timeout=300), 0)
         trial = self.cairn_json("show", "2.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED")
