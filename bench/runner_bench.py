@@ -15,6 +15,10 @@ four ways, one after the other in each repetition:
           RandomSampler, study.optimize(n_trials=N, n_jobs=2), its objective running the
           trial through subprocess.run like `pool`.
 
+--trial cpp swaps the Python trial for bench/trivial_trial.cc (the C++ SDK; compiled with
+g++ into the scratch directory), whose process costs ~1 ms instead of ~100 ms: the drivers'
+overheads are then not buried in the noise of the trials' own start-up.
+
 The makespan of each is the wall time of the process that drives it (Optuna: also the
 time inside study.optimize() alone, without Python's and Optuna's start-up). Overhead per
 trial = (makespan - ideal makespan) / N, the ideal of a repetition being the faster of
@@ -26,6 +30,7 @@ Goal: cairn <= 5 ms per trial, and ahead of Optuna.
 
     /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--baseline BIN] [--trials N]
                                            [--reps R] [--only xargs,pool,cairn,optuna] [--keep]
+                                           [--trial python|cpp]
 
 --baseline BIN adds a driver "cairn-base": the same `cairn run` with another build (say,
 the previous commit's), interleaved with the others in every repetition, so a change is
@@ -49,7 +54,10 @@ import time
 
 from bench_common import SOURCE, default_cairn, machine_summary
 
-TRIAL = ["/usr/bin/python3", str(SOURCE / "bench" / "trivial_trial.py")]
+# The trial command; --trial cpp replaces it (through the environment, so that the driver
+# processes this script starts for pool and optuna see it too).
+TRIAL = json.loads(os.environ.get("RUNNER_BENCH_TRIAL", "null")) or [
+    "/usr/bin/python3", str(SOURCE / "bench" / "trivial_trial.py")]
 WORKERS = 2
 GOAL_MS = 5.0
 VALIDATION = re.compile(r"validation: val_loss=(\S+)")
@@ -143,8 +151,8 @@ def run_xargs(workdir, trials):
     with open(workdir / "numbers", "w") as f:
         f.write("".join("%d\n" % i for i in range(trials)))
     # The number is one more argument, which the trial ignores: one process per line.
-    wall, cpu, driver, _ = timed(["xargs", "-P", str(WORKERS), "-n", "1", "-a", "numbers",
-                                  TRIAL[0], TRIAL[1]], workdir, stdout=subprocess.DEVNULL,
+    wall, cpu, driver, _ = timed(["xargs", "-P", str(WORKERS), "-n", "1", "-a", "numbers"] +
+                                 TRIAL, workdir, stdout=subprocess.DEVNULL,
                                  env=standalone_env({"CAIRN_HPARAMS": '{"x": 0.5}'}))
     return {"wall": wall, "cpu": cpu, "driver_cpu": driver}
 
@@ -257,6 +265,9 @@ def main():
     parser.add_argument("--only", default="xargs,pool,cairn,optuna")
     parser.add_argument("--baseline", help="another cairn build, run as driver cairn-base")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--trial", choices=["python", "cpp"], default="python",
+                        help="the trivial trial: bench/trivial_trial.py (default) or "
+                             "bench/trivial_trial.cc, compiled with g++ against the C++ SDK")
     parser.add_argument("--drive", choices=["pool", "optuna"], help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -274,6 +285,15 @@ def main():
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-runner-"))
     print(machine_summary(cairn))
     print("scratch: %s" % scratch)
+    if args.trial == "cpp":
+        binary = scratch / "trivial_trial"
+        subprocess.run(["g++", "-O2", "-std=c++20", "-I" + str(SOURCE / "sdk" / "cpp"),
+                        str(SOURCE / "bench" / "trivial_trial.cc"), "-o", str(binary), "-pthread"],
+                       check=True)
+        global TRIAL
+        TRIAL = [str(binary)]
+        os.environ["RUNNER_BENCH_TRIAL"] = json.dumps(TRIAL)
+    print("trial: %s" % " ".join(TRIAL))
     results = {name: [] for name in names}
     runners = {"xargs": lambda w: run_xargs(w, args.trials),
                "pool": lambda w: run_pool(w, args.trials),

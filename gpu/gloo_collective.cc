@@ -3,12 +3,14 @@
 #include "gpu/gloo_sync_ops.h"
 #include "gpu/memory_kv_store.h"
 
+#include <cairn/detail/gloo_guard.hpp>
+#include <cairn/gloo_store.hpp>
+
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -32,140 +34,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Blocks SIGPIPE in the calling thread while alive (threads started meanwhile inherit the
-// mask); on the way out it discards a SIGPIPE a failed write left pending, so unblocking
-// cannot deliver it.
-class SigpipeBlock {
- public:
-  SigpipeBlock() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlock() {
-    if (sigismember(&old_, SIGPIPE)) return;  // was blocked already: leave it as it was
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-      const timespec zero{};
-      sigtimedwait(&pipe_, nullptr, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-};
-
-// Gloo's messages start with "[file:line] "; users need the rest, on one line.
-std::string gloo_message(const char* what) {
-  std::string msg = what;
-  if (!msg.empty() && msg[0] == '[') {
-    const auto end = msg.find("] ");
-    if (end != std::string::npos) msg.erase(0, end + 2);
-  }
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
-  return msg;
-}
-
 // Runs fn, turning every exception into a Status: nothing Gloo throws leaves this file.
 Status guarded(const char* what, const std::function<void()>& fn) {
-  SigpipeBlock block;
-  try {
-    fn();
-    return Status::Ok();
-  } catch (const ::gloo::Exception& e) {
-    return Status::Failed(std::string("gloo ") + what + ": " + gloo_message(e.what()));
-  } catch (const std::exception& e) {
-    return Status::Failed(std::string("gloo ") + what + ": " + e.what());
-  } catch (...) {
-    return Status::Failed(std::string("gloo ") + what + ": unknown error");
-  }
+  std::string error;
+  if (sdk_detail::gloo_guarded(what, fn, &error)) return Status::Ok();
+  return Status::Failed(error);
 }
 
 void sum_float_fn(void* out, const void* a, const void* b, size_t n) {
   gloo_sync::add_floats(static_cast<float*>(out), static_cast<const float*>(a),
                         static_cast<const float*>(b), n);
 }
-
-std::string to_hex(const std::vector<char>& data) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size() * 2);
-  for (char ch : data) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-bool from_hex(const std::string& text, std::vector<char>& out) {
-  if (text.size() % 2 != 0) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  out.resize(text.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<char>(hi << 4 | lo);
-  }
-  return true;
-}
-
-// Gloo's rendezvous, over cairn's KeyValueStore. Gloo stores binary addresses; they are
-// hex-encoded so that the store only ever carries printable text. Gloo expects failures
-// as exceptions; they are caught again in guarded().
-class StoreAdapter final : public ::gloo::rendezvous::Store {
- public:
-  StoreAdapter(KeyValueStore& kv, std::string prefix, std::chrono::milliseconds timeout)
-      : kv_(kv), prefix_(std::move(prefix)), timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Status st = kv_.set(prefix_ + "/" + key, to_hex(data));
-    if (!st.ok()) throw ::gloo::IoException("rendezvous store: " + st.message());
-  }
-
-  std::vector<char> get(const std::string& key) override {
-    fetch(key, Clock::now() + timeout_);
-    return values_.at(key);
-  }
-
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    const auto deadline = Clock::now() + timeout;
-    for (const auto& key : keys) fetch(key, deadline);
-  }
-
- private:
-  void fetch(const std::string& key, Clock::time_point deadline) {
-    if (values_.count(key)) return;
-    // Rounded up: truncating would end the wait up to a millisecond before the deadline.
-    const auto left =
-        std::max(std::chrono::milliseconds(0),
-                 std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
-    Result<std::string> value = kv_.wait_get(prefix_ + "/" + key, left);
-    if (!value.ok()) throw ::gloo::IoException("rendezvous: " + value.status().message());
-    std::vector<char> bytes;
-    if (!from_hex(*value, bytes))
-      throw ::gloo::IoException("rendezvous: malformed value under '" + prefix_ + "/" + key + "'");
-    values_[key] = std::move(bytes);
-  }
-
-  KeyValueStore& kv_;
-  const std::string prefix_;
-  const std::chrono::milliseconds timeout_;
-  std::map<std::string, std::vector<char>> values_;
-};
 
 // World size 1: nothing to exchange.
 class SoloCollective final : public Collective {
@@ -405,7 +284,7 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
   }
 
   // Threads started below (Gloo's event loop, the communication thread) inherit this.
-  SigpipeBlock block;
+  sdk_detail::SigpipeBlock block;
   std::shared_ptr<::gloo::rendezvous::Context> context;
   std::unique_ptr<Collective> collective;
   Status st = guarded("rendezvous", [&] {
@@ -417,7 +296,20 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
     auto device = ::gloo::transport::tcp::CreateDevice(attr);
     context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
     context->setTimeout(options.timeout);
-    StoreAdapter store(kv, options.key_prefix, options.timeout);
+    GlooStore store(
+        [&kv](const std::string& key, const std::string& value, std::string* error) {
+          Status st = kv.set(key, value);
+          if (!st.ok() && error) *error = st.message();
+          return st.ok();
+        },
+        [&kv](const std::string& key, std::chrono::milliseconds timeout,
+              std::string* error) -> std::optional<std::string> {
+          Result<std::string> value = kv.wait_get(key, timeout);
+          if (value.ok()) return *value;
+          if (error) *error = value.status().message();
+          return std::nullopt;
+        },
+        options.key_prefix, options.timeout);
     context->connectFullMesh(store, device);
     if (options.algorithm == GlooAlgorithm::kRing)
       gloo_sync::make_synchronous(*context, options.busy_poll);

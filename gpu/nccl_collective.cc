@@ -1,6 +1,7 @@
 #include "gpu/nccl_collective.h"
 
 #include <dlfcn.h>
+#include <cairn/detail/hex.hpp>
 
 #include <climits>
 #include <cstring>
@@ -172,32 +173,6 @@ Status cuda_error(const char* what, CUresult r) {
                         (text ? text : "error " + std::to_string(r)));
 }
 
-std::string to_hex(const void* data, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<const unsigned char*>(data)[i];
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-bool from_hex(const std::string& text, void* out, size_t n) {
-  if (text.size() != 2 * n) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    static_cast<unsigned char*>(out)[i] = static_cast<unsigned char>(hi << 4 | lo);
-  }
-  return true;
-}
-
 // Polls until `done` says yes (returning its Status) or the deadline passes. Spins
 // briefly, then sleeps in short steps: GPU collectives finish in microseconds to
 // milliseconds, and a blocking wait would have no timeout.
@@ -261,12 +236,12 @@ class NcclCollective final : public Collective {
     if (rank_ == 0) {
       ncclResult_t nr = a.ncclGetUniqueId(&id);
       if (nr != kNcclSuccess) return nccl_error("ncclGetUniqueId", nr);
-      if (Status st = kv.set(key, to_hex(&id, sizeof(id))); !st.ok())
+      if (Status st = kv.set(key, sdk_detail::to_hex(&id, sizeof(id))); !st.ok())
         return Status::Failed("NCCL rendezvous: " + st.message());
     } else {
       Result<std::string> text = kv.wait_get(key, options_.timeout);
       if (!text.ok()) return Status::Failed("NCCL rendezvous: " + text.status().message());
-      if (!from_hex(*text, &id, sizeof(id)))
+      if (!sdk_detail::from_hex(*text, &id, sizeof(id)))
         return Status::Failed("NCCL rendezvous: malformed unique id under '" + key + "'");
     }
 

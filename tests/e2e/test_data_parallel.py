@@ -1,7 +1,8 @@
 """End to end: data-parallel trials (`resources.slots_per_trial: N`, SPEC §4, issue 6) —
 N rank processes with torchrun's variables, every rank's output kept, the ranks kept in
 step (same operations, same stop decision, one checkpoint per step), gang restarts when a
-rank dies, and the plain torch.distributed example with 1 and 2 ranks."""
+rank dies, the plain torch.distributed example with 1 and 2 ranks, and the C++ SDK's Gloo
+all-reduce (examples/cpp-ddp) with 1 and 2 ranks and a rank killed."""
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -194,6 +196,25 @@ class DataParallelTest(CairnTestCase):
         self.assertEqual(last[0], last[1], "the ranks agreed on the step to stop at")
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["checkpoints"][-1]["steps_completed"], last[0])
 
+    def kill_rank_1_of_2_1_and_finish(self, run_args, series, length):
+        """Runs `cairn run RUN_ARGS` (experiment 2), kills rank 1 of trial 2.1 once it has a
+        checkpoint, and checks the gang restart: the trial completes, one restart counted,
+        every step of `series` recorded exactly once."""
+        env = dict(os.environ, NO_COLOR="1")
+        log = open(os.path.join(self.dir, "run.log"), "w")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([CAIRN, "run"] + run_args, cwd=self.dir, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        self.addCleanup(proc.kill)
+
+        os.kill(self.ranks_after_a_checkpoint("2.1")[1], signal.SIGKILL)
+        self.assertEqual(proc.wait(timeout=300), 0)
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 1, "the gang restart counts once")
+        steps = [p["step"] for p in self.cairn_json("metrics", "2.1", "--json")[series]]
+        self.assertEqual(steps, list(range(1, length + 1)), "every epoch recorded exactly once")
+
     def export_weights(self, trial):
         dest = os.path.join(self.dir, "export-" + trial)
         self.cairn("export", trial + "@latest", dest, check=0)
@@ -221,26 +242,59 @@ class DataParallelTest(CairnTestCase):
         # Epochs of about half a second on this data, so the kill lands inside one.
         self.write("mlp.yaml", MLP_CONFIG % {"length": 8, "ranks": 2, "period": 2, "samples": 60000})
         self.cairn("run", "mlp.yaml", "--slots", "2", check=0)  # uninterrupted: experiment 1
-        env = dict(os.environ, NO_COLOR="1")
-        log = open(os.path.join(self.dir, "run.log"), "w")
-        self.addCleanup(log.close)
-        proc = subprocess.Popen([CAIRN, "run", "mlp.yaml", "--slots", "2"], cwd=self.dir, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(proc.kill)
-
-        os.kill(self.ranks_after_a_checkpoint("2.1")[1], signal.SIGKILL)
-        self.assertEqual(proc.wait(timeout=300), 0)
-        trial = self.cairn_json("show", "2.1", "--json")
-        self.assertEqual(trial["state"], "COMPLETED")
-        self.assertEqual(trial["restarts"], 1, "the gang restart counts once")
-        steps = [p["step"] for p in self.cairn_json("metrics", "2.1", "--json")["training"]]
-        self.assertEqual(steps, list(range(1, 9)), "every epoch recorded exactly once")
+        self.kill_rank_1_of_2_1_and_finish(["mlp.yaml", "--slots", "2"], "training", 8)
         starts = re.findall(r"epochs completed: (\d+); rank 1 of 2",
                             self.cairn("logs", "2.1", "--rank", "1", check=0).stdout)
         self.assertEqual(len(starts), 2, starts)
         self.assertGreater(int(starts[1]), 0, "the restart resumed from a checkpoint")
         self.assertEqual(self.export_weights("1.1"), self.export_weights("2.1"),
                          "the interrupted run ends with the uninterrupted run's weights")
+
+    cpp_build = None  # the directory where examples/cpp-ddp was built, once for the class
+
+    def cpp_example(self):
+        """examples/cpp-ddp built with `make` as a user would (C++ SDK + Gloo), in the test directory."""
+        cls = type(self)
+        if cls.cpp_build is None:
+            build = tempfile.mkdtemp(prefix="cairn-e2e-cpp-")
+            cls.addClassCleanup(shutil.rmtree, build, True)
+            example = os.path.join(SOURCE, "examples", "cpp-ddp")
+            for name in ("train.cc", "Makefile"):
+                shutil.copy(os.path.join(example, name), build)
+            made = subprocess.run(["make", "-s", "SDK=" + os.path.join(SOURCE, "sdk", "cpp")], cwd=build,
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(made.returncode, 0, made.stderr)
+            cls.cpp_build = build
+        shutil.copy(os.path.join(cls.cpp_build, "train"), self.dir)
+        shutil.copy(os.path.join(SOURCE, "examples", "cpp-ddp", "ddp.yaml"), self.dir)
+
+    def val_losses(self, trial):
+        return [p["metrics"]["val_loss"] for p in self.cairn_json("metrics", trial, "--json")["validation"]]
+
+    def test_cpp_sdk_gloo_example_on_two_ranks_follows_one_rank(self):
+        self.cpp_example()
+        self.cairn("run", "ddp.yaml", "--slots", "2", check=0)
+        self.cairn("run", "ddp.yaml", "--slots", "2", "--set", "resources.slots_per_trial=1", check=0)
+        two, one = self.val_losses("1.1"), self.val_losses("2.1")
+        self.assertEqual(len(two), 8)
+        # Without a real sum over the ranks each would step with half the gradient: the
+        # curves would part at once.
+        for a, b in zip(one, two):
+            self.assertAlmostEqual(a, b, delta=1e-9 * max(1.0, abs(a)))
+        self.assertLess(two[-1], two[0] / 10, "it learns")
+        self.assertIn("rank 1 of 2 connected", self.cairn("logs", "1.1", "--rank", "1", check=0).stdout)
+        self.assertIn("rank 0 of 1 connected", self.cairn("logs", "2.1", check=0).stdout)
+
+    def test_cpp_sdk_gloo_rank_killed_restarts_the_trial_and_ends_as_uninterrupted(self):
+        self.cpp_example()
+        # About a quarter of a second per epoch (98 all-reduces), so the kill lands mid-run.
+        longer = ["--set", "hyperparameters.rows=100000", "--set", "hyperparameters.batch_size=1024",
+                  "--set", "searcher.max_length=24"]
+        self.cairn("run", "ddp.yaml", "--slots", "2", *longer, check=0)  # uninterrupted: experiment 1
+        # Rank 0 is left inside a Gloo all-reduce with a dead peer: it must fail, not hang.
+        self.kill_rank_1_of_2_1_and_finish(["ddp.yaml", "--slots", "2"] + longer, "validation", 24)
+        self.assertEqual(self.val_losses("2.1"), self.val_losses("1.1"),
+                         "resumed from the checkpoint, it ends with the uninterrupted run's bits")
 
     @unittest.skipUnless(have_torch(), "needs Debian's python3-torch and python3-sklearn")
     def test_pytorch_ddp_example_with_two_ranks_follows_the_single_rank_curve(self):
