@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <thread>
@@ -49,6 +50,7 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   const std::string& devices = config_.resources.devices;
   const int gpus = devices == "cpu" ? 0 : probe_gpu_runtime().device_count;
   gpu_slots_ = gpus > 0;
+  gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   if (options_.slots <= 0)
     options_.slots =
         gpu_slots_ ? gpus : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -133,7 +133,8 @@ class Coordinator {
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
   std::optional<SlotPool> slots_;
-  bool gpu_slots_ = false;  // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
+  bool gpu_slots_ = false;              // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
+  std::vector<std::string> gpu_names_;  // what CUDA_VISIBLE_DEVICES calls them (gpu_names)
   std::optional<ControlListener> listener_;
   std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;

@@ -155,7 +155,8 @@ Status Coordinator::start_trial(Trial& trial) {
   if (!slots) return Status::Failed("no free slot");  // schedule() checks first
   if (gpu_slots_) {
     // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
-    env["CUDA_VISIBLE_DEVICES"] = world > 1 ? device_list({slots->front()}) : device_list(*slots);
+    env["CUDA_VISIBLE_DEVICES"] =
+        world > 1 ? device_list({slots->front()}, gpu_names_) : device_list(*slots, gpu_names_);
   } else {
     if (config_.resources.devices == "cpu") env["CUDA_VISIBLE_DEVICES"] = "";
     // One core per slot by default, so concurrent trials do not oversubscribe the machine;
@@ -189,7 +190,8 @@ Status Coordinator::start_trial(Trial& trial) {
     worker.rank = rank;
     ProcessSpec rank_spec = spec;
     rank_spec.env["RANK"] = rank_spec.env["LOCAL_RANK"] = std::to_string(rank);
-    if (gpu_slots_) rank_spec.env["CUDA_VISIBLE_DEVICES"] = device_list({(*slots)[rank]});
+    if (gpu_slots_)
+      rank_spec.env["CUDA_VISIBLE_DEVICES"] = device_list({(*slots)[rank]}, gpu_names_);
     worker.output_file =
         store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
     rank_spec.output = worker.output_file;

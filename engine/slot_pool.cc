@@ -1,6 +1,7 @@
 #include "engine/slot_pool.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace cairn {
 
@@ -24,9 +25,38 @@ void SlotPool::release(int64_t trial) {
     if (owner == trial) owner = 0;
 }
 
-std::string device_list(const std::vector<int>& slots) {
+std::vector<std::string> gpu_names(int device_count, const char* parent_visible) {
+  std::vector<std::string> names;
+  if (device_count <= 0) return names;
+  if (parent_visible != nullptr && *parent_visible != '\0') {
+    std::string_view rest(parent_visible);
+    while (!rest.empty() && static_cast<int>(names.size()) < device_count) {
+      const size_t comma = rest.find(',');
+      std::string_view entry = rest.substr(0, comma);
+      while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+      while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+      if (!entry.empty()) names.emplace_back(entry);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  // Unset, or fewer entries than the driver reports (it should not happen): plain indices.
+  if (names.empty())
+    for (int i = 0; i < device_count; ++i) names.push_back(std::to_string(i));
+  return names;
+}
+
+std::string device_list(const std::vector<int>& slots, const std::vector<std::string>& gpus) {
   std::string out;
-  for (int s : slots) out += (out.empty() ? "" : ",") + std::to_string(s);
+  if (gpus.empty()) return out;
+  std::vector<size_t> listed;
+  for (int s : slots) {
+    const size_t gpu = static_cast<size_t>(s) % gpus.size();
+    // Two slots of one trial on the same GPU: name it once (CUDA rejects a repeated name).
+    if (std::find(listed.begin(), listed.end(), gpu) != listed.end()) continue;
+    listed.push_back(gpu);
+    if (!out.empty()) out += ',';
+    out += gpus[gpu];
+  }
   return out;
 }
 
