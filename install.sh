@@ -20,7 +20,8 @@ Options:
   --jobs N      parallel compile jobs (default: the number of CPUs, fewer on machines
                 short of memory)
   --no-deps     do not install Debian packages (the machine is already set up)
-  --test        also install the test dependencies (PyTorch, scikit-learn, NumPy),
+  --test        also install the test dependencies (PyTorch, scikit-learn, NumPy,
+                zsh and fish),
                 build the tests and run them with ctest; installs only when --prefix
                 is given as well
   -h, --help    print this help and exit
@@ -49,8 +50,9 @@ BUILD_PACKAGES=(
   libmbedtls-dev libhttp-parser-dev libssh2-1-dev libpcre2-dev
   python3 man-db
 )
-# End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3.
-TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy)
+# End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3, and
+# load the zsh and fish completions in those shells.
+TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish)
 
 PREFIX=/usr/local
 PREFIX_GIVEN=0
