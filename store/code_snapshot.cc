@@ -7,12 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <iterator>
-#include <mutex>
 #include <thread>
 
 #include "common/file_util.h"
@@ -29,8 +25,6 @@ namespace {
 // Threads hashing and compressing blobs on a first snapshot; more gain little, as reading
 // the files and writing the objects' directories then dominate.
 constexpr unsigned kBlobThreads = 4;
-// Threads walking the workdir (as many as cores, up to this): mostly fstatat() calls.
-constexpr unsigned kWalkThreads = 4;
 
 struct WorkFile {
   std::string rel;  // '/'-separated, relative to the workdir
@@ -38,9 +32,8 @@ struct WorkFile {
   git_filemode_t mode = GIT_FILEMODE_BLOB;
 };
 
-// A directory of the walk; its entries name files (indexes into its own `files` while
-// walking, into the snapshot's file list once the walk is done) and subdirectories (indexes
-// into the directory list, always after their parent's).
+// A directory of the walk; its entries name files (indexes into the file list) and
+// subdirectories (indexes into the directory list, always after their parent's).
 struct WalkDir {
   struct Entry {
     std::string name;
@@ -48,7 +41,6 @@ struct WalkDir {
     size_t index = 0;
   };
   std::vector<Entry> entries;
-  std::vector<WorkFile> files;
 };
 
 std::string human_bytes(uint64_t b) {
@@ -141,14 +133,12 @@ struct KnownPaths {
 
 // Walks the workdir, keeping what the rules keep, with openat()/fstatat() relative to each
 // directory's descriptor (no absolute path resolved per file) and readdir's file type
-// (no stat of a subdirectory). Directories are work items for a few threads: the walk is
-// mostly system calls (an fstatat per file), which run in parallel; a thread hands a
-// subdirectory to the others while they wait for work and walks it itself otherwise.
+// (no stat of a subdirectory).
 class Walker {
  public:
   Walker(const fs::path& workdir, const IgnoreRules& rules, const SnapshotOptions& opts,
-         KnownPaths& known, unsigned threads)
-      : workdir_(workdir), rules_(rules), known_(known), threads_(std::max(1u, threads)) {
+         KnownPaths& known)
+      : workdir_(workdir), rules_(rules), known_(known) {
     for (const fs::path& x : opts.exclude) {
       const fs::path rel = x.lexically_normal().lexically_relative(workdir);
       if (rel.empty()) continue;
@@ -161,61 +151,16 @@ class Walker {
   }
 
   Status run(std::vector<WorkFile>& files, std::vector<WalkDir>& dirs) {
-    dirs_.emplace_back();
-    if (!all_excluded_) {
-      const int fd = ::open(workdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0) return Status::Io("cannot read " + workdir_.string() + ": " + errno_text());
-      queue_.push_back({fd, "", 0});
-      std::vector<std::thread> pool;
-      for (unsigned t = 1; t < threads_; ++t) pool.emplace_back([this] { work(); });
-      work();
-      for (std::thread& t : pool) t.join();
-      for (const Item& item : queue_) ::close(item.fd);  // left by an error
-    }
-    if (rules_changed_) known_.rules_changed = true;
-    if (!error_.ok()) return error_;
-    // Files in directory order: within a directory in readdir's order, as the stat cache
-    // saves them and the next walk asks for them.
-    dirs.reserve(dirs_.size());
-    for (WalkDir& d : dirs_) {
-      const size_t base = files.size();
-      for (WalkDir::Entry& e : d.entries)
-        if (!e.is_dir) e.index += base;
-      std::move(d.files.begin(), d.files.end(), std::back_inserter(files));
-      d.files = {};
-      dirs.push_back(std::move(d));
-    }
-    return Status::Ok();
+    files_ = &files;
+    dirs_ = &dirs;
+    dirs.emplace_back();
+    if (all_excluded_) return Status::Ok();
+    const int fd = ::open(workdir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::Io("cannot read " + workdir_.string() + ": " + errno_text());
+    return walk(fd, "", 0);
   }
 
  private:
-  struct Item {
-    int fd;
-    std::string rel;
-    size_t index;
-  };
-
-  void work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ++waiting_;
-      more_.wait(lock, [this] { return !queue_.empty() || busy_ == 0 || stop_; });
-      --waiting_;
-      if (stop_ || queue_.empty()) break;  // an error, or nothing left anywhere
-      Item item = std::move(queue_.back());
-      queue_.pop_back();
-      ++busy_;
-      WalkDir& dir = dirs_[item.index];  // under the lock: deque's map may grow meanwhile
-      lock.unlock();
-      Status s = walk(item.fd, item.rel, dir);
-      lock.lock();
-      --busy_;
-      if (!s.ok() && error_.ok()) error_ = std::move(s);
-      if (!error_.ok() || rules_changed_) stop_ = true;
-    }
-    more_.notify_all();
-  }
-
   bool excluded(const std::string& rel) const {
     for (const std::string& x : excluded_)
       if (rel.size() >= x.size() && rel.compare(0, x.size(), x) == 0 &&
@@ -224,13 +169,8 @@ class Walker {
     return false;
   }
 
-  bool ignored(const std::string& rel, bool is_dir) {
-    std::lock_guard<std::mutex> lock(ignore_mu_);  // libgit2's repository is not shared
-    return rules_.ignored(rel, is_dir);
-  }
-
   // Takes ownership of `fd`.
-  Status walk(int fd, const std::string& rel_dir, WalkDir& dir) {
+  Status walk(int fd, const std::string& rel_dir, size_t dir_index) {
     DIR* d = ::fdopendir(fd);
     if (d == nullptr) {
       ::close(fd);
@@ -240,7 +180,6 @@ class Walker {
     const int dfd = ::dirfd(d);
     std::string rel;
     for (;;) {
-      if (stop_) return Status::Ok();  // another thread failed; its error is reported
       errno = 0;
       const dirent* e = ::readdir(d);
       if (e == nullptr) break;
@@ -258,46 +197,33 @@ class Walker {
         continue;  // vanished meanwhile
       }
       if (known_.cache && std::strcmp(name, ".gitignore") == 0 &&
-          !known_.cache->lookup_view(rel, FileStat::of(st))) {
-        rules_changed_ = true;  // the caller starts over, checking every path
+          !known_.cache->lookup(rel, FileStat::of(st))) {
+        known_.rules_changed = true;  // the caller starts over, checking every path
         return Status::Ok();
       }
       if (S_ISDIR(st.st_mode)) {
         const bool seen = known_.cache && known_.cache->contains_dir(rel);
-        if (!seen && ignored(rel, true)) continue;
+        if (!seen && rules_.ignored(rel, true)) continue;
         const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub < 0) {
           if (errno == ENOENT) continue;  // vanished meanwhile
           return Status::Io("cannot read " + (workdir_ / rel).string() + ": " + errno_text());
         }
-        WalkDir* child = nullptr;
-        bool handed_over = false;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          const size_t index = dirs_.size();
-          child = &dirs_.emplace_back();
-          dir.entries.push_back({name, true, index});
-          if (waiting_ > 0 && queue_.size() < threads_) {
-            queue_.push_back({sub, rel, index});
-            handed_over = true;
-          }
-        }
-        if (handed_over) {
-          more_.notify_one();
-          continue;
-        }
-        Status s = walk(sub, rel, *child);
-        if (!s.ok() || rules_changed_) return s;
+        const size_t index = dirs_->size();
+        dirs_->emplace_back();
+        (*dirs_)[dir_index].entries.push_back({name, true, index});
+        Status s = walk(sub, rel, index);
+        if (!s.ok() || known_.rules_changed) return s;
       } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
         const bool seen = known_.cache && known_.cache->contains(rel);
-        if (!seen && ignored(rel, false)) continue;
+        if (!seen && rules_.ignored(rel, false)) continue;
         git_filemode_t mode = GIT_FILEMODE_BLOB;
         if (S_ISLNK(st.st_mode))
           mode = GIT_FILEMODE_LINK;
         else if (st.st_mode & 0111)
           mode = GIT_FILEMODE_BLOB_EXECUTABLE;
-        dir.entries.push_back({name, false, dir.files.size()});
-        dir.files.push_back(WorkFile{rel, FileStat::of(st), mode});
+        (*dirs_)[dir_index].entries.push_back({name, false, files_->size()});
+        files_->push_back(WorkFile{rel, FileStat::of(st), mode});
       }
     }
     if (errno != 0)
@@ -308,18 +234,10 @@ class Walker {
   const fs::path& workdir_;
   const IgnoreRules& rules_;
   KnownPaths& known_;
-  const unsigned threads_;
   std::vector<std::string> excluded_;  // relative to the workdir
   bool all_excluded_ = false;
-  std::mutex ignore_mu_;
-  std::mutex mu_;  // guards what follows, but each directory's entries and files are its
-                   // walker's alone
-  std::condition_variable more_;
-  std::deque<WalkDir> dirs_;  // grows while walked: a deque keeps references valid
-  std::vector<Item> queue_;
-  unsigned waiting_ = 0, busy_ = 0;
-  std::atomic<bool> stop_{false}, rules_changed_{false};
-  Status error_ = Status::Ok();
+  std::vector<WorkFile>* files_ = nullptr;
+  std::vector<WalkDir>* dirs_ = nullptr;
 };
 
 // The stat data of every ignore source outside the walk: .cairnignore, the user's index
@@ -515,13 +433,12 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   if (!cache.meta().empty() && cache.meta() == sources) known.cache = &cache;
   std::vector<WorkFile> files;
   std::vector<WalkDir> dirs;
-  const unsigned walkers = std::min(kWalkThreads, std::thread::hardware_concurrency());
-  Status st = Walker(workdir, *rules, opts, known, walkers).run(files, dirs);
+  Status st = Walker(workdir, *rules, opts, known).run(files, dirs);
   if (st.ok() && known.rules_changed) {  // a .gitignore changed: every path is checked
     files.clear();
     dirs.clear();
     known = KnownPaths{};
-    st = Walker(workdir, *rules, opts, known, walkers).run(files, dirs);
+    st = Walker(workdir, *rules, opts, known).run(files, dirs);
   }
   if (!st.ok()) return st;
   cache.set_meta(sources);
