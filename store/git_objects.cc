@@ -136,7 +136,8 @@ bool StoredObjects::list(unsigned fan, std::vector<git_oid>& ids) const {
     if (ok) ids.push_back(id);
   }
   ::closedir(d);
-  std::sort(ids.begin(), ids.end(), oid_less);
+  std::sort(ids.begin(), ids.end(),
+            [](const git_oid& a, const git_oid& b) { return oid_less(a, b); });
   return true;
 }
 
@@ -250,7 +251,8 @@ void StoredObjects::load_known(const fs::path& file) {
 }
 
 void StoredObjects::save_known(const fs::path& file, std::vector<git_oid> needed) {
-  std::sort(needed.begin(), needed.end(), oid_less);
+  std::sort(needed.begin(), needed.end(),
+            [](const git_oid& a, const git_oid& b) { return oid_less(a, b); });
   needed.erase(std::unique(needed.begin(), needed.end(),
                            [](const git_oid& a, const git_oid& b) { return oid_equal(a, b); }),
                needed.end());
