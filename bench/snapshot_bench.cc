@@ -13,7 +13,8 @@
 // --strict-off turns libgit2's strict object creation off for the whole run (a process-wide
 // option), which is what the first fix suggested in /tmp/bench_results_h6.md would do.
 // --snapshot-once STORE WORKDIR and --phases-only STORE WORKDIR time one snapshot, or its
-// phases, of an existing workdir (for perf or strace).
+// phases, of an existing workdir (for perf or strace). --changed-loop STORE WORKDIR FILE N
+// appends to FILE and snapshots, N times in one process, and prints the median.
 #include <dirent.h>
 #include <fcntl.h>
 #include <git2.h>
@@ -421,6 +422,19 @@ int main(int argc, char** argv) {
       const fs::path store = next(), w = next();
       const Sample x = time_cairn(store, w);
       std::printf("snapshot: %.3f s (cpu %.3f s)\n", x.wall, x.cpu);
+      return 0;
+    } else if (a == "--changed-loop") {  // STORE WORKDIR FILE N: N timed "one file changed"
+      const fs::path store = next(), w = next(), rel = next();
+      const int n = std::stoi(next());
+      std::vector<double> wall, cpu;
+      for (int k = 0; k < n; ++k) {
+        change_one_file(w, rel, 1000 + k);
+        const Sample x = time_cairn(store, w);
+        wall.push_back(x.wall), cpu.push_back(x.cpu);
+        std::printf(" %.4f", x.wall);
+      }
+      std::printf("\nchanged-loop: median %.4f s (cpu %.4f s) of %d, load %.2f\n", median(wall),
+                  median(cpu), n, load_average());
       return 0;
     } else if (a == "--phases-only") {  // STORE WORKDIR: the phases of an unchanged snapshot
       const fs::path store = next(), w = next();

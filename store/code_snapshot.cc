@@ -299,7 +299,7 @@ Status over_limit(const fs::path& workdir, std::vector<WorkFile> files, uint64_t
 // below it has no tree, as in git.
 Result<git_oid> write_trees(git_odb* odb, git::StoredObjects& stored,
                             const std::vector<WalkDir>& dirs, const std::vector<git_oid>& blobs,
-                            const std::vector<WorkFile>& files) {
+                            const std::vector<WorkFile>& files, std::vector<git_oid>& trees) {
   std::vector<git_oid> oids(dirs.size());
   std::vector<bool> empty(dirs.size(), false);
   std::vector<git::TreeEntry> entries;
@@ -322,6 +322,7 @@ Result<git_oid> write_trees(git_odb* odb, git::StoredObjects& stored,
         return git::error("cannot write a tree");
       stored.add(oids[i]);
     }
+    trees.push_back(oids[i]);
   }
   return oids[0];
 }
@@ -451,23 +452,30 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   if (git_repository_odb(&odb_raw, repo_) != 0) return git::error("cannot open " + dir_.string());
   git::Odb odb(odb_raw);
   git::StoredObjects stored(odb_raw, dir_ / "objects");
+  fs::path known_file = cache_file;
+  known_file += ".objects";
+  stored.load_known(known_file);
   std::vector<git_oid> blobs(files.size());
   std::vector<git::BlobSource> to_write;
   const std::string prefix = workdir.string() + (workdir.string().back() == '/' ? "" : "/");
   for (size_t i = 0; i < files.size(); ++i) {
-    auto cached = cache.lookup(files[i].rel, files[i].st);
+    auto cached = cache.lookup_view(files[i].rel, files[i].st);
     if (cached && git::parse_oid(*cached, &blobs[i]) && stored.contains(blobs[i])) continue;
     to_write.push_back({prefix + files[i].rel, files[i].mode == GIT_FILEMODE_LINK, &blobs[i]});
   }
   st = git::write_blobs(odb_raw, dir_ / "objects", to_write,
                         std::min(kBlobThreads, std::thread::hardware_concurrency()));
   if (!st.ok()) return st;
-  for (size_t i = 0; i < files.size(); ++i)
-    cache.record(files[i].rel, files[i].st, git::hex(blobs[i]));
+  for (size_t i = 0; i < files.size(); ++i) {
+    char hex[GIT_OID_HEXSZ];
+    git_oid_fmt(hex, &blobs[i]);
+    cache.record(files[i].rel, files[i].st, std::string_view(hex, sizeof hex));
+  }
   (void)cache.save(cache_file);  // a cache that cannot be written only costs time
   for (const git::BlobSource& b : to_write) stored.add(*b.out);
 
-  auto tree_oid = write_trees(odb_raw, stored, dirs, blobs, files);
+  std::vector<git_oid> needed;  // by the next snapshot, mostly: every blob and tree
+  auto tree_oid = write_trees(odb_raw, stored, dirs, blobs, files, needed);
   if (!tree_oid.ok()) return tree_oid.status();
   git_tree* tree_raw = nullptr;
   if (git_tree_lookup(&tree_raw, repo_, &*tree_oid) != 0) return git::error("cannot read a tree");
@@ -489,6 +497,8 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   if (rc != 0 && rc != GIT_ELOCKED) return git::error("cannot record " + ref_name);
   git_error_clear();
   git_reference_free(ref);
+  needed.insert(needed.end(), blobs.begin(), blobs.end());
+  stored.save_known(known_file, std::move(needed));
   snap.commit = git::hex(commit);
   snap.tree = git::hex(*tree_oid);
   return snap;

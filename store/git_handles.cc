@@ -37,8 +37,8 @@ std::string hex(const git_oid& oid) {
   return buf;
 }
 
-bool parse_oid(const std::string& text, git_oid* out) {
-  return text.size() == GIT_OID_HEXSZ && git_oid_fromstr(out, text.c_str()) == 0;
+bool parse_oid(std::string_view text, git_oid* out) {
+  return text.size() == GIT_OID_HEXSZ && git_oid_fromstrn(out, text.data(), text.size()) == 0;
 }
 
 }  // namespace cairn::git

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -37,6 +38,6 @@ void ensure_initialized();
 Status error(const std::string& what, ErrorKind kind = ErrorKind::kIo);
 
 std::string hex(const git_oid& oid);
-bool parse_oid(const std::string& hex, git_oid* out);
+bool parse_oid(std::string_view hex, git_oid* out);
 
 }  // namespace cairn::git

@@ -27,6 +27,14 @@ std::string serialize_tree(std::vector<TreeEntry>& entries);
 // directory (objects/xx) once, on the first question about it: a readdir per 256
 // directories instead of an access() per object. Anything not found loose (packed, or
 // borrowed from an alternate) is asked of the odb.
+//
+// A snapshot can also spare the listing: save_known() records, per fan-out directory, its
+// stat data and which of the snapshot's objects it held; load_known() by the next snapshot
+// trusts that record while the directory's stat data is unchanged. Any object removed from
+// it (by hand, by `git gc`) changes the directory's mtime, so is noticed. The record is
+// taken only of a directory last modified before a timestamp the file system itself gave
+// (a file created just before): a change within the same timestamp granule as the record
+// could otherwise leave the mtime as recorded, as git's "racy" index entries.
 class StoredObjects {
  public:
   StoredObjects(git_odb* odb, std::filesystem::path objects_dir)
@@ -34,12 +42,36 @@ class StoredObjects {
   bool contains(const git_oid& oid);
   void add(const git_oid& oid);
 
+  // Missing or damaged: nothing is trusted, every directory is listed.
+  void load_known(const std::filesystem::path& file);
+  // `needed`: the objects the next snapshot will likely ask about again, all of them
+  // stored (asked, or written and add()ed). A record that cannot be written only costs time.
+  void save_known(const std::filesystem::path& file, std::vector<git_oid> needed);
+
  private:
-  std::vector<git_oid>& fanout(const git_oid& oid);  // listed on first use, sorted
+  struct DirStat {
+    uint64_t size = 0, ino = 0;
+    int64_t mtime_ns = 0, ctime_ns = 0;
+    uint32_t mode = 0;
+    bool operator==(const DirStat&) const = default;
+  };
+  struct Fan {
+    bool listed = false;
+    std::vector<git_oid> loose;  // when listed: sorted
+    bool recorded = false;       // load_known() had a record of it
+    DirStat recorded_stat;
+    std::vector<git_oid> known;  // the record's objects, sorted
+    bool checked = false;        // its stat data compared with the record's
+    bool vouched = false;        // ... and found equal
+    bool written = false;        // add() put an object in it
+    std::vector<git_oid> added;  // what add() put in it, sorted
+  };
+  Fan& fanout(const git_oid& oid);  // listed on first use
+  bool list(unsigned fan, std::vector<git_oid>& out) const;
+  bool stat_dir(unsigned fan, DirStat& out) const;
   git_odb* odb_;
   std::filesystem::path dir_;
-  bool listed_[256] = {};
-  std::vector<git_oid> loose_[256];
+  Fan fans_[256];
 };
 
 // A file to store as a blob: its content, or for a symbolic link its target.

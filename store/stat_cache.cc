@@ -92,7 +92,8 @@ StatCache StatCache::load(const fs::path& file) {
   StatCache cache;
   auto text = read_whole(file);
   if (!text) return cache;
-  std::string_view in(*text);
+  auto shared = std::make_shared<const std::string>(std::move(*text));
+  std::string_view in(*shared);
   auto next_line = [&in](std::string_view& line) {
     const size_t nl = in.find('\n');
     if (nl == std::string_view::npos) return false;
@@ -106,9 +107,9 @@ StatCache StatCache::load(const fs::path& file) {
   if (in.size() < sizeof kTrailer - 1 || in.substr(in.size() - (sizeof kTrailer - 1)) != kTrailer)
     return cache;
   in.remove_suffix(sizeof kTrailer - 1);
-  if (!next_line(line) || !parse(line, cache.written_ns_)) return cache;
-  if (in.rfind("meta ", 0) == 0 && next_line(line)) cache.meta_ = std::string(line.substr(5));
-  cache.loaded_.reserve(static_cast<size_t>(std::count(in.begin(), in.end(), '\n')));
+  if (!next_line(line) || !parse(line, cache.s_.written_ns)) return cache;
+  if (in.rfind("meta ", 0) == 0 && next_line(line)) cache.s_.meta = std::string(line.substr(5));
+  cache.s_.loaded.reserve(static_cast<size_t>(std::count(in.begin(), in.end(), '\n')));
   // Lines: value size mtime_ns ctime_ns ino mode <TAB> key
   while (next_line(line)) {
     const size_t tab = line.find('\t');
@@ -120,70 +121,143 @@ StatCache StatCache::load(const fs::path& file) {
       fields.remove_prefix(sp == std::string_view::npos ? fields.size() : sp + 1);
       return !out.empty();
     };
-    std::string_view value, size, mtime, ctime, ino, mode;
-    Entry e;
-    if (!field(value) || !field(size) || !field(mtime) || !field(ctime) || !field(ino) ||
+    std::string_view size, mtime, ctime, ino, mode;
+    Loaded e;
+    if (!field(e.value) || !field(size) || !field(mtime) || !field(ctime) || !field(ino) ||
         !field(mode) || !fields.empty() || !parse(size, e.st.size) ||
         !parse(mtime, e.st.mtime_ns) || !parse(ctime, e.st.ctime_ns) || !parse(ino, e.st.ino) ||
         !parse(mode, e.st.mode))
       continue;
-    e.value = std::string(value);
-    auto [it, inserted] =
-        cache.loaded_.insert_or_assign(std::string(line.substr(tab + 1)), std::move(e));
-    (void)inserted;
-    cache.index_dir_of(it->first);
+    e.key = line.substr(tab + 1);
+    e.line = line;
+    cache.s_.loaded.push_back(e);
   }
+  cache.s_.text = std::move(shared);
+  cache.index();
   return cache;
 }
 
-void StatCache::index_dir_of(std::string_view key) {
-  for (size_t slash = key.rfind('/'); slash != std::string_view::npos && slash > 0;
-       slash = key.rfind('/', slash - 1)) {
+void StatCache::index() {
+  size_t n = 16;
+  while (n < 2 * s_.loaded.size()) n *= 2;
+  s_.slots.assign(n, 0);
+  const std::hash<std::string_view> hash;
+  for (size_t i = 0; i < s_.loaded.size(); ++i) {
+    const std::string_view key = s_.loaded[i].key;
+    for (size_t at = hash(key) & (n - 1);; at = (at + 1) & (n - 1)) {
+      if (s_.slots[at] == 0) {
+        s_.slots[at] = static_cast<uint32_t>(i + 1);
+        break;
+      }
+      if (s_.loaded[s_.slots[at] - 1].key == key) {  // a key twice: the later line wins
+        s_.loaded[s_.slots[at] - 1].replaced = true;
+        s_.slots[at] = static_cast<uint32_t>(i + 1);
+        break;
+      }
+    }
     // Parents are added deepest first; one already known has its own parents known too.
-    if (!loaded_dirs_.insert(key.substr(0, slash)).second) break;
+    for (size_t slash = key.rfind('/'); slash != std::string_view::npos && slash > 0;
+         slash = key.rfind('/', slash - 1)) {
+      if (!s_.loaded_dirs.insert(key.substr(0, slash)).second) break;
+    }
   }
 }
 
-StatCache& StatCache::operator=(const StatCache& o) {
-  if (this == &o) return *this;
-  written_ns_ = o.written_ns_;
-  loaded_ = o.loaded_;
-  recorded_ = o.recorded_;
-  meta_ = o.meta_;
-  loaded_dirs_.clear();  // views into this copy's own keys
-  for (const auto& [key, e] : loaded_) index_dir_of(key);
-  return *this;
+// Where find() looks first: keys are mostly asked in the order they were saved (a walk of
+// an unchanged tree, one directory after another), so a lookup is then one comparison in
+// memory read in order, not a hash and three cache misses. Only a hint, checked before use:
+// shared by every cache a thread reads, and one per thread (a walk may use several).
+namespace {
+thread_local size_t next_hint = 0;
+}  // namespace
+
+const StatCache::Loaded* StatCache::find(std::string_view key) const {
+  if (next_hint < s_.loaded.size()) {
+    const Loaded& e = s_.loaded[next_hint];
+    if (e.key == key && !e.replaced) {
+      ++next_hint;
+      return &e;
+    }
+  }
+  if (s_.slots.empty()) return nullptr;
+  const size_t mask = s_.slots.size() - 1;
+  for (size_t at = std::hash<std::string_view>()(key) & mask;; at = (at + 1) & mask) {
+    if (s_.slots[at] == 0) return nullptr;
+    const Loaded& e = s_.loaded[s_.slots[at] - 1];
+    if (e.key == key) {
+      next_hint = s_.slots[at];
+      return &e;
+    }
+  }
 }
 
-std::optional<std::string> StatCache::lookup(const std::string& key, const FileStat& st) const {
-  auto it = loaded_.find(key);
-  if (it == loaded_.end() || !(it->second.st == st)) return std::nullopt;
-  if (st.mtime_ns >= written_ns_ - kRacyWindowNs) return std::nullopt;
-  return it->second.value;
+std::optional<std::string_view> StatCache::lookup_view(std::string_view key,
+                                                       const FileStat& st) const {
+  const Loaded* e = find(key);
+  if (e == nullptr || !(e->st == st)) return std::nullopt;
+  if (st.mtime_ns >= s_.written_ns - kRacyWindowNs) return std::nullopt;
+  return e->value;
 }
 
-void StatCache::record(const std::string& key, const FileStat& st, const std::string& value) {
+std::optional<std::string> StatCache::lookup(std::string_view key, const FileStat& st) const {
+  auto v = lookup_view(key, st);
+  if (!v) return std::nullopt;
+  return std::string(*v);
+}
+
+void StatCache::record(std::string_view key, const FileStat& st, std::string_view value) {
   // The common case, an unchanged file, marks the loaded entry instead of copying it.
-  auto it = loaded_.find(key);
-  if (it != loaded_.end() && it->second.st == st && it->second.value == value) {
-    it->second.kept = true;
-    if (!recorded_.empty()) recorded_.erase(key);
+  Loaded* e = const_cast<Loaded*>(find(key));
+  if (e != nullptr && e->st == st && e->value == value) {
+    e->kept = true;
+    e->order = s_.recorded_count++;
+    if (!s_.recorded.empty()) s_.recorded.erase(std::string(key));
     return;
   }
-  if (it != loaded_.end()) it->second.kept = false;
-  recorded_[key] = Entry{st, value};
+  if (e != nullptr) e->kept = false;
+  s_.recorded[std::string(key)] = Entry{st, std::string(value), s_.recorded_count++};
 }
 
 Status StatCache::save(const fs::path& file, bool keep_loaded) const {
   std::string out;
-  out.reserve((recorded_.size() + (keep_loaded ? loaded_.size() : 0)) * 128 + meta_.size() + 64);
+  out.reserve(s_.recorded.size() * 128 + (s_.text ? s_.text->size() : 0) + s_.meta.size() + 64);
   out += kHeader;
   out += '\n';
   append_number(out, now_ns());
   out += '\n';
-  if (!meta_.empty() && meta_.find('\n') == std::string::npos) out += "meta " + meta_ + "\n";
-  auto write = [&out](const std::string& key, const Entry& e) {
-    if (key.find('\n') != std::string::npos) return;  // cannot be written; simply not cached
+  if (!s_.meta.empty() && s_.meta.find('\n') == std::string::npos) out += "meta " + s_.meta + "\n";
+  // In the order recorded (a walk's order), loaded entries kept unrecorded after them.
+  struct Out {
+    uint64_t order;
+    const std::string* key;  // recorded
+    const Entry* entry;
+    const Loaded* loaded;
+  };
+  std::vector<Out> order;
+  order.reserve(s_.recorded.size() + s_.loaded.size());
+  for (const auto& [key, e] : s_.recorded) order.push_back({e.order, &key, &e, nullptr});
+  for (const Loaded& e : s_.loaded) {
+    if (e.replaced) continue;
+    if (e.kept) {
+      order.push_back({e.order, nullptr, nullptr, &e});
+    } else if (keep_loaded && e.st.mtime_ns < s_.written_ns - kRacyWindowNs &&
+               !s_.recorded.count(std::string(e.key))) {
+      // A loaded entry that was racy when its cache was written must not become trusted
+      // just because this save has a later time: it is dropped instead.
+      order.push_back({~uint64_t{0}, nullptr, nullptr, &e});
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Out& a, const Out& b) { return a.order < b.order; });
+  for (const Out& o : order) {
+    if (o.loaded != nullptr) {
+      out += o.loaded->line;  // as loaded: the same fields in the same format
+      out += '\n';
+      continue;
+    }
+    const std::string& key = *o.key;
+    const Entry& e = *o.entry;
+    if (key.find('\n') != std::string::npos) continue;  // cannot be written; not cached
     out += e.value;
     out += ' ';
     append_number(out, e.st.size);
@@ -198,17 +272,6 @@ Status StatCache::save(const fs::path& file, bool keep_loaded) const {
     out += '\t';
     out += key;
     out += '\n';
-  };
-  for (const auto& [key, e] : recorded_) write(key, e);
-  for (const auto& [key, e] : loaded_) {
-    if (e.kept) {
-      write(key, e);  // recorded again, unchanged
-    } else if (keep_loaded && e.st.mtime_ns < written_ns_ - kRacyWindowNs &&
-               !recorded_.count(key)) {
-      // A loaded entry that was racy when its cache was written must not become trusted
-      // just because this save has a later time: it is dropped instead.
-      write(key, e);
-    }
   }
   out += kTrailer;
   std::error_code ec;

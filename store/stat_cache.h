@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "common/status.h"
 
@@ -32,25 +34,21 @@ struct FileStat {
 
 class StatCache {
  public:
-  StatCache() = default;
-  StatCache(StatCache&&) = default;  // loaded_dirs_ stays valid: the map's nodes move along
-  StatCache& operator=(StatCache&&) = default;
-  StatCache(const StatCache& o) { *this = o; }
-  StatCache& operator=(const StatCache& o);
-
   // Empty when the file is missing or unreadable: a cache is never an error.
   static StatCache load(const std::filesystem::path& file);
 
-  std::optional<std::string> lookup(const std::string& key, const FileStat& st) const;
+  std::optional<std::string> lookup(std::string_view key, const FileStat& st) const;
+  // The same without a copy: a view into this cache, valid while it lives.
+  std::optional<std::string_view> lookup_view(std::string_view key, const FileStat& st) const;
   // Whether the loaded cache has `key`, whatever its stat data; and whether it has a key
   // below the directory `dir` ('/'-separated keys).
-  bool contains(const std::string& key) const { return loaded_.count(key) > 0; }
-  bool contains_dir(std::string_view dir) const { return loaded_dirs_.count(dir) > 0; }
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  bool contains_dir(std::string_view dir) const { return s_.loaded_dirs.count(dir) > 0; }
   // A free-form value saved with the cache (one line): what its users need to know
   // about the state it was computed in.
-  const std::string& meta() const { return meta_; }
-  void set_meta(std::string meta) { meta_ = std::move(meta); }
-  void record(const std::string& key, const FileStat& st, const std::string& value);
+  const std::string& meta() const { return s_.meta; }
+  void set_meta(std::string meta) { s_.meta = std::move(meta); }
+  void record(std::string_view key, const FileStat& st, std::string_view value);
   // Writes the recorded entries and, with `keep_loaded`, the loaded ones not recorded again
   // (a cache shared by several users); without it, keys not recorded since load drop out (a
   // cache of one tree, where they are deleted files). Written atomically; concurrent
@@ -59,17 +57,35 @@ class StatCache {
   Status save(const std::filesystem::path& file, bool keep_loaded = false) const;
 
  private:
+  // A loaded entry: views into the loaded file's text, which copies of the cache share, so
+  // loading allocates per file nothing but its slot (a cache of 10,000 files is loaded on
+  // every snapshot).
+  struct Loaded {
+    std::string_view key, value, line;
+    FileStat st;
+    bool kept = false;      // recorded again as it was: saved by copying its line
+    uint64_t order = 0;     // when kept
+    bool replaced = false;  // its key comes again later in the file, which wins
+  };
   struct Entry {
     FileStat st;
     std::string value;
-    bool kept = false;  // a loaded entry recorded again as it was
+    uint64_t order = 0;  // saved in the order recorded, which is how they will be asked
   };
-  void index_dir_of(std::string_view key);
-  int64_t written_ns_ = 0;  // when the loaded file was written
-  std::unordered_map<std::string, Entry> loaded_, recorded_;
-  // Every parent directory of a loaded key; views into loaded_'s keys, which stay put.
-  std::unordered_set<std::string_view> loaded_dirs_;
-  std::string meta_;
+  const Loaded* find(std::string_view key) const;
+  void index();  // fills slots and loaded_dirs from loaded
+  // Copies share the loaded text (never modified), so their views stay valid.
+  struct State {
+    int64_t written_ns = 0;  // when the loaded file was written
+    std::shared_ptr<const std::string> text;
+    std::vector<Loaded> loaded;
+    std::vector<uint32_t> slots;  // open addressing: index into loaded + 1, 0 when free
+    std::unordered_map<std::string, Entry> recorded;
+    uint64_t recorded_count = 0;
+    // Every parent directory of a loaded key; views into text.
+    std::unordered_set<std::string_view> loaded_dirs;
+    std::string meta;
+  } s_;
 };
 
 }  // namespace cairn

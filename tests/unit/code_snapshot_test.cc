@@ -765,6 +765,42 @@ TEST_CASE("a blob or tree deleted from code.git by hand is stored again by the n
   CHECK(sh("git --git-dir='" + git_dir.string() + "' fsck --no-progress 2>/dev/null") == 0);
 }
 
+// The record of which objects each objects/xx directory held (StoredObjects::save_known)
+// lets a snapshot skip listing a directory whose stat data is unchanged. Here the record
+// is taken of settled directories, then a blob and a tree are deleted: the deletions change
+// their directories' mtimes, so the next snapshot lists them and stores both again.
+TEST_CASE("an object deleted after a snapshot that recorded its directory is stored again") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  for (int i = 0; i < 40; ++i)
+    write_file(w / ("d" + std::to_string(i % 5)) / ("f" + std::to_string(i)), std::to_string(i));
+  age_tree(w);
+  auto repo = open_repo(dir / "store");
+  const CodeSnapshot first = take(repo, w);
+  // Past the directories' timestamp granule, so the next snapshot's record includes them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const CodeSnapshot second = take(repo, w);
+  REQUIRE(second.tree == first.tree);
+  const fs::path git_dir = dir / "store" / "code.git";
+  auto object_file = [&](const std::string& spec) {
+    const std::string id =
+        trim(sh_out("git --git-dir='" + git_dir.string() + "' rev-parse " + spec));
+    REQUIRE(id.size() == 40);
+    return git_dir / "objects" / id.substr(0, 2) / id.substr(2);
+  };
+  const fs::path blob = object_file(second.commit + ":d3/f8");
+  const fs::path subtree = object_file(second.commit + ":d2");
+  REQUIRE(fs::exists(blob));
+  fs::remove(blob);
+  fs::remove(subtree);
+  const CodeSnapshot third = take(repo, w);
+  CHECK(third.tree == first.tree);
+  CHECK(fs::exists(blob));
+  CHECK(fs::exists(subtree));
+  CHECK(checkout_file(repo, third.commit, dir.path(), "d3/f8") == "8");
+  CHECK(sh("git --git-dir='" + git_dir.string() + "' fsck --no-progress 2>/dev/null") == 0);
+}
+
 // Files are hashed and compressed from several threads on a first snapshot: every one must
 // land, whatever the interleaving.
 TEST_CASE("a first snapshot of many files stores every one of them") {
