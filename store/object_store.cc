@@ -113,17 +113,22 @@ class TempFiles {
 };
 
 // Starts the kernel writing `files` out (sync_file_range(WRITE)), one after another, on a
-// thread of its own; join() (or the destructor) waits for it to finish submitting.
+// thread of its own. join() waits for it to finish submitting; the destructor stops it
+// after the current file (a batch that failed, or whose content was all stored already).
 class WriteBack {
  public:
   explicit WriteBack(const std::vector<fs::path>& files)
-      : thread_([&files] {
+      : thread_([this, &files] {
           for (const fs::path& file : files) {
+            if (stop_.load(std::memory_order_relaxed)) return;
             UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
             if (fd) ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
           }
         }) {}
-  ~WriteBack() { join(); }
+  ~WriteBack() {
+    stop_ = true;
+    join();
+  }
   WriteBack(const WriteBack&) = delete;
   WriteBack& operator=(const WriteBack&) = delete;
   void join() {
@@ -131,6 +136,7 @@ class WriteBack {
   }
 
  private:
+  std::atomic<bool> stop_{false};  // before thread_: it must exist when the thread starts
   std::thread thread_;
 };
 
