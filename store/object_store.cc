@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <thread>
 #include <vector>
 
 #include "common/file_util.h"
@@ -111,6 +112,34 @@ class TempFiles {
   std::vector<fs::path> paths_;
 };
 
+// Starts the kernel writing `files` out (sync_file_range(WRITE)), one after another, on a
+// thread of its own. join() waits for it to finish submitting; the destructor stops it
+// after the current file (a batch that failed, or whose content was all stored already).
+class WriteBack {
+ public:
+  explicit WriteBack(const std::vector<fs::path>& files)
+      : thread_([this, &files] {
+          for (const fs::path& file : files) {
+            if (stop_.load(std::memory_order_relaxed)) return;
+            UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+            if (fd) ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+          }
+        }) {}
+  ~WriteBack() {
+    stop_ = true;
+    join();
+  }
+  WriteBack(const WriteBack&) = delete;
+  WriteBack& operator=(const WriteBack&) = delete;
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};  // before thread_: it must exist when the thread starts
+  std::thread thread_;
+};
+
 }  // namespace
 
 Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::path>& files,
@@ -125,6 +154,12 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
   if (!store_fd) return Status::Io("cannot open " + dir_.string() + ": " + errno_text());
   std::vector<AdoptedObject> out(files.size());
   TempFiles tmps(files.size() + 1);  // set for new content; removed unless renamed into place
+  // The trial's pages are still dirty: a thread of its own starts writing them out, file by
+  // file, so the disk works while the CPU hashes and the syncs below find most of it done.
+  // Not on the hashing threads: sync_file_range(WRITE) blocks while the device's queue is
+  // full, i.e. for most of the write, and hashing would wait behind it. Advisory only: the
+  // fsyncs below are what make the bytes durable and report write errors.
+  WriteBack write_back(files);
   // 1. Hash each file and link it to a temporary name in the store (a hard link, not a
   // move: the file stays where the trial wrote it until its checkpoint is registered, so a
   // coordinator killed mid-ingestion leaves the trial a complete directory to keep as an
@@ -133,9 +168,6 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
     const fs::path& file = files[i];
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return Status::Io("cannot open " + file.string() + ": " + errno_text());
-    // The trial's pages are still dirty: start writing them out now, so the disk works
-    // while the CPU hashes and the sync below finds most of it done.
-    ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     auto hash = sha256_fd(fd.get(), file.string(), &out[i].size);
     if (!hash.ok()) return hash.status();
@@ -208,6 +240,7 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
     return out;
   };
   if (fresh.empty()) return files_only();
+  write_back.join();  // its submissions would only queue behind the syncs' own
   // 2. The content of every new object reaches the disk before any of them is named.
   if (fresh.size() >= kSyncfsFrom) {
     if (::syncfs(store_fd.get()) != 0)
