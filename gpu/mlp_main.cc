@@ -15,6 +15,7 @@
 #include "gpu/gloo_collective.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
+#include "gpu/nccl_collective.h"
 #include "gpu/sdk_kv_store.h"
 
 namespace cairn {
@@ -72,10 +73,14 @@ class BuiltinMlpTrial {
       validated_step_ = trainer_.epochs_completed();
       return;
     }
-    const MlpTrainer::Eval eval = trainer_.evaluate();
+    const Result<MlpTrainer::Eval> eval = trainer_.evaluate();
     validated_step_ = trainer_.epochs_completed();
+    if (!eval.ok()) {  // a GPU error; the next epoch (or the restart after it) reports it
+      std::fprintf(stderr, "builtin:mlp: validation failed: %s\n", eval.status().message().c_str());
+      return;
+    }
     ctx_.report_validation(validated_step_,
-                           {{"val_loss", eval.loss}, {"val_accuracy", eval.accuracy}});
+                           {{"val_loss", eval->loss}, {"val_accuracy", eval->accuracy}});
   }
 
   std::optional<int> checkpoint(int64_t step) {
@@ -108,15 +113,26 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  // Data parallel: the ranks connect through Gloo, exchanging addresses through cairn.
+  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  auto device = choose_mlp_device(hparams->device, ctx->world_size());
+  if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
+  hparams->device = device->cuda ? MlpDevice::kCuda : MlpDevice::kCpu;
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
     SdkKeyValueStore kv(*ctx);
-    GlooOptions options;
-    if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
-    options.timeout =
+    const auto timeout =
         std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
-    auto made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
+    Result<std::unique_ptr<Collective>> made = Status::Ok();
+    if (device->cuda) {
+      // One GPU per rank: cairn gives each rank its own CUDA_VISIBLE_DEVICES, device 0.
+      made = make_nccl_collective(kv, ctx->rank(), ctx->world_size(),
+                                  NcclOptions{.device = 0, .key_prefix = "nccl", .timeout = timeout});
+    } else {
+      GlooOptions options;
+      if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
+      options.timeout = timeout;
+      made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
+    }
     if (!made.ok()) return fail(1, "cannot connect the ranks: " + made.status().message());
     collective = std::move(made).value();
   }
@@ -131,7 +147,8 @@ int run_builtin_mlp() {
     }
   }
   const std::string ranks = collective ? "; rank " + std::to_string(ctx->rank()) + " of " +
-                                             std::to_string(ctx->world_size()) + " (gloo)"
+                                             std::to_string(ctx->world_size()) + " (" +
+                                             collective->backend() + ")"
                                        : "";
   std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld%s\n",
                (*trainer)->describe().c_str(),
