@@ -132,6 +132,10 @@ Status cuda_mlp_available() {
   return cublas::info().status;
 }
 
+std::vector<std::string> mlp_cuda_kernel_names() {
+  return {std::begin(kKernelNames), std::end(kKernelNames)};
+}
+
 CudaMlpModel::CudaMlpModel(const MlpShape& shape, std::unique_ptr<Impl> impl, int max_rows)
     : shape_(shape), impl_(std::move(impl)), max_rows_(max_rows) {}
 

@@ -37,6 +37,9 @@ namespace cairn {
 // cuBLAS load. Otherwise why not, in one line.
 Status cuda_mlp_available();
 
+// The kernels gpu/mlp_cuda_kernels.cu must define (extern "C"), for tests.
+std::vector<std::string> mlp_cuda_kernel_names();
+
 class CudaMlpModel {
  public:
   // Gradients handed over during backward are device memory.

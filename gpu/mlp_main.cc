@@ -125,8 +125,9 @@ int run_builtin_mlp() {
     Result<std::unique_ptr<Collective>> made = Status::Ok();
     if (device->cuda) {
       // One GPU per rank: cairn gives each rank its own CUDA_VISIBLE_DEVICES, device 0.
-      made = make_nccl_collective(kv, ctx->rank(), ctx->world_size(),
-                                  NcclOptions{.device = 0, .key_prefix = "nccl", .timeout = timeout});
+      made =
+          make_nccl_collective(kv, ctx->rank(), ctx->world_size(),
+                               NcclOptions{.device = 0, .key_prefix = "nccl", .timeout = timeout});
     } else {
       GlooOptions options;
       if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
