@@ -37,7 +37,8 @@ class BuiltinMlpTrial {
       while (trainer_.epochs_completed() < op->length) {
         if (std::optional<int> exit_code = train_one_epoch()) return *exit_code;
       }
-      if (validated_step_ != trainer_.epochs_completed()) validate();
+      if (validated_step_ != trainer_.epochs_completed())
+        if (std::optional<int> exit_code = validate()) return *exit_code;
     }
     return 0;
   }
@@ -47,13 +48,15 @@ class BuiltinMlpTrial {
   std::optional<int> train_one_epoch() {
     const Result<double> epoch_loss = trainer_.train_epoch();
     if (!epoch_loss.ok()) {  // cairn restarts every rank from the latest checkpoint
-      return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) +
-                         ": the ranks lost each other: " + epoch_loss.status().message());
+      // On the CPU only the collective can fail; on a GPU, a CUDA call too.
+      const std::string what = trainer_.on_gpu() ? "" : "the ranks lost each other: ";
+      return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) + ": " + what +
+                         epoch_loss.status().message());
     }
     const double loss = *epoch_loss;
     const int64_t step = trainer_.epochs_completed();
     ctx_.report_training(step, {{"loss", loss}});
-    validate();
+    if (std::optional<int> exit_code = validate()) return exit_code;
     // A diverged model stays diverged; restarting would repeat it, so it is reported (the
     // SDK sends NaN as null) and ends as bad hyperparameters, without a checkpoint.
     if (!std::isfinite(loss)) {
@@ -66,21 +69,23 @@ class BuiltinMlpTrial {
     return std::nullopt;
   }
 
-  void validate() {
+  // Returns an exit status when the trial must end now (a GPU error).
+  std::optional<int> validate() {
     // Every rank holds the same weights and cairn records only the chief's metrics: the
     // other ranks skip the work.
     if (ctx_.rank() != 0) {
       validated_step_ = trainer_.epochs_completed();
-      return;
+      return std::nullopt;
     }
     const Result<MlpTrainer::Eval> eval = trainer_.evaluate();
     validated_step_ = trainer_.epochs_completed();
-    if (!eval.ok()) {  // a GPU error; the next epoch (or the restart after it) reports it
-      std::fprintf(stderr, "builtin:mlp: validation failed: %s\n", eval.status().message().c_str());
-      return;
+    if (!eval.ok()) {  // cairn restarts the trial from its latest checkpoint
+      return fail(1, "validation at epoch " + std::to_string(validated_step_) + ": " +
+                         eval.status().message());
     }
     ctx_.report_validation(validated_step_,
                            {{"val_loss", eval->loss}, {"val_accuracy", eval->accuracy}});
+    return std::nullopt;
   }
 
   std::optional<int> checkpoint(int64_t step) {
@@ -114,9 +119,10 @@ int run_builtin_mlp() {
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
   // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  // MlpTrainer::create decides again, the same way (what it probes is loaded once), and
+  // logs the choice.
   auto device = choose_mlp_device(hparams->device, ctx->world_size());
   if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
-  hparams->device = device->cuda ? MlpDevice::kCuda : MlpDevice::kCpu;
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
     SdkKeyValueStore kv(*ctx);
