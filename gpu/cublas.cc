@@ -37,8 +37,12 @@ bool bind(void* lib, const char* name, Fn& fn) {
 Api load() {
   Api a;
   void* lib = nullptr;
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                           "/usr/local/cuda/lib64/libcublas.so"}) {
+  // cuBLAS 13 needs a CUDA 13 driver: with a CUDA 12 driver, prefer cuBLAS 12.
+  const cuda::Driver& driver = cuda::driver();
+  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
+  const char* first = cuda12_driver ? "libcublas.so.12" : "libcublas.so.13";
+  const char* second = cuda12_driver ? "libcublas.so.13" : "libcublas.so.12";
+  for (const char* name : {first, second, "libcublas.so", "/usr/local/cuda/lib64/libcublas.so"}) {
     if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
   }
   if (!lib) return a;

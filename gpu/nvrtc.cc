@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "gpu/cuda_driver.h"
+
 namespace cairn::nvrtc {
 namespace {
 
@@ -40,8 +42,13 @@ bool bind(void* lib, const char* name, Fn& fn) {
 Api load() {
   Api a;
   void* lib = nullptr;
-  for (const char* name :
-       {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
+  // A cubin from a newer NVRTC may not load on an older driver: with a CUDA 12 driver,
+  // prefer NVRTC 12. (Without a driver, as in the tests, the newest first.)
+  const cuda::Driver& driver = cuda::driver();
+  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
+  const char* first = cuda12_driver ? "libnvrtc.so.12" : "libnvrtc.so.13";
+  const char* second = cuda12_driver ? "libnvrtc.so.13" : "libnvrtc.so.12";
+  for (const char* name : {first, second, "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
     if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
   }
   if (!lib) return a;
