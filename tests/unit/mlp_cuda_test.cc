@@ -45,6 +45,13 @@ bool skip_without_gpu() {
   return false;
 }
 
+// tests/fake_cuda (a host emulation of the driver and cuBLAS on LD_LIBRARY_PATH) runs
+// these tests without a GPU, except what needs NCCL, which the emulation cannot serve.
+bool running_on_fake_gpu() {
+  auto context = cuda::Context::retain(0);
+  return context.ok() && context->name().find("host emulation") != std::string::npos;
+}
+
 MlpHparams parse(const Json& json) {
   auto hp = MlpHparams::from_json(json);
   REQUIRE_MESSAGE(hp.ok(), hp.status().message());
@@ -81,6 +88,10 @@ TEST_CASE("cuda kernels compile with NVRTC for sm_80 and sm_90 (skipped without 
     MESSAGE("SKIPPED (needs libnvrtc.so): " << info.status.message());
     return;
   }
+  if (info.major == 0) {
+    MESSAGE("SKIPPED (libnvrtc is tests/fake_cuda's stand-in, which compiles nothing)");
+    return;
+  }
   MESSAGE("NVRTC " << info.major << "." << info.minor);
   for (int sm : {80, 90}) {
     CAPTURE(sm);
@@ -100,8 +111,8 @@ TEST_CASE("cuda kernels compile with NVRTC for sm_80 and sm_90 (skipped without 
 }
 
 TEST_CASE("NVRTC reports a compile error in one line, and compiles PTX for an unknown GPU") {
-  if (!nvrtc::info().status.ok()) {
-    MESSAGE("SKIPPED (needs libnvrtc.so): " << nvrtc::info().status.message());
+  if (!nvrtc::info().status.ok() || nvrtc::info().major == 0) {
+    MESSAGE("SKIPPED (needs the real libnvrtc.so): " << nvrtc::info().status.message());
     return;
   }
   auto bad = nvrtc::compile("__global__ void f() { undefined_thing(); }", "bad.cu", 80,
@@ -192,7 +203,9 @@ TEST_CASE("mlp hyperparameter device: auto by default, cpu or cuda, nothing else
 
 TEST_CASE("a cuda trainer without a GPU is a one-line error; auto trains on the CPU") {
   if (cuda_mlp_available().ok()) {
-    MESSAGE("SKIPPED (this machine has a GPU): tests the fallback without one");
+    MESSAGE(
+        "SKIPPED (a GPU, or tests/fake_cuda's emulation of one, is here): tests the "
+        "fallback without one");
     return;
   }
   auto cuda = MlpTrainer::create(parse({{"device", "cuda"}, {"samples", 100}}), 1, true, ".");
@@ -365,7 +378,6 @@ TEST_CASE(
   auto back = make("cuda");
   REQUIRE(back->load(dir.path()).ok());
   CHECK(bit_equal(back->flat_weights(), cpu->flat_weights()));
-  REQUIRE(back->train_epoch().ok());
   // CPU and GPU epochs agree to rounding: their losses are close, not equal.
   auto cpu_loss = cpu->train_epoch();
   auto gpu_loss = back->train_epoch();
@@ -380,6 +392,10 @@ TEST_CASE(
   if (skip_without_gpu()) return;
   if (!nccl_available()) {
     MESSAGE("SKIPPED (needs NCCL)");
+    return;
+  }
+  if (running_on_fake_gpu()) {
+    MESSAGE("SKIPPED (NCCL needs a real GPU, not tests/fake_cuda's host emulation)");
     return;
   }
   const MlpShape shape{.inputs = 4, .hidden = 16, .layers = 3, .classes = 3};
