@@ -16,8 +16,8 @@
 // stream per handle. The math mode is left at CUBLAS_DEFAULT_MATH, which does not use TF32
 // for sgemm unless NVIDIA_TF32_OVERRIDE=1 is set in the environment.
 //
-// NOTE: written on a machine without a GPU; the library loads and reports its version
-// there, but no sgemm has run yet.
+// NOTE: written on a machine without a GPU; the real library loads and reports its version
+// there, but no real sgemm has run yet (tests/fake_cuda's emulation stands in).
 #pragma once
 
 #include <memory>

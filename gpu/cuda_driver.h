@@ -11,8 +11,8 @@
 // Status with a one-line message naming the driver call. Destructors make the owning
 // context current first, so they may run on any thread of the process.
 //
-// NOTE: written and compiled on a machine without a GPU; the code that talks to a device
-// has not run on one yet.
+// NOTE: written on a machine without a GPU; it has run against tests/fake_cuda's host
+// emulation of the driver, not yet against a real driver and device.
 #pragma once
 
 #include <cstddef>

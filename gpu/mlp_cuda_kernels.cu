@@ -12,8 +12,9 @@
 // Every reduction has an order fixed by its sizes only (no atomics), so a run repeats
 // bit for bit on the same GPU.
 //
-// NOTE: compiled by NVRTC in cairn's unit tests on a machine without a GPU; no kernel here
-// has run on a GPU yet.
+// NOTE: no kernel here has run on a GPU yet. Tests compile them with NVRTC, and run them
+// compiled as host C++ (tests/unit/mlp_cuda_kernels_host_test.cc, tests/fake_cuda), which
+// checks their logic but not their behaviour on a device.
 
 typedef long long i64;
 

@@ -14,9 +14,10 @@
 // order, CUDA's expf differs from glibc's); run to run on the same GPU they repeat (see
 // gpu/cublas.h and gpu/mlp_cuda_kernels.cu).
 //
-// NOTE: written and compiled on a machine without a GPU. The kernels compile (unit tests
-// run NVRTC), but nothing here has run on a device yet; tests/unit/mlp_cuda_test.cc holds
-// the checks against the CPU path that will run where there is one.
+// NOTE: written on a machine without a GPU and never run on a real one. Tested there: the
+// kernels compile with NVRTC, and the whole path runs on tests/fake_cuda (the driver and
+// cuBLAS emulated on the host), where tests/unit/mlp_cuda_test.cc compares it with the
+// CPU path; the same tests run on the real libraries where there is a GPU.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,8 @@
 // - what needs a GPU (skipped with a message saying so when there is none): kernels and
 //   gradients against the CPU path on the same data and weights, optimizer updates bit for
 //   bit, training, checkpoints across devices, and gradient buckets over NCCL.
-// NOTE: the GPU tests were written on a machine without a GPU and have not run yet.
+// Where there is no GPU, ctest's unit_fake_gpu runs the GPU tests on tests/fake_cuda (the
+// driver and cuBLAS emulated on the host). NOTE: they have not run on a real GPU yet.
 #include <doctest/doctest.h>
 
 #include <algorithm>
