@@ -110,11 +110,12 @@ class MlpTrainer {
   MlpWorkspace workspace_;
   std::vector<int64_t> order_;  // training rows in this epoch's order
   int64_t epochs_completed_ = 0;
-  Collective* collective_;                    // null: one rank
-  std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
+  Collective* collective_;  // null: one rank
   // Training on a GPU: the model, optimizer state and data live there, and model_ and
-  // optimizer_ hold the initial weights and what a checkpoint load brings.
+  // optimizer_ hold the initial weights and what a checkpoint load brings. Declared before
+  // buckets_, so that reductions still in flight end before its memory goes.
   std::unique_ptr<CudaMlpModel> cuda_;
+  std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
   std::string device_note_ = "cpu";
 };
 
