@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -55,10 +56,15 @@ Launch serial(void (*f)(A...)) {
   return [f](void** params, unsigned) { call(f, params, std::index_sequence_for<A...>{}); };
 }
 
-// A kernel that uses __syncthreads: one std::thread per CUDA thread of its one block.
+// A kernel that uses __syncthreads: one std::thread per CUDA thread of its one block. One
+// such launch at a time in the process (the block's shared memory and barrier are
+// globals), which matters when a test runs several "GPU" ranks as threads.
+std::mutex block_launch;
+
 template <typename... A>
 Launch block(void (*f)(A...)) {
   return [f](void** params, unsigned threads) {
+    std::lock_guard<std::mutex> one_block_at_a_time(block_launch);
     std::barrier<> barrier(threads);
     fake_kernels::block_barrier = &barrier;
     std::vector<std::thread> pool;

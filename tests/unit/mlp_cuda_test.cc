@@ -15,12 +15,15 @@
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/embedded.h"
 #include "gpu/blas.h"
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/file_kv_store.h"
+#include "gpu/gloo_collective.h"
 #include "gpu/gradient_buckets.h"
 #include "gpu/memory_kv_store.h"
 #include "gpu/mlp_cuda_model.h"
@@ -437,6 +440,94 @@ TEST_CASE(
   REQUIRE(gpu->allreduce_host(**nccl, loss, 2).ok());
   CHECK(loss[0] == 1.5f);
   CHECK(loss[1] == 2.5f);
+}
+
+// Gloo under NCCL's name: on tests/fake_cuda "device" memory is host memory, so Gloo can
+// reduce it, and the trainer's multi-GPU path (which insists on an "nccl" collective) runs
+// with ranks as threads. Meaningless on a real GPU.
+class GlooAsNccl final : public Collective {
+ public:
+  explicit GlooAsNccl(std::unique_ptr<Collective> gloo) : gloo_(std::move(gloo)) {}
+  int rank() const override { return gloo_->rank(); }
+  int size() const override { return gloo_->size(); }
+  const char* backend() const override { return "nccl"; }
+  Status allreduce_sum(float* data, size_t count) override {
+    return gloo_->allreduce_sum(data, count);
+  }
+  std::unique_ptr<PendingReduce> allreduce_sum_async(float* data, size_t count) override {
+    return gloo_->allreduce_sum_async(data, count);
+  }
+  Status broadcast(void* data, size_t bytes, int root) override {
+    return gloo_->broadcast(data, bytes, root);
+  }
+  Status barrier() override { return gloo_->barrier(); }
+
+ private:
+  std::unique_ptr<Collective> gloo_;
+};
+
+TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit (host emulation only)") {
+  if (skip_without_gpu()) return;
+  if (!running_on_fake_gpu()) {
+    MESSAGE("SKIPPED (runs on tests/fake_cuda only; on GPUs the e2e tests cover NCCL ranks)");
+    return;
+  }
+  const Json json = {
+      {"device", "cuda"}, {"hidden", 16}, {"batch_size", 37}, {"bucket_kb", 1}, {"samples", 600}};
+  struct Run {
+    Status status;
+    std::vector<double> losses;
+    std::vector<float> weights;
+  };
+  auto train = [&](int world) {
+    testing::TestDir dir;
+    FileKeyValueStore kv(dir.path());
+    std::vector<Run> runs(static_cast<size_t>(world));
+    auto rank_main = [&](int rank) {
+      Run& run = runs[static_cast<size_t>(rank)];
+      std::unique_ptr<Collective> collective;
+      if (world > 1) {
+        auto gloo = make_gloo_collective(kv, rank, world, "127.0.0.1", std::chrono::seconds(30));
+        if (!gloo.ok()) {
+          run.status = gloo.status();
+          return;
+        }
+        collective = std::make_unique<GlooAsNccl>(std::move(gloo).value());
+      }
+      auto trainer = MlpTrainer::create(parse(json), 7, true, dir.path(), collective.get());
+      if (!trainer.ok()) {
+        run.status = trainer.status();
+        return;
+      }
+      if (!(*trainer)->on_gpu()) {
+        run.status = Status::Failed("rank " + std::to_string(rank) + " is not on the GPU");
+        return;
+      }
+      for (int e = 0; e < 3; ++e) {
+        auto loss = (*trainer)->train_epoch();
+        if (!loss.ok()) {
+          run.status = loss.status();
+          return;
+        }
+        run.losses.push_back(*loss);
+      }
+      run.weights = (*trainer)->flat_weights();
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
+    for (auto& t : threads) t.join();
+    for (const Run& run : runs) REQUIRE_MESSAGE(run.status.ok(), run.status.message());
+    return runs;
+  };
+  const auto single = train(1);
+  const auto pair = train(2);
+  CHECK(bit_equal(pair[0].weights, pair[1].weights));
+  CHECK(pair[0].losses == pair[1].losses);
+  for (size_t e = 0; e < single[0].losses.size(); ++e) {
+    CAPTURE(e);
+    CHECK(pair[0].losses[e] == doctest::Approx(single[0].losses[e]).epsilon(1e-3));
+  }
+  CHECK(relative_error(pair[0].weights, single[0].weights) < 1e-3);
 }
 
 }  // namespace
