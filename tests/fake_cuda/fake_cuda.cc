@@ -1,22 +1,22 @@
 // A host emulation of the slice of the CUDA driver API cairn uses (gpu/cuda_driver.h), built
 // as libcuda.so.1 for tests only: put its directory on LD_LIBRARY_PATH and cairn's GPU path
 // runs on the CPU. "Device memory" is host memory, streams and events are synchronous, and
-// a kernel launch calls the kernel of gpu/mlp_cuda_kernels.cu compiled as host C++ (the
-// module image NVRTC built is accepted and ignored). So the tests exercise everything of
-// builtin:mlp's GPU path except the GPU: the driver calls, buffer layout, kernel arguments,
-// the cuBLAS operand mapping (with fake_cublas.cc), the trainer's wiring, checkpoints.
+// a kernel launch calls the kernel of gpu/mlp_cuda_kernels.cu compiled as host C++ on the
+// calling thread (the module image NVRTC built is accepted and ignored). So the tests exercise
+// everything of builtin:mlp's GPU path except the GPU: the driver calls, buffer layout, kernel
+// arguments, the cuBLAS operand mapping (with fake_cublas.cc), the trainer's wiring, checkpoints.
 //
 // Never shipped, never loaded unless a test puts it on the library path.
-#include <barrier>
+#include <ucontext.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -26,11 +26,24 @@ namespace fake_kernels {
 struct Dim3 {
   unsigned x = 0;
 };
+// Per OS thread: ranks run as threads in some tests, each launching its own kernels.
 thread_local Dim3 threadIdx;
 Dim3 blockIdx{0}, blockDim{1}, gridDim{1};
-std::barrier<>* block_barrier = nullptr;
+
+// A block's threads run as fibers (ucontext) on the launching thread, taking turns:
+// __syncthreads hands over to the next one, so every thread reaches the barrier before any
+// goes past it. Cheap (no OS threads) and deterministic.
+struct Block {
+  ucontext_t scheduler;
+  std::vector<ucontext_t> fibers;
+  std::vector<bool> done;
+  std::function<void()> body;
+  unsigned current = 0;
+};
+Block* block = nullptr;
+
 inline void __syncthreads() {
-  block_barrier->arrive_and_wait();
+  swapcontext(&block->fibers[block->current], &block->scheduler);
 }
 
 #define __global__
@@ -56,26 +69,47 @@ Launch serial(void (*f)(A...)) {
   return [f](void** params, unsigned) { call(f, params, std::index_sequence_for<A...>{}); };
 }
 
-// A kernel that uses __syncthreads: one std::thread per CUDA thread of its one block. One
-// such launch at a time in the process (the block's shared memory and barrier are
-// globals), which matters when a test runs several "GPU" ranks as threads.
+void fiber_main() {
+  fake_kernels::block->body();
+  fake_kernels::block->done[fake_kernels::block->current] = true;
+}  // returns to the scheduler through uc_link
+
+// A kernel that uses __syncthreads: one fiber per CUDA thread of its one block. One such
+// launch at a time in the process (the block's shared memory and the fibers are globals),
+// which matters when a test runs several "GPU" ranks as threads.
 std::mutex block_launch;
 
 template <typename... A>
 Launch block(void (*f)(A...)) {
   return [f](void** params, unsigned threads) {
     std::lock_guard<std::mutex> one_block_at_a_time(block_launch);
-    std::barrier<> barrier(threads);
-    fake_kernels::block_barrier = &barrier;
-    std::vector<std::thread> pool;
+    fake_kernels::Block b;
+    b.body = [&] { call(f, params, std::index_sequence_for<A...>{}); };
+    b.fibers.resize(threads);
+    b.done.assign(threads, false);
+    static std::vector<std::unique_ptr<char[]>> stacks;  // kept across launches
+    constexpr size_t kStack = 64 << 10;
+    while (stacks.size() < threads) stacks.push_back(std::make_unique<char[]>(kStack));
     for (unsigned t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        fake_kernels::threadIdx.x = t;
-        call(f, params, std::index_sequence_for<A...>{});
-      });
+      getcontext(&b.fibers[t]);
+      b.fibers[t].uc_stack.ss_sp = stacks[t].get();
+      b.fibers[t].uc_stack.ss_size = kStack;
+      b.fibers[t].uc_link = &b.scheduler;
+      makecontext(&b.fibers[t], fiber_main, 0);
     }
-    for (std::thread& t : pool) t.join();
-    fake_kernels::block_barrier = nullptr;
+    fake_kernels::block = &b;
+    for (bool running = true; running;) {  // rounds until every thread has returned
+      running = false;
+      for (unsigned t = 0; t < threads; ++t) {
+        if (b.done[t]) continue;
+        running = true;
+        b.current = t;
+        fake_kernels::threadIdx.x = t;
+        swapcontext(&b.scheduler, &b.fibers[t]);
+      }
+    }
+    fake_kernels::block = nullptr;
+    fake_kernels::threadIdx.x = 0;
   };
 }
 
