@@ -33,6 +33,8 @@ def parse_args():
                    help="OpenBLAS threads, which do torch's matrix products on Debian "
                    "(default: --threads)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: data, model and optimizer on the GPU (bench/mlp_gpu_bench.py)")
     return p.parse_args()
 
 
@@ -55,12 +57,16 @@ def main():
     order = torch.randperm(args.samples)
     x_val, y_val = x[order[:n_val]].contiguous(), y[order[:n_val]].contiguous()
     x_train, y_train = x[order[n_val:]].contiguous(), y[order[n_val:]].contiguous()
+    cuda = args.device == "cuda"
+    if cuda:
+        # Everything on the GPU, as builtin:mlp does with device: cuda.
+        x_val, y_val, x_train, y_train = (t.cuda() for t in (x_val, y_val, x_train, y_train))
 
     layers, width = [], args.features
     for _ in range(args.layers):
         layers += [nn.Linear(width, args.hidden), nn.ReLU()]
         width = args.hidden
-    model = nn.Sequential(*layers, nn.Linear(width, args.classes))
+    model = nn.Sequential(*layers, nn.Linear(width, args.classes)).to(args.device)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     else:
@@ -71,7 +77,7 @@ def main():
     for _ in range(args.epochs):
         start = time.perf_counter()
         model.train()
-        permutation = torch.randperm(rows)
+        permutation = torch.randperm(rows, device=args.device)
         loss_sum = 0.0
         for first in range(0, rows, args.batch_size):
             batch = permutation[first:first + args.batch_size]
@@ -79,7 +85,12 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            loss_sum += loss.item() * len(batch)
+            # On the GPU the loss stays there until the epoch ends (.item() would wait for
+            # the GPU every batch; builtin:mlp waits once per epoch).
+            loss_sum += loss.detach() * len(batch) if cuda else loss.item() * len(batch)
+        loss_sum = float(loss_sum)
+        if cuda:
+            torch.cuda.synchronize()
         trained = time.perf_counter()
         model.eval()
         with torch.no_grad():

@@ -88,7 +88,7 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
   checks.push_back(
       {"cpu", "ok",
        std::to_string(std::thread::hardware_concurrency()) + " cores, " + cpu_model()});
-  const GpuRuntime gpu = probe_gpu_runtime();
+  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
   if (gpu.driver && gpu.device_count > 0)
     checks.push_back({"gpu", "ok", gpu.describe()});
   else if (gpu.driver)
@@ -101,6 +101,15 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
     checks.push_back(
         {"nccl", gpu.driver ? "warn" : "ok",
          "libnccl.so.2 not found: no GPU all-reduce (install NCCL for multi-GPU trials)"});
+  // builtin:mlp compiles its kernels with NVRTC and multiplies with cuBLAS: without either
+  // it trains on the CPU even where there is a GPU.
+  const bool have_gpu = gpu.driver && gpu.device_count > 0;
+  checks.push_back(gpu.cublas ? Check{"cublas", "ok", "libcublas " + gpu.cublas_version}
+                              : Check{"cublas", have_gpu ? "warn" : "ok",
+                                      "libcublas not found: builtin:mlp trains on the CPU"});
+  checks.push_back(gpu.nvrtc ? Check{"nvrtc", "ok", "libnvrtc " + gpu.nvrtc_version}
+                             : Check{"nvrtc", have_gpu ? "warn" : "ok",
+                                     "libnvrtc not found: builtin:mlp trains on the CPU"});
   {
     // A real all-reduce between two threads over loopback TCP: what builtin:mlp's ranks do.
     const auto start = std::chrono::steady_clock::now();

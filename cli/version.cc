@@ -21,7 +21,7 @@ constexpr const char* kStaticLibs = "shared";
 #endif
 
 Json version_json() {
-  const GpuRuntime gpu = probe_gpu_runtime();
+  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
   auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
                std::to_string(ROCKSDB_PATCH);
   return Json{
@@ -44,6 +44,10 @@ Json version_json() {
         {"driver_version", gpu.driver_version},
         {"devices", gpu.device_count}}},
       {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
+      {"cublas",
+       {{"loaded_at_run_time", true}, {"found", gpu.cublas}, {"version", gpu.cublas_version}}},
+      {"nvrtc",
+       {{"loaded_at_run_time", true}, {"found", gpu.nvrtc}, {"version", gpu.nvrtc_version}}},
       {"gpu", gpu.describe()}};
 }
 

@@ -11,7 +11,8 @@ namespace {
 constexpr const char* kKnownKeys[] = {
     "lr",           "momentum",  "weight_decay", "hidden",    "layers",    "batch_size",
     "optimizer",    "dataset",   "samples",      "classes",   "features",  "noise",
-    "val_fraction", "data_seed", "threads",      "allreduce", "bucket_kb", "collective_timeout"};
+    "val_fraction", "data_seed", "threads",      "allreduce", "bucket_kb", "collective_timeout",
+    "device"};
 
 Status bad(const std::string& key, const std::string& expectation, const Json& got) {
   return Status::BadInput("hyperparameter '" + key + "' must be " + expectation + ", got " +
@@ -193,6 +194,16 @@ Result<MlpHparams> MlpHparams::from_json(const Json& hparams) {
       !s.ok()) {
     return s;
   }
+  std::string device = "cpu";  // see MlpDevice
+  if (Status s = r.text("device", &device); !s.ok()) return s;
+  if (device == "auto")
+    hp.device = MlpDevice::kAuto;
+  else if (device == "cpu")
+    hp.device = MlpDevice::kCpu;
+  else if (device == "cuda")
+    hp.device = MlpDevice::kCuda;
+  else
+    return bad("device", "\"auto\", \"cpu\" or \"cuda\"", Json(device));
   return hp;
 }
 

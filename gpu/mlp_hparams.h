@@ -13,6 +13,12 @@
 
 namespace cairn {
 
+// Where builtin:mlp trains: kAuto picks CUDA when the driver sees a device and NVRTC and
+// cuBLAS load (and, with several ranks, NCCL), else the CPU. The default is kCpu, not
+// kAuto, until the GPU path has run on a real GPU: a path never executed on a device must
+// not become what every GPU user's first `cairn run` takes (docs/builtin-mlp.md, "GPU").
+enum class MlpDevice { kAuto, kCpu, kCuda };
+
 struct MlpHparams {
   MlpOptimizerConfig optimizer;  // optimizer, lr, momentum, weight_decay
   int hidden = 64;               // width of every hidden layer
@@ -26,6 +32,7 @@ struct MlpHparams {
   bool overlap_allreduce = true;
   int bucket_kb = 512;             // gradient bytes per all-reduce bucket, at least
   double collective_timeout = 60;  // seconds a rank waits for the others in a collective
+  MlpDevice device = MlpDevice::kCpu;
 
   // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
   // value out of range.

@@ -15,6 +15,7 @@
 #include "gpu/gloo_collective.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
+#include "gpu/nccl_collective.h"
 #include "gpu/sdk_kv_store.h"
 
 namespace cairn {
@@ -36,7 +37,8 @@ class BuiltinMlpTrial {
       while (trainer_.epochs_completed() < op->length) {
         if (std::optional<int> exit_code = train_one_epoch()) return *exit_code;
       }
-      if (validated_step_ != trainer_.epochs_completed()) validate();
+      if (validated_step_ != trainer_.epochs_completed())
+        if (std::optional<int> exit_code = validate()) return *exit_code;
     }
     return 0;
   }
@@ -46,13 +48,15 @@ class BuiltinMlpTrial {
   std::optional<int> train_one_epoch() {
     const Result<double> epoch_loss = trainer_.train_epoch();
     if (!epoch_loss.ok()) {  // cairn restarts every rank from the latest checkpoint
-      return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) +
-                         ": the ranks lost each other: " + epoch_loss.status().message());
+      // On the CPU only the collective can fail; on a GPU, a CUDA call too.
+      const std::string what = trainer_.on_gpu() ? "" : "the ranks lost each other: ";
+      return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) + ": " + what +
+                         epoch_loss.status().message());
     }
     const double loss = *epoch_loss;
     const int64_t step = trainer_.epochs_completed();
     ctx_.report_training(step, {{"loss", loss}});
-    validate();
+    if (std::optional<int> exit_code = validate()) return exit_code;
     // A diverged model stays diverged; restarting would repeat it, so it is reported (the
     // SDK sends NaN as null) and ends as bad hyperparameters, without a checkpoint.
     if (!std::isfinite(loss)) {
@@ -65,17 +69,23 @@ class BuiltinMlpTrial {
     return std::nullopt;
   }
 
-  void validate() {
+  // Returns an exit status when the trial must end now (a GPU error).
+  std::optional<int> validate() {
     // Every rank holds the same weights and cairn records only the chief's metrics: the
     // other ranks skip the work.
     if (ctx_.rank() != 0) {
       validated_step_ = trainer_.epochs_completed();
-      return;
+      return std::nullopt;
     }
-    const MlpTrainer::Eval eval = trainer_.evaluate();
+    const Result<MlpTrainer::Eval> eval = trainer_.evaluate();
     validated_step_ = trainer_.epochs_completed();
+    if (!eval.ok()) {  // cairn restarts the trial from its latest checkpoint
+      return fail(1, "validation at epoch " + std::to_string(validated_step_) + ": " +
+                         eval.status().message());
+    }
     ctx_.report_validation(validated_step_,
-                           {{"val_loss", eval.loss}, {"val_accuracy", eval.accuracy}});
+                           {{"val_loss", eval->loss}, {"val_accuracy", eval->accuracy}});
+    return std::nullopt;
   }
 
   std::optional<int> checkpoint(int64_t step) {
@@ -108,15 +118,28 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  // Data parallel: the ranks connect through Gloo, exchanging addresses through cairn.
+  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  // MlpTrainer::create decides again, the same way (what it probes is loaded once), and
+  // logs the choice.
+  auto device = choose_mlp_device(hparams->device, ctx->world_size());
+  if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
     SdkKeyValueStore kv(*ctx);
-    GlooOptions options;
-    if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
-    options.timeout =
+    const auto timeout =
         std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
-    auto made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
+    Result<std::unique_ptr<Collective>> made = Status::Ok();
+    if (device->cuda) {
+      // One GPU per rank: cairn gives each rank its own CUDA_VISIBLE_DEVICES, device 0.
+      made =
+          make_nccl_collective(kv, ctx->rank(), ctx->world_size(),
+                               NcclOptions{.device = 0, .key_prefix = "nccl", .timeout = timeout});
+    } else {
+      GlooOptions options;
+      if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
+      options.timeout = timeout;
+      made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
+    }
     if (!made.ok()) return fail(1, "cannot connect the ranks: " + made.status().message());
     collective = std::move(made).value();
   }
@@ -131,7 +154,8 @@ int run_builtin_mlp() {
     }
   }
   const std::string ranks = collective ? "; rank " + std::to_string(ctx->rank()) + " of " +
-                                             std::to_string(ctx->world_size()) + " (gloo)"
+                                             std::to_string(ctx->world_size()) + " (" +
+                                             collective->backend() + ")"
                                        : "";
   std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld%s\n",
                (*trainer)->describe().c_str(),

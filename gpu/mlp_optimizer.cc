@@ -11,6 +11,18 @@ std::string_view optimizer_name(MlpOptimizerKind kind) {
   return kind == MlpOptimizerKind::kAdam ? "adam" : "sgd";
 }
 
+mlp_kernels::AdamConstants adam_constants(const MlpOptimizerConfig& config, int64_t step) {
+  const double t = static_cast<double>(step);
+  // Bias corrections in double, once per step, as PyTorch does.
+  return mlp_kernels::AdamConstants{
+      .beta1 = static_cast<float>(config.beta1),
+      .beta2 = static_cast<float>(config.beta2),
+      .epsilon = static_cast<float>(config.epsilon),
+      .step_size = static_cast<float>(config.lr / (1.0 - std::pow(config.beta1, t))),
+      .inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config.beta2, t))),
+      .shrink = static_cast<float>(1.0 - config.lr * config.weight_decay)};
+}
+
 MlpOptimizer::MlpOptimizer(const MlpOptimizerConfig& config, size_t parameter_count)
     : config_(config),
       parameter_count_(parameter_count),
@@ -38,15 +50,7 @@ void MlpOptimizer::sgd_step(std::span<float> weights, std::span<const float> gra
 }
 
 void MlpOptimizer::adam_step(std::span<float> weights, std::span<const float> gradients) {
-  const double t = static_cast<double>(steps_);
-  // Bias corrections in double, once per step, as PyTorch does.
-  const mlp_kernels::AdamConstants constants{
-      .beta1 = static_cast<float>(config_.beta1),
-      .beta2 = static_cast<float>(config_.beta2),
-      .epsilon = static_cast<float>(config_.epsilon),
-      .step_size = static_cast<float>(config_.lr / (1.0 - std::pow(config_.beta1, t))),
-      .inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config_.beta2, t))),
-      .shrink = static_cast<float>(1.0 - config_.lr * config_.weight_decay)};
+  const mlp_kernels::AdamConstants constants = adam_constants(config_, steps_);
   float* first_moment = state_.data();
   float* second_moment = state_.data() + parameter_count_;
   mlp_kernels::adam_update(weights.data(), first_moment, second_moment, gradients.data(),

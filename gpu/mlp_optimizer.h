@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpu/mlp_cpu_kernels.h"
+
 namespace cairn {
 
 enum class MlpOptimizerKind : uint32_t { kSgd = 0, kAdam = 1 };
@@ -26,6 +28,11 @@ struct MlpOptimizerConfig {
   double beta2 = 0.999;
   double epsilon = 1e-8;
 };
+
+// AdamW's per-step constants for step `step` (1 for the first update): the bias corrections,
+// computed in double as PyTorch does. Shared by the CPU and CUDA updates so both use the
+// same floats.
+mlp_kernels::AdamConstants adam_constants(const MlpOptimizerConfig& config, int64_t step);
 
 class MlpOptimizer {
  public:

@@ -4,10 +4,12 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <string_view>
 
 #include "gpu/blas.h"
 #include "gpu/mlp_checkpoint.h"
 #include "gpu/mlp_random.h"
+#include "gpu/nccl_collective.h"
 
 namespace cairn {
 namespace {
@@ -41,6 +43,22 @@ std::array<float, 2> split_double(double x) {
 
 }  // namespace
 
+Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size) {
+  if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
+  Status usable = cuda_mlp_available();
+  if (usable.ok() && world_size > 1 && !nccl_available())
+    usable = Status::NotFound("NCCL not found (needed with several ranks)");
+  if (usable.ok())
+    return MlpDeviceChoice{.cuda = true,
+                           .note = wanted == MlpDevice::kAuto ? "cuda (auto)" : "cuda"};
+  if (wanted == MlpDevice::kCuda) {
+    return Status::BadInput(
+        "hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU: " +
+        usable.message());
+  }
+  return MlpDeviceChoice{.cuda = false, .note = "cpu (auto: " + usable.message() + ")"};
+}
+
 Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
                                                        bool deterministic,
                                                        const std::filesystem::path& workdir,
@@ -59,9 +77,49 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
         "model " + shape.describe() + " has " + std::to_string(shape.parameters()) +
         " parameters; builtin:mlp allows at most " + std::to_string(kMaxParameters));
   }
+  auto choice = choose_mlp_device(hparams.device, collective ? collective->size() : 1);
+  if (!choice.ok()) return choice.status();
+  if (collective && collective->size() > 1) {
+    // Gloo reduces host memory, NCCL device memory: the collective decides.
+    const bool nccl = std::string_view(collective->backend()) == "nccl";
+    if (choice->cuda != nccl) {
+      if (hparams.device != MlpDevice::kAuto || nccl) {
+        return Status::BadInput(std::string("device ") + (choice->cuda ? "cuda" : "cpu") +
+                                " cannot use the " + collective->backend() + " collective");
+      }
+      choice = MlpDeviceChoice{.cuda = false, .note = "cpu (auto: the ranks use gloo)"};
+    }
+  }
   blas::set_threads(deterministic ? 1 : hparams.threads);
-  return std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed, std::move(data).value(),
-                                      collective);
+  auto trainer = std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed,
+                                              std::move(data).value(), collective);
+  trainer->device_note_ = choice->note;
+  if (choice->cuda) {
+    if (Status st = trainer->attach_cuda(); !st.ok()) {
+      const std::string message = "cannot train on the GPU: " + st.message();
+      return st.kind() == ErrorKind::kBadInput ? Status::BadInput(message)
+                                               : Status::Failed(message);
+    }
+  }
+  return trainer;
+}
+
+// Copies the model, optimizer state and data to the GPU, where training continues.
+Status MlpTrainer::attach_cuda() {
+  const int eval_rows =
+      static_cast<int>(std::clamp<int64_t>(data_.validation.rows(), 1, kEvalRows));
+  auto made = CudaMlpModel::create(model_.shape(), optimizer_.config(),
+                                   std::max(workspace_.max_rows(), eval_rows),
+                                   /*device=*/0);  // cairn sets CUDA_VISIBLE_DEVICES per rank
+  if (!made.ok()) return made.status();
+  CudaMlpModel& gpu = **made;
+  if (Status st = gpu.set_weights(model_.weights()); !st.ok()) return st;
+  if (Status st = gpu.set_optimizer_state(optimizer_.state(), optimizer_.steps()); !st.ok())
+    return st;
+  if (Status st = gpu.set_data(data_.train, data_.validation); !st.ok()) return st;
+  device_note_ += ": " + gpu.describe();
+  cuda_ = std::move(made).value();
+  return Status::Ok();
 }
 
 MlpTrainer::MlpTrainer(Passkey, const MlpHparams& hparams, uint64_t seed, uint64_t data_seed,
@@ -111,6 +169,7 @@ void MlpTrainer::gather_batch(const int64_t* rows, int count) {
 }
 
 Result<double> MlpTrainer::train_epoch() {
+  if (cuda_) return train_epoch_cuda();
   shuffle_for_epoch(epochs_completed_);
   const int64_t n = data_.train.rows();
   double loss_sum = 0;
@@ -147,8 +206,57 @@ Result<double> MlpTrainer::train_epoch() {
   return (static_cast<double>(total[0]) + static_cast<double>(total[1])) / static_cast<double>(n);
 }
 
-MlpTrainer::Eval MlpTrainer::evaluate() const {
+// The CPU loop's twin: the same batches and shards, the work enqueued on the GPU. The host
+// waits for the GPU only to hand a gradient bucket to NCCL and for the epoch's loss.
+Result<double> MlpTrainer::train_epoch_cuda() {
+  shuffle_for_epoch(epochs_completed_);
+  if (Status st = cuda_->set_order(order_); !st.ok()) return st;
+  const int64_t n = data_.train.rows();
+  const int64_t world = collective_ ? collective_->size() : 1;
+  const int64_t rank = collective_ ? collective_->rank() : 0;
+  const int64_t batch = std::min<int64_t>(hparams_.batch_size, n);
+  const CudaMlpModel::LayerGradientsReady on_ready =
+      collective_ ? CudaMlpModel::LayerGradientsReady(
+                        [this](int layer, std::span<float> g) { buckets_->layer_ready(layer, g); })
+                  : CudaMlpModel::LayerGradientsReady();
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t rows = std::min<int64_t>(batch, n - start);
+    const int64_t lo = start + rows * rank / world;
+    const int64_t hi = start + rows * (rank + 1) / world;
+    if (Status st =
+            cuda_->train_batch(lo, static_cast<int>(hi - lo), static_cast<int>(rows), on_ready);
+        !st.ok())
+      return st;
+    if (collective_)
+      if (Status st = buckets_->finish(); !st.ok()) return st;
+    if (Status st = cuda_->optimizer_step(); !st.ok()) return st;
+  }
+  const Result<MlpBatchStats> stats = cuda_->take_stats();
+  if (!stats.ok()) return stats.status();
+  double loss_sum = stats->loss_sum;
+  if (collective_) {
+    std::array<float, 2> total = split_double(loss_sum);
+    if (Status st = cuda_->allreduce_host(*collective_, total.data(), total.size()); !st.ok())
+      return st;
+    loss_sum = static_cast<double>(total[0]) + static_cast<double>(total[1]);
+  }
+  ++epochs_completed_;
+  return loss_sum / static_cast<double>(n);
+}
+
+Result<MlpTrainer::Eval> MlpTrainer::evaluate() const {
   const MlpSplit& val = data_.validation;
+  if (cuda_) {
+    const int64_t step = std::min<int64_t>(kEvalRows, cuda_->max_rows());
+    for (int64_t start = 0; start < val.rows(); start += step) {
+      const int rows = static_cast<int>(std::min<int64_t>(step, val.rows() - start));
+      if (Status st = cuda_->evaluate_batch(start, rows); !st.ok()) return st;
+    }
+    const Result<MlpBatchStats> total = cuda_->take_stats();
+    if (!total.ok()) return total.status();
+    return Eval{.loss = total->loss_sum / static_cast<double>(total->rows),
+                .accuracy = static_cast<double>(total->correct) / static_cast<double>(total->rows)};
+  }
   const size_t d = static_cast<size_t>(data_.features);
   MlpWorkspace ws(model_.shape(), static_cast<int>(std::min(kEvalRows, val.rows())));
   MlpBatchStats total;
@@ -165,16 +273,22 @@ MlpTrainer::Eval MlpTrainer::evaluate() const {
               .accuracy = static_cast<double>(total.correct) / static_cast<double>(total.rows)};
 }
 
+// A GPU-trained model is copied to the host first: the file is the same either way.
 Status MlpTrainer::save(const std::filesystem::path& dir) const {
-  const MlpCheckpoint checkpoint{
+  MlpCheckpoint checkpoint{
       .shape = model_.shape(),
       .optimizer = optimizer_.config().kind,
       .seed = seed_,
       .data_seed = data_seed_,
       .epochs_completed = epochs_completed_,
       .optimizer_steps = optimizer_.steps(),
-      .weights = flat_weights(),
+      .weights = {model_.weights().begin(), model_.weights().end()},
       .optimizer_state = {optimizer_.state().begin(), optimizer_.state().end()}};
+  if (cuda_) {
+    checkpoint.optimizer_steps = cuda_->optimizer_steps();
+    if (Status st = cuda_->get_weights(checkpoint.weights); !st.ok()) return st;
+    if (Status st = cuda_->get_optimizer_state(checkpoint.optimizer_state); !st.ok()) return st;
+  }
   return write_mlp_checkpoint(dir / kMlpCheckpointFile, checkpoint);
 }
 
@@ -203,11 +317,18 @@ Status MlpTrainer::load(const std::filesystem::path& dir) {
   std::copy(c.weights.begin(), c.weights.end(), model_.weights().begin());
   optimizer_.restore(c.optimizer_state, c.optimizer_steps);
   epochs_completed_ = c.epochs_completed;
+  if (cuda_) {
+    if (Status st = cuda_->set_weights(model_.weights()); !st.ok()) return st;
+    if (Status st = cuda_->set_optimizer_state(optimizer_.state(), optimizer_.steps()); !st.ok())
+      return st;
+  }
   return Status::Ok();
 }
 
 std::vector<float> MlpTrainer::flat_weights() const {
-  return {model_.weights().begin(), model_.weights().end()};
+  std::vector<float> weights(model_.weights().begin(), model_.weights().end());
+  if (cuda_ && !cuda_->get_weights(weights).ok()) return {};
+  return weights;
 }
 
 std::string MlpTrainer::describe() const {
@@ -217,7 +338,8 @@ std::string MlpTrainer::describe() const {
          model_.shape().describe() + " (" + std::to_string(model_.shape().parameters()) +
          " parameters); " + std::string(optimizer_name(opt.kind)) +
          " lr=" + std::to_string(opt.lr) + " batch_size=" + std::to_string(hparams_.batch_size) +
-         "; BLAS threads " + std::to_string(blas::threads());
+         "; device " + device_note_ +
+         (cuda_ ? "" : "; BLAS threads " + std::to_string(blas::threads()));
 }
 
 }  // namespace cairn

@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "gpu/collective.h"
 #include "gpu/gradient_buckets.h"
+#include "gpu/mlp_cuda_model.h"
 #include "gpu/mlp_dataset.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_model.h"
@@ -32,13 +33,24 @@
 
 namespace cairn {
 
+// Where a trial trains, decided once before the ranks connect (the collective depends on
+// it: Gloo for the CPU, NCCL for CUDA).
+struct MlpDeviceChoice {
+  bool cuda = false;
+  std::string note;  // for the trial's log: "cuda (auto)", "cpu (auto: no CUDA device)"
+};
+// kCuda without a usable GPU (or, with several ranks, without NCCL) is kBadInput with a
+// one-line reason; kAuto falls back to the CPU and says why in `note`.
+Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size);
+
 class MlpTrainer {
  public:
   // Builds the dataset (CSV paths are relative to `workdir`) and an initialised model.
   // Sets the process's BLAS thread count: 1 when `deterministic`, else hparams.threads.
   // Errors in the hyperparameters or the data are kBadInput.
   // `collective` (optional; must outlive the trainer) makes this one rank of a
-  // data-parallel trainer.
+  // data-parallel trainer; its backend must suit the device (gloo: cpu, nccl: cuda), and
+  // hparams.device kAuto picks the device that does.
   static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
                                                     bool deterministic,
                                                     const std::filesystem::path& workdir,
@@ -54,7 +66,8 @@ class MlpTrainer {
     double loss = 0;      // mean cross-entropy over the validation rows
     double accuracy = 0;  // fraction classified correctly
   };
-  Eval evaluate() const;
+  // Fails only on a GPU error.
+  Result<Eval> evaluate() const;
 
   int64_t epochs_completed() const { return epochs_completed_; }
 
@@ -65,7 +78,9 @@ class MlpTrainer {
   // trained on different data (another seed).
   Status load(const std::filesystem::path& dir);
 
+  // The weights (copied from the GPU when training there; empty if that copy fails).
   std::vector<float> flat_weights() const;
+  bool on_gpu() const { return cuda_ != nullptr; }
   const MlpShape& shape() const { return model_.shape(); }
   const MlpDataset& dataset() const { return data_; }
   // One line for logs: data, architecture, optimizer.
@@ -81,6 +96,8 @@ class MlpTrainer {
              Collective* collective);
 
  private:
+  Status attach_cuda();
+  Result<double> train_epoch_cuda();
   void shuffle_for_epoch(int64_t epoch);
   void gather_batch(const int64_t* rows, int count);
 
@@ -93,8 +110,13 @@ class MlpTrainer {
   MlpWorkspace workspace_;
   std::vector<int64_t> order_;  // training rows in this epoch's order
   int64_t epochs_completed_ = 0;
-  Collective* collective_;                    // null: one rank
+  Collective* collective_;  // null: one rank
+  // Training on a GPU: the model, optimizer state and data live there, and model_ and
+  // optimizer_ hold the initial weights and what a checkpoint load brings. Declared before
+  // buckets_, so that reductions still in flight end before its memory goes.
+  std::unique_ptr<CudaMlpModel> cuda_;
   std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
+  std::string device_note_ = "cpu";
 };
 
 }  // namespace cairn

@@ -1,5 +1,7 @@
 #include "gpu/nccl_collective.h"
 
+#include "gpu/cuda_driver.h"
+
 #include <dlfcn.h>
 #include <cairn/detail/hex.hpp>
 
@@ -15,17 +17,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --- The slice of the CUDA driver API used here (cuda.h; stable ABI, _v2 entry points). ---
-using CUresult = int;
-using CUdevice = int;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-using CUdeviceptr = unsigned long long;
-constexpr CUresult kCudaSuccess = 0;
-constexpr CUresult kCudaErrorNotReady = 600;
-constexpr unsigned kStreamNonBlocking = 0x1;
-constexpr unsigned kEventDisableTiming = 0x2;
+// The CUDA driver comes from gpu/cuda_driver.h, loaded once for the whole process.
+using cuda::CUcontext;
+using cuda::CUdevice;
+using cuda::CUdeviceptr;
+using cuda::CUevent;
+using cuda::CUresult;
+using cuda::CUstream;
+constexpr CUresult kCudaSuccess = cuda::kSuccess;
+constexpr CUresult kCudaErrorNotReady = cuda::kErrorNotReady;
+constexpr unsigned kStreamNonBlocking = cuda::kStreamNonBlocking;
+constexpr unsigned kEventDisableTiming = cuda::kEventDisableTiming;
 
 // --- The slice of NCCL used here (nccl.h, 2.14 and later). ---
 using ncclResult_t = int;
@@ -51,28 +53,9 @@ struct NcclConfig214 {
   const char* net_name = nullptr;
 };
 
+// NCCL's entry points; the driver's are in cuda::driver().
 struct Api {
-  Status driver_status = Status::NotFound("CUDA driver not found");
   Status nccl_status = Status::NotFound("NCCL not found");
-  int device_count = 0;
-
-  CUresult (*cuInit)(unsigned) = nullptr;
-  CUresult (*cuDeviceGetCount)(int*) = nullptr;
-  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
-  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
-  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
-  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
-  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
-  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
-  CUresult (*cuEventQuery)(CUevent) = nullptr;
-  CUresult (*cuEventDestroy)(CUevent) = nullptr;
-  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
-  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
-  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
 
   ncclResult_t (*ncclGetVersion)(int*) = nullptr;
   ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
@@ -102,43 +85,6 @@ bool bind(void* lib, const char* name, Fn& fn) {
   return fn != nullptr;
 }
 
-void load_nccl(Api& a);
-
-// Loaded once and never unloaded: NCCL keeps threads and state that must not lose their
-// code under them.
-Api load_api() {
-  Api a;
-  load_nccl(a);
-  void* cuda = open_first({"libcuda.so.1", "libcuda.so"});
-  if (!cuda) return a;
-  bool ok = bind(cuda, "cuInit", a.cuInit) && bind(cuda, "cuDeviceGetCount", a.cuDeviceGetCount) &&
-            bind(cuda, "cuDeviceGet", a.cuDeviceGet) &&
-            bind(cuda, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain) &&
-            bind(cuda, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease) &&
-            bind(cuda, "cuCtxSetCurrent", a.cuCtxSetCurrent) &&
-            bind(cuda, "cuStreamCreate", a.cuStreamCreate) &&
-            bind(cuda, "cuStreamDestroy_v2", a.cuStreamDestroy) &&
-            bind(cuda, "cuEventCreate", a.cuEventCreate) &&
-            bind(cuda, "cuEventRecord", a.cuEventRecord) &&
-            bind(cuda, "cuEventQuery", a.cuEventQuery) &&
-            bind(cuda, "cuEventDestroy_v2", a.cuEventDestroy) &&
-            bind(cuda, "cuMemAlloc_v2", a.cuMemAlloc) && bind(cuda, "cuMemFree_v2", a.cuMemFree) &&
-            bind(cuda, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD) &&
-            bind(cuda, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH) &&
-            bind(cuda, "cuGetErrorString", a.cuGetErrorString);
-  if (!ok) {
-    a.driver_status = Status::NotFound("CUDA driver too old (missing entry points)");
-    return a;
-  }
-  if (a.cuInit(0) != kCudaSuccess || a.cuDeviceGetCount(&a.device_count) != kCudaSuccess ||
-      a.device_count == 0) {
-    a.driver_status = Status::NotFound("no CUDA device");
-    return a;
-  }
-  a.driver_status = Status::Ok();
-  return a;
-}
-
 void load_nccl(Api& a) {
   void* nccl = open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
   if (!nccl) return;
@@ -161,16 +107,23 @@ void load_nccl(Api& a) {
   a.nccl_status = Status::Ok();
 }
 
+// Loaded once and never unloaded: NCCL keeps threads and state that must not lose their
+// code under them.
 const Api& api() {
-  static const Api instance = load_api();
+  static const Api instance = [] {
+    Api a;
+    load_nccl(a);
+    return a;
+  }();
   return instance;
 }
 
+const cuda::Driver& drv() {
+  return cuda::driver();
+}
+
 Status cuda_error(const char* what, CUresult r) {
-  const char* text = nullptr;
-  if (api().cuGetErrorString) api().cuGetErrorString(r, &text);
-  return Status::Failed(std::string("CUDA ") + what + ": " +
-                        (text ? text : "error " + std::to_string(r)));
+  return cuda::error(what, r);
 }
 
 // Polls until `done` says yes (returning its Status) or the deadline passes. Spins
@@ -195,7 +148,7 @@ class NcclCollective final : public Collective {
 
   ~NcclCollective() override {
     const Api& a = api();
-    if (context_) a.cuCtxSetCurrent(context_);
+    if (context_) drv().cuCtxSetCurrent(context_);
     if (comm_) {
       // Let queued work finish, then tear down; abort when that does not come in time.
       Status st = sync_stream(Clock::now() + options_.timeout);
@@ -210,25 +163,26 @@ class NcclCollective final : public Collective {
       else
         a.ncclCommAbort(comm_);
     }
-    if (scratch_) a.cuMemFree(scratch_);
-    if (done_event_) a.cuEventDestroy(done_event_);
-    if (stream_) a.cuStreamDestroy(stream_);
-    if (context_) a.cuDevicePrimaryCtxRelease(device_);
+    if (scratch_) drv().cuMemFree(scratch_);
+    if (done_event_) drv().cuEventDestroy(done_event_);
+    if (stream_) drv().cuStreamDestroy(stream_);
+    if (context_) drv().cuDevicePrimaryCtxRelease(device_);
   }
 
   Status init(KeyValueStore& kv) {
     const Api& a = api();
     const auto deadline = Clock::now() + options_.timeout;
-    CUresult r = a.cuDeviceGet(&device_, options_.device);
+    CUresult r = drv().cuDeviceGet(&device_, options_.device);
     if (r != kCudaSuccess) return cuda_error("cuDeviceGet", r);
-    if ((r = a.cuDevicePrimaryCtxRetain(&context_, device_)) != kCudaSuccess) {
+    if ((r = drv().cuDevicePrimaryCtxRetain(&context_, device_)) != kCudaSuccess) {
       context_ = nullptr;
       return cuda_error("cuDevicePrimaryCtxRetain", r);
     }
-    if ((r = a.cuCtxSetCurrent(context_)) != kCudaSuccess) return cuda_error("cuCtxSetCurrent", r);
-    if ((r = a.cuStreamCreate(&stream_, kStreamNonBlocking)) != kCudaSuccess)
+    if ((r = drv().cuCtxSetCurrent(context_)) != kCudaSuccess)
+      return cuda_error("cuCtxSetCurrent", r);
+    if ((r = drv().cuStreamCreate(&stream_, kStreamNonBlocking)) != kCudaSuccess)
       return cuda_error("cuStreamCreate", r);
-    if ((r = a.cuEventCreate(&done_event_, kEventDisableTiming)) != kCudaSuccess)
+    if ((r = drv().cuEventCreate(&done_event_, kEventDisableTiming)) != kCudaSuccess)
       return cuda_error("cuEventCreate", r);
 
     ncclUniqueId id;
@@ -279,10 +233,10 @@ class NcclCollective final : public Collective {
     });
     if (!st.ok()) return std::make_unique<CompletedReduce>(st);
     CUevent event = nullptr;
-    CUresult r = api().cuEventCreate(&event, kEventDisableTiming);
-    if (r == kCudaSuccess) r = api().cuEventRecord(event, stream_);
+    CUresult r = drv().cuEventCreate(&event, kEventDisableTiming);
+    if (r == kCudaSuccess) r = drv().cuEventRecord(event, stream_);
     if (r != kCudaSuccess) {
-      if (event) api().cuEventDestroy(event);
+      if (event) drv().cuEventDestroy(event);
       return std::make_unique<CompletedReduce>(fail(cuda_error("cuEventRecord", r)));
     }
     return std::make_unique<Pending>(this, event);
@@ -300,8 +254,8 @@ class NcclCollective final : public Collective {
   Status barrier() override {
     // An all-reduce of one float: NCCL has no barrier.
     if (!scratch_) {
-      api().cuCtxSetCurrent(context_);
-      CUresult r = api().cuMemAlloc(&scratch_, sizeof(float));
+      drv().cuCtxSetCurrent(context_);
+      CUresult r = drv().cuMemAlloc(&scratch_, sizeof(float));
       if (r != kCudaSuccess) {
         scratch_ = 0;
         return cuda_error("cuMemAlloc", r);
@@ -316,7 +270,7 @@ class NcclCollective final : public Collective {
     Pending(NcclCollective* owner, CUevent event) : owner_(owner), event_(event) {}
     ~Pending() override {
       wait();
-      api().cuEventDestroy(event_);
+      drv().cuEventDestroy(event_);
     }
     Status wait() override {
       if (!waited_) {
@@ -355,7 +309,7 @@ class NcclCollective final : public Collective {
 
   Status enqueue(const char* what, const std::function<ncclResult_t()>& call) {
     if (!failed_.ok()) return failed_;
-    api().cuCtxSetCurrent(context_);
+    drv().cuCtxSetCurrent(context_);
     ncclResult_t r = call();
     if (r == kNcclInProgress) {
       Status st = wait_comm_ready(Clock::now() + options_.timeout, what);
@@ -380,11 +334,11 @@ class NcclCollective final : public Collective {
 
   Status wait_event(CUevent event, Clock::time_point deadline) {
     if (!failed_.ok()) return failed_;
-    api().cuCtxSetCurrent(context_);
+    drv().cuCtxSetCurrent(context_);
     Status st = poll_until(
         deadline,
         [&]() -> std::optional<Status> {
-          CUresult r = api().cuEventQuery(event);
+          CUresult r = drv().cuEventQuery(event);
           if (r == kCudaSuccess) return Status::Ok();
           if (r != kCudaErrorNotReady) return cuda_error("cuEventQuery", r);
           ncclResult_t state = kNcclSuccess;
@@ -399,7 +353,7 @@ class NcclCollective final : public Collective {
 
   Status sync_stream(Clock::time_point deadline) {
     if (!failed_.ok()) return failed_;
-    CUresult r = api().cuEventRecord(done_event_, stream_);
+    CUresult r = drv().cuEventRecord(done_event_, stream_);
     if (r != kCudaSuccess) return fail(cuda_error("cuEventRecord", r));
     return wait_event(done_event_, deadline);
   }
@@ -419,18 +373,18 @@ class NcclCollective final : public Collective {
 }  // namespace
 
 bool nccl_available() {
-  return api().driver_status.ok() && api().nccl_status.ok();
+  return drv().status.ok() && api().nccl_status.ok();
 }
 
 Result<std::unique_ptr<Collective>> make_nccl_collective(KeyValueStore& kv, int rank, int size,
                                                          const NcclOptions& options) {
   const Api& a = api();
   if (!a.nccl_status.ok()) return a.nccl_status;
-  if (!a.driver_status.ok()) return a.driver_status;
+  if (!drv().status.ok()) return drv().status;
   if (size < 1 || rank < 0 || rank >= size)
     return Status::BadInput("NCCL: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                             " is out of range");
-  if (options.device < 0 || options.device >= a.device_count)
+  if (options.device < 0 || options.device >= drv().device_count)
     return Status::BadInput("NCCL: no CUDA device " + std::to_string(options.device));
   auto collective = std::make_unique<NcclCollective>(rank, size, options);
   if (Status st = collective->init(kv); !st.ok()) return st;
@@ -438,18 +392,17 @@ Result<std::unique_ptr<Collective>> make_nccl_collective(KeyValueStore& kv, int 
 }
 
 Result<std::unique_ptr<CudaDeviceBuffer>> CudaDeviceBuffer::allocate(int device, size_t bytes) {
-  const Api& a = api();
-  if (!a.driver_status.ok()) return a.driver_status;
+  if (!drv().status.ok()) return drv().status;
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  CUresult r = a.cuDeviceGet(&dev, device);
+  CUresult r = drv().cuDeviceGet(&dev, device);
   if (r != kCudaSuccess) return cuda_error("cuDeviceGet", r);
-  if ((r = a.cuDevicePrimaryCtxRetain(&ctx, dev)) != kCudaSuccess)
+  if ((r = drv().cuDevicePrimaryCtxRetain(&ctx, dev)) != kCudaSuccess)
     return cuda_error("cuDevicePrimaryCtxRetain", r);
-  a.cuCtxSetCurrent(ctx);
+  drv().cuCtxSetCurrent(ctx);
   CUdeviceptr ptr = 0;
-  if ((r = a.cuMemAlloc(&ptr, bytes == 0 ? 1 : bytes)) != kCudaSuccess) {
-    a.cuDevicePrimaryCtxRelease(dev);
+  if ((r = drv().cuMemAlloc(&ptr, bytes == 0 ? 1 : bytes)) != kCudaSuccess) {
+    drv().cuDevicePrimaryCtxRelease(dev);
     return cuda_error("cuMemAlloc", r);
   }
   // The primary context stays retained while the buffer lives.
@@ -457,22 +410,22 @@ Result<std::unique_ptr<CudaDeviceBuffer>> CudaDeviceBuffer::allocate(int device,
 }
 
 CudaDeviceBuffer::~CudaDeviceBuffer() {
-  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
-  api().cuMemFree(ptr_);
-  api().cuDevicePrimaryCtxRelease(device_);
+  drv().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  drv().cuMemFree(ptr_);
+  drv().cuDevicePrimaryCtxRelease(device_);
 }
 
 Status CudaDeviceBuffer::upload(const void* host, size_t bytes) {
   if (bytes > bytes_) return Status::BadInput("upload larger than the device buffer");
-  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
-  CUresult r = api().cuMemcpyHtoD(ptr_, host, bytes);
+  drv().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  CUresult r = drv().cuMemcpyHtoD(ptr_, host, bytes);
   return r == kCudaSuccess ? Status::Ok() : cuda_error("cuMemcpyHtoD", r);
 }
 
 Status CudaDeviceBuffer::download(void* host, size_t bytes) const {
   if (bytes > bytes_) return Status::BadInput("download larger than the device buffer");
-  api().cuCtxSetCurrent(static_cast<CUcontext>(context_));
-  CUresult r = api().cuMemcpyDtoH(host, ptr_, bytes);
+  drv().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  CUresult r = drv().cuMemcpyDtoH(host, ptr_, bytes);
   return r == kCudaSuccess ? Status::Ok() : cuda_error("cuMemcpyDtoH", r);
 }
 

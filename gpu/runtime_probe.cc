@@ -4,6 +4,9 @@
 
 #include <memory>
 
+#include "gpu/cublas.h"
+#include "gpu/nvrtc.h"
+
 namespace cairn {
 
 namespace {
@@ -27,7 +30,7 @@ std::string dotted(int v, int major_div, int minor_div) {
 
 }  // namespace
 
-GpuRuntime probe_gpu_runtime() {
+GpuRuntime probe_gpu_runtime(bool libraries) {
   GpuRuntime rt;
   if (Library cuda = open_first({"libcuda.so.1", "libcuda.so"})) {
     using InitFn = int (*)(unsigned);
@@ -47,6 +50,17 @@ GpuRuntime probe_gpu_runtime() {
       rt.nccl = version(&rt.nccl_version) == 0;
     }
   }
+  if (libraries) {
+    rt.libraries_probed = true;
+    const cublas::Info& blas = cublas::info();
+    rt.cublas = blas.status.ok();
+    if (rt.cublas)
+      rt.cublas_version = std::to_string(blas.major) + "." + std::to_string(blas.minor) + "." +
+                          std::to_string(blas.patch);
+    const nvrtc::Info& rtc = nvrtc::info();
+    rt.nvrtc = rtc.status.ok();
+    if (rt.nvrtc) rt.nvrtc_version = std::to_string(rtc.major) + "." + std::to_string(rtc.minor);
+  }
   return rt;
 }
 
@@ -58,6 +72,10 @@ std::string GpuRuntime::describe() const {
                     std::to_string((nccl_version % 10000) / 100) + "." +
                     std::to_string(nccl_version % 100)
               : "; NCCL not found";
+  if (libraries_probed) {
+    out += cublas ? "; cuBLAS " + cublas_version : "; cuBLAS not found";
+    out += nvrtc ? "; NVRTC " + nvrtc_version : "; NVRTC not found";
+  }
   return out;
 }
 

@@ -1,5 +1,9 @@
 """End to end: the built-in trainer (builtin:mlp) under cairn: the quickstart, and bit-exact
-resume after its process is killed mid-run."""
+resume after its process is killed mid-run.
+
+CAIRN_TEST_MLP_DEVICE=cuda (ctest's e2e_test_builtin_mlp_fake, with tests/fake_cuda on
+LD_LIBRARY_PATH) runs the same tests with the trainer's `device` hyperparameter set, so
+they cover the GPU path too; unset, the trainer's default (cpu) is used."""
 import json
 import os
 import shutil
@@ -10,6 +14,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, SOURCE, CairnTestCase, wait_until  # noqa: E402
+
+DEVICE = os.environ.get("CAIRN_TEST_MLP_DEVICE")
+DEVICE_SET = ["--set", "hyperparameters.device=" + DEVICE] if DEVICE else []
 
 # Big enough that an epoch takes a noticeable moment, so the kill lands mid-run.
 SLOW_CONFIG = """name: mlp-resume
@@ -36,7 +43,7 @@ reproducibility: {seed: 7, deterministic: true}
 class BuiltinMlpTest(CairnTestCase):
     def test_quickstart(self):
         shutil.copy(os.path.join(SOURCE, "examples", "quickstart.yaml"), self.dir)
-        run = self.cairn("run", "quickstart.yaml", check=0)
+        run = self.cairn("run", "quickstart.yaml", *DEVICE_SET, check=0)
         self.assertEqual(run.stdout.splitlines()[0], "1")
         exp = self.cairn_json("show", "1", "--json")
         self.assertEqual(exp["state"], "COMPLETED")
@@ -63,7 +70,7 @@ class BuiltinMlpTest(CairnTestCase):
 
     def run_to_end(self, optimizer, kill_after_checkpoint):
         self.write("mlp.yaml", SLOW_CONFIG % optimizer)
-        proc = subprocess.Popen([CAIRN, "run", "mlp.yaml"], cwd=self.dir, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([CAIRN, "run", "mlp.yaml"] + DEVICE_SET, cwd=self.dir, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=dict(os.environ, NO_COLOR="1"))
         self.addCleanup(proc.kill)
         exp_id = int(proc.stdout.readline())

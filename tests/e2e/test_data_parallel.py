@@ -61,7 +61,8 @@ max_restarts: 3
 
 MLP_CONFIG = """name: mlp-ranks
 entrypoint: builtin:mlp
-hyperparameters: {dataset: teacher, samples: %(samples)d, hidden: 64, batch_size: 128, threads: 1}
+hyperparameters: {dataset: teacher, samples: %(samples)d, hidden: 64, batch_size: 128, threads: 1,
+                  device: cpu}
 searcher: {name: single, metric: val_loss, max_length: %(length)d}
 resources: {slots_per_trial: %(ranks)d}
 checkpoint: {period: %(period)d}

@@ -229,7 +229,15 @@ class RunTest(CairnTestCase):
 
     def test_doctor_checks_the_store_devices_and_the_python_sdk(self):
         checks = {c["check"]: c for c in self.cairn_json("doctor", "--json")}
-        self.assertEqual(set(checks), {"store", "git", "cpu", "gpu", "nccl", "gloo", "python"})
+        self.assertEqual(set(checks), {"store", "git", "cpu", "gpu", "nccl", "cublas", "nvrtc",
+                                       "gloo", "python"})
+        # builtin:mlp's GPU libraries, loaded at run time: found or not, never a failure.
+        version = self.cairn_json("version", "--json")
+        for lib in ("cublas", "nvrtc"):
+            self.assertIn(checks[lib]["status"], ("ok", "warn"), checks[lib])
+            self.assertIs(version[lib]["loaded_at_run_time"], True)
+            self.assertEqual(version[lib]["found"], checks[lib]["detail"].startswith("lib" + lib + " "),
+                             (version[lib], checks[lib]))
         self.assertEqual(checks["python"]["status"], "ok", checks["python"])
         self.assertIn("the SDK imports", checks["python"]["detail"])
         self.assertEqual(checks["gloo"]["status"], "ok", checks["gloo"])

@@ -1,0 +1,151 @@
+#include "gpu/cublas.h"
+
+#include <dlfcn.h>
+
+#include <initializer_list>
+#include <utility>
+
+namespace cairn::cublas {
+namespace {
+
+// The slice of cublas_api.h used here (the _v2 API, stable since CUDA 4).
+using cublasStatus_t = int;
+using cublasHandle_t = void*;
+constexpr cublasStatus_t kSuccess = 0;
+constexpr int kOpN = 0;                                               // CUBLAS_OP_N
+constexpr int kOpT = 1;                                               // CUBLAS_OP_T
+constexpr int kMajorVersion = 0, kMinorVersion = 1, kPatchLevel = 2;  // libraryPropertyType
+
+struct Api {
+  cublasStatus_t (*cublasCreate)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*cublasDestroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*cublasSetStream)(cublasHandle_t, cuda::CUstream) = nullptr;
+  cublasStatus_t (*cublasSgemm)(cublasHandle_t, int, int, int, int, int, const float*, const float*,
+                                int, const float*, int, const float*, float*, int) = nullptr;
+  cublasStatus_t (*cublasGetProperty)(int, int*) = nullptr;
+  const char* (*cublasGetStatusString)(cublasStatus_t) = nullptr;  // optional (11.4+)
+  Info info;
+};
+
+template <typename Fn>
+bool bind(void* lib, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
+
+// Never unloaded: cuBLAS registers state with the CUDA runtime it carries.
+Api load() {
+  Api a;
+  void* lib = nullptr;
+  // cuBLAS 13 needs a CUDA 13 driver: with a CUDA 12 driver, prefer cuBLAS 12.
+  const cuda::Driver& driver = cuda::driver();
+  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
+  const char* first = cuda12_driver ? "libcublas.so.12" : "libcublas.so.13";
+  const char* second = cuda12_driver ? "libcublas.so.13" : "libcublas.so.12";
+  for (const char* name : {first, second, "libcublas.so", "/usr/local/cuda/lib64/libcublas.so"}) {
+    if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!lib) return a;
+  const bool ok = bind(lib, "cublasCreate_v2", a.cublasCreate) &&
+                  bind(lib, "cublasDestroy_v2", a.cublasDestroy) &&
+                  bind(lib, "cublasSetStream_v2", a.cublasSetStream) &&
+                  bind(lib, "cublasSgemm_v2", a.cublasSgemm) &&
+                  bind(lib, "cublasGetProperty", a.cublasGetProperty);
+  bind(lib, "cublasGetStatusString", a.cublasGetStatusString);
+  if (!ok) {
+    a.info.status = Status::NotFound("cuBLAS too old (missing entry points)");
+    return a;
+  }
+  a.cublasGetProperty(kMajorVersion, &a.info.major);
+  a.cublasGetProperty(kMinorVersion, &a.info.minor);
+  a.cublasGetProperty(kPatchLevel, &a.info.patch);
+  a.info.status = Status::Ok();
+  return a;
+}
+
+const Api& api() {
+  static const Api instance = load();
+  return instance;
+}
+
+Status cublas_error(const char* what, cublasStatus_t r) {
+  const char* text = api().cublasGetStatusString ? api().cublasGetStatusString(r) : nullptr;
+  return Status::Failed(std::string("cuBLAS ") + what + ": " +
+                        (text ? text : "status " + std::to_string(r)));
+}
+
+int to_cublas(blas::Op op) {
+  return op == blas::Op::kTranspose ? kOpT : kOpN;
+}
+
+}  // namespace
+
+const Info& info() {
+  return api().info;
+}
+
+ColumnMajorGemm to_column_major(blas::Op op_a, blas::Op op_b, int m, int n, int k, const float* a,
+                                int lda, const float* b, int ldb, float* c, int ldc) {
+  // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B comes first.
+  return ColumnMajorGemm{.op_a = op_b,
+                         .op_b = op_a,
+                         .m = n,
+                         .n = m,
+                         .k = k,
+                         .a = b,
+                         .lda = ldb,
+                         .b = a,
+                         .ldb = lda,
+                         .c = c,
+                         .ldc = ldc};
+}
+
+Result<Handle> Handle::create(const cuda::Context& context, const cuda::Stream& stream) {
+  const Api& a = api();
+  if (!a.info.status.ok()) return a.info.status;
+  if (Status st = context.make_current(); !st.ok()) return st;
+  Handle h;
+  cublasStatus_t r = a.cublasCreate(&h.handle_);
+  if (r != kSuccess) {
+    h.handle_ = nullptr;
+    return cublas_error("cublasCreate", r);
+  }
+  h.context_ = context.get();
+  if ((r = a.cublasSetStream(h.handle_, stream.get())) != kSuccess)
+    return cublas_error("cublasSetStream", r);
+  return h;
+}
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    context_ = std::exchange(other.context_, nullptr);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  reset();
+}
+
+void Handle::reset() {
+  if (handle_) {
+    cuda::driver().cuCtxSetCurrent(context_);
+    api().cublasDestroy(handle_);
+  }
+  handle_ = nullptr;
+}
+
+Status Handle::sgemm(blas::Op op_a, blas::Op op_b, int m, int n, int k, float alpha, const float* a,
+                     int lda, const float* b, int ldb, float beta, float* c, int ldc) const {
+  if (m == 0 || n == 0) return Status::Ok();
+  cuda::driver().cuCtxSetCurrent(context_);
+  const ColumnMajorGemm g = to_column_major(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc);
+  const cublasStatus_t r =
+      api().cublasSgemm(handle_, to_cublas(g.op_a), to_cublas(g.op_b), g.m, g.n, g.k, &alpha, g.a,
+                        g.lda, g.b, g.ldb, &beta, g.c, g.ldc);
+  return r == kSuccess ? Status::Ok() : cublas_error("cublasSgemm", r);
+}
+
+}  // namespace cairn::cublas

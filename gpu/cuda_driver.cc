@@ -1,0 +1,265 @@
+#include "gpu/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <initializer_list>
+#include <utility>
+
+namespace cairn::cuda {
+namespace {
+
+void* open_first(std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (void* h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+  return nullptr;
+}
+
+template <typename Fn>
+bool bind(void* lib, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
+
+Driver load() {
+  Driver d;
+  void* lib = open_first({"libcuda.so.1", "libcuda.so"});
+  if (!lib) return d;
+  d.library_loaded = true;
+  const bool ok =
+      bind(lib, "cuInit", d.cuInit) && bind(lib, "cuDriverGetVersion", d.cuDriverGetVersion) &&
+      bind(lib, "cuDeviceGetCount", d.cuDeviceGetCount) &&
+      bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
+      bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+      bind(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
+      bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+      bind(lib, "cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease) &&
+      bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
+      bind(lib, "cuStreamCreate", d.cuStreamCreate) &&
+      bind(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) &&
+      bind(lib, "cuStreamSynchronize", d.cuStreamSynchronize) &&
+      bind(lib, "cuEventCreate", d.cuEventCreate) && bind(lib, "cuEventRecord", d.cuEventRecord) &&
+      bind(lib, "cuEventQuery", d.cuEventQuery) &&
+      bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
+      bind(lib, "cuMemAlloc_v2", d.cuMemAlloc) && bind(lib, "cuMemFree_v2", d.cuMemFree) &&
+      bind(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) &&
+      bind(lib, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD) &&
+      bind(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH) &&
+      bind(lib, "cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync) &&
+      bind(lib, "cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync) &&
+      bind(lib, "cuMemsetD32Async", d.cuMemsetD32Async) &&
+      bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
+      bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
+      bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+      bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+      bind(lib, "cuGetErrorString", d.cuGetErrorString);
+  if (!ok) {
+    d.status = Status::NotFound("CUDA driver too old (missing entry points)");
+    return d;
+  }
+  d.cuDriverGetVersion(&d.version);
+  if (d.cuInit(0) != kSuccess || d.cuDeviceGetCount(&d.device_count) != kSuccess ||
+      d.device_count == 0) {
+    d.device_count = 0;
+    d.status =
+        Status::NotFound("CUDA driver " + std::to_string(d.version / 1000) + "." +
+                         std::to_string(d.version % 1000 / 10) + " found but no CUDA device");
+    return d;
+  }
+  d.status = Status::Ok();
+  return d;
+}
+
+// Destructors cannot report; they make the owning context current and ignore the result
+// (a failure there means the context is already gone with the process's CUDA state).
+void make_current(CUcontext context) {
+  if (context) driver().cuCtxSetCurrent(context);
+}
+
+}  // namespace
+
+const Driver& driver() {
+  static const Driver instance = load();
+  return instance;
+}
+
+Status error(const char* what, CUresult r) {
+  const char* text = nullptr;
+  if (driver().cuGetErrorString) driver().cuGetErrorString(r, &text);
+  return Status::Failed(std::string("CUDA ") + what + ": " +
+                        (text ? text : "error " + std::to_string(r)));
+}
+
+// --- Context ---
+
+Result<Context> Context::retain(int ordinal) {
+  const Driver& d = driver();
+  if (!d.status.ok()) return d.status;
+  if (ordinal < 0 || ordinal >= d.device_count)
+    return Status::BadInput("no CUDA device " + std::to_string(ordinal) + " (" +
+                            std::to_string(d.device_count) + " visible)");
+  Context c;
+  CUresult r = d.cuDeviceGet(&c.device_, ordinal);
+  if (r != kSuccess) return error("cuDeviceGet", r);
+  if ((r = d.cuDevicePrimaryCtxRetain(&c.context_, c.device_)) != kSuccess) {
+    c.context_ = nullptr;
+    return error("cuDevicePrimaryCtxRetain", r);
+  }
+  c.ordinal_ = ordinal;
+  char name[256] = {};
+  if (d.cuDeviceGetName(name, sizeof(name) - 1, c.device_) == kSuccess) c.name_ = name;
+  d.cuDeviceGetAttribute(&c.capability_.major, kAttrComputeCapabilityMajor, c.device_);
+  d.cuDeviceGetAttribute(&c.capability_.minor, kAttrComputeCapabilityMinor, c.device_);
+  d.cuDeviceGetAttribute(&c.multiprocessors_, kAttrMultiprocessorCount, c.device_);
+  if (Status st = c.make_current(); !st.ok()) return st;
+  return c;
+}
+
+Context& Context::operator=(Context&& other) noexcept {
+  if (this != &other) {
+    reset();
+    ordinal_ = std::exchange(other.ordinal_, -1);
+    device_ = other.device_;
+    context_ = std::exchange(other.context_, nullptr);
+    name_ = std::move(other.name_);
+    capability_ = other.capability_;
+    multiprocessors_ = other.multiprocessors_;
+  }
+  return *this;
+}
+
+Context::~Context() {
+  reset();
+}
+
+void Context::reset() {
+  if (context_) driver().cuDevicePrimaryCtxRelease(device_);
+  context_ = nullptr;
+}
+
+Status Context::make_current() const {
+  const CUresult r = driver().cuCtxSetCurrent(context_);
+  return r == kSuccess ? Status::Ok() : error("cuCtxSetCurrent", r);
+}
+
+// --- DeviceMemory ---
+
+Result<DeviceMemory> DeviceMemory::allocate(const Context& context, size_t bytes) {
+  if (Status st = context.make_current(); !st.ok()) return st;
+  DeviceMemory m;
+  // Zero bytes still get an address, so that every buffer can be passed to a kernel.
+  const CUresult r = driver().cuMemAlloc(&m.ptr_, bytes == 0 ? 4 : bytes);
+  if (r != kSuccess) {
+    m.ptr_ = 0;
+    return error(("cuMemAlloc of " + std::to_string(bytes) + " bytes").c_str(), r);
+  }
+  m.context_ = context.get();
+  m.bytes_ = bytes;
+  return m;
+}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    reset();
+    context_ = std::exchange(other.context_, nullptr);
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceMemory::~DeviceMemory() {
+  reset();
+}
+
+void DeviceMemory::reset() {
+  if (ptr_) {
+    make_current(context_);
+    driver().cuMemFree(ptr_);
+  }
+  ptr_ = 0;
+}
+
+// --- Stream ---
+
+Result<Stream> Stream::create(const Context& context) {
+  if (Status st = context.make_current(); !st.ok()) return st;
+  Stream s;
+  const CUresult r = driver().cuStreamCreate(&s.stream_, kStreamNonBlocking);
+  if (r != kSuccess) {
+    s.stream_ = nullptr;
+    return error("cuStreamCreate", r);
+  }
+  s.context_ = context.get();
+  return s;
+}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    reset();
+    context_ = std::exchange(other.context_, nullptr);
+    stream_ = std::exchange(other.stream_, nullptr);
+  }
+  return *this;
+}
+
+Stream::~Stream() {
+  reset();
+}
+
+void Stream::reset() {
+  if (stream_) {
+    make_current(context_);
+    driver().cuStreamDestroy(stream_);
+  }
+  stream_ = nullptr;
+}
+
+Status Stream::synchronize() const {
+  make_current(context_);
+  const CUresult r = driver().cuStreamSynchronize(stream_);
+  return r == kSuccess ? Status::Ok() : error("cuStreamSynchronize", r);
+}
+
+// --- Module ---
+
+Result<Module> Module::load(const Context& context, const std::string& image) {
+  if (Status st = context.make_current(); !st.ok()) return st;
+  Module m;
+  const CUresult r = driver().cuModuleLoadData(&m.module_, image.c_str());
+  if (r != kSuccess) {
+    m.module_ = nullptr;
+    return error("cuModuleLoadData", r);
+  }
+  m.context_ = context.get();
+  return m;
+}
+
+Module& Module::operator=(Module&& other) noexcept {
+  if (this != &other) {
+    reset();
+    context_ = std::exchange(other.context_, nullptr);
+    module_ = std::exchange(other.module_, nullptr);
+  }
+  return *this;
+}
+
+Module::~Module() {
+  reset();
+}
+
+void Module::reset() {
+  if (module_) {
+    make_current(context_);
+    driver().cuModuleUnload(module_);
+  }
+  module_ = nullptr;
+}
+
+Result<CUfunction> Module::function(const char* name) const {
+  CUfunction f = nullptr;
+  const CUresult r = driver().cuModuleGetFunction(&f, module_, name);
+  if (r != kSuccess) return error((std::string("cuModuleGetFunction ") + name).c_str(), r);
+  return f;
+}
+
+}  // namespace cairn::cuda

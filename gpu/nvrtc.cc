@@ -1,0 +1,181 @@
+#include "gpu/nvrtc.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "gpu/cuda_driver.h"
+
+namespace cairn::nvrtc {
+namespace {
+
+// The slice of nvrtc.h used here; its ABI has been stable since CUDA 11.
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+constexpr nvrtcResult kSuccess = 0;
+
+struct Api {
+  nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
+  nvrtcResult (*nvrtcGetNumSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*nvrtcGetSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int,
+                                    const char* const*, const char* const*) = nullptr;
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*) = nullptr;
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*) = nullptr;
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*) = nullptr;
+  const char* (*nvrtcGetErrorString)(nvrtcResult) = nullptr;
+  Info info;
+};
+
+template <typename Fn>
+bool bind(void* lib, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
+
+Api load() {
+  Api a;
+  void* lib = nullptr;
+  // A cubin from a newer NVRTC may not load on an older driver: with a CUDA 12 driver,
+  // prefer NVRTC 12. (Without a driver, as in the tests, the newest first.)
+  const cuda::Driver& driver = cuda::driver();
+  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
+  const char* first = cuda12_driver ? "libnvrtc.so.12" : "libnvrtc.so.13";
+  const char* second = cuda12_driver ? "libnvrtc.so.13" : "libnvrtc.so.12";
+  for (const char* name : {first, second, "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
+    if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!lib) return a;
+  const bool ok = bind(lib, "nvrtcVersion", a.nvrtcVersion) &&
+                  bind(lib, "nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs) &&
+                  bind(lib, "nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs) &&
+                  bind(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
+                  bind(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
+                  bind(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
+                  bind(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
+                  bind(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
+                  bind(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
+                  bind(lib, "nvrtcGetPTX", a.nvrtcGetPTX) &&
+                  bind(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
+                  bind(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
+                  bind(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString);
+  if (!ok) {
+    a.info.status = Status::NotFound("NVRTC too old (missing entry points; CUDA 11.2+ needed)");
+    return a;
+  }
+  a.nvrtcVersion(&a.info.major, &a.info.minor);
+  int count = 0;
+  if (a.nvrtcGetNumSupportedArchs(&count) == kSuccess && count > 0) {
+    a.info.archs.resize(static_cast<size_t>(count));
+    if (a.nvrtcGetSupportedArchs(a.info.archs.data()) != kSuccess) a.info.archs.clear();
+  }
+  a.info.status = Status::Ok();
+  return a;
+}
+
+const Api& api() {
+  static const Api instance = load();
+  return instance;
+}
+
+Status nvrtc_error(const char* what, nvrtcResult r) {
+  return Status::Failed(std::string("NVRTC ") + what + ": " + api().nvrtcGetErrorString(r));
+}
+
+// Destroys the program on every path out of compile().
+struct ProgramGuard {
+  nvrtcProgram program = nullptr;
+  ~ProgramGuard() {
+    if (program) api().nvrtcDestroyProgram(&program);
+  }
+};
+
+std::string first_error_line(const std::string& log) {
+  // The log lists warnings too; the first line that says "error" explains the failure.
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(start, end - start);
+    if (line.find("error") != std::string::npos) return line;
+    start = end + 1;
+  }
+  return log.substr(0, log.find('\n'));
+}
+
+}  // namespace
+
+const Info& info() {
+  return api().info;
+}
+
+Result<std::string> compile(std::string_view source, const std::string& name, int sm,
+                            Output output) {
+  const Api& a = api();
+  if (!a.info.status.ok()) return a.info.status;
+  const std::string text(source);  // NVRTC wants a NUL-terminated string
+  ProgramGuard guard;
+  nvrtcResult r =
+      a.nvrtcCreateProgram(&guard.program, text.c_str(), name.c_str(), 0, nullptr, nullptr);
+  if (r != kSuccess) {
+    guard.program = nullptr;
+    return nvrtc_error("nvrtcCreateProgram", r);
+  }
+  const std::string arch = std::string("--gpu-architecture=") +
+                           (output == Output::kCubin ? "sm_" : "compute_") + std::to_string(sm);
+  const char* options[] = {arch.c_str(), "--fmad=false", "--std=c++17"};
+  r = a.nvrtcCompileProgram(guard.program, 3, options);
+  if (r != kSuccess) {
+    size_t log_size = 0;
+    std::string log;
+    if (a.nvrtcGetProgramLogSize(guard.program, &log_size) == kSuccess && log_size > 1) {
+      log.resize(log_size);
+      a.nvrtcGetProgramLog(guard.program, log.data());
+      log.resize(log_size - 1);
+    }
+    return Status::Failed("NVRTC: compiling " + name + " for " + arch.substr(19) + " failed: " +
+                          (log.empty() ? a.nvrtcGetErrorString(r) : first_error_line(log)));
+  }
+  size_t size = 0;
+  std::string image;
+  if (output == Output::kCubin) {
+    if ((r = a.nvrtcGetCUBINSize(guard.program, &size)) != kSuccess)
+      return nvrtc_error("nvrtcGetCUBINSize", r);
+    image.resize(size);
+    if ((r = a.nvrtcGetCUBIN(guard.program, image.data())) != kSuccess)
+      return nvrtc_error("nvrtcGetCUBIN", r);
+  } else {
+    if ((r = a.nvrtcGetPTXSize(guard.program, &size)) != kSuccess)
+      return nvrtc_error("nvrtcGetPTXSize", r);
+    image.resize(size);  // includes the terminating NUL, which cuModuleLoadData needs
+    if ((r = a.nvrtcGetPTX(guard.program, image.data())) != kSuccess)
+      return nvrtc_error("nvrtcGetPTX", r);
+  }
+  return image;
+}
+
+Result<std::string> compile_for_device(std::string_view source, const std::string& name,
+                                       int device_sm) {
+  const Info& i = info();
+  if (!i.status.ok()) return i.status;
+  if (i.archs.empty() || std::find(i.archs.begin(), i.archs.end(), device_sm) != i.archs.end())
+    return compile(source, name, device_sm, Output::kCubin);
+  int best = 0;
+  for (int arch : i.archs)
+    if (arch < device_sm) best = std::max(best, arch);
+  if (best == 0) {
+    return Status::NotFound("NVRTC " + std::to_string(i.major) + "." + std::to_string(i.minor) +
+                            " cannot compile for sm_" + std::to_string(device_sm) +
+                            " (its oldest architecture is sm_" + std::to_string(i.archs.front()) +
+                            ")");
+  }
+  return compile(source, name, best, Output::kPtx);
+}
+
+}  // namespace cairn::nvrtc

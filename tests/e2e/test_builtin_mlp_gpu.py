@@ -1,0 +1,102 @@
+"""End to end: builtin:mlp on a GPU (hyperparameter `device`). The GPU tests skip, saying
+why, where `cairn version` finds no CUDA device, cuBLAS or NVRTC; the fallback tests run
+where there is no GPU.
+
+With build/fake_cuda on LD_LIBRARY_PATH (tests/fake_cuda: the driver and cuBLAS emulated
+on the host) the GPU tests run without a GPU, through `cairn run`, on the emulation; ctest
+does that as e2e_test_builtin_mlp_gpu_fake. NOTE: they have not run on a real GPU yet."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
+
+CONFIG = """name: mlp-gpu
+entrypoint: builtin:mlp
+hyperparameters:
+  device: %(device)s
+  optimizer: adam
+  hidden: 64
+  layers: 2
+  batch_size: 64
+searcher: {name: single, metric: val_loss, max_length: %(length)d}
+checkpoint: {period: 2}
+max_restarts: %(restarts)d
+reproducibility: {seed: 3, deterministic: true}
+"""
+
+
+def gpu_runtime():
+    """(usable, why): whether builtin:mlp can train on a GPU here."""
+    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return False, "cairn version failed: " + out.stderr
+    v = json.loads(out.stdout)
+    if not v["cuda"]["driver"] or v["cuda"]["devices"] == 0:
+        return False, "no CUDA device (" + v["gpu"] + ")"
+    for lib in ("cublas", "nvrtc"):
+        if not v[lib]["found"]:
+            return False, lib + " not found"
+    return True, v["gpu"]
+
+
+USABLE, WHY = gpu_runtime()
+
+
+class BuiltinMlpGpuTest(CairnTestCase):
+    def run_config(self, device, length=6, restarts=0, check=0):
+        self.write("mlp.yaml", CONFIG % {"device": device, "length": length, "restarts": restarts})
+        return self.cairn("run", "mlp.yaml", check=check)
+
+    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    def test_trains_on_one_gpu(self):
+        self.run_config("cuda")
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertIn("device cuda: cuda:0 ", logs)
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        losses = [p["metrics"]["loss"] for p in metrics["training"]]
+        self.assertLess(losses[-1], 0.8 * losses[0], "training loss falls")
+        self.assertGreater(metrics["validation"][-1]["metrics"]["val_accuracy"], 0.6)  # chance 1/3
+
+    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    def test_auto_picks_the_gpu_and_follows_the_cpu_curve(self):
+        self.run_config("auto")
+        self.run_config("cpu")
+        self.assertIn("device cuda (auto): cuda:0 ", self.cairn("logs", "1.1", check=0).stdout)
+        gpu = [p["metrics"]["loss"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        cpu = [p["metrics"]["loss"] for p in self.cairn_json("metrics", "2.1", "--json")["training"]]
+        self.assertEqual(len(gpu), len(cpu))
+        # Float rounding differs (cuBLAS, CUDA's expf) and grows over epochs of Adam; the
+        # curves stay within a few percent.
+        for g, c in zip(gpu, cpu):
+            self.assertAlmostEqual(g, c, delta=0.05 * c)
+
+    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    def test_gpu_run_repeats_bit_for_bit(self):
+        self.run_config("cuda")
+        self.run_config("cuda")
+        a = self.cairn_json("metrics", "1.1", "--json")
+        b = self.cairn_json("metrics", "2.1", "--json")
+        self.assertEqual(a["training"], b["training"])
+        self.assertEqual(a["validation"], b["validation"])
+
+    @unittest.skipIf(USABLE, "tests the machine without a GPU")
+    def test_cuda_without_a_gpu_fails_clearly_and_auto_falls_back(self):
+        run = self.run_config("cuda", length=2, check=None)
+        self.assertEqual(run.returncode, 1)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["exit"]["code"], 2)
+        logs = self.cairn("logs", "1.1", check=0).stdout + run.stderr
+        self.assertIn("hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU",
+                      logs)
+        self.run_config("auto", length=2)
+        self.assertEqual(self.cairn_json("show", "2.1", "--json")["state"], "COMPLETED")
+        self.assertIn("device cpu (auto: ", self.cairn("logs", "2.1", check=0).stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
