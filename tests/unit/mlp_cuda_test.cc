@@ -216,7 +216,7 @@ TEST_CASE("a cuda trainer without a GPU is a one-line error; auto trains on the 
   REQUIRE_FALSE(cuda.ok());
   CHECK(cuda.status().exit_code() == 2);
   CHECK(cuda.status().message().find('\n') == std::string::npos);
-  auto automatic = MlpTrainer::create(parse({{"samples", 100}}), 1, true, ".");
+  auto automatic = MlpTrainer::create(parse({{"device", "auto"}, {"samples", 100}}), 1, true, ".");
   REQUIRE(automatic.ok());
   CHECK_FALSE((*automatic)->on_gpu());
   CHECK((*automatic)->describe().find("device cpu (auto: ") != std::string::npos);
