@@ -1,8 +1,7 @@
 #include "gpu/cublas.h"
 
-#include <dlfcn.h>
+#include "gpu/shared_library.h"
 
-#include <initializer_list>
 #include <utility>
 
 namespace cairn::cublas {
@@ -27,31 +26,17 @@ struct Api {
   Info info;
 };
 
-template <typename Fn>
-bool bind(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 // Never unloaded: cuBLAS registers state with the CUDA runtime it carries.
 Api load() {
   Api a;
-  void* lib = nullptr;
-  // cuBLAS 13 needs a CUDA 13 driver: with a CUDA 12 driver, prefer cuBLAS 12.
-  const cuda::Driver& driver = cuda::driver();
-  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
-  const char* first = cuda12_driver ? "libcublas.so.12" : "libcublas.so.13";
-  const char* second = cuda12_driver ? "libcublas.so.13" : "libcublas.so.12";
-  for (const char* name : {first, second, "libcublas.so", "/usr/local/cuda/lib64/libcublas.so"}) {
-    if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-  }
+  void* lib = cuda::open_per_cuda_version("cublas");
   if (!lib) return a;
-  const bool ok = bind(lib, "cublasCreate_v2", a.cublasCreate) &&
-                  bind(lib, "cublasDestroy_v2", a.cublasDestroy) &&
-                  bind(lib, "cublasSetStream_v2", a.cublasSetStream) &&
-                  bind(lib, "cublasSgemm_v2", a.cublasSgemm) &&
-                  bind(lib, "cublasGetProperty", a.cublasGetProperty);
-  bind(lib, "cublasGetStatusString", a.cublasGetStatusString);
+  const bool ok = gpu_lib::bind(lib, "cublasCreate_v2", a.cublasCreate) &&
+                  gpu_lib::bind(lib, "cublasDestroy_v2", a.cublasDestroy) &&
+                  gpu_lib::bind(lib, "cublasSetStream_v2", a.cublasSetStream) &&
+                  gpu_lib::bind(lib, "cublasSgemm_v2", a.cublasSgemm) &&
+                  gpu_lib::bind(lib, "cublasGetProperty", a.cublasGetProperty);
+  gpu_lib::bind(lib, "cublasGetStatusString", a.cublasGetStatusString);
   if (!ok) {
     a.info.status = Status::NotFound("cuBLAS too old (missing entry points)");
     return a;

@@ -1,57 +1,48 @@
 #include "gpu/cuda_driver.h"
 
-#include <dlfcn.h>
+#include "gpu/shared_library.h"
 
 #include <initializer_list>
+#include <string>
 #include <utility>
 
 namespace cairn::cuda {
 namespace {
 
-void* open_first(std::initializer_list<const char*> names) {
-  for (const char* name : names)
-    if (void* h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
-  return nullptr;
-}
-
-template <typename Fn>
-bool bind(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 Driver load() {
   Driver d;
-  void* lib = open_first({"libcuda.so.1", "libcuda.so"});
+  void* lib = gpu_lib::open_first({"libcuda.so.1", "libcuda.so"});
   if (!lib) return d;
   d.library_loaded = true;
-  const bool ok =
-      bind(lib, "cuInit", d.cuInit) && bind(lib, "cuDriverGetVersion", d.cuDriverGetVersion) &&
-      bind(lib, "cuDeviceGetCount", d.cuDeviceGetCount) &&
-      bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
-      bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
-      bind(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
-      bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
-      bind(lib, "cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease) &&
-      bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
-      bind(lib, "cuStreamCreate", d.cuStreamCreate) &&
-      bind(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) &&
-      bind(lib, "cuStreamSynchronize", d.cuStreamSynchronize) &&
-      bind(lib, "cuEventCreate", d.cuEventCreate) && bind(lib, "cuEventRecord", d.cuEventRecord) &&
-      bind(lib, "cuEventQuery", d.cuEventQuery) &&
-      bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
-      bind(lib, "cuMemAlloc_v2", d.cuMemAlloc) && bind(lib, "cuMemFree_v2", d.cuMemFree) &&
-      bind(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) &&
-      bind(lib, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD) &&
-      bind(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH) &&
-      bind(lib, "cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync) &&
-      bind(lib, "cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync) &&
-      bind(lib, "cuMemsetD32Async", d.cuMemsetD32Async) &&
-      bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
-      bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
-      bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
-      bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
-      bind(lib, "cuGetErrorString", d.cuGetErrorString);
+  const bool ok = gpu_lib::bind(lib, "cuInit", d.cuInit) &&
+                  gpu_lib::bind(lib, "cuDriverGetVersion", d.cuDriverGetVersion) &&
+                  gpu_lib::bind(lib, "cuDeviceGetCount", d.cuDeviceGetCount) &&
+                  gpu_lib::bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
+                  gpu_lib::bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+                  gpu_lib::bind(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
+                  gpu_lib::bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+                  gpu_lib::bind(lib, "cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease) &&
+                  gpu_lib::bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
+                  gpu_lib::bind(lib, "cuStreamCreate", d.cuStreamCreate) &&
+                  gpu_lib::bind(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) &&
+                  gpu_lib::bind(lib, "cuStreamSynchronize", d.cuStreamSynchronize) &&
+                  gpu_lib::bind(lib, "cuEventCreate", d.cuEventCreate) &&
+                  gpu_lib::bind(lib, "cuEventRecord", d.cuEventRecord) &&
+                  gpu_lib::bind(lib, "cuEventQuery", d.cuEventQuery) &&
+                  gpu_lib::bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
+                  gpu_lib::bind(lib, "cuMemAlloc_v2", d.cuMemAlloc) &&
+                  gpu_lib::bind(lib, "cuMemFree_v2", d.cuMemFree) &&
+                  gpu_lib::bind(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) &&
+                  gpu_lib::bind(lib, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD) &&
+                  gpu_lib::bind(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH) &&
+                  gpu_lib::bind(lib, "cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync) &&
+                  gpu_lib::bind(lib, "cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync) &&
+                  gpu_lib::bind(lib, "cuMemsetD32Async", d.cuMemsetD32Async) &&
+                  gpu_lib::bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
+                  gpu_lib::bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
+                  gpu_lib::bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+                  gpu_lib::bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+                  gpu_lib::bind(lib, "cuGetErrorString", d.cuGetErrorString);
   if (!ok) {
     d.status = Status::NotFound("CUDA driver too old (missing entry points)");
     return d;
@@ -260,6 +251,15 @@ Result<CUfunction> Module::function(const char* name) const {
   const CUresult r = driver().cuModuleGetFunction(&f, module_, name);
   if (r != kSuccess) return error((std::string("cuModuleGetFunction ") + name).c_str(), r);
   return f;
+}
+
+void* open_per_cuda_version(const char* stem) {
+  const Driver& d = driver();
+  const bool cuda12 = d.library_loaded && d.version > 0 && d.version < 13000;
+  const std::string lib = std::string("lib") + stem + ".so";
+  const std::string v12 = lib + ".12", v13 = lib + ".13", toolkit = "/usr/local/cuda/lib64/" + lib;
+  return gpu_lib::open_first(
+      {(cuda12 ? v12 : v13).c_str(), (cuda12 ? v13 : v12).c_str(), lib.c_str(), toolkit.c_str()});
 }
 
 }  // namespace cairn::cuda

@@ -82,6 +82,13 @@ struct Driver {
 // Loaded once, on first call, and never unloaded (NCCL keeps threads that call into it).
 const Driver& driver();
 
+// dlopen of a library shipped once per CUDA major version (cuBLAS, NVRTC: stem "cublas",
+// "nvrtc"): the version matching the driver first, since a CUDA 13 library needs a CUDA 13
+// driver and a cubin from a newer NVRTC may not load on an older one (without a driver, as
+// in the tests, the newest first); then the other, the unversioned name, and the toolkit's
+// default place. nullptr when none loads. Never closed (gpu/shared_library.h).
+void* open_per_cuda_version(const char* stem);
+
 // "CUDA <what>: <the driver's text for r>", as kFailed.
 Status error(const char* what, CUresult r);
 

@@ -1,8 +1,9 @@
 #include "gpu/nccl_collective.h"
 
+#include "gpu/shared_library.h"
+
 #include "gpu/cuda_driver.h"
 
-#include <dlfcn.h>
 #include <cairn/detail/hex.hpp>
 
 #include <climits>
@@ -73,32 +74,21 @@ struct Api {
   const char* (*ncclGetLastError)(ncclComm_t) = nullptr;  // optional
 };
 
-void* open_first(std::initializer_list<const char*> names) {
-  for (const char* name : names)
-    if (void* h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
-  return nullptr;
-}
-
-template <typename Fn>
-bool bind(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 void load_nccl(Api& a) {
-  void* nccl = open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+  void* nccl =
+      gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
   if (!nccl) return;
-  bool ok = bind(nccl, "ncclGetVersion", a.ncclGetVersion) &&
-            bind(nccl, "ncclGetUniqueId", a.ncclGetUniqueId) &&
-            bind(nccl, "ncclCommInitRankConfig", a.ncclCommInitRankConfig) &&
-            bind(nccl, "ncclCommGetAsyncError", a.ncclCommGetAsyncError) &&
-            bind(nccl, "ncclCommDestroy", a.ncclCommDestroy) &&
-            bind(nccl, "ncclCommAbort", a.ncclCommAbort) &&
-            bind(nccl, "ncclAllReduce", a.ncclAllReduce) &&
-            bind(nccl, "ncclBroadcast", a.ncclBroadcast) &&
-            bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
-  bind(nccl, "ncclCommFinalize", a.ncclCommFinalize);
-  bind(nccl, "ncclGetLastError", a.ncclGetLastError);
+  bool ok = gpu_lib::bind(nccl, "ncclGetVersion", a.ncclGetVersion) &&
+            gpu_lib::bind(nccl, "ncclGetUniqueId", a.ncclGetUniqueId) &&
+            gpu_lib::bind(nccl, "ncclCommInitRankConfig", a.ncclCommInitRankConfig) &&
+            gpu_lib::bind(nccl, "ncclCommGetAsyncError", a.ncclCommGetAsyncError) &&
+            gpu_lib::bind(nccl, "ncclCommDestroy", a.ncclCommDestroy) &&
+            gpu_lib::bind(nccl, "ncclCommAbort", a.ncclCommAbort) &&
+            gpu_lib::bind(nccl, "ncclAllReduce", a.ncclAllReduce) &&
+            gpu_lib::bind(nccl, "ncclBroadcast", a.ncclBroadcast) &&
+            gpu_lib::bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
+  gpu_lib::bind(nccl, "ncclCommFinalize", a.ncclCommFinalize);
+  gpu_lib::bind(nccl, "ncclGetLastError", a.ncclGetLastError);
   int version = 0;
   if (!ok || a.ncclGetVersion(&version) != kNcclSuccess || version < 21400) {
     a.nccl_status = Status::NotFound("NCCL 2.14 or later needed");

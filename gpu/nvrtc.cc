@@ -1,9 +1,8 @@
 #include "gpu/nvrtc.h"
 
-#include <dlfcn.h>
+#include "gpu/shared_library.h"
 
 #include <algorithm>
-#include <initializer_list>
 
 #include "gpu/cuda_driver.h"
 
@@ -33,38 +32,23 @@ struct Api {
   Info info;
 };
 
-template <typename Fn>
-bool bind(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 Api load() {
   Api a;
-  void* lib = nullptr;
-  // A cubin from a newer NVRTC may not load on an older driver: with a CUDA 12 driver,
-  // prefer NVRTC 12. (Without a driver, as in the tests, the newest first.)
-  const cuda::Driver& driver = cuda::driver();
-  const bool cuda12_driver = driver.library_loaded && driver.version > 0 && driver.version < 13000;
-  const char* first = cuda12_driver ? "libnvrtc.so.12" : "libnvrtc.so.13";
-  const char* second = cuda12_driver ? "libnvrtc.so.13" : "libnvrtc.so.12";
-  for (const char* name : {first, second, "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
-    if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-  }
+  void* lib = cuda::open_per_cuda_version("nvrtc");
   if (!lib) return a;
-  const bool ok = bind(lib, "nvrtcVersion", a.nvrtcVersion) &&
-                  bind(lib, "nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs) &&
-                  bind(lib, "nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs) &&
-                  bind(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
-                  bind(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
-                  bind(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
-                  bind(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
-                  bind(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
-                  bind(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
-                  bind(lib, "nvrtcGetPTX", a.nvrtcGetPTX) &&
-                  bind(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
-                  bind(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
-                  bind(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString);
+  const bool ok = gpu_lib::bind(lib, "nvrtcVersion", a.nvrtcVersion) &&
+                  gpu_lib::bind(lib, "nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs) &&
+                  gpu_lib::bind(lib, "nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs) &&
+                  gpu_lib::bind(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
+                  gpu_lib::bind(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
+                  gpu_lib::bind(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
+                  gpu_lib::bind(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
+                  gpu_lib::bind(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
+                  gpu_lib::bind(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
+                  gpu_lib::bind(lib, "nvrtcGetPTX", a.nvrtcGetPTX) &&
+                  gpu_lib::bind(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
+                  gpu_lib::bind(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
+                  gpu_lib::bind(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString);
   if (!ok) {
     a.info.status = Status::NotFound("NVRTC too old (missing entry points; CUDA 11.2+ needed)");
     return a;
