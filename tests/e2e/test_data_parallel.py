@@ -30,8 +30,11 @@ with open(os.path.join(out, "env-%d.json" % rank), "w") as f:
     json.dump({k: os.environ.get(k) for k in names}, f)
 print("rank", rank, "starts at", ctx.steps_completed, flush=True)
 step = ctx.steps_completed
+shards = os.environ.get("SHARDS")  # every rank also saves (and restores) a file of its own
 if ctx.latest_checkpoint:
     assert int((ctx.latest_checkpoint / "step").read_text()) == step
+    if shards:
+        assert (ctx.latest_checkpoint / ("shard-%d" % rank)).read_text() == "%d %d" % (rank, step)
 for op in ctx.operations():
     while step < op.length:
         time.sleep(0.04)
@@ -43,6 +46,8 @@ for op in ctx.operations():
             with ctx.checkpoint(step) as path:
                 if rank == 0:
                     (path / "step").write_text(str(step))
+                if shards:
+                    (path / ("shard-%d" % rank)).write_text("%d %d" % (rank, step))
             if ctx.should_preempt():
                 # HOLD: an orphan (cairn is gone) waits for the test's go-ahead to exit.
                 while os.environ.get("HOLD") and not os.path.exists(os.path.join(out, "release")):
@@ -147,6 +152,25 @@ class DataParallelTest(CairnTestCase):
         self.assertEqual(restarts[0], restarts[1])
         self.assertGreater(restarts[0], 0)
         self.assertEqual(restarts[0] % 2, 0)
+
+    def test_sharded_checkpoint_every_rank_saves_and_restores_its_own_file(self):
+        self.write("exp.yaml", CONFIG % 30 + "environment: {SHARDS: \"1\"}\n")
+        env = dict(os.environ, NO_COLOR="1")
+        log = open(os.path.join(self.dir, "run.log"), "w")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "2"], cwd=self.dir, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(proc.kill)
+        os.kill(self.ranks_after_a_checkpoint("1.1")[1], signal.SIGKILL)
+        self.assertEqual(proc.wait(timeout=120), 0)
+        trial = self.cairn_json("show", "1.1", "--json")
+        # Each restarted rank asserted that its own shard held its step (else it would fail).
+        self.assertEqual((trial["state"], trial["restarts"]), ("COMPLETED", 1))
+        dest = os.path.join(self.dir, "export")
+        self.cairn("export", "1.1@latest", dest, check=0)
+        for rank in (0, 1):
+            with open(os.path.join(dest, "shard-%d" % rank)) as f:
+                self.assertEqual(f.read(), "%d 30" % rank)
 
     def test_resume_after_kill_9_waits_for_every_rank_left_running(self):
         self.write("exp.yaml", CONFIG % 30 + "environment: {HOLD: '1'}\n")
