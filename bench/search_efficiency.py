@@ -139,7 +139,7 @@ def searcher_config(name, args):
         searcher["max_trials"] = args.random_trials
     elif name == "asha":
         searcher.update(max_trials=args.asha_trials, divisor=DIVISOR, max_rungs=MAX_RUNGS,
-                        mode="standard")
+                        mode=args.asha_mode)
     elif name == "hyperband":
         searcher.update(divisor=DIVISOR, min_length=1)
     return searcher
@@ -416,6 +416,9 @@ def main():
     parser.add_argument("--random-trials", type=int, default=20)
     parser.add_argument("--asha-trials", type=int, default=220)
     parser.add_argument("--max-length", type=int, default=81)
+    parser.add_argument("--asha-mode", default="standard",
+                        choices=["aggressive", "standard", "conservative"],
+                        help="asha's mode (how many brackets it builds)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="the extra column: units to get within this share of the target")
