@@ -18,8 +18,9 @@
 
 typedef long long i64;
 
-#define GRID_STRIDE(i, n) \
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+#define GRID_STRIDE(i, n)                                           \
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+       i += (i64)blockDim.x * gridDim.x)
 
 extern "C" {
 
@@ -128,7 +129,9 @@ __global__ void mlp_accumulate_stats(const float* row_loss, const int* row_corre
 
 // w -= lr · (g + decay · w). (sgd_update)
 __global__ void mlp_sgd(float* w, const float* g, i64 n, float lr, float decay) {
-  GRID_STRIDE(i, n) { w[i] -= lr * (g[i] + decay * w[i]); }
+  GRID_STRIDE(i, n) {
+    w[i] -= lr * (g[i] + decay * w[i]);
+  }
 }
 
 // v = momentum · v + (g + decay · w); w -= lr · v. (sgd_momentum_update)
