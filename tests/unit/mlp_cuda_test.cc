@@ -33,6 +33,7 @@
 #include "gpu/mlp_trainer.h"
 #include "gpu/nccl_collective.h"
 #include "gpu/nvrtc.h"
+#include "tests/unit/rank_threads.h"
 #include "tests/unit/test_dir.h"
 
 namespace cairn {
@@ -70,9 +71,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-bool bit_equal(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
+using testing::bit_equal;
 
 // max |a − b| / max |b|: the error relative to the values' scale.
 double relative_error(std::span<const float> a, std::span<const float> b) {
@@ -480,50 +479,18 @@ TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit (host emulat
   }
   const Json json = {
       {"device", "cuda"}, {"hidden", 16}, {"batch_size", 37}, {"bucket_kb", 1}, {"samples", 600}};
-  struct Run {
-    Status status;
-    std::vector<double> losses;
-    std::vector<float> weights;
-  };
+  const MlpHparams hparams = parse(json);
   auto train = [&](int world) {
-    testing::TestDir dir;
-    FileKeyValueStore kv(dir.path());
-    std::vector<Run> runs(static_cast<size_t>(world));
-    auto rank_main = [&](int rank) {
-      Run& run = runs[static_cast<size_t>(rank)];
-      std::unique_ptr<Collective> collective;
-      if (world > 1) {
-        auto gloo = make_gloo_collective(kv, rank, world, "127.0.0.1", std::chrono::seconds(30));
-        if (!gloo.ok()) {
-          run.status = gloo.status();
-          return;
-        }
-        collective = std::make_unique<GlooAsNccl>(std::move(gloo).value());
-      }
-      auto trainer = MlpTrainer::create(parse(json), 7, true, dir.path(), collective.get());
-      if (!trainer.ok()) {
-        run.status = trainer.status();
-        return;
-      }
-      if (!(*trainer)->on_gpu()) {
-        run.status = Status::Failed("rank " + std::to_string(rank) + " is not on the GPU");
-        return;
-      }
-      for (int e = 0; e < 3; ++e) {
-        auto loss = (*trainer)->train_epoch();
-        if (!loss.ok()) {
-          run.status = loss.status();
-          return;
-        }
-        run.losses.push_back(*loss);
-      }
-      run.weights = (*trainer)->flat_weights();
-    };
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
-    for (auto& t : threads) t.join();
-    for (const Run& run : runs) REQUIRE_MESSAGE(run.status.ok(), run.status.message());
-    return runs;
+    return testing::train_ranks(
+        world, hparams, 3,
+        [](std::unique_ptr<Collective> gloo) -> std::unique_ptr<Collective> {
+          return std::make_unique<GlooAsNccl>(std::move(gloo));
+        },
+        [](const MlpTrainer& trainer, int rank) {
+          return trainer.on_gpu()
+                     ? Status::Ok()
+                     : Status::Failed("rank " + std::to_string(rank) + " is not on the GPU");
+        });
   };
   const auto single = train(1);
   const auto pair = train(2);

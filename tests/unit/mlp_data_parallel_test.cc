@@ -1,5 +1,4 @@
-// builtin:mlp data parallel: ranks as threads of this process, each with its own Gloo
-// collective (TCP on loopback), meeting through a directory-backed key/value store.
+// builtin:mlp data parallel: ranks as threads of this process (rank_threads.h).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,60 +12,19 @@
 #include "gpu/gradient_buckets.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
-#include "test_dir.h"
+#include "rank_threads.h"
 
 namespace cairn {
 namespace {
 
-struct RankRun {
-  Status status;
-  std::vector<double> losses;
-  std::vector<float> weights;
-};
+using testing::bit_equal;
+using testing::RankRun;
 
 // Trains `epochs` epochs of builtin:mlp with `json` on `world` ranks (threads).
 std::vector<RankRun> train_ranks(int world, const Json& json, int epochs) {
   auto hparams = MlpHparams::from_json(json);
   REQUIRE_MESSAGE(hparams.ok(), hparams.status().message());
-  testing::TestDir dir;
-  FileKeyValueStore kv(dir.path());
-  std::vector<RankRun> runs(static_cast<size_t>(world));
-  auto rank_main = [&](int rank) {
-    RankRun& run = runs[static_cast<size_t>(rank)];
-    std::unique_ptr<Collective> collective;
-    if (world > 1) {
-      auto made = make_gloo_collective(kv, rank, world, "127.0.0.1", std::chrono::seconds(30));
-      if (!made.ok()) {
-        run.status = made.status();
-        return;
-      }
-      collective = std::move(made).value();
-    }
-    auto trainer =
-        MlpTrainer::create(*hparams, 7, /*deterministic=*/true, dir.path(), collective.get());
-    if (!trainer.ok()) {
-      run.status = trainer.status();
-      return;
-    }
-    for (int e = 0; e < epochs; ++e) {
-      auto loss = (*trainer)->train_epoch();
-      if (!loss.ok()) {
-        run.status = loss.status();
-        return;
-      }
-      run.losses.push_back(*loss);
-    }
-    run.weights = (*trainer)->flat_weights();
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(rank_main, r);
-  for (auto& t : threads) t.join();
-  for (const RankRun& run : runs) REQUIRE_MESSAGE(run.status.ok(), run.status.message());
-  return runs;
-}
-
-bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return testing::train_ranks(world, *hparams, epochs);
 }
 
 // batch_size 100 over 2400 training rows: every batch splits 50/50; 37 does not divide
