@@ -146,11 +146,7 @@ bool StoredObjects::stat_dir(unsigned fan, DirStat& out) const {
   std::snprintf(sub, sizeof sub, "%02x", fan);
   struct stat st;
   if (::stat((dir_ / sub).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  out.size = static_cast<uint64_t>(st.st_size);
-  out.ino = st.st_ino;
-  out.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
-  out.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
-  out.mode = st.st_mode;
+  out = FileStat::of(st);
   return true;
 }
 

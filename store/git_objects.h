@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "store/stat_cache.h"
 
 namespace cairn::git {
 
@@ -49,12 +50,7 @@ class StoredObjects {
   void save_known(const std::filesystem::path& file, std::vector<git_oid> needed);
 
  private:
-  struct DirStat {
-    uint64_t size = 0, ino = 0;
-    int64_t mtime_ns = 0, ctime_ns = 0;
-    uint32_t mode = 0;
-    bool operator==(const DirStat&) const = default;
-  };
+  using DirStat = FileStat;  // an objects/xx directory's stat data, compared as a file's
   struct Fan {
     bool listed = false;
     std::vector<git_oid> loose;  // when listed: sorted

@@ -113,8 +113,9 @@ class TempFiles {
 };
 
 // Starts the kernel writing `files` out (sync_file_range(WRITE)), one after another, on a
-// thread of its own. join() waits for it to finish submitting; the destructor stops it
-// after the current file (a batch that failed, or whose content was all stored already).
+// thread of its own, while other threads hash them. stop() ends it after the current file:
+// once hashing is done, the fsyncs write whatever it has not reached, and files whose
+// content was stored already (about to be deleted) need no write-back at all.
 class WriteBack {
  public:
   explicit WriteBack(const std::vector<fs::path>& files)
@@ -125,13 +126,11 @@ class WriteBack {
             if (fd) ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
           }
         }) {}
-  ~WriteBack() {
-    stop_ = true;
-    join();
-  }
+  ~WriteBack() { stop(); }
   WriteBack(const WriteBack&) = delete;
   WriteBack& operator=(const WriteBack&) = delete;
-  void join() {
+  void stop() {
+    stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
 
@@ -240,7 +239,7 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
     return out;
   };
   if (fresh.empty()) return files_only();
-  write_back.join();  // its submissions would only queue behind the syncs' own
+  write_back.stop();  // the syncs below write what it has not reached
   // 2. The content of every new object reaches the disk before any of them is named.
   if (fresh.size() >= kSyncfsFrom) {
     if (::syncfs(store_fd.get()) != 0)
