@@ -96,6 +96,15 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
   trainer->device_note_ = choice->note;
   if (choice->cuda) {
     if (Status st = trainer->attach_cuda(); !st.ok()) {
+      // `auto` promises the CPU when the GPU cannot be used, and the libraries loading is
+      // no proof that it can (a cuBLAS of another CUDA version, data too large, a kernel
+      // the driver refuses). attach_cuda() sets cuda_ only on success, so the CPU state is
+      // untouched. Not with several ranks: they already chose NCCL together.
+      const bool alone = collective == nullptr || collective->size() == 1;
+      if (hparams.device == MlpDevice::kAuto && alone) {
+        trainer->device_note_ = "cpu (auto: the GPU failed: " + st.message() + ")";
+        return trainer;
+      }
       const std::string message = "cannot train on the GPU: " + st.message();
       return st.kind() == ErrorKind::kBadInput ? Status::BadInput(message)
                                                : Status::Failed(message);

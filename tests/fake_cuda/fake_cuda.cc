@@ -213,6 +213,11 @@ CUresult cuEventDestroy_v2(void*) {
   return kOk;
 }
 CUresult cuMemAlloc_v2(unsigned long long* ptr, size_t bytes) {
+  // FAKE_CUDA_MAX_ALLOC: a smaller "GPU", so tests can see what an allocation that does not
+  // fit does.
+  if (const char* max = std::getenv("FAKE_CUDA_MAX_ALLOC");
+      max && bytes > std::strtoull(max, nullptr, 10))
+    return 2;  // CUDA_ERROR_OUT_OF_MEMORY
   // Filled with a pattern, as fresh device memory holds garbage: code that reads memory
   // it never wrote shows up.
   void* p = std::malloc(bytes);

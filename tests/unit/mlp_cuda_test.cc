@@ -465,6 +465,25 @@ class GlooAsNccl final : public Collective {
   std::unique_ptr<Collective> gloo_;
 };
 
+TEST_CASE(
+    "auto falls back to the CPU when the GPU fails at attach; cuda fails (host emulation only)") {
+  if (skip_without_gpu()) return;
+  if (!running_on_fake_gpu()) {
+    MESSAGE("SKIPPED (runs on tests/fake_cuda only: it can make every allocation fail)");
+    return;
+  }
+  ::setenv("FAKE_CUDA_MAX_ALLOC", "1024", 1);  // a "GPU" too small for the model or data
+  auto automatic = MlpTrainer::create(parse({{"device", "auto"}, {"samples", 600}}), 1, true, ".");
+  auto cuda = MlpTrainer::create(parse({{"device", "cuda"}, {"samples", 600}}), 1, true, ".");
+  ::unsetenv("FAKE_CUDA_MAX_ALLOC");
+  REQUIRE_MESSAGE(automatic.ok(), automatic.status().message());
+  CHECK_FALSE((*automatic)->on_gpu());
+  CHECK((*automatic)->describe().find("device cpu (auto: the GPU failed: ") != std::string::npos);
+  CHECK((*automatic)->train_epoch().ok());
+  REQUIRE_FALSE(cuda.ok());
+  CHECK(cuda.status().message().find("cannot train on the GPU: ") != std::string::npos);
+}
+
 TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit (host emulation only)") {
   if (skip_without_gpu()) return;
   if (!running_on_fake_gpu()) {
