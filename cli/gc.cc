@@ -1,11 +1,14 @@
-// `cairn gc [EXP]`: apply the checkpoint retention policy now and report the space reclaimed
-// (docs/retention.md). Experiments being driven are left to their coordinators.
+// `cairn gc [EXP]`: apply the checkpoint retention policy now, remove the workdirs of ended
+// `cairn reproduce` re-runs, and report the space reclaimed (docs/retention.md). Experiments
+// being driven are left to their coordinators.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/command.h"
 #include "store/garbage_collector.h"
+#include "store/reproduce_workdir.h"
 #include "store/retention.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -29,6 +32,7 @@ struct Collected {
   int64_t id = 0;
   bool running = false;
   DeleteResult result;
+  RemovedWorkdir workdir;  // of a `cairn reproduce` re-run that has ended
 };
 
 // Retention for one experiment that nobody drives: opened for writing (which also keeps a
@@ -47,6 +51,14 @@ Result<Collected> collect(const StoreLayout& store, int64_t id) {
     if (db.status().kind() != ErrorKind::kFailed) return db.status();
     out.running = true;  // it started between the check and the open
     return out;
+  }
+  // The experiment is open for writing, so nothing can resume it while its workdir goes.
+  auto record = (*db)->get_json(schema::kExperiment);
+  if (!record.ok()) return record.status();
+  if (record->has_value()) {
+    auto removed = remove_ended_reproduce_workdir(store, **record);
+    if (!removed.ok()) return removed.status();
+    out.workdir = *removed;
   }
   auto doomed = checkpoints_to_delete(**db);
   if (!doomed.ok()) {
@@ -74,6 +86,9 @@ void print_collected(const Collected& c) {
   if (c.result.pending > 0)
     std::cout << " (" << c.result.pending
               << " more once no other experiment is running: their files may be in use)";
+  if (!c.workdir.path.empty())
+    std::cout << "; removed its reproduce workdir " << c.workdir.path << " ("
+              << human_bytes(c.workdir.bytes) << ")";
   std::cout << "\n";
 }
 
@@ -84,6 +99,8 @@ Json report_json(const std::vector<Collected>& collected, const SweepResult& swe
     Json e{
         {"id", c.id}, {"deleted", c.result.deleted}, {"bytes_reclaimed", c.result.bytes_reclaimed}};
     if (c.result.pending > 0) e["pending"] = c.result.pending;
+    if (!c.workdir.path.empty())
+      e["reproduce_workdir"] = {{"path", c.workdir.path}, {"bytes_reclaimed", c.workdir.bytes}};
     if (c.running) e["running"] = true;
     experiments.push_back(std::move(e));
   }
@@ -125,7 +142,7 @@ int gc(const GlobalOptions& global, const std::string& exp_text, bool json) {
       continue;
     }
     if (!json) print_collected(*c);
-    total += c->result.bytes_reclaimed;
+    total += c->result.bytes_reclaimed + c->workdir.bytes;
     collected.push_back(*c);
   }
   // Leftovers of crashes (objects adopted but never registered, abandoned staging) and of
@@ -156,7 +173,9 @@ void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto exp = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "gc", "Apply the checkpoint retention policy now and report the space reclaimed");
+      "gc",
+      "Apply the checkpoint retention policy now, remove ended re-runs' reproduce workdirs, and "
+      "report the space reclaimed");
   cmd->add_option("experiment", *exp, "Experiment id (default: every experiment)")
       ->type_name("EXP");
   cmd->add_flag("--json", *json, "Print JSON");

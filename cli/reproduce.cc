@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "cli/command.h"
-#include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
@@ -107,30 +106,38 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
     return fail(
         Status::Failed("trial " + ref->id + " never trained; there is nothing to reproduce"));
 
-  // The recorded code and data, written out where the new experiment's workdir will be.
-  auto recorded = stored_config(ref->experiment);
-  if (!recorded.ok()) return fail(recorded.status());
   std::error_code ec;
-  fs::create_directories(store->root() / "reproduce", ec);
-  auto dir = make_unique_dir(store->root() / "reproduce", ref->id + "-");
+  fs::create_directories(store->reproduce(), ec);
+  auto dir = make_unique_dir(store->reproduce(), ref->id + "-");
   if (!dir.ok()) return fail(dir.status());
-  Status st = materialize_workdir(*store, ref->experiment, *recorded, *dir);
+  // Until an experiment records it as its workdir, nothing else would ever remove it.
+  ScopedDirRemover unrecorded(*dir);
+
+  // The recorded config, as the re-run runs it: from the fresh checkout. The recorded
+  // workdir may be gone (a project moved or deleted since, or the checkout of an earlier
+  // reproduce that `cairn gc` removed), and nothing but data too large to keep is read there.
+  NewExperiment what;
+  what.config_file = ref->experiment.value("config_file", "");
+  what.config_text = ref->experiment.value("config_text", "");
+  for (const Json& s : ref->experiment.value("sets", Json::array()))
+    if (!s.get<std::string>().starts_with("workdir=")) what.sets.push_back(s.get<std::string>());
+  what.sets.push_back("workdir=" + Json(dir->string()).dump());
+  what.sets.push_back("reproducibility.seed=" + ref->experiment["seed"].dump());
+  auto config = parse_experiment_config(what.config_text, what.config_file,
+                                        fs::path(what.config_file).parent_path(), what.sets);
+  if (!config.ok()) return fail(config.status());
+
+  // The recorded code and data, written into the checkout; data too large to keep is linked
+  // from where the recorded run read it.
+  ExperimentConfig recorded = *config;
+  recorded.workdir = ref->experiment.value("workdir", config->workdir.string());
+  Status st = materialize_workdir(*store, ref->experiment, recorded, *dir);
   if (!st.ok()) return fail(st);
   auto data = data_fingerprint_from_json(ref->experiment.value("data", Json::object()));
   if (data.ok() && !data->stored && !data->files.empty())
     std::cerr << "cairn: warning: the recorded data (" << data->files.size()
               << " files) was too large to keep; the re-run reads it where it is now\n";
 
-  NewExperiment what;
-  what.config_file = ref->experiment.value("config_file", "");
-  what.config_text = ref->experiment.value("config_text", "");
-  for (const Json& s : ref->experiment.value("sets", Json::array()))
-    what.sets.push_back(s.get<std::string>());
-  what.sets.push_back("workdir=" + Json(dir->string()).dump());
-  what.sets.push_back("reproducibility.seed=" + ref->experiment["seed"].dump());
-  auto config = parse_experiment_config(what.config_text, what.config_file,
-                                        fs::path(what.config_file).parent_path(), what.sets);
-  if (!config.ok()) return fail(config.status());
   config->name = "reproduce-" + ref->id;
   warn_about_drift(*store, *ref, *config);
   what.extra = {{"reproduces",
@@ -140,6 +147,7 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                   {"lengths", ref->train_lengths}}}};
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
+  if (new_id != 0) unrecorded.release();  // the re-run's; `cairn gc` removes it once it ended
   if (rc != 0 || !verify) return rc;
 
   auto again = load_trial_ref(*store, std::to_string(new_id) + ".1");

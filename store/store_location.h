@@ -21,6 +21,8 @@ class StoreLayout {
   std::filesystem::path staging() const { return root_ / "staging"; }
   std::filesystem::path tmp() const { return root_ / "tmp"; }
   std::filesystem::path sdk() const { return root_ / "sdk"; }
+  // Workdirs `cairn reproduce` checks recorded code and data out into, one per re-run.
+  std::filesystem::path reproduce() const { return root_ / "reproduce"; }
   // Per-trial scratch space: restored checkpoints, orphaned checkpoints.
   std::filesystem::path trial_work(int64_t exp, int64_t trial) const {
     return root_ / "work" / std::to_string(exp) / std::to_string(trial);

@@ -98,6 +98,57 @@ class ReproducibilityTest(CairnTestCase):
         self.assertEqual(original["training"], replayed["training"])
         self.assertEqual(original["validation"], replayed["validation"])
 
+    def test_gc_removes_an_ended_reproduce_workdir_and_a_later_reproduce_still_works(self):
+        self.cairn("run", "exp.yaml", check=0)
+        self.cairn("reproduce", "1.1", "--verify", check=0)
+        reproduce_dir = os.path.join(self.dir, ".cairn", "reproduce")
+        (checkout,) = os.listdir(reproduce_dir)
+        checkout = os.path.join(reproduce_dir, checkout)
+        self.assertTrue(os.path.isfile(os.path.join(checkout, "train.py")))
+
+        report = self.cairn_json("gc", "--json")
+        by_id = {e["id"]: e for e in report["experiments"]}
+        self.assertNotIn("reproduce_workdir", by_id[1], "the user's own workdir is not touched")
+        removed = by_id[2]["reproduce_workdir"]
+        self.assertEqual(removed["path"], os.path.realpath(checkout))
+        self.assertGreater(removed["bytes_reclaimed"], 0)
+        self.assertGreaterEqual(report["bytes_reclaimed"], removed["bytes_reclaimed"])
+        self.assertFalse(os.path.exists(checkout))
+        self.assertEqual(os.listdir(reproduce_dir), [])
+        self.assertTrue(os.path.isfile(os.path.join(self.dir, "train.py")))
+        self.assertTrue(os.path.isfile(os.path.join(self.dir, "data", "train.csv")))
+
+        # The re-run's record is intact: it can itself be reproduced, from the store.
+        proc = self.cairn("reproduce", "2.1", "--verify", check=0)
+        self.assertIn("verified", proc.stdout)
+        self.assertNotIn("removed its reproduce workdir", self.cairn("gc", "1", check=0).stdout)
+
+    def test_reproduce_needs_nothing_of_a_project_that_was_moved_away(self):
+        self.cairn("run", "exp.yaml", check=0)
+        store = os.path.join(self.dir, ".cairn")
+        moved = self.dir + "-moved"
+        os.rename(self.dir, moved)
+        try:
+            proc = subprocess.run([CAIRN, "--store", os.path.join(moved, ".cairn"), "reproduce",
+                                   "1.1", "--verify"], cwd="/", capture_output=True, text=True,
+                                  timeout=300)
+        finally:
+            os.rename(moved, self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("verified", proc.stdout)
+        self.assertTrue(os.path.isdir(store))
+
+    def test_a_reproduce_that_fails_before_its_experiment_exists_leaves_no_workdir(self):
+        self.cairn("run", "exp.yaml", check=0)
+        objects = os.path.join(self.dir, ".cairn", "code.git", "objects")
+        shutil.rmtree(objects)  # the recorded snapshot is gone: reproduce must say so
+        os.mkdir(objects)
+        proc = self.cairn("reproduce", "1.1")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("is not in the store", proc.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.dir, ".cairn", "reproduce")), [])
+        self.assertEqual([e["id"] for e in self.cairn_json("ls", "--json")], [1])
+
     def test_reproduce_verify_fails_on_a_nondeterministic_trial_naming_the_step(self):
         self.write("train.py", TRAIN.replace("NOISE", "random.SystemRandom().random() * 1e-3"))
         self.cairn("run", "exp.yaml", check=0)
