@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
@@ -154,9 +155,14 @@ int Coordinator::finish() {
   }
   std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) +
                         " of " + std::to_string(total) + " trials completed";
-  if (experiment_.contains("best_trial"))
+  if (experiment_.contains("best_trial")) {
+    // Six significant digits, as `cairn show` and `cairn watch` print metrics; the store and
+    // --json keep every digit.
+    char value[32];
+    std::snprintf(value, sizeof value, "%.6g", *best);
     summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric +
-               " " + Json(*best).dump() + ")";
+               " " + value + ")";
+  }
   terminal_.note(summary);
   return state == "ERROR" ? 1 : 0;
 }
