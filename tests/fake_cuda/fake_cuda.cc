@@ -150,13 +150,33 @@ CUresult cuDriverGetVersion(int* v) {
   *v = 13000;
   return kOk;
 }
+// The devices this process sees. FAKE_CUDA_DEVICES (default 1) is the machine's count; as
+// the real driver does, CUDA_VISIBLE_DEVICES narrows it to the listed indices, up to the
+// first that is not a device (an empty value hides every device). UUIDs and MIG names are
+// not emulated: such an entry ends the list. Lets tests check which GPUs cairn hands out.
+int visible_device_count() {
+  const char* machine = std::getenv("FAKE_CUDA_DEVICES");
+  const int installed = machine ? std::atoi(machine) : 1;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!visible) return installed;
+  int count = 0;
+  for (const char* p = visible; *p;) {
+    char* end = nullptr;
+    const long index = std::strtol(p, &end, 10);
+    if (end == p || index < 0 || index >= installed || (*end != ',' && *end != '\0')) break;
+    ++count;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return count;
+}
+
 CUresult cuDeviceGetCount(int* n) {
-  *n = 1;
+  *n = visible_device_count();
   return kOk;
 }
 CUresult cuDeviceGet(int* d, int ordinal) {
-  if (ordinal != 0) return kInvalidValue;
-  *d = 0;
+  if (ordinal < 0 || ordinal >= visible_device_count()) return kInvalidValue;
+  *d = ordinal;
   return kOk;
 }
 CUresult cuDeviceGetAttribute(int* value, int attribute, int) {
