@@ -21,7 +21,9 @@ constexpr const char* kStaticLibs = "shared";
 #endif
 
 Json version_json() {
-  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
+  // Cheap on purpose: the driver and NCCL only (the loaders the trainer and the collective
+  // use). cuBLAS and NVRTC, hundreds of megabytes to map, are checked by `cairn doctor`.
+  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/false);
   auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
                std::to_string(ROCKSDB_PATCH);
   return Json{
@@ -42,12 +44,10 @@ Json version_json() {
        {{"loaded_at_run_time", true},
         {"driver", gpu.driver},
         {"driver_version", gpu.driver_version},
-        {"devices", gpu.device_count}}},
+        {"devices", gpu.device_count},
+        // Whether cairn's GPU code can use the driver (every entry point, a device).
+        {"usable", gpu.driver_usable()}}},
       {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
-      {"cublas",
-       {{"loaded_at_run_time", true}, {"found", gpu.cublas}, {"version", gpu.cublas_version}}},
-      {"nvrtc",
-       {{"loaded_at_run_time", true}, {"found", gpu.nvrtc}, {"version", gpu.nvrtc_version}}},
       {"gpu", gpu.describe()}};
 }
 

@@ -32,6 +32,7 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUdeviceptr = unsigned long long;
 constexpr CUresult kSuccess = 0;
+constexpr CUresult kErrorOutOfMemory = 2;
 constexpr CUresult kErrorNotReady = 600;
 constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDisableTiming = 0x2;
@@ -41,10 +42,15 @@ constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 
 struct Driver {
-  // Ok when the library loaded, has every entry point and sees at least one device.
-  Status status = Status::NotFound("CUDA driver not found");
+  // Ok when the library loaded, has every entry point and sees at least one device;
+  // otherwise kNotFound with one line naming what is missing (the library, an entry point,
+  // a device). The one check of the driver in cairn: the trainer, NCCL and `cairn doctor` /
+  // `cairn version` (gpu/runtime_probe.h) all read it.
+  Status status = Status::NotFound("CUDA driver not found (libcuda.so.1)");
   bool library_loaded = false;
-  int version = 0;  // cuDriverGetVersion, e.g. 13000
+  int version = 0;  // cuDriverGetVersion, e.g. 13000; also when status is not ok
+  // Devices the driver sees; also when status is not ok because an entry point cairn
+  // needs is missing (trials that bring their own CUDA can still use them).
   int device_count = 0;
 
   CUresult (*cuInit)(unsigned) = nullptr;

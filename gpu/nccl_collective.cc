@@ -56,7 +56,8 @@ struct NcclConfig214 {
 
 // NCCL's entry points; the driver's are in cuda::driver().
 struct Api {
-  Status nccl_status = Status::NotFound("NCCL not found");
+  Status nccl_status = Status::NotFound("NCCL not found (libnccl.so.2)");
+  int version = 0;  // ncclGetVersion, e.g. 22703
 
   ncclResult_t (*ncclGetVersion)(int*) = nullptr;
   ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
@@ -78,20 +79,24 @@ void load_nccl(Api& a) {
   void* nccl =
       gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
   if (!nccl) return;
-  bool ok = gpu_lib::bind(nccl, "ncclGetVersion", a.ncclGetVersion) &&
-            gpu_lib::bind(nccl, "ncclGetUniqueId", a.ncclGetUniqueId) &&
-            gpu_lib::bind(nccl, "ncclCommInitRankConfig", a.ncclCommInitRankConfig) &&
-            gpu_lib::bind(nccl, "ncclCommGetAsyncError", a.ncclCommGetAsyncError) &&
-            gpu_lib::bind(nccl, "ncclCommDestroy", a.ncclCommDestroy) &&
-            gpu_lib::bind(nccl, "ncclCommAbort", a.ncclCommAbort) &&
-            gpu_lib::bind(nccl, "ncclAllReduce", a.ncclAllReduce) &&
-            gpu_lib::bind(nccl, "ncclBroadcast", a.ncclBroadcast) &&
-            gpu_lib::bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
+  gpu_lib::Binder bind(nccl);
+  bind("ncclGetVersion", a.ncclGetVersion);
+  bind("ncclGetUniqueId", a.ncclGetUniqueId);
+  bind("ncclCommInitRankConfig", a.ncclCommInitRankConfig);
+  bind("ncclCommGetAsyncError", a.ncclCommGetAsyncError);
+  bind("ncclCommDestroy", a.ncclCommDestroy);
+  bind("ncclCommAbort", a.ncclCommAbort);
+  bind("ncclAllReduce", a.ncclAllReduce);
+  bind("ncclBroadcast", a.ncclBroadcast);
+  bind("ncclGetErrorString", a.ncclGetErrorString);
   gpu_lib::bind(nccl, "ncclCommFinalize", a.ncclCommFinalize);
   gpu_lib::bind(nccl, "ncclGetLastError", a.ncclGetLastError);
-  int version = 0;
-  if (!ok || a.ncclGetVersion(&version) != kNcclSuccess || version < 21400) {
-    a.nccl_status = Status::NotFound("NCCL 2.14 or later needed");
+  if (a.ncclGetVersion && a.ncclGetVersion(&a.version) != kNcclSuccess) a.version = 0;
+  if (!bind.ok() || a.version < 21400) {
+    a.nccl_status = Status::NotFound(
+        "NCCL " + (a.version ? std::to_string(a.version) + " " : std::string()) +
+        "is too old for cairn (2.14 or later needed" +
+        (bind.ok() ? std::string(")") : std::string("; it lacks ") + bind.missing() + ")"));
     return;
   }
   a.nccl_status = Status::Ok();
@@ -361,6 +366,10 @@ class NcclCollective final : public Collective {
 };
 
 }  // namespace
+
+NcclLibrary nccl_library() {
+  return NcclLibrary{.status = api().nccl_status, .version = api().version};
+}
 
 bool nccl_available() {
   return drv().status.ok() && api().nccl_status.ok();

@@ -38,6 +38,15 @@ struct NcclOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
 };
 
+// libnccl as this file loads it (once per process, never unloaded): Ok with its version,
+// or kNotFound saying what is missing. gpu/runtime_probe.h reports this, so `cairn doctor`
+// checks NCCL exactly as the collective will.
+struct NcclLibrary {
+  Status status;
+  int version = 0;  // ncclGetVersion, e.g. 22703; 0 when not loaded
+};
+NcclLibrary nccl_library();
+
 // Whether libnccl and a CUDA driver with at least one device can be loaded here.
 bool nccl_available();
 

@@ -36,21 +36,23 @@ Api load() {
   Api a;
   void* lib = cuda::open_per_cuda_version("nvrtc");
   if (!lib) return a;
-  const bool ok = gpu_lib::bind(lib, "nvrtcVersion", a.nvrtcVersion) &&
-                  gpu_lib::bind(lib, "nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs) &&
-                  gpu_lib::bind(lib, "nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs) &&
-                  gpu_lib::bind(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
-                  gpu_lib::bind(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
-                  gpu_lib::bind(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
-                  gpu_lib::bind(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
-                  gpu_lib::bind(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetPTX", a.nvrtcGetPTX) &&
-                  gpu_lib::bind(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
-                  gpu_lib::bind(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString);
-  if (!ok) {
-    a.info.status = Status::NotFound("NVRTC too old (missing entry points; CUDA 11.2+ needed)");
+  gpu_lib::Binder bind(lib);
+  bind("nvrtcVersion", a.nvrtcVersion);
+  bind("nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs);
+  bind("nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs);
+  bind("nvrtcCreateProgram", a.nvrtcCreateProgram);
+  bind("nvrtcDestroyProgram", a.nvrtcDestroyProgram);
+  bind("nvrtcCompileProgram", a.nvrtcCompileProgram);
+  bind("nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize);
+  bind("nvrtcGetProgramLog", a.nvrtcGetProgramLog);
+  bind("nvrtcGetPTXSize", a.nvrtcGetPTXSize);
+  bind("nvrtcGetPTX", a.nvrtcGetPTX);
+  bind("nvrtcGetCUBINSize", a.nvrtcGetCUBINSize);
+  bind("nvrtcGetCUBIN", a.nvrtcGetCUBIN);
+  bind("nvrtcGetErrorString", a.nvrtcGetErrorString);
+  if (!bind.ok()) {
+    a.info.status = Status::NotFound(std::string("NVRTC too old (it lacks ") + bind.missing() +
+                                     "; CUDA 11.2+ needed)");
     return a;
   }
   a.nvrtcVersion(&a.info.major, &a.info.minor);

@@ -14,7 +14,7 @@
 namespace cairn::nvrtc {
 
 struct Info {
-  Status status = Status::NotFound("NVRTC not found");
+  Status status = Status::NotFound("NVRTC not found (libnvrtc.so.13 or .12)");
   int major = 0, minor = 0;  // nvrtcVersion
   std::vector<int> archs;    // nvrtcGetSupportedArchs, e.g. {75, 80, 86, 89, 90, 100, 120}
 };

@@ -1,5 +1,5 @@
 """End to end: builtin:mlp on a GPU (hyperparameter `device`). The GPU tests skip, saying
-why, where `cairn version` finds no CUDA device, cuBLAS or NVRTC; the fallback tests run
+why, where `cairn doctor` finds no usable CUDA device, cuBLAS or NVRTC; the fallback tests run
 where there is no GPU.
 
 With build/fake_cuda on LD_LIBRARY_PATH (tests/fake_cuda: the driver and cuBLAS emulated
@@ -30,17 +30,17 @@ reproducibility: {seed: 3, deterministic: true}
 
 
 def gpu_runtime():
-    """(usable, why): whether builtin:mlp can train on a GPU here."""
-    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
-    if out.returncode != 0:
-        return False, "cairn version failed: " + out.stderr
-    v = json.loads(out.stdout)
-    if not v["cuda"]["driver"] or v["cuda"]["devices"] == 0:
-        return False, "no CUDA device (" + v["gpu"] + ")"
-    for lib in ("cublas", "nvrtc"):
-        if not v[lib]["found"]:
-            return False, lib + " not found"
-    return True, v["gpu"]
+    """(usable, why): whether builtin:mlp can train on a GPU here. `cairn doctor` says, by
+    the loaders a trial uses (`cairn version` does not look for cuBLAS and NVRTC)."""
+    out = subprocess.run([CAIRN, "doctor", "--json"], capture_output=True, text=True)
+    if not out.stdout.startswith("["):
+        return False, "cairn doctor failed: " + out.stderr
+    checks = {c["check"]: c for c in json.loads(out.stdout)}
+    for check in ("gpu", "cublas", "nvrtc"):
+        c = checks[check]
+        if c["status"] != "ok" or "not found" in c["detail"] or "no CUDA driver" in c["detail"]:
+            return False, c["detail"]
+    return True, checks["gpu"]["detail"]
 
 
 USABLE, WHY = gpu_runtime()
