@@ -235,7 +235,12 @@ Result<Module> Module::load(const Context& context, const std::string& image) {
   const CUresult r = driver().cuModuleLoadData(&m.module_, image.c_str());
   if (r != kSuccess) {
     m.module_ = nullptr;
-    return error("cuModuleLoadData", r);
+    // Out of memory may pass (other processes hold it); any other refusal (no binary for
+    // this GPU, PTX newer than the driver, an invalid image) repeats on every restart.
+    const Status st = error("cuModuleLoadData", r);
+    return r == kErrorOutOfMemory
+               ? st
+               : Status::BadInput(st.message() + " (the driver refuses the module)");
   }
   m.context_ = context.get();
   return m;

@@ -171,7 +171,8 @@ class Stream {
   CUstream stream_ = nullptr;
 };
 
-// A loaded module (cubin or PTX image) and lookups into it.
+// A loaded module (cubin or PTX image) and lookups into it. load() is kBadInput when the
+// driver refuses the image (it would on every try), kFailed when it is out of memory.
 class Module {
  public:
   static Result<Module> load(const Context& context, const std::string& image);

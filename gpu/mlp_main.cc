@@ -48,7 +48,11 @@ class BuiltinMlpTrial {
   std::optional<int> train_one_epoch() {
     const Result<double> epoch_loss = trainer_.train_epoch();
     if (!epoch_loss.ok()) {  // cairn restarts every rank from the latest checkpoint
-      // On the CPU only the collective can fail; on a GPU, a CUDA call too.
+      // On the CPU only the collective can fail; on a GPU, a CUDA call too. Both stay
+      // retryable (exit 1): a rank lost or a CUDA error once training runs (a launch
+      // failure, an ECC or Xid error that poisons the context) may not recur in a fresh
+      // process with a fresh context; what repeats for sure (a missing library, a refused
+      // module, a model larger than the GPU) ended the trial with exit 2 before training.
       const std::string what = trainer_.on_gpu() ? "" : "the ranks lost each other: ";
       return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) + ": " + what +
                          epoch_loss.status().message());

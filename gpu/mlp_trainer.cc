@@ -105,9 +105,11 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
         trainer->device_note_ = "cpu (auto: the GPU failed: " + st.message() + ")";
         return trainer;
       }
+      // What is missing or can never fit (kBadInput, kNotFound) ends the trial with exit 2;
+      // what may pass (memory other processes hold, a context the driver could not create
+      // now) stays kFailed, exit 1, and cairn restarts the trial.
       const std::string message = "cannot train on the GPU: " + st.message();
-      return st.kind() == ErrorKind::kBadInput ? Status::BadInput(message)
-                                               : Status::Failed(message);
+      return st.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
     }
   }
   return trainer;

@@ -125,8 +125,10 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
       a.nvrtcGetProgramLog(guard.program, log.data());
       log.resize(log_size - 1);
     }
-    return Status::Failed("NVRTC: compiling " + name + " for " + arch.substr(19) + " failed: " +
-                          (log.empty() ? a.nvrtcGetErrorString(r) : first_error_line(log)));
+    // kBadInput: the same source fails the same way with this NVRTC every time, so a trial
+    // that meets it must not be restarted.
+    return Status::BadInput("NVRTC: compiling " + name + " for " + arch.substr(19) + " failed: " +
+                            (log.empty() ? a.nvrtcGetErrorString(r) : first_error_line(log)));
   }
   size_t size = 0;
   std::string image;

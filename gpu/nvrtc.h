@@ -28,7 +28,8 @@ enum class Output { kCubin, kPtx };
 // for exactly that architecture, or PTX for its virtual architecture (compute_90), which
 // the driver compiles for any device of that version or newer. Options: -fmad=false, so
 // the element-wise kernels round like the CPU path (no fused multiply-add contraction).
-// Errors carry the first line of NVRTC's log.
+// Errors carry the first line of NVRTC's log; a compile error is kBadInput (it repeats on
+// every try), a failure of NVRTC itself (out of memory) kFailed.
 Result<std::string> compile(std::string_view source, const std::string& name, int sm,
                             Output output);
 

@@ -44,6 +44,9 @@ def gpu_runtime():
 
 
 USABLE, WHY = gpu_runtime()
+# tests/fake_cuda's emulation is on the library path: it can be told to fail (FAKE_CUDA_*).
+FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
+           for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"))
 
 
 class BuiltinMlpGpuTest(CairnTestCase):
@@ -84,6 +87,35 @@ class BuiltinMlpGpuTest(CairnTestCase):
         b = self.cairn_json("metrics", "2.1", "--json")
         self.assertEqual(a["training"], b["training"])
         self.assertEqual(a["validation"], b["validation"])
+
+    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
+        # (what the emulated GPU does, samples, exit status, the line the trial ends with)
+        cases = [
+            ({"FAKE_CUDA_MEMORY": "65536"}, 300, 2,
+             "cannot train on the GPU: the model 2→64→64→3 needs "),
+            ({"FAKE_CUDA_MEMORY": "2400000"}, 100000, 2,
+             "cannot train on the GPU: the data (100000 rows) beside the model needs "),
+            ({"FAKE_CUDA_REFUSE_MODULE": "1"}, 300, 2,
+             "cannot train on the GPU: CUDA cuModuleLoadData: fake CUDA error "
+             "(the driver refuses the module)"),
+            # An allocation below the GPU's size that fails: memory other processes hold,
+            # which a restart may find free.
+            ({"FAKE_CUDA_MAX_ALLOC": "1024"}, 300, 1,
+             "cannot train on the GPU: CUDA cuMemAlloc of "),
+        ]
+        for i, (env, samples, code, line) in enumerate(cases, start=1):
+            with self.subTest(env=env):
+                self.write("mlp.yaml", (CONFIG % {"device": "cuda", "length": 1, "restarts": 0})
+                           .replace("batch_size: 64", "batch_size: 64\n  samples: %d" % samples))
+                self.cairn("run", "mlp.yaml", env=env)
+                trial = self.cairn_json("show", "%d.1" % i, "--json")
+                self.assertEqual(trial["exit"]["code"], code, trial)
+                logs = self.cairn("logs", "%d.1" % i, check=0).stdout
+                self.assertIn("cairn: error: builtin:mlp: " + line, logs)
+                if code == 2:
+                    self.assertIn(" in all (use device: cpu)" if "FAKE_CUDA_MEMORY" in env
+                                  else "refuses", logs)
 
     @unittest.skipIf(USABLE, "tests the machine without a GPU")
     def test_cuda_without_a_gpu_fails_clearly_and_auto_falls_back(self):

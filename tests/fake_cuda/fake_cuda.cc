@@ -232,6 +232,11 @@ CUresult cuMemFree_v2(unsigned long long ptr) {
 }
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   *free = *total = size_t{1} << 32;
+  // FAKE_CUDA_MEMORY: the "GPU"'s memory in all, so tests can see what a model or data
+  // larger than the whole device does (no allocation is refused for it: see
+  // FAKE_CUDA_MAX_ALLOC).
+  if (const char* memory = std::getenv("FAKE_CUDA_MEMORY"))
+    *free = *total = std::strtoull(memory, nullptr, 10);
   return kOk;
 }
 CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t bytes) {
@@ -255,6 +260,9 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, 
 }
 CUresult cuModuleLoadData(void** module, const void* image) {
   if (!image) return kInvalidValue;
+  // FAKE_CUDA_REFUSE_MODULE: a driver that refuses the image, as a real one does a cubin
+  // for another GPU or PTX newer than itself.
+  if (std::getenv("FAKE_CUDA_REFUSE_MODULE")) return 209;  // CUDA_ERROR_NO_BINARY_FOR_GPU
   *module = &module_marker;
   return kOk;
 }
