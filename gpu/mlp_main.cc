@@ -13,6 +13,7 @@
 
 #include "common/json.h"
 #include "gpu/gloo_collective.h"
+#include "gpu/mlp_device_agreement.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
 #include "gpu/nccl_collective.h"
@@ -122,16 +123,18 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL. With
+  // several ranks and `auto`, rank 0 decides for all (gpu/mlp_device_agreement.h), so that
+  // ranks on machines that differ do not wait for each other in two rendezvous.
   // MlpTrainer::create decides again, the same way (what it probes is loaded once), and
-  // logs the choice.
-  auto device = choose_mlp_device(hparams->device, ctx->world_size());
+  // follows the collective's backend.
+  SdkKeyValueStore kv(*ctx);
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
+  auto device = agree_mlp_device(hparams->device, ctx->rank(), ctx->world_size(), kv, timeout);
   if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
-    SdkKeyValueStore kv(*ctx);
-    const auto timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
     Result<std::unique_ptr<Collective>> made = Status::Ok();
     if (device->cuda) {
       // One GPU per rank: cairn gives each rank its own CUDA_VISIBLE_DEVICES, device 0.

@@ -44,6 +44,20 @@ def gpu_runtime():
 
 
 USABLE, WHY = gpu_runtime()
+
+
+def nccl_found():
+    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
+    return out.returncode == 0 and json.loads(out.stdout)["nccl"]["found"]
+
+
+RANKS_CONFIG = """name: mlp-auto-ranks
+entrypoint: builtin:mlp
+hyperparameters: {device: auto, samples: 600, collective_timeout: 20}
+searcher: {name: single, metric: val_loss, max_length: 2}
+resources: {slots_per_trial: 2}
+max_restarts: 0
+"""
 # tests/fake_cuda's emulation is on the library path: it can be told to fail (FAKE_CUDA_*).
 FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
            for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"))
@@ -116,6 +130,31 @@ class BuiltinMlpGpuTest(CairnTestCase):
                 if code == 2:
                     self.assertIn(" in all (use device: cpu)" if "FAKE_CUDA_MEMORY" in env
                                   else "refuses", logs)
+
+    # `auto` with two ranks whose machines differ (FAKE_CUDA_NO_DEVICE_RANK hides the
+    # emulated GPU from one rank). NCCL must be found, or `auto` picks the CPU on every rank
+    # with several ranks whatever the GPU, and the ranks never disagree.
+    @unittest.skipUnless(USABLE and FAKE and nccl_found(),
+                         "needs tests/fake_cuda and libnccl (found, not used)")
+    def test_auto_ranks_follow_rank_0_and_fail_at_once_when_they_cannot(self):
+        self.write("mlp.yaml", RANKS_CONFIG)
+        # Rank 0 has no GPU: it picks the CPU, and rank 1, which has one, follows it.
+        self.cairn("run", "mlp.yaml", "--slots", "2", env={"FAKE_CUDA_NO_DEVICE_RANK": "0"},
+                   timeout=120)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        rank1 = self.cairn("logs", "1.1", "--rank", "1", check=0).stdout
+        self.assertIn("device cpu (auto", rank1)
+        self.assertIn("rank 1 of 2 (gloo)", rank1)
+        # Rank 0 picks the GPU; rank 1 cannot follow and says so at once (exit 2), without
+        # waiting out collective_timeout.
+        run = self.cairn("run", "mlp.yaml", "--slots", "2", env={"FAKE_CUDA_NO_DEVICE_RANK": "1"},
+                         timeout=120)
+        self.assertIn("rank 1 exited with status 2", run.stderr)
+        self.assertEqual(self.cairn_json("show", "2.1", "--json")["exit"]["code"], 2)
+        self.assertIn("cairn: error: builtin:mlp: device: auto: rank 0 trains on the GPU but rank "
+                      "1 cannot: CUDA driver 13.0 found but no CUDA device",
+                      self.cairn("logs", "2.1", "--rank", "1", check=0).stdout)
 
     @unittest.skipIf(USABLE, "tests the machine without a GPU")
     def test_cuda_without_a_gpu_fails_clearly_and_auto_falls_back(self):
