@@ -13,6 +13,7 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 constexpr nvrtcResult kSuccess = 0;
+constexpr nvrtcResult kErrorCompilation = 6;  // NVRTC_ERROR_COMPILATION
 
 struct Api {
   nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
@@ -101,6 +102,10 @@ const Info& info() {
   return api().info;
 }
 
+ErrorKind compile_failure_kind(int result) {
+  return result == kErrorCompilation ? ErrorKind::kBadInput : ErrorKind::kFailed;
+}
+
 Result<std::string> compile(std::string_view source, const std::string& name, int sm,
                             Output output) {
   const Api& a = api();
@@ -117,6 +122,8 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
                            (output == Output::kCubin ? "sm_" : "compute_") + std::to_string(sm);
   const char* options[] = {arch.c_str(), "--fmad=false", "--std=c++17"};
   r = a.nvrtcCompileProgram(guard.program, 3, options);
+  if (r != kSuccess && compile_failure_kind(r) == ErrorKind::kFailed)
+    return nvrtc_error("nvrtcCompileProgram", r);  // NVRTC itself failed: it may not again
   if (r != kSuccess) {
     size_t log_size = 0;
     std::string log;
