@@ -235,12 +235,9 @@ Result<Module> Module::load(const Context& context, const std::string& image) {
   const CUresult r = driver().cuModuleLoadData(&m.module_, image.c_str());
   if (r != kSuccess) {
     m.module_ = nullptr;
-    // Out of memory may pass (other processes hold it); any other refusal (no binary for
-    // this GPU, PTX newer than the driver, an invalid image) repeats on every restart.
     const Status st = error("cuModuleLoadData", r);
-    return r == kErrorOutOfMemory
-               ? st
-               : Status::BadInput(st.message() + " (the driver refuses the module)");
+    if (module_error_kind(r) == ErrorKind::kFailed) return st;
+    return Status::BadInput(st.message() + " (the driver refuses the module)");
   }
   m.context_ = context.get();
   return m;
@@ -270,8 +267,23 @@ void Module::reset() {
 Result<CUfunction> Module::function(const char* name) const {
   CUfunction f = nullptr;
   const CUresult r = driver().cuModuleGetFunction(&f, module_, name);
-  if (r != kSuccess) return error((std::string("cuModuleGetFunction ") + name).c_str(), r);
-  return f;
+  if (r == kSuccess) return f;
+  const Status st = error((std::string("cuModuleGetFunction ") + name).c_str(), r);
+  // Not found: the image lacks the kernel, and will on every try.
+  return r == kErrorNotFound ? Status::BadInput(st.message()) : st;
+}
+
+ErrorKind module_error_kind(CUresult r) {
+  switch (r) {
+    case kErrorInvalidImage:
+    case kErrorNoBinaryForGpu:
+    case kErrorInvalidPtx:
+    case kErrorJitCompilerNotFound:
+    case kErrorUnsupportedPtxVersion:
+      return ErrorKind::kBadInput;
+    default:
+      return ErrorKind::kFailed;
+  }
 }
 
 void* open_per_cuda_version(const char* stem) {

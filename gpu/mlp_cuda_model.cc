@@ -185,9 +185,9 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   impl->blas = std::move(handle).value();
 
   const int sm = impl->context.capability().sm();
-  // nvrtc.h and Module::load classify their errors: a compile error or a module the
-  // driver refuses is kBadInput (the same source, NVRTC and driver fail the same way on
-  // every restart), a failure to allocate is kFailed (retryable).
+  // nvrtc.h and Module classify their errors: a compile error, a module the driver refuses
+  // or a kernel it lacks is kBadInput (the same source, NVRTC and driver fail the same way
+  // on every restart); the rest (out of memory, an internal error) is kFailed (retryable).
   auto image = nvrtc::compile_for_device(kMlpCudaKernels, "mlp_cuda_kernels.cu", sm);
   if (!image.ok()) return image.status();
   // A PTX image is text ending in NUL; a cubin is an ELF file.
@@ -202,7 +202,7 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   impl->module = std::move(module).value();
   for (int k = 0; k < kKernelCount; ++k) {
     auto f = impl->module.function(kKernelNames[k]);
-    if (!f.ok()) return Status::BadInput(f.status().message());  // the image lacks it: always
+    if (!f.ok()) return f.status();  // kBadInput when the image lacks it (Module::function)
     impl->kernels[static_cast<size_t>(k)] = *f;
   }
 

@@ -266,9 +266,11 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, 
 }
 CUresult cuModuleLoadData(void** module, const void* image) {
   if (!image) return kInvalidValue;
-  // FAKE_CUDA_REFUSE_MODULE: a driver that refuses the image, as a real one does a cubin
-  // for another GPU or PTX newer than itself.
-  if (std::getenv("FAKE_CUDA_REFUSE_MODULE")) return 209;  // CUDA_ERROR_NO_BINARY_FOR_GPU
+  // FAKE_CUDA_REFUSE_MODULE[=CODE]: a driver that refuses the image with CODE, by default
+  // 209 (CUDA_ERROR_NO_BINARY_FOR_GPU), as a real one refuses a cubin for another GPU; or
+  // with another error, say 999 (CUDA_ERROR_UNKNOWN), which a restart may not meet.
+  if (const char* refuse = std::getenv("FAKE_CUDA_REFUSE_MODULE"))
+    return std::atoi(refuse) > 0 ? std::atoi(refuse) : 209;
   *module = &module_marker;
   return kOk;
 }
