@@ -15,6 +15,7 @@
 #include "engine/trial_process.h"
 #include "gpu/gloo_collective.h"
 #include "gpu/runtime_probe.h"
+#include "gpu/version_text.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -103,8 +104,8 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
                                    : ": trials run on CPU")});
   else
     checks.push_back({"gpu", "ok", "no CUDA driver (libcuda.so.1): trials run on CPU"});
-  if (gpu.nccl)
-    checks.push_back({"nccl", "ok", "libnccl.so.2 " + std::to_string(gpu.nccl_version)});
+  if (gpu.nccl_usable())
+    checks.push_back({"nccl", "ok", "libnccl.so.2 " + nccl_version_text(gpu.nccl_version)});
   else
     checks.push_back(
         {"nccl", have_gpu ? "warn" : "ok",

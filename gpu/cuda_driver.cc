@@ -1,6 +1,7 @@
 #include "gpu/cuda_driver.h"
 
 #include "gpu/shared_library.h"
+#include "gpu/version_text.h"
 
 #include <initializer_list>
 #include <string>
@@ -8,10 +9,6 @@
 
 namespace cairn::cuda {
 namespace {
-
-std::string dotted_version(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
 
 Driver load() {
   Driver d;
@@ -56,7 +53,7 @@ Driver load() {
   if (d.cuInit && d.cuDeviceGetCount && (init = d.cuInit(0)) == kSuccess &&
       d.cuDeviceGetCount(&d.device_count) != kSuccess)
     d.device_count = 0;
-  const std::string which = "CUDA driver " + dotted_version(d.version);
+  const std::string which = "CUDA driver " + cuda_version_text(d.version);
   if (!bind.ok()) {
     d.status = Status::NotFound(which + " is too old for cairn (it lacks " + bind.missing() + ")");
     return d;

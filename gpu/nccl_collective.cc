@@ -3,6 +3,7 @@
 #include "gpu/shared_library.h"
 
 #include "gpu/cuda_driver.h"
+#include "gpu/version_text.h"
 
 #include <cairn/detail/hex.hpp>
 
@@ -57,7 +58,8 @@ struct NcclConfig214 {
 // NCCL's entry points; the driver's are in cuda::driver().
 struct Api {
   Status nccl_status = Status::NotFound("NCCL not found (libnccl.so.2)");
-  int version = 0;  // ncclGetVersion, e.g. 22703
+  bool loaded = false;  // libnccl opened (perhaps unusable: see nccl_status)
+  int version = 0;      // ncclGetVersion, e.g. 22703
 
   ncclResult_t (*ncclGetVersion)(int*) = nullptr;
   ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
@@ -75,10 +77,14 @@ struct Api {
   const char* (*ncclGetLastError)(ncclComm_t) = nullptr;  // optional
 };
 
+void* open_nccl() {
+  return gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+}
+
 void load_nccl(Api& a) {
-  void* nccl =
-      gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+  void* nccl = open_nccl();
   if (!nccl) return;
+  a.loaded = true;
   gpu_lib::Binder bind(nccl);
   bind("ncclGetVersion", a.ncclGetVersion);
   bind("ncclGetUniqueId", a.ncclGetUniqueId);
@@ -94,7 +100,7 @@ void load_nccl(Api& a) {
   if (a.ncclGetVersion && a.ncclGetVersion(&a.version) != kNcclSuccess) a.version = 0;
   if (!bind.ok() || a.version < 21400) {
     a.nccl_status = Status::NotFound(
-        "NCCL " + (a.version ? std::to_string(a.version) + " " : std::string()) +
+        "NCCL " + (a.version ? nccl_version_text(a.version) + " " : std::string()) +
         "is too old for cairn (2.14 or later needed" +
         (bind.ok() ? std::string(")") : std::string("; it lacks ") + bind.missing() + ")"));
     return;
@@ -368,7 +374,19 @@ class NcclCollective final : public Collective {
 }  // namespace
 
 NcclLibrary nccl_library() {
-  return NcclLibrary{.status = api().nccl_status, .version = api().version};
+  return NcclLibrary{.loaded = api().loaded, .status = api().nccl_status, .version = api().version};
+}
+
+int peek_nccl_version() {
+  void* nccl = open_nccl();
+  if (!nccl) return 0;
+  int version = 0;
+  ncclResult_t (*get_version)(int*) = nullptr;
+  if (!gpu_lib::bind(nccl, "ncclGetVersion", get_version) || get_version(&version) != kNcclSuccess)
+    version = 0;
+  // Only drops this reference: where the collective loaded NCCL, it stays loaded.
+  ::dlclose(nccl);
+  return version;
 }
 
 bool nccl_available() {

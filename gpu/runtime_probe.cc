@@ -4,16 +4,9 @@
 #include "gpu/cuda_driver.h"
 #include "gpu/nccl_collective.h"
 #include "gpu/nvrtc.h"
+#include "gpu/version_text.h"
 
 namespace cairn {
-
-namespace {
-
-std::string dotted(int v, int major_div, int minor_div) {
-  return std::to_string(v / major_div) + "." + std::to_string((v % major_div) / minor_div);
-}
-
-}  // namespace
 
 GpuRuntime probe_gpu_runtime(bool libraries) {
   GpuRuntime rt;
@@ -23,7 +16,7 @@ GpuRuntime probe_gpu_runtime(bool libraries) {
   rt.device_count = d.device_count;
   rt.driver_status = d.status;
   const NcclLibrary nccl = nccl_library();
-  rt.nccl = nccl.status.ok();
+  rt.nccl = nccl.loaded;
   rt.nccl_version = nccl.version;
   rt.nccl_status = nccl.status;
   if (libraries) {
@@ -47,17 +40,14 @@ std::string GpuRuntime::describe() const {
   if (!driver) {
     out = "CUDA driver not found (CPU only)";
   } else if (driver_usable()) {
-    out = "CUDA driver " + dotted(driver_version, 1000, 10) + ", " + std::to_string(device_count) +
+    out = "CUDA driver " + cuda_version_text(driver_version) + ", " + std::to_string(device_count) +
           " GPU(s)";
   } else {
     out = driver_status.message() +
           (device_count > 0 ? ", " + std::to_string(device_count) + " GPU(s)" : "") +
           " (cairn's GPU code cannot use it)";
   }
-  out += nccl ? "; NCCL " + std::to_string(nccl_version / 10000) + "." +
-                    std::to_string((nccl_version % 10000) / 100) + "." +
-                    std::to_string(nccl_version % 100)
-              : "; " + nccl_status.message();
+  out += nccl_usable() ? "; NCCL " + nccl_version_text(nccl_version) : "; " + nccl_status.message();
   if (libraries_probed) {
     out += cublas ? "; cuBLAS " + cublas_version : "; " + cublas_status.message();
     out += nvrtc ? "; NVRTC " + nvrtc_version : "; " + nvrtc_status.message();

@@ -20,8 +20,9 @@ struct GpuRuntime {
   int device_count = 0;    // devices the driver sees
   // Ok when cairn's GPU code can use the driver: every entry point it needs and a device.
   Status driver_status;
-  bool nccl = false;     // libnccl loaded with every entry point the collective needs
-  int nccl_version = 0;  // e.g. 22703
+  bool nccl = false;     // libnccl loaded (perhaps unusable: see nccl_status)
+  int nccl_version = 0;  // e.g. 22703; also when NCCL is too old for cairn
+  // Ok when cairn's collective can use NCCL: 2.14 or later, with every entry point.
   Status nccl_status;
   // What builtin:mlp's GPU path needs besides the driver; looked for only when asked:
   // loading cuBLAS and NVRTC takes tens of milliseconds, hundreds when cold, so only
@@ -34,6 +35,7 @@ struct GpuRuntime {
   std::string nvrtc_version;  // "13.0"
   Status nvrtc_status;
   bool driver_usable() const { return driver_status.ok(); }
+  bool nccl_usable() const { return nccl_status.ok(); }
   std::string describe() const;  // one line for `cairn version` / `cairn doctor`
 };
 

@@ -16,6 +16,7 @@ from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(CAIRN))
 OLD_DRIVER = os.path.join(BUILD, "fake_cuda_old")
+OLD_NCCL = os.path.join(BUILD, "fake_nccl_old")
 
 CONFIG = """name: mlp-old-driver
 entrypoint: builtin:mlp
@@ -54,6 +55,22 @@ class GpuProbeTest(CairnTestCase):
         self.write("mlp.yaml", CONFIG % "auto")
         self.cairn("run", "mlp.yaml", check=0, env=env)
         self.assertIn("device cpu (auto: CUDA driver 10.2 is too old", self.cairn("logs", "2.1").stdout)
+
+    @unittest.skipUnless(os.path.isdir(OLD_NCCL), "needs " + OLD_NCCL)
+    def test_an_nccl_too_old_for_cairn_is_found_and_fingerprinted_but_not_usable(self):
+        # tests/fake_cuda/fake_nccl_old.cc: NCCL 2.12, as a PyTorch trial may bring.
+        env = with_library_path(OLD_NCCL)
+        version = json.loads(self.cairn("version", "--json", env=env).stdout)
+        self.assertEqual(version["nccl"]["found"], True, version["nccl"])
+        self.assertEqual(version["nccl"]["usable"], False, version["nccl"])
+        self.assertEqual(version["nccl"]["version"], 21200, version["nccl"])
+        checks = {c["check"]: c for c in json.loads(self.cairn("doctor", "--json", env=env).stdout)}
+        self.assertIn("NCCL 2.12.0 is too old for cairn", checks["nccl"]["detail"])
+        # The experiment's environment still records it: comparisons with experiments that
+        # ran before cairn needed NCCL 2.14 must not show a difference that is not there.
+        self.write("mlp.yaml", CONFIG % "cpu")
+        self.cairn("run", "mlp.yaml", env=env)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["dependencies"]["nccl"], "21200")
 
     def test_version_loads_neither_cublas_nor_nvrtc_and_doctor_looks_for_both(self):
         # LD_DEBUG=libs makes the dynamic loader log every library it looks for.

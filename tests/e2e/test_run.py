@@ -241,8 +241,12 @@ class RunTest(CairnTestCase):
         self.assertIs(version["cuda"]["loaded_at_run_time"], True)
         self.assertEqual(version["cuda"]["usable"], checks["gpu"]["detail"].startswith("CUDA driver")
                          and checks["gpu"]["status"] == "ok", (version["cuda"], checks["gpu"]))
-        self.assertEqual(version["nccl"]["found"], checks["nccl"]["detail"].startswith("libnccl"),
+        # `found` says libnccl loaded, `usable` that cairn's collective can use it.
+        self.assertEqual(version["nccl"]["usable"], checks["nccl"]["detail"].startswith("libnccl"),
                          (version["nccl"], checks["nccl"]))
+        if version["nccl"]["usable"]:
+            self.assertIs(version["nccl"]["found"], True)
+            self.assertRegex(checks["nccl"]["detail"], r"^libnccl\.so\.2 \d+\.\d+\.\d+$")
         self.assertEqual(checks["python"]["status"], "ok", checks["python"])
         self.assertIn("the SDK imports", checks["python"]["detail"])
         self.assertEqual(checks["gloo"]["status"], "ok", checks["gloo"])
