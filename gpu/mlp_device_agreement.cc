@@ -6,10 +6,12 @@ namespace cairn {
 
 Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_size,
                                          KeyValueStore& kv, std::chrono::milliseconds timeout,
-                                         const MlpDeviceChooser& choose) {
-  if (wanted != MlpDevice::kAuto || world_size <= 1) return choose(wanted, world_size);
+                                         const MlpGpuCheck& gpu_usable) {
+  if (wanted == MlpDevice::kCpu) return choose_mlp_device(wanted, Status::Ok());
+  if (wanted != MlpDevice::kAuto || world_size <= 1)
+    return choose_mlp_device(wanted, gpu_usable(world_size));
   if (rank == 0) {
-    auto choice = choose(MlpDevice::kAuto, world_size);
+    auto choice = choose_mlp_device(MlpDevice::kAuto, gpu_usable(world_size));
     if (!choice.ok()) return choice;
     if (Status st = kv.set(kMlpDeviceKey, choice->cuda ? "cuda" : "cpu"); !st.ok())
       return Status::Failed("cannot publish the device to the other ranks: " + st.message());
@@ -23,15 +25,9 @@ Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_s
   if (*chosen == "cpu") return MlpDeviceChoice{.cuda = false, .note = "cpu (auto, as rank 0)"};
   if (*chosen != "cuda")
     return Status::Failed("rank 0 published an unknown device \"" + *chosen + "\"");
-  auto mine = choose(MlpDevice::kCuda, world_size);
-  if (!mine.ok()) {
-    // choose(kCuda) speaks of the hyperparameter, which says auto here: keep its reason.
-    std::string why = mine.status().message();
-    const std::string prefix = "cannot train on a GPU: ";
-    if (const size_t at = why.find(prefix); at != std::string::npos)
-      why = why.substr(at + prefix.size());
+  if (Status mine = gpu_usable(world_size); !mine.ok()) {
     return Status::BadInput("device: auto: rank 0 trains on the GPU but rank " +
-                            std::to_string(rank) + " cannot: " + why +
+                            std::to_string(rank) + " cannot: " + mine.message() +
                             " (every rank of a trial needs a GPU, or set device: cpu)");
   }
   return MlpDeviceChoice{.cuda = true, .note = "cuda (auto, as rank 0)"};

@@ -123,11 +123,10 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL. With
-  // several ranks and `auto`, rank 0 decides for all (gpu/mlp_device_agreement.h), so that
-  // ranks on machines that differ do not wait for each other in two rendezvous.
-  // MlpTrainer::create decides again, the same way (what it probes is loaded once), and
-  // follows the collective's backend.
+  // Decided once, before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  // With several ranks and `auto`, rank 0 decides for all (gpu/mlp_device_agreement.h), so
+  // that ranks on machines that differ do not wait for each other in two rendezvous. The
+  // trainer takes the decision as it is, note included.
   SdkKeyValueStore kv(*ctx);
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
@@ -152,7 +151,7 @@ int run_builtin_mlp() {
   }
   auto trainer =
       MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()), ctx->deterministic(),
-                         std::filesystem::current_path(), collective.get());
+                         std::filesystem::current_path(), *device, collective.get());
   if (!trainer.ok()) return fail(trainer.status().exit_code(), trainer.status().message());
 
   if (const auto checkpoint = ctx->latest_checkpoint()) {

@@ -153,8 +153,11 @@ class BuiltinMlpGpuTest(CairnTestCase):
                    timeout=120)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
+        # Each rank's log line shows the agreed decision, not one of its own.
         rank1 = self.cairn("logs", "1.1", "--rank", "1", check=0).stdout
-        self.assertIn("device cpu (auto", rank1)
+        self.assertIn("device cpu (auto, as rank 0)", rank1)
+        rank0 = self.cairn("logs", "1.1", "--rank", "0", check=0).stdout
+        self.assertIn("device cpu (auto: CUDA driver 13.0 found but no CUDA device)", rank0)
         self.assertIn("rank 1 of 2 (gloo)", rank1)
         # Rank 0 picks the GPU; rank 1 cannot follow and says so at once (exit 2), without
         # waiting out collective_timeout.

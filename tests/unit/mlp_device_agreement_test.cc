@@ -13,18 +13,21 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A machine with a usable GPU, or one without ("no CUDA device"): choose_mlp_device's rule.
-MlpDeviceChooser machine(bool gpu) {
-  return [gpu](MlpDevice wanted, int) -> Result<MlpDeviceChoice> {
-    if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
-    if (gpu) return MlpDeviceChoice{.cuda = true, .note = "cuda"};
-    if (wanted == MlpDevice::kCuda)
-      return Status::BadInput(
-          "hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU: "
-          "no CUDA device");
-    return MlpDeviceChoice{.cuda = false, .note = "cpu (auto: no CUDA device)"};
-  };
+// A machine with a usable GPU, or one without ("no CUDA device"): mlp_gpu_usable's answer.
+MlpGpuCheck machine(bool gpu) {
+  return [gpu](int) { return gpu ? Status::Ok() : Status::NotFound("no CUDA device"); };
 }
+
+// A table whose writes fail, as the control channel's do when the coordinator is gone.
+class FailingKeyValueStore final : public KeyValueStore {
+ public:
+  Status set(const std::string&, const std::string&) override {
+    return Status::Io("the control channel is closed");
+  }
+  Result<std::string> wait_get(const std::string&, milliseconds) override {
+    return Status::Io("the control channel is closed");
+  }
+};
 
 TEST_CASE("device auto: rank 0 without a GPU makes every rank train on the CPU") {
   MemoryKeyValueStore kv;
@@ -35,6 +38,36 @@ TEST_CASE("device auto: rank 0 without a GPU makes every rank train on the CPU")
   REQUIRE(follower.ok());
   CHECK_FALSE(follower->cuda);  // alone it would take its GPU
   CHECK(follower->note == "cpu (auto, as rank 0)");
+  CHECK(chief->note == "cpu (auto: no CUDA device)");
+}
+
+TEST_CASE("device auto: rank 0 with a GPU makes the ranks that have one follow it") {
+  MemoryKeyValueStore kv;
+  auto chief = agree_mlp_device(MlpDevice::kAuto, 0, 2, kv, milliseconds(1000), machine(true));
+  REQUIRE(chief.ok());
+  CHECK(chief->note == "cuda (auto)");
+  auto follower = agree_mlp_device(MlpDevice::kAuto, 1, 2, kv, milliseconds(1000), machine(true));
+  REQUIRE(follower.ok());
+  CHECK(follower->cuda);
+  CHECK(follower->note == "cuda (auto, as rank 0)");
+}
+
+TEST_CASE("device auto: a value rank 0 cannot have published fails the rank, retryably") {
+  MemoryKeyValueStore kv;
+  REQUIRE(kv.set(kMlpDeviceKey, "tpu").ok());
+  auto follower = agree_mlp_device(MlpDevice::kAuto, 1, 2, kv, milliseconds(1000), machine(true));
+  REQUIRE_FALSE(follower.ok());
+  CHECK(follower.status().exit_code() == 1);
+  CHECK(follower.status().message() == "rank 0 published an unknown device \"tpu\"");
+}
+
+TEST_CASE("device auto: rank 0 that cannot publish its choice fails, retryably") {
+  FailingKeyValueStore kv;
+  auto chief = agree_mlp_device(MlpDevice::kAuto, 0, 2, kv, milliseconds(1000), machine(true));
+  REQUIRE_FALSE(chief.ok());
+  CHECK(chief.status().exit_code() == 1);
+  CHECK(chief.status().message() ==
+        "cannot publish the device to the other ranks: the control channel is closed");
 }
 
 TEST_CASE("device auto: a rank that cannot use rank 0's GPU fails at once as bad input") {
