@@ -10,6 +10,7 @@
 #include "common/embedded.h"
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_memory_text.h"
 #include "gpu/nvrtc.h"
 
 namespace cairn {
@@ -45,15 +46,6 @@ constexpr const char* kKernelNames[kKernelCount] = {
     "mlp_gather_rows", "mlp_bias_forward",          "mlp_relu_backward",
     "mlp_sum_rows",    "mlp_softmax_cross_entropy", "mlp_accumulate_stats",
     "mlp_sgd",         "mlp_sgd_momentum",          "mlp_adam"};
-
-// "2.4 MiB", "12 KiB": a need rounded up, a capacity down, so that a need that does not
-// fit never reads as one that does.
-std::string human_bytes(size_t bytes, bool round_up) {
-  const size_t unit = bytes >= (size_t{1} << 20) ? (size_t{1} << 20) / 10 : 1024;
-  const size_t n = round_up ? (bytes + unit - 1) / unit : bytes / unit;
-  if (unit == 1024) return std::to_string(n) + " KiB";
-  return std::to_string(n / 10) + "." + std::to_string(n % 10) + " MiB";
-}
 
 template <typename T>
 T* as(const DeviceMemory& m) {
@@ -139,9 +131,9 @@ struct CudaMlpModel::Impl {
     context.make_current();
     if (cuda::driver().cuMemGetInfo(&free, &total) != cuda::kSuccess || bytes <= total)
       return Status::Ok();
-    return Status::BadInput(what + " needs " + human_bytes(bytes, true) +
-                            " of GPU memory; the GPU has " + human_bytes(total, false) +
-                            " in all (use device: cpu)");
+    return Status::BadInput(what + " needs " + gpu_memory_text(bytes, Rounding::kUp) +
+                            " of GPU memory; the GPU has " +
+                            gpu_memory_text(total, Rounding::kDown) + " in all (use device: cpu)");
   }
 
   Status zero(const DeviceMemory& m, size_t bytes) {
