@@ -53,7 +53,9 @@ class GpuProbeTest(CairnTestCase):
                       "(it lacks cuDeviceGet)", logs)
         # `auto` trains on the CPU and says why.
         self.write("mlp.yaml", CONFIG % "auto")
-        self.cairn("run", "mlp.yaml", check=0, env=env)
+        self.cairn("run", "mlp.yaml", env=env)
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
         self.assertIn("device cpu (auto: CUDA driver 10.2 is too old", self.cairn("logs", "2.1").stdout)
 
     @unittest.skipUnless(os.path.isdir(OLD_NCCL), "needs " + OLD_NCCL)
