@@ -59,13 +59,19 @@ def parse_args():
 
 def check_gpu(args):
     """Exits 77 with the reason when either side cannot use a GPU here."""
+    # The check of tests/e2e/test_builtin_mlp_gpu.py's gpu_runtime(): `cairn version` says
+    # whether the driver is usable; cuBLAS and NVRTC only `cairn doctor` looks for, and with
+    # a usable driver it marks either missing as "warn".
     version = json.loads(run_checked([args.cairn, "version", "--json"]).stdout)
     missing = []
-    if not version["cuda"]["driver"] or version["cuda"]["devices"] == 0:
+    if not version["cuda"]["usable"]:
         missing.append("a CUDA device for cairn (%s)" % version["gpu"])
-    for lib in ("cublas", "nvrtc"):
-        if not version[lib]["found"]:
-            missing.append(lib)
+    else:
+        doctor = subprocess.run([args.cairn, "doctor", "--json"], capture_output=True, text=True)
+        checks = {c["check"]: c for c in json.loads(doctor.stdout)} if doctor.stdout else {}
+        for lib in ("cublas", "nvrtc"):
+            if lib not in checks or checks[lib]["status"] != "ok":
+                missing.append("%s (%s)" % (lib, checks.get(lib, {}).get("detail", doctor.stderr.strip())))
     torch_cuda = subprocess.run(["/usr/bin/python3", "-c",
                                  "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
                                 capture_output=True)

@@ -15,6 +15,7 @@
 #include "engine/trial_process.h"
 #include "gpu/gloo_collective.h"
 #include "gpu/runtime_probe.h"
+#include "gpu/version_text.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -88,28 +89,37 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
   checks.push_back(
       {"cpu", "ok",
        std::to_string(std::thread::hardware_concurrency()) + " cores, " + cpu_model()});
+  // The same loaders, and so the same checks, as a trial's (gpu/runtime_probe.h).
   const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
-  if (gpu.driver && gpu.device_count > 0)
+  const bool have_gpu = gpu.driver_usable();
+  if (have_gpu)
     checks.push_back({"gpu", "ok", gpu.describe()});
   else if (gpu.driver)
-    checks.push_back({"gpu", "warn", "CUDA driver found but no device: trials run on CPU"});
+    checks.push_back(
+        {"gpu", "warn",
+         gpu.driver_status.message() +
+             (gpu.device_count > 0 ? "; " + std::to_string(gpu.device_count) +
+                                         " GPU(s) for trials that bring their own CUDA, none for "
+                                         "builtin:mlp"
+                                   : ": trials run on CPU")});
   else
     checks.push_back({"gpu", "ok", "no CUDA driver (libcuda.so.1): trials run on CPU"});
-  if (gpu.nccl)
-    checks.push_back({"nccl", "ok", "libnccl.so.2 " + std::to_string(gpu.nccl_version)});
+  if (gpu.nccl_usable())
+    checks.push_back({"nccl", "ok", "libnccl.so.2 " + nccl_version_text(gpu.nccl_version)});
   else
     checks.push_back(
-        {"nccl", gpu.driver ? "warn" : "ok",
-         "libnccl.so.2 not found: no GPU all-reduce (install NCCL for multi-GPU trials)"});
+        {"nccl", have_gpu ? "warn" : "ok",
+         gpu.nccl_status.message() + ": no GPU all-reduce (install NCCL for multi-GPU trials)"});
   // builtin:mlp compiles its kernels with NVRTC and multiplies with cuBLAS: without either
   // it trains on the CPU even where there is a GPU.
-  const bool have_gpu = gpu.driver && gpu.device_count > 0;
-  checks.push_back(gpu.cublas ? Check{"cublas", "ok", "libcublas " + gpu.cublas_version}
-                              : Check{"cublas", have_gpu ? "warn" : "ok",
-                                      "libcublas not found: builtin:mlp trains on the CPU"});
-  checks.push_back(gpu.nvrtc ? Check{"nvrtc", "ok", "libnvrtc " + gpu.nvrtc_version}
-                             : Check{"nvrtc", have_gpu ? "warn" : "ok",
-                                     "libnvrtc not found: builtin:mlp trains on the CPU"});
+  checks.push_back(gpu.cublas
+                       ? Check{"cublas", "ok", "libcublas " + gpu.cublas_version}
+                       : Check{"cublas", have_gpu ? "warn" : "ok",
+                               gpu.cublas_status.message() + ": builtin:mlp trains on the CPU"});
+  checks.push_back(gpu.nvrtc
+                       ? Check{"nvrtc", "ok", "libnvrtc " + gpu.nvrtc_version}
+                       : Check{"nvrtc", have_gpu ? "warn" : "ok",
+                               gpu.nvrtc_status.message() + ": builtin:mlp trains on the CPU"});
   {
     // A real all-reduce between two threads over loopback TCP: what builtin:mlp's ranks do.
     const auto start = std::chrono::steady_clock::now();

@@ -21,34 +21,38 @@ constexpr const char* kStaticLibs = "shared";
 #endif
 
 Json version_json() {
-  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
+  // Cheap on purpose: the driver and NCCL only (the loaders the trainer and the collective
+  // use). cuBLAS and NVRTC, hundreds of megabytes to map, are checked by `cairn doctor`.
+  const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/false);
   auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
                std::to_string(ROCKSDB_PATCH);
-  return Json{
-      {"version", CAIRN_VERSION},
-      {"git", CAIRN_GIT_REV},
-      {"build", CAIRN_BUILD_TYPE},
-      {"compiler", CAIRN_COMPILER},
-      {"libraries",
-       {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
-        {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
-        {"yaml-cpp", {{"linked", kStaticLibs}}},
-        {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
-        {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
-        // Debian ships Gloo as a shared library only; it brings the shared libstdc++.
-        {"gloo", {{"linked", "shared"}}},
-        {"libstdc++", {{"linked", "shared"}}}}},
-      {"cuda",
-       {{"loaded_at_run_time", true},
-        {"driver", gpu.driver},
-        {"driver_version", gpu.driver_version},
-        {"devices", gpu.device_count}}},
-      {"nccl", {{"loaded_at_run_time", true}, {"found", gpu.nccl}, {"version", gpu.nccl_version}}},
-      {"cublas",
-       {{"loaded_at_run_time", true}, {"found", gpu.cublas}, {"version", gpu.cublas_version}}},
-      {"nvrtc",
-       {{"loaded_at_run_time", true}, {"found", gpu.nvrtc}, {"version", gpu.nvrtc_version}}},
-      {"gpu", gpu.describe()}};
+  return Json{{"version", CAIRN_VERSION},
+              {"git", CAIRN_GIT_REV},
+              {"build", CAIRN_BUILD_TYPE},
+              {"compiler", CAIRN_COMPILER},
+              {"libraries",
+               {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
+                {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
+                {"yaml-cpp", {{"linked", kStaticLibs}}},
+                {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
+                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
+                // Debian ships Gloo as a shared library only; it brings the shared libstdc++.
+                {"gloo", {{"linked", "shared"}}},
+                {"libstdc++", {{"linked", "shared"}}}}},
+              {"cuda",
+               {{"loaded_at_run_time", true},
+                {"driver", gpu.driver},
+                {"driver_version", gpu.driver_version},
+                {"devices", gpu.device_count},
+                // Whether cairn's GPU code can use the driver (every entry point, a device).
+                {"usable", gpu.driver_usable()}}},
+              {"nccl",
+               {{"loaded_at_run_time", true},
+                {"found", gpu.nccl},
+                {"version", gpu.nccl_version},
+                // Whether cairn's collective can use it (NCCL 2.14 or later, every entry point).
+                {"usable", gpu.nccl_usable()}}},
+              {"gpu", gpu.describe()}};
 }
 
 int version(bool json) {

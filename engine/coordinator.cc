@@ -18,7 +18,7 @@
 #include "engine/replay_searcher.h"
 #include "engine/signal_pipe.h"
 #include "engine/trial_state.h"
-#include "gpu/runtime_probe.h"
+#include "gpu/cuda_driver.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
 
@@ -48,7 +48,9 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
       options_(std::move(options)) {
   // Slots are GPUs on a GPU machine (unless the config says cpu), CPU cores otherwise.
   const std::string& devices = config_.resources.devices;
-  const int gpus = devices == "cpu" ? 0 : probe_gpu_runtime().device_count;
+  // The driver's count (also where cairn's own GPU code cannot use the driver: trials that
+  // bring their own CUDA can); the driver loader only, NCCL is not loaded here.
+  const int gpus = devices == "cpu" ? 0 : cuda::driver().device_count;
   gpu_slots_ = gpus > 0;
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   if (options_.slots <= 0)

@@ -18,7 +18,8 @@
 #include "common/file_util.h"
 #include "engine/subprocess.h"
 #include "engine/trial_process.h"
-#include "gpu/runtime_probe.h"
+#include "gpu/cuda_driver.h"
+#include "gpu/nccl_collective.h"
 #include "store/data_fingerprint.h"
 
 namespace cairn {
@@ -101,12 +102,15 @@ class Fingerprint {
       out_["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
     if (auto cpu = first_line_value("/proc/cpuinfo", "model name", ':'); !cpu.empty())
       out_["cpu"] = cpu;
-    const GpuRuntime gpu = probe_gpu_runtime();
-    if (gpu.driver) {
-      out_["cuda-driver"] = std::to_string(gpu.driver_version);
-      out_["gpu"] = std::to_string(gpu.device_count) + " CUDA device(s)";
+    // Versions, whatever cairn's own GPU code makes of them: a PyTorch trial uses an NCCL
+    // too old for cairn's collective, and its version still tells environments apart.
+    // NCCL is opened for its version only, not kept (this runs in the coordinator).
+    const cuda::Driver& driver = cuda::driver();
+    if (driver.library_loaded) {
+      out_["cuda-driver"] = std::to_string(driver.version);
+      out_["gpu"] = std::to_string(driver.device_count) + " CUDA device(s)";
     }
-    if (gpu.nccl) out_["nccl"] = std::to_string(gpu.nccl_version);
+    if (const int nccl = peek_nccl_version(); nccl > 0) out_["nccl"] = std::to_string(nccl);
     if (!in_.builtin && !in_.entrypoint.empty()) program(in_.entrypoint[0]);
     for (const auto& [k, v] : in_.environment) out_["env " + k] = v;
     return out_;

@@ -31,14 +31,16 @@ Api load() {
   Api a;
   void* lib = cuda::open_per_cuda_version("cublas");
   if (!lib) return a;
-  const bool ok = gpu_lib::bind(lib, "cublasCreate_v2", a.cublasCreate) &&
-                  gpu_lib::bind(lib, "cublasDestroy_v2", a.cublasDestroy) &&
-                  gpu_lib::bind(lib, "cublasSetStream_v2", a.cublasSetStream) &&
-                  gpu_lib::bind(lib, "cublasSgemm_v2", a.cublasSgemm) &&
-                  gpu_lib::bind(lib, "cublasGetProperty", a.cublasGetProperty);
+  gpu_lib::Binder bind(lib);
+  bind("cublasCreate_v2", a.cublasCreate);
+  bind("cublasDestroy_v2", a.cublasDestroy);
+  bind("cublasSetStream_v2", a.cublasSetStream);
+  bind("cublasSgemm_v2", a.cublasSgemm);
+  bind("cublasGetProperty", a.cublasGetProperty);
   gpu_lib::bind(lib, "cublasGetStatusString", a.cublasGetStatusString);
-  if (!ok) {
-    a.info.status = Status::NotFound("cuBLAS too old (missing entry points)");
+  if (!bind.ok()) {
+    a.info.status =
+        Status::NotFound(std::string("cuBLAS too old (it lacks ") + bind.missing() + ")");
     return a;
   }
   a.cublasGetProperty(kMajorVersion, &a.info.major);

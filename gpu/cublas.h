@@ -29,7 +29,7 @@
 namespace cairn::cublas {
 
 struct Info {
-  Status status = Status::NotFound("cuBLAS not found");
+  Status status = Status::NotFound("cuBLAS not found (libcublas.so.13 or .12)");
   int major = 0, minor = 0, patch = 0;  // cublasGetProperty
 };
 const Info& info();

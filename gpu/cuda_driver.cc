@@ -1,6 +1,7 @@
 #include "gpu/cuda_driver.h"
 
 #include "gpu/shared_library.h"
+#include "gpu/version_text.h"
 
 #include <initializer_list>
 #include <string>
@@ -14,46 +15,58 @@ Driver load() {
   void* lib = gpu_lib::open_first({"libcuda.so.1", "libcuda.so"});
   if (!lib) return d;
   d.library_loaded = true;
-  const bool ok = gpu_lib::bind(lib, "cuInit", d.cuInit) &&
-                  gpu_lib::bind(lib, "cuDriverGetVersion", d.cuDriverGetVersion) &&
-                  gpu_lib::bind(lib, "cuDeviceGetCount", d.cuDeviceGetCount) &&
-                  gpu_lib::bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
-                  gpu_lib::bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
-                  gpu_lib::bind(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
-                  gpu_lib::bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
-                  gpu_lib::bind(lib, "cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease) &&
-                  gpu_lib::bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
-                  gpu_lib::bind(lib, "cuStreamCreate", d.cuStreamCreate) &&
-                  gpu_lib::bind(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) &&
-                  gpu_lib::bind(lib, "cuStreamSynchronize", d.cuStreamSynchronize) &&
-                  gpu_lib::bind(lib, "cuEventCreate", d.cuEventCreate) &&
-                  gpu_lib::bind(lib, "cuEventRecord", d.cuEventRecord) &&
-                  gpu_lib::bind(lib, "cuEventQuery", d.cuEventQuery) &&
-                  gpu_lib::bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
-                  gpu_lib::bind(lib, "cuMemAlloc_v2", d.cuMemAlloc) &&
-                  gpu_lib::bind(lib, "cuMemFree_v2", d.cuMemFree) &&
-                  gpu_lib::bind(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) &&
-                  gpu_lib::bind(lib, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD) &&
-                  gpu_lib::bind(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH) &&
-                  gpu_lib::bind(lib, "cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync) &&
-                  gpu_lib::bind(lib, "cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync) &&
-                  gpu_lib::bind(lib, "cuMemsetD32Async", d.cuMemsetD32Async) &&
-                  gpu_lib::bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
-                  gpu_lib::bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
-                  gpu_lib::bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
-                  gpu_lib::bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
-                  gpu_lib::bind(lib, "cuGetErrorString", d.cuGetErrorString);
-  if (!ok) {
-    d.status = Status::NotFound("CUDA driver too old (missing entry points)");
+  gpu_lib::Binder bind(lib);
+  bind("cuInit", d.cuInit);
+  bind("cuDriverGetVersion", d.cuDriverGetVersion);
+  bind("cuDeviceGetCount", d.cuDeviceGetCount);
+  bind("cuDeviceGet", d.cuDeviceGet);
+  bind("cuDeviceGetAttribute", d.cuDeviceGetAttribute);
+  bind("cuDeviceGetName", d.cuDeviceGetName);
+  bind("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain);
+  bind("cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease);
+  bind("cuCtxSetCurrent", d.cuCtxSetCurrent);
+  bind("cuStreamCreate", d.cuStreamCreate);
+  bind("cuStreamDestroy_v2", d.cuStreamDestroy);
+  bind("cuStreamSynchronize", d.cuStreamSynchronize);
+  bind("cuEventCreate", d.cuEventCreate);
+  bind("cuEventRecord", d.cuEventRecord);
+  bind("cuEventQuery", d.cuEventQuery);
+  bind("cuEventDestroy_v2", d.cuEventDestroy);
+  bind("cuMemAlloc_v2", d.cuMemAlloc);
+  bind("cuMemFree_v2", d.cuMemFree);
+  bind("cuMemGetInfo_v2", d.cuMemGetInfo);
+  bind("cuMemcpyHtoD_v2", d.cuMemcpyHtoD);
+  bind("cuMemcpyDtoH_v2", d.cuMemcpyDtoH);
+  bind("cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync);
+  bind("cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync);
+  bind("cuMemsetD32Async", d.cuMemsetD32Async);
+  bind("cuModuleLoadData", d.cuModuleLoadData);
+  bind("cuModuleUnload", d.cuModuleUnload);
+  bind("cuModuleGetFunction", d.cuModuleGetFunction);
+  bind("cuLaunchKernel", d.cuLaunchKernel);
+  bind("cuGetErrorString", d.cuGetErrorString);
+  // Version and devices are read even from a driver cairn cannot use, so that `cairn doctor`
+  // can say which driver it is and the coordinator still counts the GPUs for trials that
+  // bring their own CUDA (PyTorch).
+  if (d.cuDriverGetVersion) d.cuDriverGetVersion(&d.version);
+  CUresult init = -1;
+  if (d.cuInit && d.cuDeviceGetCount && (init = d.cuInit(0)) == kSuccess &&
+      d.cuDeviceGetCount(&d.device_count) != kSuccess)
+    d.device_count = 0;
+  const std::string which = "CUDA driver " + cuda_version_text(d.version);
+  if (!bind.ok()) {
+    d.status = Status::NotFound(which + " is too old for cairn (it lacks " + bind.missing() + ")");
     return d;
   }
-  d.cuDriverGetVersion(&d.version);
-  if (d.cuInit(0) != kSuccess || d.cuDeviceGetCount(&d.device_count) != kSuccess ||
-      d.device_count == 0) {
-    d.device_count = 0;
-    d.status =
-        Status::NotFound("CUDA driver " + std::to_string(d.version / 1000) + "." +
-                         std::to_string(d.version % 1000 / 10) + " found but no CUDA device");
+  if (init != kSuccess) {
+    const char* text = nullptr;
+    d.cuGetErrorString(init, &text);
+    d.status = Status::NotFound(
+        which + " found but cuInit failed: " + (text ? text : "error " + std::to_string(init)));
+    return d;
+  }
+  if (d.device_count == 0) {
+    d.status = Status::NotFound(which + " found but no CUDA device");
     return d;
   }
   d.status = Status::Ok();
@@ -219,7 +232,9 @@ Result<Module> Module::load(const Context& context, const std::string& image) {
   const CUresult r = driver().cuModuleLoadData(&m.module_, image.c_str());
   if (r != kSuccess) {
     m.module_ = nullptr;
-    return error("cuModuleLoadData", r);
+    const Status st = error("cuModuleLoadData", r);
+    if (module_error_kind(r) == ErrorKind::kFailed) return st;
+    return Status::BadInput(st.message() + " (the driver refuses the module)");
   }
   m.context_ = context.get();
   return m;
@@ -249,8 +264,23 @@ void Module::reset() {
 Result<CUfunction> Module::function(const char* name) const {
   CUfunction f = nullptr;
   const CUresult r = driver().cuModuleGetFunction(&f, module_, name);
-  if (r != kSuccess) return error((std::string("cuModuleGetFunction ") + name).c_str(), r);
-  return f;
+  if (r == kSuccess) return f;
+  const Status st = error((std::string("cuModuleGetFunction ") + name).c_str(), r);
+  // Not found: the image lacks the kernel, and will on every try.
+  return r == kErrorNotFound ? Status::BadInput(st.message()) : st;
+}
+
+ErrorKind module_error_kind(CUresult r) {
+  switch (r) {
+    case kErrorInvalidImage:
+    case kErrorNoBinaryForGpu:
+    case kErrorInvalidPtx:
+    case kErrorJitCompilerNotFound:
+    case kErrorUnsupportedPtxVersion:
+      return ErrorKind::kBadInput;
+    default:
+      return ErrorKind::kFailed;
+  }
 }
 
 void* open_per_cuda_version(const char* stem) {

@@ -32,6 +32,13 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUdeviceptr = unsigned long long;
 constexpr CUresult kSuccess = 0;
+constexpr CUresult kErrorOutOfMemory = 2;
+constexpr CUresult kErrorInvalidImage = 200;
+constexpr CUresult kErrorNoBinaryForGpu = 209;
+constexpr CUresult kErrorInvalidPtx = 218;
+constexpr CUresult kErrorJitCompilerNotFound = 221;
+constexpr CUresult kErrorUnsupportedPtxVersion = 222;
+constexpr CUresult kErrorNotFound = 500;
 constexpr CUresult kErrorNotReady = 600;
 constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDisableTiming = 0x2;
@@ -41,10 +48,15 @@ constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 
 struct Driver {
-  // Ok when the library loaded, has every entry point and sees at least one device.
-  Status status = Status::NotFound("CUDA driver not found");
+  // Ok when the library loaded, has every entry point and sees at least one device;
+  // otherwise kNotFound with one line naming what is missing (the library, an entry point,
+  // a device). The one check of the driver in cairn: the trainer, NCCL and `cairn doctor` /
+  // `cairn version` (gpu/runtime_probe.h) all read it.
+  Status status = Status::NotFound("CUDA driver not found (libcuda.so.1)");
   bool library_loaded = false;
-  int version = 0;  // cuDriverGetVersion, e.g. 13000
+  int version = 0;  // cuDriverGetVersion, e.g. 13000; also when status is not ok
+  // Devices the driver sees; also when status is not ok because an entry point cairn
+  // needs is missing (trials that bring their own CUDA can still use them).
   int device_count = 0;
 
   CUresult (*cuInit)(unsigned) = nullptr;
@@ -91,6 +103,14 @@ void* open_per_cuda_version(const char* stem);
 
 // "CUDA <what>: <the driver's text for r>", as kFailed.
 Status error(const char* what, CUresult r);
+
+// What a failed cuModuleLoadData means for a trial. kBadInput only where the image itself
+// is refused, which repeats on every restart with the same driver and GPU: an invalid
+// image (200), no binary for this GPU (209), invalid PTX (218), no JIT compiler (221), PTX
+// newer than the driver (222). kFailed for the rest, which a fresh process may not meet:
+// out of memory, an uninitialised or deinitialised driver, an ECC error, a system not
+// ready, an unknown error. An allowlist, so that an error new to cairn is retried.
+ErrorKind module_error_kind(CUresult r);
 
 // Compute capability of device `ordinal`, e.g. {9, 0}.
 struct ComputeCapability {
@@ -165,7 +185,9 @@ class Stream {
   CUstream stream_ = nullptr;
 };
 
-// A loaded module (cubin or PTX image) and lookups into it.
+// A loaded module (cubin or PTX image) and lookups into it. load() is kBadInput when the
+// driver refuses the image itself (module_error_kind), kFailed for anything else;
+// function() is kBadInput when the image lacks the kernel (CUDA_ERROR_NOT_FOUND).
 class Module {
  public:
   static Result<Module> load(const Context& context, const std::string& image);

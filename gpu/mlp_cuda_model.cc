@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "common/embedded.h"
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_memory_text.h"
 #include "gpu/nvrtc.h"
 
 namespace cairn {
@@ -70,6 +73,7 @@ struct CudaMlpModel::Impl {
   DeviceMemory train_x, train_y, val_x, val_y, order;
   DeviceMemory scratch;  // allreduce_host
   int64_t train_rows = 0, val_rows = 0;
+  size_t model_bytes = 0;              // device memory create() allocated
   const float* batch_input = nullptr;  // what layer 0 read in the last forward pass
 
   // Enqueues kernel k over `work` items (grid-stride loops cover any count).
@@ -119,6 +123,19 @@ struct CudaMlpModel::Impl {
     return stream.synchronize();
   }
 
+  // kBadInput when `bytes` exceed the GPU's whole memory: no restart can make them fit, so
+  // the trial ends (exit 2) instead of being retried. Allocations that fail below that are
+  // left to fail as kFailed: other processes may be holding the memory for now.
+  Status fits_device(size_t bytes, const std::string& what) {
+    size_t free = 0, total = 0;
+    context.make_current();
+    if (cuda::driver().cuMemGetInfo(&free, &total) != cuda::kSuccess || bytes <= total)
+      return Status::Ok();
+    return Status::BadInput(what + " needs " + gpu_memory_text(bytes, Rounding::kUp) +
+                            " of GPU memory; the GPU has " +
+                            gpu_memory_text(total, Rounding::kDown) + " in all (use device: cpu)");
+  }
+
   Status zero(const DeviceMemory& m, size_t bytes) {
     const cuda::CUresult r =
         cuda::driver().cuMemsetD32Async(m.address(), 0, bytes / 4, stream.get());
@@ -160,6 +177,9 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   impl->blas = std::move(handle).value();
 
   const int sm = impl->context.capability().sm();
+  // nvrtc.h and Module classify their errors: a compile error, a module the driver refuses
+  // or a kernel it lacks is kBadInput (the same source, NVRTC and driver fail the same way
+  // on every restart); the rest (out of memory, an internal error) is kFailed (retryable).
   auto image = nvrtc::compile_for_device(kMlpCudaKernels, "mlp_cuda_kernels.cu", sm);
   if (!image.ok()) return image.status();
   // A PTX image is text ending in NUL; a cubin is an ELF file.
@@ -174,7 +194,7 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   impl->module = std::move(module).value();
   for (int k = 0; k < kKernelCount; ++k) {
     auto f = impl->module.function(kKernelNames[k]);
-    if (!f.ok()) return f.status();
+    if (!f.ok()) return f.status();  // kBadInput when the image lacks it (Module::function)
     impl->kernels[static_cast<size_t>(k)] = *f;
   }
 
@@ -189,30 +209,32 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   for (int l = 0; l < shape.linear_layers(); ++l) widest = std::max(widest, shape.width_out(l));
   const size_t state_floats = parameters * (optimizer.kind == MlpOptimizerKind::kAdam ? 2 : 1);
 
-  Status failed;
-  auto alloc = [&](DeviceMemory& m, size_t bytes) {
-    if (!failed.ok()) return;
-    auto made = DeviceMemory::allocate(impl->context, bytes);
-    if (made.ok())
-      m = std::move(made).value();
-    else
-      failed = made.status();
-  };
-  alloc(impl->weights, parameters * sizeof(float));
-  alloc(impl->gradients, parameters * sizeof(float));
-  alloc(impl->optimizer_state, state_floats * sizeof(float));
+  // Every buffer is planned first, so that a model larger than the whole GPU is told apart
+  // from an allocation that fails because other processes hold memory.
+  std::vector<std::pair<DeviceMemory*, size_t>> plan;
+  plan.emplace_back(&impl->weights, parameters * sizeof(float));
+  plan.emplace_back(&impl->gradients, parameters * sizeof(float));
+  plan.emplace_back(&impl->optimizer_state, state_floats * sizeof(float));
   impl->activations.resize(static_cast<size_t>(shape.linear_layers()));
   for (int l = 0; l < shape.linear_layers(); ++l)
-    alloc(impl->activations[static_cast<size_t>(l)], rows * shape.width_out(l) * sizeof(float));
-  alloc(impl->input, rows * shape.inputs * sizeof(float));
-  alloc(impl->labels, rows * sizeof(int32_t));
-  alloc(impl->delta_a, rows * widest * sizeof(float));
-  alloc(impl->delta_b, rows * widest * sizeof(float));
-  alloc(impl->row_loss, rows * sizeof(float));
-  alloc(impl->row_correct, rows * sizeof(int32_t));
-  alloc(impl->stats, sizeof(DeviceStats));
-  alloc(impl->scratch, 2 * sizeof(float));
-  if (!failed.ok()) return failed;
+    plan.emplace_back(&impl->activations[static_cast<size_t>(l)],
+                      rows * shape.width_out(l) * sizeof(float));
+  plan.emplace_back(&impl->input, rows * shape.inputs * sizeof(float));
+  plan.emplace_back(&impl->labels, rows * sizeof(int32_t));
+  plan.emplace_back(&impl->delta_a, rows * widest * sizeof(float));
+  plan.emplace_back(&impl->delta_b, rows * widest * sizeof(float));
+  plan.emplace_back(&impl->row_loss, rows * sizeof(float));
+  plan.emplace_back(&impl->row_correct, rows * sizeof(int32_t));
+  plan.emplace_back(&impl->stats, sizeof(DeviceStats));
+  plan.emplace_back(&impl->scratch, 2 * sizeof(float));
+  for (const auto& [memory, bytes] : plan) impl->model_bytes += bytes;
+  if (Status st = impl->fits_device(impl->model_bytes, "the model " + shape.describe()); !st.ok())
+    return st;
+  for (const auto& [memory, bytes] : plan) {
+    auto made = DeviceMemory::allocate(impl->context, bytes);
+    if (!made.ok()) return made.status();  // memory held by others: a restart may find it
+    *memory = std::move(made).value();
+  }
   if (Status st = impl->zero(impl->optimizer_state, impl->optimizer_state.bytes()); !st.ok())
     return st;
   if (Status st = impl->zero(impl->stats, sizeof(DeviceStats)); !st.ok()) return st;
@@ -279,13 +301,16 @@ Status CudaMlpModel::set_data(const MlpSplit& train, const MlpSplit& validation)
                           {&m.val_x, validation.x.data(), validation.x.size() * sizeof(float)},
                           {&m.val_y, validation.y.data(), validation.y.size() * sizeof(int32_t)},
                           {&m.order, nullptr, train.y.size() * sizeof(int64_t)}};
+  size_t data_bytes = 0;
+  for (const Piece& p : pieces) data_bytes += p.bytes;
+  const std::string data =
+      "the data (" + std::to_string(train.rows() + validation.rows()) + " rows) beside the model";
+  if (Status st = m.fits_device(m.model_bytes + data_bytes, data); !st.ok()) return st;
   for (const Piece& p : pieces) {
     auto made = DeviceMemory::allocate(m.context, p.bytes);
-    if (!made.ok()) {
-      return Status::Failed("the data (" +
-                            std::to_string((train.x.size() + validation.x.size()) * 4 >> 20) +
-                            " MiB of features) does not fit on the GPU; use device: cpu (" +
-                            made.status().message() + ")");
+    if (!made.ok()) {  // it fits the GPU, but other processes hold memory: retryable
+      return Status::Failed(data +
+                            " does not fit in the GPU memory free now: " + made.status().message());
     }
     *p.memory = std::move(made).value();
     if (p.host)

@@ -13,6 +13,7 @@
 
 #include "common/json.h"
 #include "gpu/gloo_collective.h"
+#include "gpu/mlp_device_agreement.h"
 #include "gpu/mlp_hparams.h"
 #include "gpu/mlp_trainer.h"
 #include "gpu/nccl_collective.h"
@@ -48,7 +49,11 @@ class BuiltinMlpTrial {
   std::optional<int> train_one_epoch() {
     const Result<double> epoch_loss = trainer_.train_epoch();
     if (!epoch_loss.ok()) {  // cairn restarts every rank from the latest checkpoint
-      // On the CPU only the collective can fail; on a GPU, a CUDA call too.
+      // On the CPU only the collective can fail; on a GPU, a CUDA call too. Both stay
+      // retryable (exit 1): a rank lost or a CUDA error once training runs (a launch
+      // failure, an ECC or Xid error that poisons the context) may not recur in a fresh
+      // process with a fresh context; what repeats for sure (a missing library, a refused
+      // module, a model larger than the GPU) ended the trial with exit 2 before training.
       const std::string what = trainer_.on_gpu() ? "" : "the ranks lost each other: ";
       return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) + ": " + what +
                          epoch_loss.status().message());
@@ -118,16 +123,17 @@ int run_builtin_mlp() {
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
   if (!hparams.ok()) return fail(2, hparams.status().message());
-  // Decided before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
-  // MlpTrainer::create decides again, the same way (what it probes is loaded once), and
-  // logs the choice.
-  auto device = choose_mlp_device(hparams->device, ctx->world_size());
+  // Decided once, before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
+  // With several ranks and `auto`, rank 0 decides for all (gpu/mlp_device_agreement.h), so
+  // that ranks on machines that differ do not wait for each other in two rendezvous. The
+  // trainer takes the decision as it is, note included.
+  SdkKeyValueStore kv(*ctx);
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
+  auto device = agree_mlp_device(hparams->device, ctx->rank(), ctx->world_size(), kv, timeout);
   if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
-    SdkKeyValueStore kv(*ctx);
-    const auto timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
     Result<std::unique_ptr<Collective>> made = Status::Ok();
     if (device->cuda) {
       // One GPU per rank: cairn gives each rank its own CUDA_VISIBLE_DEVICES, device 0.
@@ -145,7 +151,7 @@ int run_builtin_mlp() {
   }
   auto trainer =
       MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()), ctx->deterministic(),
-                         std::filesystem::current_path(), collective.get());
+                         std::filesystem::current_path(), *device, collective.get());
   if (!trainer.ok()) return fail(trainer.status().exit_code(), trainer.status().message());
 
   if (const auto checkpoint = ctx->latest_checkpoint()) {

@@ -43,11 +43,20 @@ std::array<float, 2> split_double(double x) {
 
 }  // namespace
 
+Status mlp_gpu_usable(int world_size) {
+  if (Status st = cuda_mlp_available(); !st.ok()) return st;
+  if (world_size > 1 && !nccl_available())
+    return Status::NotFound("NCCL not found (needed with several ranks)");
+  return Status::Ok();
+}
+
 Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size) {
   if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
-  Status usable = cuda_mlp_available();
-  if (usable.ok() && world_size > 1 && !nccl_available())
-    usable = Status::NotFound("NCCL not found (needed with several ranks)");
+  return choose_mlp_device(wanted, mlp_gpu_usable(world_size));
+}
+
+Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable) {
+  if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
   if (usable.ok())
     return MlpDeviceChoice{.cuda = true,
                            .note = wanted == MlpDevice::kAuto ? "cuda (auto)" : "cuda"};
@@ -63,6 +72,16 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
                                                        bool deterministic,
                                                        const std::filesystem::path& workdir,
                                                        Collective* collective) {
+  auto device = choose_mlp_device(hparams.device, collective ? collective->size() : 1);
+  if (!device.ok()) return device.status();
+  return create(hparams, seed, deterministic, workdir, *device, collective);
+}
+
+Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
+                                                       bool deterministic,
+                                                       const std::filesystem::path& workdir,
+                                                       const MlpDeviceChoice& device,
+                                                       Collective* collective) {
   // Every trial of an experiment must see the same data, or a search compares trials on
   // different problems: the data has its own seed, fixed unless the config sets data_seed.
   const uint64_t data_seed = hparams.data_seed.value_or(kDefaultDataSeed);
@@ -77,24 +96,20 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
         "model " + shape.describe() + " has " + std::to_string(shape.parameters()) +
         " parameters; builtin:mlp allows at most " + std::to_string(kMaxParameters));
   }
-  auto choice = choose_mlp_device(hparams.device, collective ? collective->size() : 1);
-  if (!choice.ok()) return choice.status();
   if (collective && collective->size() > 1) {
-    // Gloo reduces host memory, NCCL device memory: the collective decides.
+    // Gloo reduces host memory, NCCL device memory. The caller made the collective for the
+    // device it chose, so a mismatch is a caller's mistake, reported rather than mended.
     const bool nccl = std::string_view(collective->backend()) == "nccl";
-    if (choice->cuda != nccl) {
-      if (hparams.device != MlpDevice::kAuto || nccl) {
-        return Status::BadInput(std::string("device ") + (choice->cuda ? "cuda" : "cpu") +
-                                " cannot use the " + collective->backend() + " collective");
-      }
-      choice = MlpDeviceChoice{.cuda = false, .note = "cpu (auto: the ranks use gloo)"};
+    if (device.cuda != nccl) {
+      return Status::BadInput(std::string("device ") + (device.cuda ? "cuda" : "cpu") +
+                              " cannot use the " + collective->backend() + " collective");
     }
   }
   blas::set_threads(deterministic ? 1 : hparams.threads);
   auto trainer = std::make_unique<MlpTrainer>(Passkey(), hparams, seed, data_seed,
                                               std::move(data).value(), collective);
-  trainer->device_note_ = choice->note;
-  if (choice->cuda) {
+  trainer->device_note_ = device.note;
+  if (device.cuda) {
     if (Status st = trainer->attach_cuda(); !st.ok()) {
       // `auto` promises the CPU when the GPU cannot be used, and the libraries loading is
       // no proof that it can (a cuBLAS of another CUDA version, data too large, a kernel
@@ -105,9 +120,11 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
         trainer->device_note_ = "cpu (auto: the GPU failed: " + st.message() + ")";
         return trainer;
       }
+      // What is missing or can never fit (kBadInput, kNotFound) ends the trial with exit 2;
+      // what may pass (memory other processes hold, a context the driver could not create
+      // now) stays kFailed, exit 1, and cairn restarts the trial.
       const std::string message = "cannot train on the GPU: " + st.message();
-      return st.kind() == ErrorKind::kBadInput ? Status::BadInput(message)
-                                               : Status::Failed(message);
+      return st.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
     }
   }
   return trainer;

@@ -39,8 +39,15 @@ struct MlpDeviceChoice {
   bool cuda = false;
   std::string note;  // for the trial's log: "cuda (auto)", "cpu (auto: no CUDA device)"
 };
-// kCuda without a usable GPU (or, with several ranks, without NCCL) is kBadInput with a
-// one-line reason; kAuto falls back to the CPU and says why in `note`.
+// Whether builtin:mlp can train on a GPU here, with `world_size` ranks: Ok, or kNotFound
+// with one line naming what is missing (the driver, a device, cuBLAS, NVRTC; NCCL with
+// several ranks). The one check behind every device decision: choose_mlp_device's and a
+// rank's that follows rank 0 (gpu/mlp_device_agreement.h).
+Status mlp_gpu_usable(int world_size);
+// The rule, given mlp_gpu_usable's answer `usable`: kCuda without a usable GPU is
+// kBadInput with a one-line reason; kAuto falls back to the CPU and says why in `note`.
+Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable);
+// The rule for this machine: choose_mlp_device(wanted, mlp_gpu_usable(world_size)).
 Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size);
 
 class MlpTrainer {
@@ -48,9 +55,21 @@ class MlpTrainer {
   // Builds the dataset (CSV paths are relative to `workdir`) and an initialised model.
   // Sets the process's BLAS thread count: 1 when `deterministic`, else hparams.threads.
   // Errors in the hyperparameters or the data are kBadInput.
+  // Trains on `device`, decided by the caller once for the trial (with several ranks,
+  // agreed: gpu/mlp_device_agreement.h); its note starts the log's device line. Where
+  // device.cuda and the GPU then fails (the model or data too large, a module the driver
+  // refuses), kAuto with one rank falls back to the CPU; otherwise that is an error,
+  // kBadInput when a restart would fail the same way.
   // `collective` (optional; must outlive the trainer) makes this one rank of a
-  // data-parallel trainer; its backend must suit the device (gloo: cpu, nccl: cuda), and
-  // hparams.device kAuto picks the device that does.
+  // data-parallel trainer; its backend must suit the device (gloo: cpu, nccl: cuda), or
+  // create() fails with kBadInput.
+  static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
+                                                    bool deterministic,
+                                                    const std::filesystem::path& workdir,
+                                                    const MlpDeviceChoice& device,
+                                                    Collective* collective = nullptr);
+  // For a caller that decides alone (tests): the device is
+  // choose_mlp_device(hparams.device, ranks in `collective`).
   static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
                                                     bool deterministic,
                                                     const std::filesystem::path& workdir,

@@ -3,6 +3,7 @@
 #include "gpu/shared_library.h"
 
 #include "gpu/cuda_driver.h"
+#include "gpu/version_text.h"
 
 #include <cairn/detail/hex.hpp>
 
@@ -56,7 +57,9 @@ struct NcclConfig214 {
 
 // NCCL's entry points; the driver's are in cuda::driver().
 struct Api {
-  Status nccl_status = Status::NotFound("NCCL not found");
+  Status nccl_status = Status::NotFound("NCCL not found (libnccl.so.2)");
+  bool loaded = false;  // libnccl opened (perhaps unusable: see nccl_status)
+  int version = 0;      // ncclGetVersion, e.g. 22703
 
   ncclResult_t (*ncclGetVersion)(int*) = nullptr;
   ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*) = nullptr;
@@ -74,24 +77,32 @@ struct Api {
   const char* (*ncclGetLastError)(ncclComm_t) = nullptr;  // optional
 };
 
+void* open_nccl() {
+  return gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+}
+
 void load_nccl(Api& a) {
-  void* nccl =
-      gpu_lib::open_first({"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"});
+  void* nccl = open_nccl();
   if (!nccl) return;
-  bool ok = gpu_lib::bind(nccl, "ncclGetVersion", a.ncclGetVersion) &&
-            gpu_lib::bind(nccl, "ncclGetUniqueId", a.ncclGetUniqueId) &&
-            gpu_lib::bind(nccl, "ncclCommInitRankConfig", a.ncclCommInitRankConfig) &&
-            gpu_lib::bind(nccl, "ncclCommGetAsyncError", a.ncclCommGetAsyncError) &&
-            gpu_lib::bind(nccl, "ncclCommDestroy", a.ncclCommDestroy) &&
-            gpu_lib::bind(nccl, "ncclCommAbort", a.ncclCommAbort) &&
-            gpu_lib::bind(nccl, "ncclAllReduce", a.ncclAllReduce) &&
-            gpu_lib::bind(nccl, "ncclBroadcast", a.ncclBroadcast) &&
-            gpu_lib::bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
+  a.loaded = true;
+  gpu_lib::Binder bind(nccl);
+  bind("ncclGetVersion", a.ncclGetVersion);
+  bind("ncclGetUniqueId", a.ncclGetUniqueId);
+  bind("ncclCommInitRankConfig", a.ncclCommInitRankConfig);
+  bind("ncclCommGetAsyncError", a.ncclCommGetAsyncError);
+  bind("ncclCommDestroy", a.ncclCommDestroy);
+  bind("ncclCommAbort", a.ncclCommAbort);
+  bind("ncclAllReduce", a.ncclAllReduce);
+  bind("ncclBroadcast", a.ncclBroadcast);
+  bind("ncclGetErrorString", a.ncclGetErrorString);
   gpu_lib::bind(nccl, "ncclCommFinalize", a.ncclCommFinalize);
   gpu_lib::bind(nccl, "ncclGetLastError", a.ncclGetLastError);
-  int version = 0;
-  if (!ok || a.ncclGetVersion(&version) != kNcclSuccess || version < 21400) {
-    a.nccl_status = Status::NotFound("NCCL 2.14 or later needed");
+  if (a.ncclGetVersion && a.ncclGetVersion(&a.version) != kNcclSuccess) a.version = 0;
+  if (!bind.ok() || a.version < 21400) {
+    a.nccl_status = Status::NotFound(
+        "NCCL " + (a.version ? nccl_version_text(a.version) + " " : std::string()) +
+        "is too old for cairn (2.14 or later needed" +
+        (bind.ok() ? std::string(")") : std::string("; it lacks ") + bind.missing() + ")"));
     return;
   }
   a.nccl_status = Status::Ok();
@@ -361,6 +372,22 @@ class NcclCollective final : public Collective {
 };
 
 }  // namespace
+
+NcclLibrary nccl_library() {
+  return NcclLibrary{.loaded = api().loaded, .status = api().nccl_status, .version = api().version};
+}
+
+int peek_nccl_version() {
+  void* nccl = open_nccl();
+  if (!nccl) return 0;
+  int version = 0;
+  ncclResult_t (*get_version)(int*) = nullptr;
+  if (!gpu_lib::bind(nccl, "ncclGetVersion", get_version) || get_version(&version) != kNcclSuccess)
+    version = 0;
+  // Only drops this reference: where the collective loaded NCCL, it stays loaded.
+  ::dlclose(nccl);
+  return version;
+}
 
 bool nccl_available() {
   return drv().status.ok() && api().nccl_status.ok();

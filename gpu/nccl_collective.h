@@ -38,6 +38,23 @@ struct NcclOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
 };
 
+// libnccl as this file loads it (once per process, never unloaded): Ok with its version,
+// or kNotFound saying what is missing. gpu/runtime_probe.h reports this, so `cairn doctor`
+// checks NCCL exactly as the collective will.
+struct NcclLibrary {
+  bool loaded = false;  // libnccl opened, whether or not cairn can use it
+  Status status;
+  int version = 0;  // ncclGetVersion, e.g. 22703; 0 when not loaded
+};
+NcclLibrary nccl_library();
+
+// NCCL's version (ncclGetVersion, e.g. 22809), or 0 when no libnccl loads or the call
+// fails; whether the collective could use it is not checked. The library is opened for
+// the one call and closed again, unlike nccl_library(), which loads it for good: for a
+// long-lived process that only records the version (the dependency fingerprint, taken in
+// `cairn run`'s coordinator), which should not keep NCCL's ~200 MB mapped.
+int peek_nccl_version();
+
 // Whether libnccl and a CUDA driver with at least one device can be loaded here.
 bool nccl_available();
 

@@ -13,6 +13,7 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 constexpr nvrtcResult kSuccess = 0;
+constexpr nvrtcResult kErrorCompilation = 6;  // NVRTC_ERROR_COMPILATION
 
 struct Api {
   nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
@@ -36,21 +37,23 @@ Api load() {
   Api a;
   void* lib = cuda::open_per_cuda_version("nvrtc");
   if (!lib) return a;
-  const bool ok = gpu_lib::bind(lib, "nvrtcVersion", a.nvrtcVersion) &&
-                  gpu_lib::bind(lib, "nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs) &&
-                  gpu_lib::bind(lib, "nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs) &&
-                  gpu_lib::bind(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
-                  gpu_lib::bind(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
-                  gpu_lib::bind(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
-                  gpu_lib::bind(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
-                  gpu_lib::bind(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetPTX", a.nvrtcGetPTX) &&
-                  gpu_lib::bind(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
-                  gpu_lib::bind(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
-                  gpu_lib::bind(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString);
-  if (!ok) {
-    a.info.status = Status::NotFound("NVRTC too old (missing entry points; CUDA 11.2+ needed)");
+  gpu_lib::Binder bind(lib);
+  bind("nvrtcVersion", a.nvrtcVersion);
+  bind("nvrtcGetNumSupportedArchs", a.nvrtcGetNumSupportedArchs);
+  bind("nvrtcGetSupportedArchs", a.nvrtcGetSupportedArchs);
+  bind("nvrtcCreateProgram", a.nvrtcCreateProgram);
+  bind("nvrtcDestroyProgram", a.nvrtcDestroyProgram);
+  bind("nvrtcCompileProgram", a.nvrtcCompileProgram);
+  bind("nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize);
+  bind("nvrtcGetProgramLog", a.nvrtcGetProgramLog);
+  bind("nvrtcGetPTXSize", a.nvrtcGetPTXSize);
+  bind("nvrtcGetPTX", a.nvrtcGetPTX);
+  bind("nvrtcGetCUBINSize", a.nvrtcGetCUBINSize);
+  bind("nvrtcGetCUBIN", a.nvrtcGetCUBIN);
+  bind("nvrtcGetErrorString", a.nvrtcGetErrorString);
+  if (!bind.ok()) {
+    a.info.status = Status::NotFound(std::string("NVRTC too old (it lacks ") + bind.missing() +
+                                     "; CUDA 11.2+ needed)");
     return a;
   }
   a.nvrtcVersion(&a.info.major, &a.info.minor);
@@ -99,6 +102,10 @@ const Info& info() {
   return api().info;
 }
 
+ErrorKind compile_failure_kind(int result) {
+  return result == kErrorCompilation ? ErrorKind::kBadInput : ErrorKind::kFailed;
+}
+
 Result<std::string> compile(std::string_view source, const std::string& name, int sm,
                             Output output) {
   const Api& a = api();
@@ -115,6 +122,8 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
                            (output == Output::kCubin ? "sm_" : "compute_") + std::to_string(sm);
   const char* options[] = {arch.c_str(), "--fmad=false", "--std=c++17"};
   r = a.nvrtcCompileProgram(guard.program, 3, options);
+  if (r != kSuccess && compile_failure_kind(r) == ErrorKind::kFailed)
+    return nvrtc_error("nvrtcCompileProgram", r);  // NVRTC itself failed: it may not again
   if (r != kSuccess) {
     size_t log_size = 0;
     std::string log;
@@ -123,8 +132,10 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
       a.nvrtcGetProgramLog(guard.program, log.data());
       log.resize(log_size - 1);
     }
-    return Status::Failed("NVRTC: compiling " + name + " for " + arch.substr(19) + " failed: " +
-                          (log.empty() ? a.nvrtcGetErrorString(r) : first_error_line(log)));
+    // kBadInput: the same source fails the same way with this NVRTC every time, so a trial
+    // that meets it must not be restarted.
+    return Status::BadInput("NVRTC: compiling " + name + " for " + arch.substr(19) + " failed: " +
+                            (log.empty() ? a.nvrtcGetErrorString(r) : first_error_line(log)));
   }
   size_t size = 0;
   std::string image;

@@ -14,7 +14,7 @@
 namespace cairn::nvrtc {
 
 struct Info {
-  Status status = Status::NotFound("NVRTC not found");
+  Status status = Status::NotFound("NVRTC not found (libnvrtc.so.13 or .12)");
   int major = 0, minor = 0;  // nvrtcVersion
   std::vector<int> archs;    // nvrtcGetSupportedArchs, e.g. {75, 80, 86, 89, 90, 100, 120}
 };
@@ -28,9 +28,17 @@ enum class Output { kCubin, kPtx };
 // for exactly that architecture, or PTX for its virtual architecture (compute_90), which
 // the driver compiles for any device of that version or newer. Options: -fmad=false, so
 // the element-wise kernels round like the CPU path (no fused multiply-add contraction).
-// Errors carry the first line of NVRTC's log.
+// Errors carry the first line of NVRTC's log; a compile error is kBadInput (it repeats on
+// every try), a failure of NVRTC itself (out of memory, an internal error) kFailed: see
+// compile_failure_kind.
 Result<std::string> compile(std::string_view source, const std::string& name, int sm,
                             Output output);
+
+// What a failed nvrtcCompileProgram means for a trial: kBadInput for
+// NVRTC_ERROR_COMPILATION only (the source does not compile with this NVRTC, on any
+// try); kFailed for every other result (out of memory, an internal error, a builtin
+// operation failure), which a restart in a fresh process may not meet. Public for tests.
+ErrorKind compile_failure_kind(int result);
 
 // Compiles for a device of SM version `device_sm`: a cubin when NVRTC knows that
 // architecture; otherwise PTX for the newest architecture NVRTC knows below it (a device

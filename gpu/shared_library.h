@@ -24,4 +24,22 @@ bool bind(void* lib, const char* name, Fn& fn) {
   return fn != nullptr;
 }
 
+// Binds many functions of one library and remembers the first it lacks, so that a library
+// too old for cairn is reported by the entry point it is missing (what `cairn doctor` and
+// a trial that cannot use the GPU say), not only as "too old".
+class Binder {
+ public:
+  explicit Binder(void* lib) : lib_(lib) {}
+  template <typename Fn>
+  void operator()(const char* name, Fn& fn) {
+    if (!bind(lib_, name, fn) && !missing_) missing_ = name;
+  }
+  bool ok() const { return missing_ == nullptr; }
+  const char* missing() const { return missing_ ? missing_ : ""; }
+
+ private:
+  void* lib_;
+  const char* missing_ = nullptr;
+};
+
 }  // namespace cairn::gpu_lib

@@ -1,5 +1,5 @@
 """End to end: builtin:mlp on a GPU (hyperparameter `device`). The GPU tests skip, saying
-why, where `cairn version` finds no CUDA device, cuBLAS or NVRTC; the fallback tests run
+why, where `cairn doctor` finds no usable CUDA device, cuBLAS or NVRTC; the fallback tests run
 where there is no GPU.
 
 With build/fake_cuda on LD_LIBRARY_PATH (tests/fake_cuda: the driver and cuBLAS emulated
@@ -30,20 +30,43 @@ reproducibility: {seed: 3, deterministic: true}
 
 
 def gpu_runtime():
-    """(usable, why): whether builtin:mlp can train on a GPU here."""
+    """(usable, why): whether builtin:mlp can train on a GPU here, by the loaders a trial
+    uses. `cairn version` says whether the driver is usable; cuBLAS and NVRTC only `cairn
+    doctor` looks for, and with a usable driver it marks either missing as "warn"."""
     out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
     if out.returncode != 0:
         return False, "cairn version failed: " + out.stderr
-    v = json.loads(out.stdout)
-    if not v["cuda"]["driver"] or v["cuda"]["devices"] == 0:
-        return False, "no CUDA device (" + v["gpu"] + ")"
-    for lib in ("cublas", "nvrtc"):
-        if not v[lib]["found"]:
-            return False, lib + " not found"
-    return True, v["gpu"]
+    version = json.loads(out.stdout)
+    if not version["cuda"]["usable"]:
+        return False, version["gpu"]
+    out = subprocess.run([CAIRN, "doctor", "--json"], capture_output=True, text=True)
+    if not out.stdout.startswith("["):
+        return False, "cairn doctor failed: " + out.stderr
+    checks = {c["check"]: c for c in json.loads(out.stdout)}
+    for check in ("gpu", "cublas", "nvrtc"):
+        if checks[check]["status"] != "ok":
+            return False, checks[check]["detail"]
+    return True, checks["gpu"]["detail"]
 
 
 USABLE, WHY = gpu_runtime()
+
+
+def nccl_usable():
+    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
+    return out.returncode == 0 and json.loads(out.stdout)["nccl"]["usable"]
+
+
+RANKS_CONFIG = """name: mlp-auto-ranks
+entrypoint: builtin:mlp
+hyperparameters: {device: auto, samples: 600, collective_timeout: 20}
+searcher: {name: single, metric: val_loss, max_length: 2}
+resources: {slots_per_trial: 2}
+max_restarts: 0
+"""
+# tests/fake_cuda's emulation is on the library path: it can be told to fail (FAKE_CUDA_*).
+FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
+           for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"))
 
 
 class BuiltinMlpGpuTest(CairnTestCase):
@@ -84,6 +107,67 @@ class BuiltinMlpGpuTest(CairnTestCase):
         b = self.cairn_json("metrics", "2.1", "--json")
         self.assertEqual(a["training"], b["training"])
         self.assertEqual(a["validation"], b["validation"])
+
+    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
+        # (what the emulated GPU does, samples, exit status, the line the trial ends with)
+        cases = [
+            ({"FAKE_CUDA_MEMORY": "65536"}, 300, 2,
+             "cannot train on the GPU: the model 2→64→64→3 needs "),
+            ({"FAKE_CUDA_MEMORY": "2400000"}, 100000, 2,
+             "cannot train on the GPU: the data (100000 rows) beside the model needs "),
+            ({"FAKE_CUDA_REFUSE_MODULE": "209"}, 300, 2,
+             "cannot train on the GPU: CUDA cuModuleLoadData: fake CUDA error "
+             "(the driver refuses the module)"),
+            # An allocation below the GPU's size that fails: memory other processes hold,
+            # which a restart may find free.
+            ({"FAKE_CUDA_MAX_ALLOC": "1024"}, 300, 1,
+             "cannot train on the GPU: CUDA cuMemAlloc of "),
+            # A module refused for a reason that is not the image's (CUDA_ERROR_UNKNOWN):
+            # the driver may take it in a fresh process.
+            ({"FAKE_CUDA_REFUSE_MODULE": "999"}, 300, 1,
+             "cannot train on the GPU: CUDA cuModuleLoadData: fake CUDA error\n"),
+        ]
+        for i, (env, samples, code, line) in enumerate(cases, start=1):
+            with self.subTest(env=env):
+                self.write("mlp.yaml", (CONFIG % {"device": "cuda", "length": 1, "restarts": 0})
+                           .replace("batch_size: 64", "batch_size: 64\n  samples: %d" % samples))
+                self.cairn("run", "mlp.yaml", env=env)
+                trial = self.cairn_json("show", "%d.1" % i, "--json")
+                self.assertEqual(trial["exit"]["code"], code, trial)
+                logs = self.cairn("logs", "%d.1" % i, check=0).stdout
+                self.assertIn("cairn: error: builtin:mlp: " + line, logs)
+                if code == 2:
+                    self.assertIn(" in all (use device: cpu)" if "FAKE_CUDA_MEMORY" in env
+                                  else "refuses", logs)
+
+    # `auto` with two ranks whose machines differ (FAKE_CUDA_NO_DEVICE_RANK hides the
+    # emulated GPU from one rank). NCCL must be found, or `auto` picks the CPU on every rank
+    # with several ranks whatever the GPU, and the ranks never disagree.
+    @unittest.skipUnless(USABLE and FAKE and nccl_usable(),
+                         "needs tests/fake_cuda and libnccl (found, not used)")
+    def test_auto_ranks_follow_rank_0_and_fail_at_once_when_they_cannot(self):
+        self.write("mlp.yaml", RANKS_CONFIG)
+        # Rank 0 has no GPU: it picks the CPU, and rank 1, which has one, follows it.
+        self.cairn("run", "mlp.yaml", "--slots", "2", env={"FAKE_CUDA_NO_DEVICE_RANK": "0"},
+                   timeout=120)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        # Each rank's log line shows the agreed decision, not one of its own.
+        rank1 = self.cairn("logs", "1.1", "--rank", "1", check=0).stdout
+        self.assertIn("device cpu (auto, as rank 0)", rank1)
+        rank0 = self.cairn("logs", "1.1", "--rank", "0", check=0).stdout
+        self.assertIn("device cpu (auto: CUDA driver 13.0 found but no CUDA device)", rank0)
+        self.assertIn("rank 1 of 2 (gloo)", rank1)
+        # Rank 0 picks the GPU; rank 1 cannot follow and says so at once (exit 2), without
+        # waiting out collective_timeout.
+        run = self.cairn("run", "mlp.yaml", "--slots", "2", env={"FAKE_CUDA_NO_DEVICE_RANK": "1"},
+                         timeout=120)
+        self.assertIn("rank 1 exited with status 2", run.stderr)
+        self.assertEqual(self.cairn_json("show", "2.1", "--json")["exit"]["code"], 2)
+        self.assertIn("cairn: error: builtin:mlp: device: auto: rank 0 trains on the GPU but rank "
+                      "1 cannot: CUDA driver 13.0 found but no CUDA device",
+                      self.cairn("logs", "2.1", "--rank", "1", check=0).stdout)
 
     @unittest.skipIf(USABLE, "tests the machine without a GPU")
     def test_cuda_without_a_gpu_fails_clearly_and_auto_falls_back(self):

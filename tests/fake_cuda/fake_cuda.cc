@@ -155,6 +155,12 @@ CUresult cuDriverGetVersion(int* v) {
 // first that is not a device (an empty value hides every device). UUIDs and MIG names are
 // not emulated: such an entry ends the list. Lets tests check which GPUs cairn hands out.
 int visible_device_count() {
+  // FAKE_CUDA_NO_DEVICE_RANK=R: the rank R of a data-parallel trial (env RANK) sees no
+  // device, as on a machine without a GPU, so tests can make the ranks' machines differ.
+  const char* rank = std::getenv("RANK");
+  if (const char* blind = std::getenv("FAKE_CUDA_NO_DEVICE_RANK");
+      blind && rank && std::strcmp(blind, rank) == 0)
+    return 0;
   const char* machine = std::getenv("FAKE_CUDA_DEVICES");
   const int installed = machine ? std::atoi(machine) : 1;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -252,6 +258,11 @@ CUresult cuMemFree_v2(unsigned long long ptr) {
 }
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   *free = *total = size_t{1} << 32;
+  // FAKE_CUDA_MEMORY: the "GPU"'s memory in all, so tests can see what a model or data
+  // larger than the whole device does (no allocation is refused for it: see
+  // FAKE_CUDA_MAX_ALLOC).
+  if (const char* memory = std::getenv("FAKE_CUDA_MEMORY"))
+    *free = *total = std::strtoull(memory, nullptr, 10);
   return kOk;
 }
 CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t bytes) {
@@ -275,6 +286,11 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, 
 }
 CUresult cuModuleLoadData(void** module, const void* image) {
   if (!image) return kInvalidValue;
+  // FAKE_CUDA_REFUSE_MODULE[=CODE]: a driver that refuses the image with CODE, by default
+  // 209 (CUDA_ERROR_NO_BINARY_FOR_GPU), as a real one refuses a cubin for another GPU; or
+  // with another error, say 999 (CUDA_ERROR_UNKNOWN), which a restart may not meet.
+  if (const char* refuse = std::getenv("FAKE_CUDA_REFUSE_MODULE"))
+    return std::atoi(refuse) > 0 ? std::atoi(refuse) : 209;
   *module = &module_marker;
   return kOk;
 }

@@ -124,6 +124,8 @@ TEST_CASE("NVRTC reports a compile error in one line, and compiles PTX for an un
   CHECK(bad.status().message().find("bad.cu") != std::string::npos);
   CHECK(bad.status().message().find("undefined_thing") != std::string::npos);
   CHECK(bad.status().message().find('\n') == std::string::npos);
+  // It would fail the same way on every restart: bad input (exit 2), not a retryable error.
+  CHECK(bad.status().exit_code() == 2);
   // A device newer than every architecture NVRTC knows gets PTX, which the driver JITs.
   auto future = nvrtc::compile_for_device(kMlpCudaKernels, "mlp_cuda_kernels.cu", 990);
   REQUIRE_MESSAGE(future.ok(), future.status().message());
