@@ -427,8 +427,16 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
     terminal_.warn("last lines of its log (cairn logs " + id + "):");
     for (const auto& line : trial.tail) terminal_.warn("  " + line);
   }
+  // Exit status 2 is the trial saying its failure is permanent (bad hyperparameters or
+  // input: the convention of cairn's own commands, of argparse and of the shells; python3
+  // itself exits 2 when the script is missing). A restart would fail the same way.
+  const bool permanent = info.permanent();
   const int restarts = trial.record.value("restarts", 0);
-  if (restarts < config_.max_restarts) {
+  if (permanent && config_.max_restarts > 0)
+    terminal_.note("trial " + id +
+                   " exited with status 2, a failure a restart cannot fix: "
+                   "not restarted");
+  if (!permanent && restarts < config_.max_restarts) {
     trial.record["restarts"] = restarts + 1;
     // Back-off grows with failures in a row (a crash loop), and starts over once the trial
     // has made progress (registered a checkpoint) since its last start.

@@ -162,6 +162,31 @@ class RunTest(CairnTestCase):
         self.assertEqual(trial["exit"]["code"], 3)
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ERROR")
 
+    def test_exit_status_2_is_permanent_and_spends_no_restart(self):
+        # Status 2 (bad hyperparameters, bad input) would fail the same way again; status 3
+        # might not. Each trial counts its attempts in a file of its own.
+        self.write("fail.py", "import os, sys, cairn\nctx = cairn.init()\n"
+                   "tries = os.path.join(%r, 'tries-%%s' %% ctx.hparams['code'])\n" % self.dir +
+                   "open(tries, 'a').write('x')\n"
+                   "print('bad input', flush=True)\nsys.exit(ctx.hparams['code'])\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 fail.py\n"
+                   "hyperparameters: {code: {type: categorical, vals: [2, 3]}}\n"
+                   "searcher: {name: grid, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n")
+        run = self.cairn("run", "exp.yaml")
+        self.assertEqual(run.returncode, 1, run.stderr)
+        by_code = {t["hparams"]["code"]: t for t in self.cairn_json("show", "1", "--json")["trials"]}
+        self.assertEqual(by_code[2]["state"], "ERROR")
+        self.assertEqual(by_code[2]["restarts"], 0)
+        self.assertEqual(by_code[3]["state"], "ERROR")
+        self.assertEqual(by_code[3]["restarts"], 1)
+        with open(os.path.join(self.dir, "tries-2")) as f:
+            self.assertEqual(f.read(), "x", "a trial that exits 2 runs once")
+        with open(os.path.join(self.dir, "tries-3")) as f:
+            self.assertEqual(f.read(), "xx", "status 3 is restarted")
+        self.assertIn("exited with status 2, a failure a restart cannot fix: not restarted",
+                      run.stdout + run.stderr)
+
     def test_crashed_trial_restarts_from_its_latest_checkpoint(self):
         self.setUpTrial(max_restarts=1, crash_at=5)
         run = self.cairn("run", "exp.yaml", check=0)
