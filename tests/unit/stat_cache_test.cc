@@ -433,6 +433,13 @@ TEST_CASE("two caches read in turn on one thread do not confuse each other") {
       CHECK_FALSE(lc.lookup(k, st).has_value());
     CHECK(la.lookup_view(k, st) == std::optional<std::string_view>(value_of(k, "a")));
   }
+  // One cache a key ahead of the other: where the first left the hint is exactly the key the
+  // second asks for next, in its own entries.
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    INFO(keys[i]);
+    CHECK(la.lookup(keys[i], st) == value_of(keys[i], "a"));
+    CHECK(lb.lookup(keys[i + 1], st) == value_of(keys[i + 1], "b"));
+  }
 }
 
 }  // namespace cairn
