@@ -442,4 +442,73 @@ TEST_CASE("two caches read in turn on one thread do not confuse each other") {
   }
 }
 
+// Saved without fsync: after a crash the file may be cut short anywhere, or hold blocks
+// that never reached the disk (zeros) or stale ones (another file's old bytes) while its
+// end is intact. No such file may be used, not even in part: a damaged line can still
+// parse, pairing a key with a value it never had (a data fingerprint would then report a
+// wrong hash). Each case is checked at every offset of a small cache.
+TEST_CASE("a cache file cut short or damaged anywhere is not used at all") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  // The last key ends in "end": cut after its line, the file ends as a whole one does.
+  const std::vector<std::string> keys = {"src/model.py", "src/data/loader.py", "README",
+                                         "lib/backend"};
+  StatCache a, b;
+  for (const std::string& k : keys) a.record(k, st, value_of(k, "a"));
+  for (const std::string& k : keys) b.record(k, st, value_of(k, "b"));
+  a.set_meta("meta-of-a");
+  b.set_meta("meta-of-b");
+  REQUIRE(a.save(dir / "a").ok());
+  REQUIRE(b.save(dir / "b").ok());
+  const std::string text = testing::read_bytes(dir / "a");
+  const std::string other = testing::read_bytes(dir / "b");
+  {
+    const StatCache whole = StatCache::load(dir / "a");
+    for (const std::string& k : keys) REQUIRE(whole.lookup(k, st) == value_of(k, "a"));
+  }
+  auto unused = [&](const std::string& damaged) {
+    testing::write_file(dir / "damaged", damaged);
+    const StatCache loaded = StatCache::load(dir / "damaged");
+    for (const std::string& k : keys) CHECK_FALSE(loaded.contains(k));
+    CHECK_FALSE(loaded.contains_dir("src"));
+    CHECK(loaded.meta().empty());
+  };
+
+  SUBCASE("cut short") {
+    for (size_t n = 0; n < text.size(); ++n) {
+      INFO("the first " << n << " bytes");
+      unused(text.substr(0, n));
+    }
+  }
+  SUBCASE("a run of zeros") {
+    for (size_t at = 0; at + 8 <= text.size(); ++at) {
+      INFO("zeros at " << at);
+      std::string damaged = text;
+      damaged.replace(at, 8, std::string(8, '\0'));
+      unused(damaged);
+    }
+  }
+  SUBCASE("a byte changed") {
+    for (size_t at = 0; at < text.size(); ++at) {
+      INFO("byte " << at);
+      std::string damaged = text;
+      damaged[at] = static_cast<char>(damaged[at] ^ 0x01);
+      unused(damaged);
+    }
+  }
+  SUBCASE("a stale run of another cache's bytes") {
+    REQUIRE(other.size() == text.size());
+    size_t differing = 0;
+    for (size_t at = 0; at + 16 <= text.size(); ++at) {
+      std::string damaged = text;
+      damaged.replace(at, 16, other.substr(at, 16));
+      if (damaged == text) continue;
+      ++differing;
+      INFO("stale bytes at " << at);
+      unused(damaged);
+    }
+    CHECK(differing > text.size() / 2);
+  }
+}
+
 }  // namespace cairn
