@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <sstream>
@@ -55,8 +56,12 @@ std::vector<std::string> walk_keys(int n) {
   return keys;
 }
 
+// A value for `key`, of the same length whatever the key and tag; other tags, other digits.
 std::string value_of(const std::string& key, const std::string& tag) {
-  return tag + "-" + std::to_string(std::hash<std::string>()(key));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(std::hash<std::string>()(tag + key)));
+  return tag + "-" + hex;
 }
 
 // The keys of a cache file, in the file's order.
@@ -140,10 +145,10 @@ TEST_CASE("a missing or damaged cache file is an empty cache") {
   std::string text = testing::read_bytes(dir / "cache");
   const size_t j_line = text.find("w ");
   REQUIRE(j_line != std::string::npos);
-  text.replace(j_line, 2, "w x");  // a line whose fields do not parse is skipped
+  text.replace(j_line, 2, "w x");  // a damaged line: the whole file is not used
   testing::write_file(dir / "cache", text);
   const StatCache damaged = StatCache::load(dir / "cache");
-  CHECK(damaged.lookup("k", st) == "v");
+  CHECK_FALSE(damaged.lookup("k", st).has_value());
   CHECK_FALSE(damaged.lookup("j", st).has_value());
 }
 
@@ -507,7 +512,7 @@ TEST_CASE("a cache file cut short or damaged anywhere is not used at all") {
       INFO("stale bytes at " << at);
       unused(damaged);
     }
-    CHECK(differing > text.size() / 2);
+    CHECK(differing > 100);  // a run over each value, the meta line, the time, the check
   }
 }
 
