@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -499,6 +500,11 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
   git_reference_free(ref);
   needed.insert(needed.end(), blobs.begin(), blobs.end());
   stored.save_known(known_file, std::move(needed));
+  for (const uint8_t fan : stored.listings()) {
+    char sub[3];
+    std::snprintf(sub, sizeof sub, "%02x", fan);
+    snap.listed_object_dirs.emplace_back(sub);
+  }
   snap.commit = git::hex(commit);
   snap.tree = git::hex(*tree_oid);
   return snap;

@@ -36,6 +36,9 @@ struct CodeSnapshot {
   std::string tree;    // hex oid of its tree: identical content gives the identical tree
   uint64_t files = 0, bytes = 0;
   std::optional<UserGitState> git;
+  // Each listing of one of code.git's objects/xx directories, as "xx", in order: the
+  // directories the last snapshot's record vouched for are not here. For tests.
+  std::vector<std::string> listed_object_dirs;
 };
 
 struct FileChange {

@@ -118,7 +118,26 @@ std::string serialize_tree(std::vector<TreeEntry>& entries) {
   return out;
 }
 
-bool StoredObjects::list(unsigned fan, std::vector<git_oid>& ids) const {
+namespace {
+
+// The file system's own "now": the mtime it gives a file created in `dir` (removed at
+// once). 0 when none can be created, which no directory's mtime is below.
+int64_t fs_clock_ns(const fs::path& dir) {
+  static std::atomic<uint64_t> serial{0};
+  const fs::path probe =
+      dir / (".cairn-clock-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+  UniqueFd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd) return 0;
+  struct stat st;
+  const bool ok = ::fstat(fd.get(), &st) == 0;
+  ::unlink(probe.c_str());
+  return ok ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec : 0;
+}
+
+}  // namespace
+
+bool StoredObjects::list(unsigned fan, std::vector<git_oid>& ids) {
+  listings_.push_back(static_cast<uint8_t>(fan));
   char sub[3];
   std::snprintf(sub, sizeof sub, "%02x", fan);
   DIR* d = ::opendir((dir_ / sub).c_str());
@@ -154,7 +173,14 @@ StoredObjects::Fan& StoredObjects::fanout(const git_oid& oid) {
   Fan& f = fans_[oid.id[0]];
   if (!f.listed) {
     f.listed = true;
+    // Sampled once, before the first listing: a directory last modified before it cannot
+    // change during or after any listing without its mtime moving on.
+    if (listing_clock_ns_ < 0) listing_clock_ns_ = fs_clock_ns(dir_);
+    DirStat after;
+    const bool before = stat_dir(oid.id[0], f.listed_stat);
     list(oid.id[0], f.loose);
+    f.listing_settled = before && f.listed_stat.mtime_ns < listing_clock_ns_ &&
+                        stat_dir(oid.id[0], after) && after == f.listed_stat;
   }
   return f;
 }
@@ -176,6 +202,7 @@ bool StoredObjects::contains(const git_oid& oid) {
 void StoredObjects::add(const git_oid& oid) {
   Fan& f = fans_[oid.id[0]];
   f.written = true;
+  if (f.listed) f.written_since_listing = true;
   auto at = std::lower_bound(f.added.begin(), f.added.end(), oid, oid_less);
   if (at == f.added.end() || git_oid_cmp(&*at, &oid) != 0) f.added.insert(at, oid);
 }
@@ -283,6 +310,13 @@ void StoredObjects::save_known(const fs::path& file, std::vector<git_oid> needed
       for (size_t i = b; i < e; ++i)
         if (has(f.known, needed[i]) || (f.listed && has(f.loose, needed[i])))
           present.push_back(needed[i]);
+    } else if (f.listed && f.listing_settled && !f.written_since_listing) {
+      // Listed by contains() on the terms a listing here would meet, and not written to
+      // since: listing it again would read the same (a change meanwhile moved its stat
+      // data on, so the next snapshot will not trust this record).
+      ds = f.listed_stat;
+      for (size_t i = b; i < e; ++i)
+        if (has(f.loose, needed[i])) present.push_back(needed[i]);
     } else {
       DirStat after;
       listing.clear();

@@ -5,6 +5,7 @@
 
 #include <git2.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ std::string serialize_tree(std::vector<TreeEntry>& entries);
 // it (by hand, by `git gc`) changes the directory's mtime, so is noticed. The record is
 // taken only of a directory last modified before a timestamp the file system itself gave
 // (a file created just before): a change within the same timestamp granule as the record
-// could otherwise leave the mtime as recorded, as git's "racy" index entries.
+// could otherwise leave the mtime as recorded, as git's "racy" index entries. A directory
+// contains() listed, on the same terms, and not written to since, is recorded from that
+// listing: each directory is listed once per snapshot, and once more only when the
+// snapshot wrote into it after listing it (its listing is then out of date).
 class StoredObjects {
  public:
   StoredObjects(git_odb* odb, std::filesystem::path objects_dir)
@@ -49,6 +53,10 @@ class StoredObjects {
   // stored (asked, or written and add()ed). A record that cannot be written only costs time.
   void save_known(const std::filesystem::path& file, std::vector<git_oid> needed);
 
+  // The objects/xx directory (its first byte) of every listing so far, in order: what the
+  // record spared is what is absent here (reported by a snapshot, for tests).
+  const std::vector<uint8_t>& listings() const { return listings_; }
+
  private:
   using DirStat = FileStat;  // an objects/xx directory's stat data, compared as a file's
   struct Fan {
@@ -61,13 +69,21 @@ class StoredObjects {
     bool vouched = false;        // ... and found equal
     bool written = false;        // add() put an object in it
     std::vector<git_oid> added;  // what add() put in it, sorted
+    // When listed: its stat data before the listing, and whether the listing can stand as
+    // the record (unchanged across it, last modified before listing began, not written
+    // to since).
+    DirStat listed_stat;
+    bool listing_settled = false;
+    bool written_since_listing = false;
   };
   Fan& fanout(const git_oid& oid);  // listed on first use
-  bool list(unsigned fan, std::vector<git_oid>& out) const;
+  bool list(unsigned fan, std::vector<git_oid>& out);
   bool stat_dir(unsigned fan, DirStat& out) const;
   git_odb* odb_;
   std::filesystem::path dir_;
   Fan fans_[256];
+  int64_t listing_clock_ns_ = -1;  // the file system's time before the first listing
+  std::vector<uint8_t> listings_;
 };
 
 // A file to store as a blob: its content, or for a symbolic link its target.

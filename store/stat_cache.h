@@ -53,7 +53,8 @@ class StatCache {
   // (a cache shared by several users); without it, keys not recorded since load drop out (a
   // cache of one tree, where they are deleted files). Written atomically; concurrent
   // writers race harmlessly (the last one wins). Not fsynced: a cache lost in a crash only
-  // costs time, and one cut short (no end line) is not loaded.
+  // costs time, and one cut short or damaged is not loaded at all (its end line carries a
+  // check of every byte before it).
   Status save(const std::filesystem::path& file, bool keep_loaded = false) const;
 
  private:

@@ -3,8 +3,15 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "test_dir.h"
 #include "tree_fixture.h"
@@ -38,6 +45,46 @@ FileStat old_stat() {
 StatCache saved_and_loaded(const StatCache& cache, const fs::path& file, bool keep = false) {
   REQUIRE(cache.save(file, keep).ok());
   return StatCache::load(file);
+}
+
+// `n` keys as a walk meets them: directories one after another, not in sorted order.
+std::vector<std::string> walk_keys(int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i)
+    keys.push_back("pkg" + std::to_string((i * 7) % 5) + "/sub" + std::to_string(i % 3) + "/f" +
+                   std::to_string(n - i));
+  return keys;
+}
+
+// A value for `key`, of the same length whatever the key and tag; other tags, other digits.
+std::string value_of(const std::string& key, const std::string& tag) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(std::hash<std::string>()(tag + key)));
+  return tag + "-" + hex;
+}
+
+// The keys of a cache file, in the file's order.
+std::vector<std::string> keys_in_file(const fs::path& file) {
+  std::istringstream in(testing::read_bytes(file));
+  std::vector<std::string> keys;
+  for (std::string line; std::getline(in, line);) {
+    const size_t tab = line.find('\t');
+    if (tab != std::string::npos) keys.push_back(line.substr(tab + 1));
+  }
+  return keys;
+}
+
+// A cache file's lines but its second (the time it was written) and its last (the end line,
+// which may carry a check of what precedes it).
+std::vector<std::string> lines_but_time(const fs::path& file) {
+  std::istringstream in(testing::read_bytes(file));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() >= 3);
+  lines.erase(lines.begin() + 1);
+  lines.pop_back();
+  return lines;
 }
 
 }  // namespace
@@ -98,10 +145,10 @@ TEST_CASE("a missing or damaged cache file is an empty cache") {
   std::string text = testing::read_bytes(dir / "cache");
   const size_t j_line = text.find("w ");
   REQUIRE(j_line != std::string::npos);
-  text.replace(j_line, 2, "w x");  // a line whose fields do not parse is skipped
+  text.replace(j_line, 2, "w x");  // a damaged line: the whole file is not used
   testing::write_file(dir / "cache", text);
   const StatCache damaged = StatCache::load(dir / "cache");
-  CHECK(damaged.lookup("k", st) == "v");
+  CHECK_FALSE(damaged.lookup("k", st).has_value());
   CHECK_FALSE(damaged.lookup("j", st).has_value());
 }
 
@@ -218,6 +265,255 @@ TEST_CASE("an entry racy when written stays untrusted when another user re-saves
   const StatCache later = StatCache::load(dir / "cache");
   CHECK(later.lookup("other-file", unrelated) == "x");
   CHECK_FALSE(later.lookup("data.csv", racy).has_value());
+}
+
+// The loaded text is one buffer that every copy of the cache shares, with the entries and
+// directories as views into it: a copy must keep it alive, whatever becomes of the cache it
+// was copied from. Reloading the original from a file of the same size but other values
+// would most likely reuse the freed buffer, so a copy left with views into it would read
+// the other values.
+TEST_CASE("copies of a loaded cache stay valid after the original is destroyed or reloaded") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  const std::vector<std::string> keys = walk_keys(300);
+  for (const char* tag : {"a", "b", "c"}) {
+    StatCache cache;
+    for (const std::string& k : keys) cache.record(k, st, value_of(k, tag));
+    REQUIRE(cache.save(dir / tag).ok());
+  }
+  auto check = [&](const StatCache& copy, const std::string& tag) {
+    for (const std::string& k : keys) CHECK(copy.lookup(k, st) == value_of(k, tag));
+    CHECK(copy.contains_dir("pkg3/sub1"));
+    CHECK_FALSE(copy.contains("pkg3"));
+  };
+
+  SUBCASE("the original destroyed") {
+    std::optional<StatCache> copy;
+    {
+      const StatCache original = StatCache::load(dir / "a");
+      copy = original;
+    }
+    const StatCache other = StatCache::load(dir / "b");  // may take the freed memory
+    check(*copy, "a");
+    check(other, "b");
+  }
+  SUBCASE("the original reloaded, from another file and from its own") {
+    StatCache original = StatCache::load(dir / "a");
+    const StatCache copy = original;
+    original = StatCache::load(dir / "b");
+    check(copy, "a");
+    check(original, "b");
+    StatCache second = copy;
+    original = StatCache::load(dir / "c");
+    second = StatCache::load(dir / "a");
+    check(copy, "a");
+    check(original, "c");
+  }
+  SUBCASE("a copy recorded into and saved, the original gone") {
+    std::optional<StatCache> original = StatCache::load(dir / "a");
+    StatCache copy = *original;
+    original.reset();
+    const StatCache other = StatCache::load(dir / "b");
+    for (const std::string& k : keys) copy.record(k, st, value_of(k, "a"));  // kept as loaded
+    REQUIRE(copy.save(dir / "again").ok());
+    check(StatCache::load(dir / "again"), "a");
+    check(other, "b");
+  }
+}
+
+// Entries are saved in the order they were recorded (the walk's), which is the order the
+// next walk asks for them; loaded entries kept unrecorded come after, in the file's order.
+TEST_CASE("save writes entries in walk order, and a load and save round trip is identical") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  const std::vector<std::string> keys = walk_keys(200);
+  StatCache cache;
+  for (const std::string& k : keys) cache.record(k, st, value_of(k, "v"));
+  REQUIRE(cache.save(dir / "first").ok());
+  CHECK(keys_in_file(dir / "first") == keys);
+
+  SUBCASE("recorded again in the same order, unchanged: the same lines") {
+    StatCache again = StatCache::load(dir / "first");
+    for (const std::string& k : keys) again.record(k, st, value_of(k, "v"));
+    REQUIRE(again.save(dir / "second").ok());
+    CHECK(lines_but_time(dir / "second") == lines_but_time(dir / "first"));
+  }
+  SUBCASE("kept unrecorded (keep_loaded): the same lines") {
+    const StatCache again = StatCache::load(dir / "first");
+    REQUIRE(again.save(dir / "second", true).ok());
+    CHECK(lines_but_time(dir / "second") == lines_but_time(dir / "first"));
+  }
+  SUBCASE("a later walk in another order, some changed, some kept unrecorded") {
+    StatCache again = StatCache::load(dir / "first");
+    std::vector<std::string> walk(keys.rbegin(), keys.rbegin() + 120);  // the rest: unrecorded
+    for (size_t i = 0; i < walk.size(); ++i)
+      again.record(walk[i], st, value_of(walk[i], i % 3 == 0 ? "changed" : "v"));
+    again.record("new/file", st, "n");
+    walk.push_back("new/file");
+    REQUIRE(again.save(dir / "second", true).ok());
+    std::vector<std::string> expected = walk;
+    expected.insert(expected.end(), keys.begin(), keys.begin() + 80);  // the file's order
+    CHECK(keys_in_file(dir / "second") == expected);
+    const StatCache loaded = StatCache::load(dir / "second");
+    for (size_t i = 0; i + 1 < walk.size(); ++i)
+      CHECK(loaded.lookup(walk[i], st) == value_of(walk[i], i % 3 == 0 ? "changed" : "v"));
+  }
+}
+
+// find() looks first where the last lookup left off (a hint, right when keys are asked in
+// the saved order); asked in any other order, every key must still be found through the
+// hash, and an absent key must miss, wherever the hint points.
+TEST_CASE("lookups out of walk order find every entry and miss absent ones") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  const std::vector<std::string> keys = walk_keys(500);
+  StatCache cache;
+  for (const std::string& k : keys) cache.record(k, st, value_of(k, "v"));
+  REQUIRE(cache.save(dir / "cache").ok());
+  const StatCache loaded = StatCache::load(dir / "cache");
+
+  std::vector<std::string> order = keys;
+  SUBCASE("in walk order") {}
+  SUBCASE("reversed") {
+    std::reverse(order.begin(), order.end());
+  }
+  SUBCASE("shuffled") {
+    std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  }
+  SUBCASE("every other, twice over") {
+    order.clear();
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = pass; i < keys.size(); i += 2) order.push_back(keys[i]);
+  }
+  const std::set<std::string> present(keys.begin(), keys.end());
+  size_t misses = 0;
+  auto check_absent = [&](const std::string& key) {
+    if (present.count(key)) return;
+    ++misses;
+    CHECK_FALSE(loaded.lookup(key, st).has_value());
+    CHECK_FALSE(loaded.contains(key));
+  };
+  for (size_t i = 0; i < order.size(); ++i) {
+    INFO(order[i]);
+    CHECK(loaded.lookup(order[i], st) == value_of(order[i], "v"));
+    CHECK(loaded.contains(order[i]));
+    // Absent keys in between: with a suffix, cut short, its directory, elsewhere.
+    check_absent(order[i] + "x");
+    check_absent(order[i].substr(0, order[i].size() - 1));
+    check_absent(order[i].substr(0, order[i].rfind('/')));
+    check_absent("elsewhere/" + order[i]);
+    if (i + 1 < order.size()) check_absent(order[i + 1] + "/");
+  }
+  CHECK(misses > 3 * order.size());
+  CHECK_FALSE(loaded.lookup("", st).has_value());
+}
+
+// The hint is one per thread, shared by every cache that thread reads: a hint left by one
+// cache must not make another answer with the first one's entry, even where both hold the
+// same keys in the same order.
+TEST_CASE("two caches read in turn on one thread do not confuse each other") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  const std::vector<std::string> keys = walk_keys(200);
+  std::vector<std::string> fewer(keys.begin(), keys.begin() + 150);
+  std::reverse(fewer.begin(), fewer.end());
+  StatCache a, b, c;
+  for (const std::string& k : keys) a.record(k, st, value_of(k, "a"));
+  for (const std::string& k : keys) b.record(k, st, value_of(k, "b"));
+  for (const std::string& k : fewer) c.record(k, st, value_of(k, "c"));
+  REQUIRE(a.save(dir / "a").ok());
+  REQUIRE(b.save(dir / "b").ok());
+  REQUIRE(c.save(dir / "c").ok());
+  const StatCache la = StatCache::load(dir / "a");
+  const StatCache lb = StatCache::load(dir / "b");
+  const StatCache lc = StatCache::load(dir / "c");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& k = keys[i];
+    INFO(k);
+    CHECK(la.lookup(k, st) == value_of(k, "a"));
+    CHECK(lb.lookup(k, st) == value_of(k, "b"));
+    if (i < 150)
+      CHECK(lc.lookup(k, st) == value_of(k, "c"));
+    else
+      CHECK_FALSE(lc.lookup(k, st).has_value());
+    CHECK(la.lookup_view(k, st) == std::optional<std::string_view>(value_of(k, "a")));
+  }
+  // One cache a key ahead of the other: where the first left the hint is exactly the key the
+  // second asks for next, in its own entries.
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    INFO(keys[i]);
+    CHECK(la.lookup(keys[i], st) == value_of(keys[i], "a"));
+    CHECK(lb.lookup(keys[i + 1], st) == value_of(keys[i + 1], "b"));
+  }
+}
+
+// Saved without fsync: after a crash the file may be cut short anywhere, or hold blocks
+// that never reached the disk (zeros) or stale ones (another file's old bytes) while its
+// end is intact. No such file may be used, not even in part: a damaged line can still
+// parse, pairing a key with a value it never had (a data fingerprint would then report a
+// wrong hash). Each case is checked at every offset of a small cache.
+TEST_CASE("a cache file cut short or damaged anywhere is not used at all") {
+  TestDir dir;
+  const FileStat st = old_stat();
+  // The last key ends in "end": cut after its line, the file ends as a whole one does.
+  const std::vector<std::string> keys = {"src/model.py", "src/data/loader.py", "README",
+                                         "lib/backend"};
+  StatCache a, b;
+  for (const std::string& k : keys) a.record(k, st, value_of(k, "a"));
+  for (const std::string& k : keys) b.record(k, st, value_of(k, "b"));
+  a.set_meta("meta-of-a");
+  b.set_meta("meta-of-b");
+  REQUIRE(a.save(dir / "a").ok());
+  REQUIRE(b.save(dir / "b").ok());
+  const std::string text = testing::read_bytes(dir / "a");
+  const std::string other = testing::read_bytes(dir / "b");
+  {
+    const StatCache whole = StatCache::load(dir / "a");
+    for (const std::string& k : keys) REQUIRE(whole.lookup(k, st) == value_of(k, "a"));
+  }
+  auto unused = [&](const std::string& damaged) {
+    testing::write_file(dir / "damaged", damaged);
+    const StatCache loaded = StatCache::load(dir / "damaged");
+    for (const std::string& k : keys) CHECK_FALSE(loaded.contains(k));
+    CHECK_FALSE(loaded.contains_dir("src"));
+    CHECK(loaded.meta().empty());
+  };
+
+  SUBCASE("cut short") {
+    for (size_t n = 0; n < text.size(); ++n) {
+      INFO("the first " << n << " bytes");
+      unused(text.substr(0, n));
+    }
+  }
+  SUBCASE("a run of zeros") {
+    for (size_t at = 0; at + 8 <= text.size(); ++at) {
+      INFO("zeros at " << at);
+      std::string damaged = text;
+      damaged.replace(at, 8, std::string(8, '\0'));
+      unused(damaged);
+    }
+  }
+  SUBCASE("a byte changed") {
+    for (size_t at = 0; at < text.size(); ++at) {
+      INFO("byte " << at);
+      std::string damaged = text;
+      damaged[at] = static_cast<char>(damaged[at] ^ 0x01);
+      unused(damaged);
+    }
+  }
+  SUBCASE("a stale run of another cache's bytes") {
+    REQUIRE(other.size() == text.size());
+    size_t differing = 0;
+    for (size_t at = 0; at + 16 <= text.size(); ++at) {
+      std::string damaged = text;
+      damaged.replace(at, 16, other.substr(at, 16));
+      if (damaged == text) continue;
+      ++differing;
+      INFO("stale bytes at " << at);
+      unused(damaged);
+    }
+    CHECK(differing > 100);  // a run over each value, the meta line, the time, the check
+  }
 }
 
 }  // namespace cairn
