@@ -157,6 +157,23 @@ std::vector<std::string> read_data(const ConfigNode& node) {
   return paths;
 }
 
+std::vector<int> read_permanent_exit_codes(const ConfigNode& node) {
+  const char* key = "permanent_exit_codes";
+  if (node.kind != ConfigNode::Kind::kList)
+    fail(node, key, "expected a list of exit statuses such as [2], got " + describe(node));
+  std::vector<int> codes;
+  for (size_t i = 0; i < node.items.size(); ++i) {
+    const std::string item_key = std::string(key) + "[" + std::to_string(i) + "]";
+    const int64_t code = read_int(node.items[i], item_key);
+    // 0 is success; above 255 no process can exit with it.
+    if (code < 1 || code > 255)
+      fail(node.items[i], item_key,
+           "must be an exit status from 1 to 255, got " + std::to_string(code));
+    codes.push_back(static_cast<int>(code));
+  }
+  return codes;
+}
+
 std::map<std::string, std::string> read_environment(const ConfigNode& node) {
   MapReader environment(node, "environment");
   std::map<std::string, std::string> out;

@@ -14,10 +14,10 @@
 
 namespace cairn::config {
 
-inline constexpr std::array<std::string_view, 13> kTopLevelKeys = {
-    "name",        "entrypoint",   "workdir",         "hyperparameters", "searcher",
-    "resources",   "max_restarts", "checkpoint",      "reproducibility", "data",
-    "environment", "notify",       "liveness_timeout"};
+inline constexpr std::array<std::string_view, 14> kTopLevelKeys = {
+    "name",        "entrypoint",   "workdir",          "hyperparameters",     "searcher",
+    "resources",   "max_restarts", "checkpoint",       "reproducibility",     "data",
+    "environment", "notify",       "liveness_timeout", "permanent_exit_codes"};
 inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
     "name",       "metric",     "smaller_is_better",
     "max_length", "max_trials", "max_concurrent_trials",
@@ -39,6 +39,7 @@ ResourcesConfig read_resources(const ConfigNode& node);
 CheckpointConfig read_checkpoint(const ConfigNode& node);
 ReproducibilityConfig read_reproducibility(const ConfigNode& node);
 std::vector<std::string> read_data(const ConfigNode& node);
+std::vector<int> read_permanent_exit_codes(const ConfigNode& node);
 std::map<std::string, std::string> read_environment(const ConfigNode& node);
 std::string read_notify(const ConfigNode& node);
 

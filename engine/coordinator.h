@@ -108,7 +108,9 @@ class Coordinator {
   void drain_output(Trial& trial, bool final);
   void log_output(Trial& trial, std::string_view chunk);
   void reap_children();
-  void handle_exit(Trial& trial, ExitInfo info);
+  // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
+  void handle_exit(Trial& trial, ExitInfo info, bool permanent);
+  bool declares_permanent(const ExitInfo& info) const;
   void handle_signal(int sig);
   void request_stop(Trial& trial, const char* reason);
   void set_trial_state(Trial& trial, const char* state);

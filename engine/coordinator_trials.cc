@@ -342,8 +342,20 @@ void Coordinator::signal_ranks(Trial& trial, int sig) {
     if (w.process) w.process->signal_group(sig);
 }
 
+bool Coordinator::declares_permanent(const ExitInfo& info) const {
+  if (info.signal != 0 || info.code == 0) return false;
+  if (is_builtin_entrypoint(config_)) return info.code == kBuiltinPermanentStatus;
+  const std::vector<int>& codes = config_.permanent_exit_codes;
+  return std::find(codes.begin(), codes.end(), info.code) != codes.end();
+}
+
 void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   if (rank == 0) trial.chief_exit = info;
+  // A rank cairn killed to stop the gang says nothing of why the trial failed; every rank
+  // that failed by itself must have declared its failure permanent (the order in which the
+  // ranks are reaped is not the order in which they failed).
+  const bool stopped_by_gang = trial.gang_failure && info.signal == SIGKILL;
+  if (!info.ok() && !stopped_by_gang && !declares_permanent(info)) trial.failures_permanent = false;
   if (!info.ok() && !trial.gang_failure) {
     // Gang semantics: the other ranks would wait forever in their next collective.
     trial.gang_failure = info;
@@ -358,13 +370,14 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
                                        [](const Worker& w) { return w.process.has_value(); });
   if (!all_done) return;
   ExitInfo final_info = trial.gang_failure ? *trial.gang_failure : *trial.chief_exit;
+  const bool permanent = !final_info.ok() && trial.failures_permanent;
   for (Worker& w : trial.workers)
     if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
   trial.reset_attempt();
-  handle_exit(trial, final_info);
+  handle_exit(trial, final_info, permanent);
 }
 
-void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
+void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
   trial.process.reset();
   trial.chief_exit.reset();
   slots_->release(trial.index);
@@ -427,15 +440,11 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info) {
     terminal_.warn("last lines of its log (cairn logs " + id + "):");
     for (const auto& line : trial.tail) terminal_.warn("  " + line);
   }
-  // Exit status 2 is the trial saying its failure is permanent (bad hyperparameters or
-  // input: the convention of cairn's own commands, of argparse and of the shells; python3
-  // itself exits 2 when the script is missing). A restart would fail the same way.
-  const bool permanent = info.permanent();
+  // A trial that declared its failure permanent would fail the same way again.
   const int restarts = trial.record.value("restarts", 0);
   if (permanent && config_.max_restarts > 0)
-    terminal_.note("trial " + id +
-                   " exited with status 2, a failure a restart cannot fix: "
-                   "not restarted");
+    terminal_.note("trial " + id + " " + info.describe() +
+                   ", a failure it declares permanent: not restarted");
   if (!permanent && restarts < config_.max_restarts) {
     trial.record["restarts"] = restarts + 1;
     // Back-off grows with failures in a row (a crash loop), and starts over once the trial

@@ -27,15 +27,15 @@ struct ProcessSpec {
 };
 
 // How a process ended, in the words `show` and the terminal use.
-// The exit status with which a trial says its failure is permanent: cairn does not restart
-// it (docs/fault-tolerance.md).
-inline constexpr int kPermanentFailureStatus = 2;
+// The exit status with which builtin:mlp says its failure is permanent (bad hyperparameters
+// or data, divergence): cairn does not restart it. Other trials name theirs in the config's
+// permanent_exit_codes (docs/fault-tolerance.md).
+inline constexpr int kBuiltinPermanentStatus = 2;
 
 struct ExitInfo {
   int code = 0;    // exit code, when it exited
   int signal = 0;  // the signal that killed it, when it was killed
   bool ok() const { return code == 0 && signal == 0; }
-  bool permanent() const { return signal == 0 && code == kPermanentFailureStatus; }
   std::string describe() const;  // "exited with status 3", "killed by signal 9 (SIGKILL)"
   static ExitInfo from_wait_status(int status);
 };

@@ -97,6 +97,7 @@ struct Coordinator::Trial {
   std::vector<Worker> workers;
   std::optional<ExitInfo> chief_exit;    // rank 0 ended; the trial ends when every rank has
   std::optional<ExitInfo> gang_failure;  // the first rank that failed, this attempt
+  bool failures_permanent = true;        // every rank that failed by itself said so, this attempt
   std::vector<Json> operations;          // next_operation answers, in order, this attempt
   size_t operations_asked = 0;           // by the chief
   std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
@@ -111,6 +112,7 @@ struct Coordinator::Trial {
     workers.clear();
     chief_exit.reset();
     gang_failure.reset();
+    failures_permanent = true;
     operations.clear();
     operations_asked = 0;
     syncs.clear();

@@ -114,13 +114,17 @@ class BuiltinMlpTest(CairnTestCase):
     def test_killed_trial_resumes_bit_exact_adam(self):
         self.check_bit_exact_resume("adam")
 
-    def test_bad_hyperparameter_fails_clearly(self):
+    def test_bad_hyperparameter_fails_clearly_and_is_not_restarted(self):
+        # builtin:mlp's exit status 2 is permanent: no restart is spent on it.
         self.write("bad.yaml", "entrypoint: builtin:mlp\nhyperparameters: {optimizer: rmsprop}\n"
-                   "searcher: {name: single, metric: val_loss, max_length: 2}\nmax_restarts: 0\n")
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\nmax_restarts: 3\n")
         run = self.cairn("run", "bad.yaml")
         self.assertEqual(run.returncode, 1)
         self.assertIn("optimizer", run.stderr)
-        self.assertEqual(self.cairn_json("show", "1.1", "--json")["exit"]["code"], 2)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["exit"]["code"], 2)
+        self.assertEqual((trial["state"], trial["restarts"]), ("ERROR", 0))
+        self.assertEqual(run.stderr.count("trial 1.1 failed"), 1, run.stderr)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ MISTAKES = [
     ("environment sets CAIRN_", GOOD + "environment:\n  CAIRN_SEED: '1'\n", 13, "environment.CAIRN_SEED"),
     ("webhook not http", GOOD + "notify:\n  webhook: ftp://x\n", 13, "notify.webhook"),
     ("max_restarts negative", GOOD + "max_restarts: -1\n", 12, "max_restarts"),
+    ("permanent exit code 0", GOOD + "permanent_exit_codes: [2, 0]\n", 12, "permanent_exit_codes[1]"),
+    ("permanent exit codes not a list", GOOD + "permanent_exit_codes: 2\n", 12, "permanent_exit_codes"),
     ("categorical without vals", GOOD.replace("searcher:\n", "  opt: {type: categorical, vals: []}\nsearcher:\n"), 6, "hyperparameters.opt.vals"),
     ("divisor 1", GOOD.replace("  max_length: 3", "  max_length: 3\n  divisor: 1"), 10, "searcher.divisor"),
     ("workdir missing", GOOD + "workdir: does/not/exist\n", 12, "workdir"),
