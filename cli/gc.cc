@@ -32,7 +32,8 @@ struct Collected {
   int64_t id = 0;
   bool running = false;
   DeleteResult result;
-  RemovedWorkdir workdir;  // of a `cairn reproduce` re-run that has ended
+  RemovedWorkdir workdir;     // a `cairn reproduce` re-run's checkout: removed or kept, why
+  std::string workdir_error;  // removing it failed
 };
 
 // Retention for one experiment that nobody drives: opened for writing (which also keeps a
@@ -52,25 +53,26 @@ Result<Collected> collect(const StoreLayout& store, int64_t id) {
     out.running = true;  // it started between the check and the open
     return out;
   }
-  // The experiment is open for writing, so nothing can resume it while its workdir goes.
-  auto record = (*db)->get_json(schema::kExperiment);
-  if (!record.ok()) return record.status();
-  if (record->has_value()) {
-    auto removed = remove_ended_reproduce_workdir(store, **record);
-    if (!removed.ok()) return removed.status();
-    out.workdir = *removed;
-  }
   auto doomed = checkpoints_to_delete(**db);
-  if (!doomed.ok()) {
-    if (doomed.status().kind() == ErrorKind::kNotFound) return out;  // no record yet
-    return doomed.status();
+  if (!doomed.ok() && doomed.status().kind() != ErrorKind::kNotFound) return doomed.status();
+  if (doomed.ok()) {  // else no record yet: nothing to delete
+    ObjectStore objects(store.objects());
+    DeleteOptions options;
+    options.fresh_grace = ingest_grace(store, id);
+    auto result = delete_checkpoints(**db, objects, store, id, *doomed, options);
+    if (!result.ok()) return result.status();
+    out.result = *result;
   }
-  ObjectStore objects(store.objects());
-  DeleteOptions options;
-  options.fresh_grace = ingest_grace(store, id);
-  auto result = delete_checkpoints(**db, objects, store, id, *doomed, options);
-  if (!result.ok()) return result.status();
-  out.result = *result;
+  // The experiment is open for writing, so nothing can resume it while its checkout goes.
+  // A checkout that cannot be removed is worth a warning, not the retention above.
+  auto record = (*db)->get_json(schema::kExperiment);
+  if (record.ok() && record->has_value()) {
+    auto removed = remove_ended_reproduce_workdir(store, **record);
+    if (removed.ok())
+      out.workdir = *removed;
+    else
+      out.workdir_error = removed.status().message();
+  }
   return out;
 }
 
@@ -86,9 +88,12 @@ void print_collected(const Collected& c) {
   if (c.result.pending > 0)
     std::cout << " (" << c.result.pending
               << " more once no other experiment is running: their files may be in use)";
-  if (!c.workdir.path.empty())
-    std::cout << "; removed its reproduce workdir " << c.workdir.path << " ("
+  if (!c.workdir.path.empty() && c.workdir.kept_because.empty())
+    std::cout << "; removed its reproduce checkout " << c.workdir.path << " ("
               << human_bytes(c.workdir.bytes) << ")";
+  else if (!c.workdir.path.empty())
+    std::cout << "; kept its reproduce checkout " << c.workdir.path << ": "
+              << c.workdir.kept_because;
   std::cout << "\n";
 }
 
@@ -99,8 +104,11 @@ Json report_json(const std::vector<Collected>& collected, const SweepResult& swe
     Json e{
         {"id", c.id}, {"deleted", c.result.deleted}, {"bytes_reclaimed", c.result.bytes_reclaimed}};
     if (c.result.pending > 0) e["pending"] = c.result.pending;
-    if (!c.workdir.path.empty())
+    if (!c.workdir.path.empty() && c.workdir.kept_because.empty())
       e["reproduce_workdir"] = {{"path", c.workdir.path}, {"bytes_reclaimed", c.workdir.bytes}};
+    else if (!c.workdir.path.empty())
+      e["reproduce_workdir"] = {{"path", c.workdir.path}, {"kept", c.workdir.kept_because}};
+    if (!c.workdir_error.empty()) e["reproduce_workdir_error"] = c.workdir_error;
     if (c.running) e["running"] = true;
     experiments.push_back(std::move(e));
   }
@@ -142,6 +150,8 @@ int gc(const GlobalOptions& global, const std::string& exp_text, bool json) {
       continue;
     }
     if (!json) print_collected(*c);
+    if (!c->workdir_error.empty())
+      std::cerr << "cairn: warning: experiment " << id << ": " << c->workdir_error << "\n";
     total += c->result.bytes_reclaimed + c->workdir.bytes;
     collected.push_back(*c);
   }

@@ -41,7 +41,6 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   if (!provenance.ok()) return fail(provenance.status());
   auto id = allocate_experiment_id(store);
   if (!id.ok()) return fail(id.status());
-  if (id_out) *id_out = *id;
 
   uint64_t seed = 0;
   if (config.reproducibility.seed) {
@@ -79,6 +78,7 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
                  Json{{"seq", 0}, {"type", "experiment_created"}, {"seed", seed}});
   Status st = (*db)->commit(batch, true);
   if (!st.ok()) return fail(st);
+  if (id_out) *id_out = *id;  // only now does a record name what `what` describes
   if (!what.detach && !what.quiet) {
     std::cout << "cairn: experiment " << *id << " '" << config.name << "' (" << config.searcher.name
               << ", seed " << seed << ") in " << store.root().string() << std::endl;

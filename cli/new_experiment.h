@@ -22,7 +22,7 @@ struct NewExperiment {
 
 // Records the code snapshot and fingerprints, allocates the id (printed alone on the first
 // line), stores the record and runs the coordinator. Returns the exit status; *id_out gets
-// the experiment id once there is one (0 before).
+// the experiment id once its record is stored (0 before).
 int create_and_drive(const StoreLayout& store, ExperimentConfig config, const NewExperiment& what,
                      int64_t* id_out = nullptr);
 

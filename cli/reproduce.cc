@@ -11,6 +11,7 @@
 #include "engine/dependency_fingerprint.h"
 #include "engine/provenance.h"
 #include "store/data_fingerprint.h"
+#include "store/reproduce_workdir.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -133,6 +134,10 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   recorded.workdir = ref->experiment.value("workdir", config->workdir.string());
   Status st = materialize_workdir(*store, ref->experiment, recorded, *dir);
   if (!st.ok()) return fail(st);
+  // How the checkout looks now: `cairn gc` removes it once the re-run has ended, but only if
+  // it still looks so (store/reproduce_workdir.h).
+  auto fingerprint = checkout_fingerprint(*dir);
+  if (!fingerprint.ok()) return fail(fingerprint.status());
   auto data = data_fingerprint_from_json(ref->experiment.value("data", Json::object()));
   if (data.ok() && !data->stored && !data->files.empty())
     std::cerr << "cairn: warning: the recorded data (" << data->files.size()
@@ -144,7 +149,8 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                  {{"trial", ref->id},
                   {"hparams", ref->trial.value("hparams", Json::object())},
                   {"seed", ref->trial["seed"]},
-                  {"lengths", ref->train_lengths}}}};
+                  {"lengths", ref->train_lengths},
+                  {"checkout_fingerprint", *fingerprint}}}};
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
   if (new_id != 0) unrecorded.release();  // the re-run's; `cairn gc` removes it once it ended

@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
+#include <algorithm>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/sha256.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -13,42 +17,90 @@ bool has_ended(const std::string& state) {
   return state == "COMPLETED" || state == "ERROR" || state == "CANCELED";
 }
 
-// Sizes of the regular files under `dir`, symbolic links not followed.
-uint64_t tree_bytes(const fs::path& dir) {
-  uint64_t bytes = 0;
+struct Entry {
+  std::string path;  // relative
+  struct stat st {};
+};
+
+// Every entry under `dir` (links not followed), sorted by path; the bytes of its files.
+Result<std::vector<Entry>> list_tree(const fs::path& dir) {
+  std::vector<Entry> entries;
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
-      bytes += static_cast<uint64_t>(st.st_size);
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    Entry e;
+    e.path = it->path().lexically_relative(dir).string();
+    if (::lstat(it->path().c_str(), &e.st) != 0)
+      return Status::Io("cannot read " + it->path().string() + ": " + errno_text());
+    entries.push_back(std::move(e));
   }
-  return bytes;
+  if (ec) return Status::Io("cannot list " + dir.string() + ": " + ec.message());
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.path < b.path; });
+  return entries;
 }
 
 }  // namespace
 
+Result<std::string> checkout_fingerprint(const fs::path& dir) {
+  auto entries = list_tree(dir);
+  if (!entries.ok()) return entries.status();
+  Sha256 hash;
+  for (const Entry& e : *entries) {
+    // A file modified in place changes its size or mtime; one added or removed changes the
+    // list (and its directory's mtime).
+    const std::string line = e.path + '\0' + std::to_string(e.st.st_mode & S_IFMT) + ' ' +
+                             std::to_string(e.st.st_size) + ' ' +
+                             std::to_string(e.st.st_mtim.tv_sec) + '.' +
+                             std::to_string(e.st.st_mtim.tv_nsec) + '\n';
+    hash.update(line.data(), line.size());
+  }
+  return hash.hex_digest();
+}
+
 Result<RemovedWorkdir> remove_ended_reproduce_workdir(const StoreLayout& store,
                                                       const Json& experiment) {
-  const RemovedWorkdir nothing;
-  if (!experiment.contains("reproduces") || !has_ended(experiment.value("state", "")))
-    return nothing;
-  // Data too large to keep is reached through links in the workdir (to where the recorded
-  // run read it); a later `cairn reproduce` of this re-run follows them.
-  const Json data = experiment.value("data", Json::object());
-  if (!data.value("stored", false) && !data.value("files", Json::array()).empty()) return nothing;
-  const std::string workdir = experiment.value("workdir", "");
-  if (workdir.empty()) return nothing;
+  RemovedWorkdir out;
+  const Json reproduces = experiment.value("reproduces", Json::object());
+  const std::string trial = reproduces.is_object() ? reproduces.value("trial", "") : "";
+  const fs::path workdir = experiment.value("workdir", "");
+  if (trial.empty() || workdir.empty()) return out;
+  // The checkout is .cairn/reproduce/<trial>-<n>, itself a directory, not a link to one:
+  // only the parent is resolved, so a link can lead neither outside nor to a sibling.
   std::error_code ec;
-  // Compared as resolved paths, so neither `..` nor a symbolic link can lead outside.
-  const fs::path dir = fs::weakly_canonical(workdir, ec);
-  if (ec) return nothing;
-  const fs::path parent = fs::weakly_canonical(store.reproduce(), ec);
-  if (ec || dir.parent_path() != parent) return nothing;
-  if (!fs::is_directory(fs::symlink_status(dir, ec))) return nothing;  // gone already
-  RemovedWorkdir removed{dir.string(), tree_bytes(dir)};
+  const fs::path parent = fs::weakly_canonical(workdir.parent_path(), ec);
+  if (ec || parent != fs::weakly_canonical(store.reproduce(), ec) || ec) return out;
+  const std::string name = workdir.filename().string();
+  if (name.rfind(trial + "-", 0) != 0) return out;
+  const fs::path dir = parent / name;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return out;  // gone already
+  out.path = dir.string();
+
+  if (!has_ended(experiment.value("state", ""))) {
+    out.kept_because = "the re-run may still run";
+    return out;
+  }
+  const Json data = experiment.value("data", Json::object());
+  if (!data.value("stored", false) && !data.value("files", Json::array()).empty()) {
+    out.kept_because = "it links to data too large to keep in the store";
+    return out;
+  }
+  const std::string recorded = reproduces.value("checkout_fingerprint", "");
+  auto now = checkout_fingerprint(dir);
+  if (!now.ok()) return now.status();
+  if (recorded.empty() || *now != recorded) {
+    out.kept_because = recorded.empty()
+                           ? "no record of how it was checked out"
+                           : "it changed since the checkout (outputs of its trials, or edits)";
+    return out;
+  }
+  auto entries = list_tree(dir);
+  if (!entries.ok()) return entries.status();
+  for (const Entry& e : *entries)
+    if (S_ISREG(e.st.st_mode)) out.bytes += static_cast<uint64_t>(e.st.st_size);
   fs::remove_all(dir, ec);
   if (ec) return Status::Io("cannot remove " + dir.string() + ": " + ec.message());
-  return removed;
+  return out;
 }
 
 }  // namespace cairn

@@ -110,6 +110,7 @@ class ReproducibilityTest(CairnTestCase):
         by_id = {e["id"]: e for e in report["experiments"]}
         self.assertNotIn("reproduce_workdir", by_id[1], "the user's own workdir is not touched")
         removed = by_id[2]["reproduce_workdir"]
+        self.assertNotIn("kept", removed)
         self.assertEqual(removed["path"], os.path.realpath(checkout))
         self.assertGreater(removed["bytes_reclaimed"], 0)
         self.assertGreaterEqual(report["bytes_reclaimed"], removed["bytes_reclaimed"])
@@ -118,10 +119,32 @@ class ReproducibilityTest(CairnTestCase):
         self.assertTrue(os.path.isfile(os.path.join(self.dir, "train.py")))
         self.assertTrue(os.path.isfile(os.path.join(self.dir, "data", "train.csv")))
 
-        # The re-run's record is intact: it can itself be reproduced, from the store.
+        # The re-run's record is intact: it can itself be reproduced, from the store, and
+        # that re-run's checkout goes the same way.
         proc = self.cairn("reproduce", "2.1", "--verify", check=0)
         self.assertIn("verified", proc.stdout)
-        self.assertNotIn("removed its reproduce workdir", self.cairn("gc", "1", check=0).stdout)
+        (second,) = os.listdir(reproduce_dir)
+        self.assertTrue(second.startswith("2.1-"), second)
+        self.assertIn("removed its reproduce checkout", self.cairn("gc", "3", check=0).stdout)
+        self.assertEqual(os.listdir(reproduce_dir), [])
+
+    def test_gc_keeps_a_reproduce_checkout_its_trials_wrote_into(self):
+        # A trial that leaves a report in its workdir, as docs/protocol.md invites it to.
+        self.write("train.py", TRAIN.replace("NOISE", "0.0") +
+                   "open(os.path.join(os.environ['CAIRN_WORKDIR'], 'report.txt'), 'w')"
+                   ".write(repr(w))\n")
+        self.cairn("run", "exp.yaml", check=0)
+        self.cairn("reproduce", "1.1", "--verify", check=0)
+        reproduce_dir = os.path.join(self.dir, ".cairn", "reproduce")
+        (checkout,) = os.listdir(reproduce_dir)
+        report = os.path.join(reproduce_dir, checkout, "report.txt")
+        self.assertTrue(os.path.isfile(report))
+        out = self.cairn("gc", "2", check=0).stdout
+        self.assertIn("kept its reproduce checkout", out)
+        self.assertIn("changed since the checkout", out)
+        self.assertTrue(os.path.isfile(report), "the re-run's output is never thrown away")
+        entry = self.cairn_json("gc", "2", "--json")["experiments"][0]
+        self.assertIn("changed since the checkout", entry["reproduce_workdir"]["kept"])
 
     def test_reproduce_needs_nothing_of_a_project_that_was_moved_away(self):
         self.cairn("run", "exp.yaml", check=0)

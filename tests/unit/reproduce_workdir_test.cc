@@ -18,72 +18,98 @@ fs::path make_checkout(const fs::path& dir) {
   return dir;
 }
 
-Json record(const fs::path& workdir, const std::string& state, bool reproduces = true) {
-  Json j{{"state", state}, {"workdir", workdir.string()}};
-  if (reproduces) j["reproduces"] = {{"trial", "1.1"}};
+// The record of a re-run of 1.1 whose checkout is `workdir`, fingerprinted as it is now.
+Json record(const fs::path& workdir, const std::string& state) {
+  Json j{{"state", state}, {"workdir", workdir.string()}, {"reproduces", {{"trial", "1.1"}}}};
+  if (auto fp = checkout_fingerprint(workdir); fp.ok())
+    j["reproduces"]["checkout_fingerprint"] = *fp;
   return j;
 }
 
 }  // namespace
 
-TEST_CASE("an ended re-run's reproduce workdir is removed, and nothing else ever is") {
+TEST_CASE("an ended re-run's unchanged checkout is removed, and nothing else ever is") {
   testing::TestDir dir;
   StoreLayout store(dir / ".cairn");
   const fs::path checkout = make_checkout(store.reproduce() / "1.1-abc");
 
-  SUBCASE("while the re-run may still run, its workdir stays") {
+  SUBCASE("while the re-run may still run, its checkout stays") {
     for (const char* state : {"ACTIVE", "PAUSED"}) {
       auto removed = remove_ended_reproduce_workdir(store, record(checkout, state));
       REQUIRE(removed.ok());
-      CHECK(removed->path.empty());
+      CHECK(removed->kept_because == "the re-run may still run");
       CHECK(fs::exists(checkout / "src" / "train.py"));
     }
   }
-  SUBCASE("once it has ended, it goes, with its size") {
+  SUBCASE("once it has ended, an unchanged checkout goes, with its size") {
     for (const char* state : {"COMPLETED", "ERROR", "CANCELED"}) {
       make_checkout(checkout);
       auto removed = remove_ended_reproduce_workdir(store, record(checkout, state));
       REQUIRE(removed.ok());
+      CHECK(removed->kept_because.empty());
       CHECK(removed->path == fs::weakly_canonical(checkout).string());
       CHECK(removed->bytes == 5);
       CHECK_FALSE(fs::exists(checkout));
       CHECK(fs::exists(store.reproduce()));
     }
-    auto again = remove_ended_reproduce_workdir(store, record(checkout, "COMPLETED"));
-    REQUIRE(again.ok());
-    CHECK(again->path.empty());  // gone already: nothing to report
+  }
+  SUBCASE("what its trials wrote there, or a user changed, keeps it") {
+    const Json recorded = record(checkout, "COMPLETED");
+    SUBCASE("a file added") {
+      std::ofstream(checkout / "src" / "output.csv") << "1,2\n";
+    }
+    SUBCASE("a file changed") {
+      std::ofstream(checkout / "src" / "train.py") << "pass # x\n";
+    }
+    SUBCASE("a file removed") {
+      fs::remove(checkout / "src" / "train.py");
+    }
+    auto removed = remove_ended_reproduce_workdir(store, recorded);
+    REQUIRE(removed.ok());
+    CHECK(removed->kept_because.find("changed since the checkout") != std::string::npos);
+    CHECK(fs::exists(checkout / "src"));
   }
   SUBCASE("a re-run whose data was too large to keep keeps the links to it") {
     Json j = record(checkout, "COMPLETED");
     j["data"] = {{"stored", false}, {"files", Json::array({{{"path", "data/big.bin"}}})}};
     auto removed = remove_ended_reproduce_workdir(store, j);
     REQUIRE(removed.ok());
-    CHECK(removed->path.empty());
+    CHECK_FALSE(removed->kept_because.empty());
     CHECK(fs::exists(checkout));
-    j["data"]["stored"] = true;
-    removed = remove_ended_reproduce_workdir(store, j);
+  }
+  SUBCASE("a re-run recorded without a fingerprint keeps its checkout") {
+    Json j = record(checkout, "COMPLETED");
+    j["reproduces"].erase("checkout_fingerprint");
+    auto removed = remove_ended_reproduce_workdir(store, j);
     REQUIRE(removed.ok());
-    CHECK_FALSE(removed->path.empty());
+    CHECK_FALSE(removed->kept_because.empty());
+    CHECK(fs::exists(checkout));
   }
   SUBCASE("an experiment that is not a re-run keeps its workdir, ended or not") {
-    auto removed = remove_ended_reproduce_workdir(store, record(checkout, "COMPLETED", false));
+    Json j = record(checkout, "COMPLETED");
+    j.erase("reproduces");
+    auto removed = remove_ended_reproduce_workdir(store, j);
     REQUIRE(removed.ok());
     CHECK(removed->path.empty());
     CHECK(fs::exists(checkout));
   }
-  SUBCASE("a workdir outside .cairn/reproduce/ is the user's") {
+  SUBCASE("only a real directory inside .cairn/reproduce/, named for its trial") {
     const fs::path users = make_checkout(dir / "project");
-    const fs::path nested = make_checkout(store.reproduce() / "1.1-abc" / "deeper");
-    const fs::path escape = store.reproduce() / "1.1-abc" / ".." / ".." / ".." / "project";
-    fs::create_directory_symlink(users, store.reproduce() / "link");
-    for (const fs::path& workdir :
-         {users, nested, escape, store.reproduce() / "link", store.reproduce()}) {
+    const fs::path sibling = make_checkout(store.reproduce() / "1.1-def");
+    const fs::path nested = make_checkout(checkout / "deeper");
+    const fs::path other_trial = make_checkout(store.reproduce() / "2.1-abc");
+    fs::create_directory_symlink(users, store.reproduce() / "1.1-to-user");
+    fs::create_directory_symlink(sibling, store.reproduce() / "1.1-to-sibling");
+    for (const fs::path& workdir : {users, nested, other_trial,
+                                    store.reproduce() / "1.1-abc" / ".." / ".." / ".." / "project",
+                                    store.reproduce() / "1.1-to-user",
+                                    store.reproduce() / "1.1-to-sibling", store.reproduce()}) {
       auto removed = remove_ended_reproduce_workdir(store, record(workdir, "COMPLETED"));
       REQUIRE(removed.ok());
       CHECK_MESSAGE(removed->path.empty(), workdir);
     }
-    CHECK(fs::exists(users / "src" / "train.py"));
-    CHECK(fs::exists(nested / "src" / "train.py"));
+    for (const fs::path& kept : {users, sibling, nested, other_trial})
+      CHECK(fs::exists(kept / "src" / "train.py"));
   }
 }
 
