@@ -277,11 +277,10 @@ void StoredObjects::save_known(const fs::path& file, std::vector<git_oid> needed
   tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   ::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  struct stat created;
-  if (!fd || ::fstat(fd.get(), &created) != 0) return;
-  // The file system's own "now": a directory modified before it cannot be modified again
-  // without its mtime moving on.
-  const int64_t fs_now = int64_t{created.st_mtim.tv_sec} * 1'000'000'000 + created.st_mtim.tv_nsec;
+  if (!fd) return;
+  // A directory modified before the file system's "now" cannot be modified again without
+  // its mtime moving on. Read where the directories are, as for the listings.
+  const int64_t fs_now = fs_clock_ns(dir_);
   std::string out(kKnownHeader);
   std::vector<git_oid> present, listing;
   for (size_t b = 0; b < needed.size();) {
