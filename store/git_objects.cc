@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "common/sealed_text.h"
 #include "store/git_handles.h"
 
 namespace cairn::git {
@@ -209,8 +210,10 @@ void StoredObjects::add(const git_oid& oid) {
 
 namespace {
 
-constexpr char kKnownHeader[] = "cairn-known-objects 1\n";
-constexpr char kKnownTrailer[] = "end\n";
+// Version 2 is sealed (common/sealed_text.h): not fsynced, the record may come back from a
+// crash damaged in the middle, and a damaged entry that still parses would vouch for an
+// object that is absent. Version 1 files, sealed only by a bare "end" line, are not read.
+constexpr std::string_view kKnownHeader = "cairn-known-objects 2\n";
 
 template <typename T>
 void put(std::string& out, T v) {
@@ -228,24 +231,12 @@ bool get(std::string_view& in, T& v) {
 }  // namespace
 
 void StoredObjects::load_known(const fs::path& file) {
-  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0) return;
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t len = 0;
-  while (len < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + len, text.size() - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    len += static_cast<size_t>(n);
-  }
-  std::string_view in(text);
-  const size_t head = sizeof kKnownHeader - 1, tail = sizeof kKnownTrailer - 1;
-  // Written last: a file cut short is not used.
-  if (in.size() < head + tail || in.substr(0, head) != kKnownHeader ||
-      in.substr(in.size() - tail) != kKnownTrailer)
-    return;
-  in = in.substr(head, in.size() - head - tail);
+  const Result<std::string> text = read_file(file);
+  if (!text.ok()) return;
+  // Cut short or damaged anywhere: not used at all, every directory is listed.
+  const std::optional<std::string_view> body = unseal(*text);
+  if (!body || body->substr(0, kKnownHeader.size()) != kKnownHeader) return;
+  std::string_view in = body->substr(kKnownHeader.size());
   Fan parsed[256];
   while (!in.empty()) {
     uint8_t fan = 0;
@@ -286,12 +277,11 @@ void StoredObjects::save_known(const fs::path& file, std::vector<git_oid> needed
   tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   ::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  struct stat created;
-  if (!fd || ::fstat(fd.get(), &created) != 0) return;
-  // The file system's own "now": a directory modified before it cannot be modified again
-  // without its mtime moving on.
-  const int64_t fs_now = int64_t{created.st_mtim.tv_sec} * 1'000'000'000 + created.st_mtim.tv_nsec;
-  std::string out = kKnownHeader;
+  if (!fd) return;
+  // A directory modified before the file system's "now" cannot be modified again without
+  // its mtime moving on. Read where the directories are, as for the listings.
+  const int64_t fs_now = fs_clock_ns(dir_);
+  std::string out(kKnownHeader);
   std::vector<git_oid> present, listing;
   for (size_t b = 0; b < needed.size();) {
     const unsigned fan = needed[b].id[0];
@@ -338,7 +328,7 @@ void StoredObjects::save_known(const fs::path& file, std::vector<git_oid> needed
     for (const git_oid& id : present)
       out.append(reinterpret_cast<const char*>(id.id), GIT_OID_RAWSZ);
   }
-  out += kKnownTrailer;
+  seal(out);
   if (!write_all(fd.get(), out).ok() || ::rename(tmp.c_str(), file.c_str()) != 0)
     ::unlink(tmp.c_str());
 }

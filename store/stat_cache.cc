@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "common/file_util.h"
-#include "common/sha256.h"
+#include "common/sealed_text.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -16,7 +16,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kHeader = "cairn-stat-cache 3";
-constexpr std::string_view kEnd = "end ";         // then the SHA-256 of what precedes, in hex
 constexpr int64_t kRacyWindowNs = 1'000'000'000;  // coarse file systems have 1 s mtimes
 
 int64_t now_ns() {
@@ -38,16 +37,9 @@ void append_number(std::string& out, T n) {
   out.append(buf, end);
 }
 
-// The end line carries the SHA-256 of every byte before it. Not fsynced, a cache file can
-// come back from a crash cut short, or with blocks that never reached the disk (zeros) or
-// stale ones in the middle, its end intact: a damaged line may still parse and pair a key
-// with a value it never had, so a file failing the check is not used at all. (OpenSSL's
-// SHA-256 hashes the ~1 MB of a 10,000-file cache in about a millisecond.)
-constexpr size_t kCheckHexDigits = 64;
-
 // Replaces `file` at once (a reader sees the old or the new content) but without fsync: a
-// cache lost in a crash only costs time, and one cut short or damaged fails its end line's
-// check, so is not used.
+// cache lost in a crash only costs time, and one cut short or damaged fails its seal
+// (common/sealed_text.h), so is not used.
 Status write_file_replacing(const fs::path& file, std::string_view data) {
   fs::path tmp = file;
   tmp += ".tmp-" + std::to_string(::getpid());
@@ -102,16 +94,12 @@ StatCache StatCache::load(const fs::path& file) {
   auto text = read_whole(file);
   if (!text) return cache;
   auto shared = std::make_shared<const std::string>(std::move(*text));
-  std::string_view in(*shared);
-  // The end line, last: "end " and the check of every byte before it. A file cut short
-  // has no end line (or one a prefix of the rest fails), a damaged one fails the check.
-  if (in.size() < 2 || in.back() != '\n') return cache;
-  const size_t end_line = in.rfind('\n', in.size() - 2) + 1;  // 0 when there is no other line
-  const std::string_view end = in.substr(end_line, in.size() - 1 - end_line);
-  if (end.size() != kEnd.size() + kCheckHexDigits || end.substr(0, kEnd.size()) != kEnd ||
-      end.substr(kEnd.size()) != sha256_hex(in.substr(0, end_line)))
-    return cache;
-  in = in.substr(0, end_line);
+  // Not fsynced: a file cut short or damaged in a crash fails its seal and is not used at
+  // all, not even in part. (OpenSSL's SHA-256 checks the ~1 MB of a 10,000-file cache in
+  // about a millisecond.)
+  const std::optional<std::string_view> body = unseal(*shared);
+  if (!body) return cache;
+  std::string_view in = *body;
   auto next_line = [&in](std::string_view& line) {
     const size_t nl = in.find('\n');
     if (nl == std::string_view::npos) return false;
@@ -287,10 +275,7 @@ Status StatCache::save(const fs::path& file, bool keep_loaded) const {
     out += key;
     out += '\n';
   }
-  const std::string check = sha256_hex(out);
-  out += kEnd;
-  out += check;
-  out += '\n';
+  seal(out);
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
   return write_file_replacing(file, out);

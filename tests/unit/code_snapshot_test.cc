@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -980,6 +981,74 @@ TEST_CASE("a directory modified within the record's timestamp granule is not tru
   CHECK(std::count(next.listed_object_dirs.begin(), next.listed_object_dirs.end(), fan) >= 1);
   CHECK(next.tree == settled.tree);
   CHECK(files_of(repo, next.commit, dir.path()) == forty_files());
+}
+
+// The record is written without fsync: after a crash it may hold zeros or stale bytes in
+// the middle, its end intact. Here one object id in it is damaged into the id of a tree no
+// snapshot stored yet, in a directory whose stat data still matches the record: the file
+// still parses, and were it used, contains() would vouch for the tree, which would then
+// never be written. A damaged record is not used at all, so the tree is stored.
+TEST_CASE("a damaged known-objects record is not used: the next snapshot stores every object") {
+  TestDir dir;
+  const fs::path w = dir / "work";
+  write_forty_files(w);
+  auto repo = open_repo(dir / "store");
+  const fs::path git_dir = dir / "store" / "code.git";
+  const CodeSnapshot settled = settled_snapshot(repo, w, git_dir);
+  fs::path record_file;
+  for (const auto& e : fs::directory_iterator(git_dir / "cairn-cache"))
+    if (e.path().extension() == ".objects") record_file = e.path();
+  REQUIRE(!record_file.empty());
+  const std::string record = read_bytes(record_file);
+
+  // An object the record holds, alone in its objects/xx directory: any other id in that
+  // directory, put in its place, keeps the record's order (so it still parses).
+  std::string victim;  // its 20 bytes, as in the record
+  for (const auto& d : fs::directory_iterator(git_dir / "objects")) {
+    const std::string fan = d.path().filename().string();
+    if (fan.size() != 2 || !d.is_directory()) continue;
+    std::vector<fs::path> objects(fs::directory_iterator(d.path()), fs::directory_iterator{});
+    if (objects.size() != 1) continue;
+    git_oid oid;
+    REQUIRE(git_oid_fromstr(&oid, (fan + objects[0].filename().string()).c_str()) == 0);
+    const std::string raw(reinterpret_cast<const char*>(oid.id), GIT_OID_RAWSZ);
+    const size_t at = record.find(raw);
+    if (at == std::string::npos || record.find(raw, at + 1) != std::string::npos) continue;
+    victim = raw;
+    break;
+  }
+  REQUIRE(!victim.empty());
+
+  // A new directory of one file, named so that its tree's id lands in the victim's
+  // directory (git's tree format: "100644 <name>\0<blob id>").
+  const std::string content = "fresh\n";
+  git_oid blob;
+  REQUIRE(git_odb_hash(&blob, content.data(), content.size(), GIT_OBJECT_BLOB) == 0);
+  std::string name, tree_raw;
+  for (int i = 0; tree_raw.empty() || tree_raw[0] != victim[0]; ++i) {
+    REQUIRE(i < 100000);
+    name = "n" + std::to_string(i);
+    std::string tree = "100644 " + name + '\0';
+    tree.append(reinterpret_cast<const char*>(blob.id), GIT_OID_RAWSZ);
+    git_oid oid;
+    REQUIRE(git_odb_hash(&oid, tree.data(), tree.size(), GIT_OBJECT_TREE) == 0);
+    tree_raw.assign(reinterpret_cast<const char*>(oid.id), GIT_OID_RAWSZ);
+  }
+  std::string damaged = record;
+  damaged.replace(record.find(victim), GIT_OID_RAWSZ, tree_raw);
+  write_file(record_file, damaged);
+  write_file(w / "new" / name, content);
+
+  const CodeSnapshot after = take(repo, w);
+  git_oid tree;
+  std::memcpy(tree.id, tree_raw.data(), GIT_OID_RAWSZ);
+  char hex[GIT_OID_HEXSZ + 1];
+  const std::string tree_hex = git_oid_tostr(hex, sizeof hex, &tree);
+  CHECK(fs::exists(git_dir / "objects" / tree_hex.substr(0, 2) / tree_hex.substr(2)));
+  CHECK(sh("git --git-dir='" + git_dir.string() + "' fsck --no-progress 2>/dev/null") == 0);
+  CHECK(trim(sh_out("git --git-dir='" + git_dir.string() + "' rev-parse " + after.commit +
+                    ":new")) == tree_hex);
+  CHECK(checkout_file(repo, after.commit, dir.path(), "new/" + name) == content);
 }
 
 // Files are hashed and compressed from several threads on a first snapshot: every one must
