@@ -29,7 +29,7 @@ int mark_undriven(const StoreLayout& store, int64_t id, const char* state) {
         Json t = Json::parse(value, nullptr, false);
         if (t.is_discarded()) return true;
         const std::string s = t.value("state", "");
-        if (s == "COMPLETED" || s == "STOPPED" || s == "ERROR" || s == "CANCELED") return true;
+        if (schema::trial_has_ended(s)) return true;
         // A trial process left behind by a coordinator that died is stopped too, when killing.
         if (cancel && s == "RUNNING" && t.contains("pid") &&
             same_process_alive(t["pid"].get<pid_t>(), t.value("process_start_time", uint64_t{0}),
@@ -61,7 +61,7 @@ int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
   if (!status.ok()) return fail(status.status());
   const std::string state = status->record.value("state", "");
   const std::string exp = std::to_string(id->experiment);
-  if (state == "COMPLETED" || state == "ERROR" || state == "CANCELED") {
+  if (schema::experiment_has_ended(state)) {
     std::cout << "cairn: experiment " << exp << " is already " << state << "\n";
     return 0;
   }

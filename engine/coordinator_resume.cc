@@ -13,14 +13,6 @@
 namespace cairn {
 namespace fs = std::filesystem;
 
-namespace {
-
-bool is_final_state(const std::string& state) {
-  return state == "COMPLETED" || state == "STOPPED" || state == "ERROR" || state == "CANCELED";
-}
-
-}  // namespace
-
 Status Coordinator::replay_searcher() {
   (void)searcher_->start();
   const double worst = config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL;
@@ -67,7 +59,7 @@ Status Coordinator::load_for_resume() {
     trial->target = record.value("target_length", int64_t{0});
     trial->validated_target = record.value("validated_target", int64_t{0});
     trial->closed = record.value("closed", false);
-    trial->finished = is_final_state(record.value("state", ""));
+    trial->finished = schema::trial_has_ended(record.value("state", ""));
     trial->log_seq = record.value("log_seq", int64_t{0});
     trial->latest_checkpoint_step = record.value("latest_checkpoint_steps", int64_t{-1});
     trial->record = std::move(record);

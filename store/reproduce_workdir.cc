@@ -7,15 +7,12 @@
 
 #include "common/file_util.h"
 #include "common/sha256.h"
+#include "store/schema.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
 
 namespace {
-
-bool has_ended(const std::string& state) {
-  return state == "COMPLETED" || state == "ERROR" || state == "CANCELED";
-}
 
 struct Entry {
   std::string path;  // relative
@@ -76,7 +73,7 @@ Result<RemovedWorkdir> remove_ended_reproduce_workdir(const StoreLayout& store,
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return out;  // gone already
   out.path = dir.string();
 
-  if (!has_ended(experiment.value("state", ""))) {
+  if (!schema::experiment_has_ended(experiment.value("state", ""))) {
     out.kept_because = "the re-run may still run";
     return out;
   }

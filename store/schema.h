@@ -31,6 +31,15 @@ inline constexpr const char* kTrialPrefix = "trial/";
 inline constexpr const char* kCheckpointPrefix = "ckpt/";
 inline constexpr const char* kEventPrefix = "event/";
 
+// States that never change again: an experiment's (its record's "state") and a trial's
+// (a trial may also be STOPPED by its searcher).
+inline bool experiment_has_ended(const std::string& state) {
+  return state == "COMPLETED" || state == "ERROR" || state == "CANCELED";
+}
+inline bool trial_has_ended(const std::string& state) {
+  return experiment_has_ended(state) || state == "STOPPED";
+}
+
 enum class MetricKind : char { kTraining = 't', kValidation = 'v' };
 
 std::string trial_key(int64_t trial);
