@@ -61,9 +61,12 @@ Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable
     return MlpDeviceChoice{.cuda = true,
                            .note = wanted == MlpDevice::kAuto ? "cuda (auto)" : "cuda"};
   if (wanted == MlpDevice::kCuda) {
-    return Status::BadInput(
+    // Exit 2 only for what repeats (no driver, no device, a library missing); a driver that
+    // failed for now (cuInit: system not ready, unknown error) leaves the trial to a restart.
+    const std::string message =
         "hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU: " +
-        usable.message());
+        usable.message();
+    return usable.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
   }
   return MlpDeviceChoice{.cuda = false, .note = "cpu (auto: " + usable.message() + ")"};
 }

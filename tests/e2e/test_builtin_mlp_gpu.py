@@ -141,6 +141,23 @@ class BuiltinMlpGpuTest(CairnTestCase):
                     self.assertIn(" in all (use device: cpu)" if "FAKE_CUDA_MEMORY" in env
                                   else "refuses", logs)
 
+    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    def test_cuinit_no_device_ends_the_trial_and_an_unknown_error_is_retried(self):
+        # (the cuInit error, exit status, the line the trial ends with)
+        cases = [
+            ("100", 2, "CUDA driver 13.0 found but no CUDA device"),
+            ("999", 1, "CUDA driver 13.0 found but cuInit failed: fake CUDA error"),
+        ]
+        for i, (error, code, line) in enumerate(cases, start=1):
+            with self.subTest(error=error):
+                self.write("mlp.yaml", CONFIG % {"device": "cuda", "length": 1, "restarts": 0})
+                self.cairn("run", "mlp.yaml", env={"FAKE_CUDA_INIT_ERROR": error}, check=None)
+                trial = self.cairn_json("show", "%d.1" % i, "--json")
+                self.assertEqual(trial["exit"]["code"], code, trial)
+                self.assertIn("cairn: error: builtin:mlp: hyperparameter 'device' is \"cuda\" "
+                              "but this machine cannot train on a GPU: " + line,
+                              self.cairn("logs", "%d.1" % i, check=0).stdout)
+
     # `auto` with two ranks whose machines differ (FAKE_CUDA_NO_DEVICE_RANK hides the
     # emulated GPU from one rank). NCCL must be found, or `auto` picks the CPU on every rank
     # with several ranks whatever the GPU, and the ranks never disagree.
