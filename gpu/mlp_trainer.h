@@ -50,8 +50,6 @@ Status mlp_gpu_usable(int world_size);
 // code is 2), else kFailed (exit 1, retried); kAuto falls back to the CPU and says why in
 // `note`, as it does when setting the GPU up fails.
 Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable);
-// The rule for this machine: choose_mlp_device(wanted, mlp_gpu_usable(world_size)).
-Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size);
 
 class MlpTrainer {
  public:
@@ -70,12 +68,6 @@ class MlpTrainer {
                                                     bool deterministic,
                                                     const std::filesystem::path& workdir,
                                                     const MlpDeviceChoice& device,
-                                                    Collective* collective = nullptr);
-  // For a caller that decides alone (tests): the device is
-  // choose_mlp_device(hparams.device, ranks in `collective`).
-  static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
-                                                    bool deterministic,
-                                                    const std::filesystem::path& workdir,
                                                     Collective* collective = nullptr);
 
   // One pass over the training split in the order derived from (seed, epoch); returns the
