@@ -104,13 +104,15 @@ class Fingerprint {
       out_["cpu"] = cpu;
     // Versions, whatever cairn's own GPU code makes of them: a PyTorch trial uses an NCCL
     // too old for cairn's collective, and its version still tells environments apart.
-    // NCCL is opened for its version only, not kept (this runs in the coordinator).
+    // NCCL stays loaded once asked, as everywhere in cairn (gpu/shared_library.h): unloading
+    // a libnccl whose static cudart has run beside libcuda is not a path anyone tests, and
+    // the pages of a library mapped but unused cost next to nothing.
     const cuda::Driver& driver = cuda::driver();
     if (driver.library_loaded) {
       out_["cuda-driver"] = std::to_string(driver.version);
       out_["gpu"] = std::to_string(driver.device_count) + " CUDA device(s)";
     }
-    if (const int nccl = peek_nccl_version(); nccl > 0) out_["nccl"] = std::to_string(nccl);
+    if (const int nccl = nccl_library().version; nccl > 0) out_["nccl"] = std::to_string(nccl);
     if (!in_.builtin && !in_.entrypoint.empty()) program(in_.entrypoint[0]);
     for (const auto& [k, v] : in_.environment) out_["env " + k] = v;
     return out_;

@@ -58,11 +58,15 @@ Driver load() {
     d.status = Status::NotFound(which + " is too old for cairn (it lacks " + bind.missing() + ")");
     return d;
   }
-  if (init != kSuccess) {
+  // No device is how most drivers answer where the GPUs are hidden (CUDA_VISIBLE_DEVICES
+  // empty) or absent: said as plainly as a count of zero, not as a failed call.
+  if (init != kSuccess && init != kErrorNoDevice) {
     const char* text = nullptr;
     d.cuGetErrorString(init, &text);
-    d.status = Status::NotFound(
-        which + " found but cuInit failed: " + (text ? text : "error " + std::to_string(init)));
+    std::string line =
+        which + " found but cuInit failed: " + (text ? text : "error " + std::to_string(init));
+    d.status = init_error_kind(init) == ErrorKind::kNotFound ? Status::NotFound(std::move(line))
+                                                             : Status::Failed(std::move(line));
     return d;
   }
   if (d.device_count == 0) {
@@ -84,6 +88,18 @@ void make_current(CUcontext context) {
 const Driver& driver() {
   static const Driver instance = load();
   return instance;
+}
+
+ErrorKind init_error_kind(CUresult r) {
+  switch (r) {
+    case kErrorNoDevice:
+    case kErrorInsufficientDriver:
+    case kErrorStubLibrary:
+    case kErrorCompatNotSupportedOnDevice:
+      return ErrorKind::kNotFound;
+    default:
+      return ErrorKind::kFailed;
+  }
 }
 
 Status error(const char* what, CUresult r) {

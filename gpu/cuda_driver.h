@@ -33,6 +33,9 @@ using CUfunction = struct CUfunc_st*;
 using CUdeviceptr = unsigned long long;
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kErrorOutOfMemory = 2;
+constexpr CUresult kErrorStubLibrary = 34;
+constexpr CUresult kErrorInsufficientDriver = 35;
+constexpr CUresult kErrorNoDevice = 100;
 constexpr CUresult kErrorInvalidImage = 200;
 constexpr CUresult kErrorNoBinaryForGpu = 209;
 constexpr CUresult kErrorInvalidPtx = 218;
@@ -40,6 +43,7 @@ constexpr CUresult kErrorJitCompilerNotFound = 221;
 constexpr CUresult kErrorUnsupportedPtxVersion = 222;
 constexpr CUresult kErrorNotFound = 500;
 constexpr CUresult kErrorNotReady = 600;
+constexpr CUresult kErrorCompatNotSupportedOnDevice = 804;
 constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDisableTiming = 0x2;
 // CUdevice_attribute values used here.
@@ -49,9 +53,10 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 
 struct Driver {
   // Ok when the library loaded, has every entry point and sees at least one device;
-  // otherwise kNotFound with one line naming what is missing (the library, an entry point,
-  // a device). The one check of the driver in cairn: the trainer, NCCL and `cairn doctor` /
-  // `cairn version` (gpu/runtime_probe.h) all read it.
+  // otherwise one line naming what is missing (the library, an entry point, a device), as
+  // kNotFound, or as kFailed when cuInit failed for a reason a later process may not meet
+  // (init_error_kind). The one check of the driver in cairn: the trainer, NCCL and `cairn
+  // doctor` / `cairn version` (gpu/runtime_probe.h) all read it.
   Status status = Status::NotFound("CUDA driver not found (libcuda.so.1)");
   bool library_loaded = false;
   int version = 0;  // cuDriverGetVersion, e.g. 13000; also when status is not ok
@@ -111,6 +116,14 @@ Status error(const char* what, CUresult r);
 // out of memory, an uninitialised or deinitialised driver, an ECC error, a system not
 // ready, an unknown error. An allowlist, so that an error new to cairn is retried.
 ErrorKind module_error_kind(CUresult r);
+
+// What a failed cuInit means for a trial. kNotFound only where the failure repeats in every
+// process on this machine until someone changes it: no device (100), a driver older than
+// the CUDA it was asked for (35), the toolkit's stub libcuda instead of a driver (34), a
+// forward-compatibility driver this GPU does not support (804). kFailed for the rest (a
+// system not ready (802), out of memory (2), an unknown error (999)), so that a trial is
+// retried rather than ended: an allowlist, as module_error_kind.
+ErrorKind init_error_kind(CUresult r);
 
 // Compute capability of device `ordinal`, e.g. {9, 0}.
 struct ComputeCapability {

@@ -15,10 +15,18 @@ inline std::string gpu_memory_text(uint64_t bytes, Rounding rounding) {
   const auto divide = [rounding](uint64_t n, uint64_t d) {
     return rounding == Rounding::kUp ? (n + d - 1) / d : n / d;
   };
-  if (bytes < kMiB) return std::to_string(divide(bytes, kKiB)) + " KiB";
+  // The unit is chosen after rounding: rounded up, a need just under 1 MiB or 1 GiB reaches
+  // it, and reads as "1.0 MiB", not "1024 KiB".
+  if (bytes < kMiB) {
+    if (const uint64_t kib = divide(bytes, kKiB); kib < 1024) return std::to_string(kib) + " KiB";
+  }
   // Tenths of the unit, exactly: bytes * 10 / unit (GPU memory is far below 2^60 bytes).
-  const uint64_t unit = bytes < kGiB ? kMiB : kGiB;
-  const uint64_t tenths = divide(bytes * 10, unit);
+  uint64_t unit = bytes < kGiB ? kMiB : kGiB;
+  uint64_t tenths = divide(bytes * 10, unit);
+  if (unit == kMiB && tenths >= 1024 * 10) {
+    unit = kGiB;
+    tenths = divide(bytes * 10, unit);
+  }
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) +
          (unit == kMiB ? " MiB" : " GiB");
 }

@@ -10,6 +10,7 @@
 #include "common/embedded.h"
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/gpu_memory_reserve.h"
 #include "gpu/gpu_memory_text.h"
 #include "gpu/nvrtc.h"
 
@@ -123,17 +124,21 @@ struct CudaMlpModel::Impl {
     return stream.synchronize();
   }
 
-  // kBadInput when `bytes` exceed the GPU's whole memory: no restart can make them fit, so
-  // the trial ends (exit 2) instead of being retried. Allocations that fail below that are
-  // left to fail as kFailed: other processes may be holding the memory for now.
+  // kBadInput when `bytes` exceed what the GPU can ever give the trainer (its whole memory
+  // less the CUDA context's share, gpu/gpu_memory_reserve.h): no restart can make them fit,
+  // so the trial ends (exit 2) instead of being retried. Allocations that fail below that
+  // are left to fail as kFailed: other processes may be holding the memory for now.
   Status fits_device(size_t bytes, const std::string& what) {
     size_t free = 0, total = 0;
     context.make_current();
-    if (cuda::driver().cuMemGetInfo(&free, &total) != cuda::kSuccess || bytes <= total)
+    if (cuda::driver().cuMemGetInfo(&free, &total) != cuda::kSuccess ||
+        bytes <= gpu_memory_usable(total))
       return Status::Ok();
     return Status::BadInput(what + " needs " + gpu_memory_text(bytes, Rounding::kUp) +
                             " of GPU memory; the GPU has " +
-                            gpu_memory_text(total, Rounding::kDown) + " in all (use device: cpu)");
+                            gpu_memory_text(total, Rounding::kDown) + " in all, " +
+                            gpu_memory_text(gpu_memory_usable(total), Rounding::kDown) +
+                            " after the CUDA context's share (use device: cpu)");
   }
 
   Status zero(const DeviceMemory& m, size_t bytes) {

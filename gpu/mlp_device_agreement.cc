@@ -26,9 +26,11 @@ Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_s
   if (*chosen != "cuda")
     return Status::Failed("rank 0 published an unknown device \"" + *chosen + "\"");
   if (Status mine = gpu_usable(world_size); !mine.ok()) {
-    return Status::BadInput("device: auto: rank 0 trains on the GPU but rank " +
-                            std::to_string(rank) + " cannot: " + mine.message() +
-                            " (every rank of a trial needs a GPU, or set device: cpu)");
+    const std::string message = "device: auto: rank 0 trains on the GPU but rank " +
+                                std::to_string(rank) + " cannot: " + mine.message() +
+                                " (every rank of a trial needs a GPU, or set device: cpu)";
+    // As choose_mlp_device: exit 2 only when this rank's answer would repeat.
+    return mine.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
   }
   return MlpDeviceChoice{.cuda = true, .note = "cuda (auto, as rank 0)"};
 }

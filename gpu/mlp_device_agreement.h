@@ -44,7 +44,8 @@ inline constexpr const char* kMlpDeviceKey = "builtin-mlp/device";
 using MlpGpuCheck = std::function<Status(int world_size)>;
 
 // The device this rank trains on, the same on every rank of the trial. Errors: kBadInput
-// (exit 2) when this rank cannot use the device the chief chose, or as choose_mlp_device;
+// (exit 2) when this rank cannot use the device the chief chose and that would repeat
+// (kFailed when the check failed for now), or as choose_mlp_device;
 // kFailed (retryable) when the chief's choice does not arrive within `timeout` or the
 // store fails.
 Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_size,

@@ -50,31 +50,20 @@ Status mlp_gpu_usable(int world_size) {
   return Status::Ok();
 }
 
-Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size) {
-  if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
-  return choose_mlp_device(wanted, mlp_gpu_usable(world_size));
-}
-
 Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable) {
   if (wanted == MlpDevice::kCpu) return MlpDeviceChoice{.cuda = false, .note = "cpu"};
   if (usable.ok())
     return MlpDeviceChoice{.cuda = true,
                            .note = wanted == MlpDevice::kAuto ? "cuda (auto)" : "cuda"};
   if (wanted == MlpDevice::kCuda) {
-    return Status::BadInput(
+    // Exit 2 only for what repeats (no driver, no device, a library missing); a driver that
+    // failed for now (cuInit: system not ready, unknown error) leaves the trial to a restart.
+    const std::string message =
         "hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU: " +
-        usable.message());
+        usable.message();
+    return usable.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
   }
   return MlpDeviceChoice{.cuda = false, .note = "cpu (auto: " + usable.message() + ")"};
-}
-
-Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,
-                                                       bool deterministic,
-                                                       const std::filesystem::path& workdir,
-                                                       Collective* collective) {
-  auto device = choose_mlp_device(hparams.device, collective ? collective->size() : 1);
-  if (!device.ok()) return device.status();
-  return create(hparams, seed, deterministic, workdir, *device, collective);
 }
 
 Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams, uint64_t seed,

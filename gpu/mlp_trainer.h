@@ -41,14 +41,15 @@ struct MlpDeviceChoice {
 };
 // Whether builtin:mlp can train on a GPU here, with `world_size` ranks: Ok, or kNotFound
 // with one line naming what is missing (the driver, a device, cuBLAS, NVRTC; NCCL with
-// several ranks). The one check behind every device decision: choose_mlp_device's and a
+// several ranks), or kFailed when the driver failed in a way a later process may not
+// (cuda::init_error_kind). The one check behind every device decision: choose_mlp_device's and a
 // rank's that follows rank 0 (gpu/mlp_device_agreement.h).
 Status mlp_gpu_usable(int world_size);
-// The rule, given mlp_gpu_usable's answer `usable`: kCuda without a usable GPU is
-// kBadInput with a one-line reason; kAuto falls back to the CPU and says why in `note`.
+// The rule, given mlp_gpu_usable's answer `usable`: kCuda without a usable GPU is an
+// error with a one-line reason, kBadInput (exit 2) when `usable` would repeat (its exit
+// code is 2), else kFailed (exit 1, retried); kAuto falls back to the CPU and says why in
+// `note`, as it does when setting the GPU up fails.
 Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable);
-// The rule for this machine: choose_mlp_device(wanted, mlp_gpu_usable(world_size)).
-Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, int world_size);
 
 class MlpTrainer {
  public:
@@ -67,12 +68,6 @@ class MlpTrainer {
                                                     bool deterministic,
                                                     const std::filesystem::path& workdir,
                                                     const MlpDeviceChoice& device,
-                                                    Collective* collective = nullptr);
-  // For a caller that decides alone (tests): the device is
-  // choose_mlp_device(hparams.device, ranks in `collective`).
-  static Result<std::unique_ptr<MlpTrainer>> create(const MlpHparams& hparams, uint64_t seed,
-                                                    bool deterministic,
-                                                    const std::filesystem::path& workdir,
                                                     Collective* collective = nullptr);
 
   // One pass over the training split in the order derived from (seed, epoch); returns the

@@ -377,18 +377,6 @@ NcclLibrary nccl_library() {
   return NcclLibrary{.loaded = api().loaded, .status = api().nccl_status, .version = api().version};
 }
 
-int peek_nccl_version() {
-  void* nccl = open_nccl();
-  if (!nccl) return 0;
-  int version = 0;
-  ncclResult_t (*get_version)(int*) = nullptr;
-  if (!gpu_lib::bind(nccl, "ncclGetVersion", get_version) || get_version(&version) != kNcclSuccess)
-    version = 0;
-  // Only drops this reference: where the collective loaded NCCL, it stays loaded.
-  ::dlclose(nccl);
-  return version;
-}
-
 bool nccl_available() {
   return drv().status.ok() && api().nccl_status.ok();
 }

@@ -44,16 +44,11 @@ struct NcclOptions {
 struct NcclLibrary {
   bool loaded = false;  // libnccl opened, whether or not cairn can use it
   Status status;
-  int version = 0;  // ncclGetVersion, e.g. 22703; 0 when not loaded
+  // ncclGetVersion, e.g. 22703, also when too old for cairn (the dependency fingerprint
+  // records it); 0 when not loaded or the call fails.
+  int version = 0;
 };
 NcclLibrary nccl_library();
-
-// NCCL's version (ncclGetVersion, e.g. 22809), or 0 when no libnccl loads or the call
-// fails; whether the collective could use it is not checked. The library is opened for
-// the one call and closed again, unlike nccl_library(), which loads it for good: for a
-// long-lived process that only records the version (the dependency fingerprint, taken in
-// `cairn run`'s coordinator), which should not keep NCCL's ~200 MB mapped.
-int peek_nccl_version();
 
 // Whether libnccl and a CUDA driver with at least one device can be loaded here.
 bool nccl_available();

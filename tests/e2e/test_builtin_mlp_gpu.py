@@ -64,6 +64,8 @@ searcher: {name: single, metric: val_loss, max_length: 2}
 resources: {slots_per_trial: 2}
 max_restarts: 0
 """
+# What gpu/gpu_memory_reserve.h leaves to the CUDA context on a GPU smaller than 10 GiB.
+RESERVE = 512 << 20
 # tests/fake_cuda's emulation is on the library path: it can be told to fail (FAKE_CUDA_*).
 FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
            for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"))
@@ -112,9 +114,11 @@ class BuiltinMlpGpuTest(CairnTestCase):
     def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
         # (what the emulated GPU does, samples, exit status, the line the trial ends with)
         cases = [
-            ({"FAKE_CUDA_MEMORY": "65536"}, 300, 2,
+            # 512 MiB of each "GPU" is the CUDA context's share (gpu/gpu_memory_reserve.h):
+            # the model needs less than the GPU has in all, but more than the rest.
+            ({"FAKE_CUDA_MEMORY": str(RESERVE + 65536)}, 300, 2,
              "cannot train on the GPU: the model 2→64→64→3 needs "),
-            ({"FAKE_CUDA_MEMORY": "2400000"}, 100000, 2,
+            ({"FAKE_CUDA_MEMORY": str(RESERVE + 2400000)}, 100000, 2,
              "cannot train on the GPU: the data (100000 rows) beside the model needs "),
             ({"FAKE_CUDA_REFUSE_MODULE": "209"}, 300, 2,
              "cannot train on the GPU: CUDA cuModuleLoadData: fake CUDA error "
@@ -138,8 +142,28 @@ class BuiltinMlpGpuTest(CairnTestCase):
                 logs = self.cairn("logs", "%d.1" % i, check=0).stdout
                 self.assertIn("cairn: error: builtin:mlp: " + line, logs)
                 if code == 2:
-                    self.assertIn(" in all (use device: cpu)" if "FAKE_CUDA_MEMORY" in env
+                    self.assertIn("512.0 MiB in all, 64 KiB after the CUDA context's share "
+                                  "(use device: cpu)" if i == 1 else
+                                  " after the CUDA context's share (use device: cpu)"
+                                  if "FAKE_CUDA_MEMORY" in env
                                   else "refuses", logs)
+
+    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    def test_cuinit_no_device_ends_the_trial_and_an_unknown_error_is_retried(self):
+        # (the cuInit error, exit status, the line the trial ends with)
+        cases = [
+            ("100", 2, "CUDA driver 13.0 found but no CUDA device"),
+            ("999", 1, "CUDA driver 13.0 found but cuInit failed: fake CUDA error"),
+        ]
+        for i, (error, code, line) in enumerate(cases, start=1):
+            with self.subTest(error=error):
+                self.write("mlp.yaml", CONFIG % {"device": "cuda", "length": 1, "restarts": 0})
+                self.cairn("run", "mlp.yaml", env={"FAKE_CUDA_INIT_ERROR": error}, check=None)
+                trial = self.cairn_json("show", "%d.1" % i, "--json")
+                self.assertEqual(trial["exit"]["code"], code, trial)
+                self.assertIn("cairn: error: builtin:mlp: hyperparameter 'device' is \"cuda\" "
+                              "but this machine cannot train on a GPU: " + line,
+                              self.cairn("logs", "%d.1" % i, check=0).stdout)
 
     # `auto` with two ranks whose machines differ (FAKE_CUDA_NO_DEVICE_RANK hides the
     # emulated GPU from one rank). NCCL must be found, or `auto` picks the CPU on every rank

@@ -81,6 +81,11 @@ class GpuProbeTest(CairnTestCase):
         self.assertTrue("find library=libcuda.so.1" in version, "version reports the driver")
         for lib in ("libcublas", "libnvrtc"):
             self.assertFalse("find library=" + lib in version, "cairn version looked for " + lib)
+        # The keys earlier versions filled stay, saying they were not checked.
+        as_json = json.loads(self.cairn("version", "--json", env=env).stdout)
+        for key in ("cublas", "nvrtc"):
+            self.assertEqual(as_json[key], {"loaded_at_run_time": True, "checked": False,
+                                            "see": "cairn doctor"})
         doctor = self.cairn("doctor", "--json", env=env).stderr
         for lib in ("libcublas", "libnvrtc"):
             self.assertTrue("find library=" + lib in doctor, "cairn doctor did not look for " + lib)

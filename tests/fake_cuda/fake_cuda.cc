@@ -143,7 +143,11 @@ constexpr CUresult kOk = 0;
 constexpr CUresult kInvalidValue = 1;
 constexpr CUresult kNotFound = 500;
 
+// FAKE_CUDA_INIT_ERROR=N: cuInit fails with N, as a driver does when there is no device
+// (100), the system is not ready (802) or something unknown went wrong (999), so tests can
+// check which of those end a trial and which it is retried after.
 CUresult cuInit(unsigned) {
+  if (const char* error = std::getenv("FAKE_CUDA_INIT_ERROR")) return std::atoi(error);
   return kOk;
 }
 CUresult cuDriverGetVersion(int* v) {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu/cuda_driver.h"
+#include "gpu/mlp_trainer.h"
 #include "gpu/nvrtc.h"
 
 namespace cairn {
@@ -20,8 +21,32 @@ TEST_CASE("cuda: a module the driver refuses is bad input only for the image's f
     CHECK(cuda::module_error_kind(image_fault) == ErrorKind::kBadInput);
   // Out of memory, not initialized, deinitialized, ECC uncorrectable, system not ready,
   // unknown: a fresh process may not meet them.
-  for (const cuda::CUresult passing : {2, 3, 4, 214, 802, 999})
+  for (const cuda::CUresult passing : {cuda::kErrorOutOfMemory, 3, 4, 214, 802, 999})
     CHECK(cuda::module_error_kind(passing) == ErrorKind::kFailed);
+}
+
+TEST_CASE("cuda: a failed cuInit ends a trial only when every process would meet it") {
+  // No device, driver too old, the stub library, forward compatibility not supported.
+  for (const cuda::CUresult lasting :
+       {cuda::kErrorNoDevice, cuda::kErrorInsufficientDriver, cuda::kErrorStubLibrary,
+        cuda::kErrorCompatNotSupportedOnDevice})
+    CHECK(cuda::init_error_kind(lasting) == ErrorKind::kNotFound);
+  // Out of memory, system not ready, unknown.
+  for (const cuda::CUresult passing : {cuda::kErrorOutOfMemory, 802, 999})
+    CHECK(cuda::init_error_kind(passing) == ErrorKind::kFailed);
+}
+
+TEST_CASE("choose_mlp_device: device cuda fails for good only when the check would repeat") {
+  const auto missing = choose_mlp_device(MlpDevice::kCuda, Status::NotFound("no CUDA device"));
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().exit_code() == 2);
+  const auto passing = choose_mlp_device(MlpDevice::kCuda, Status::Failed("cuInit failed"));
+  REQUIRE(!passing.ok());
+  CHECK(passing.status().exit_code() == 1);
+  // auto falls back to the CPU either way.
+  const auto fallback = choose_mlp_device(MlpDevice::kAuto, Status::Failed("cuInit failed"));
+  REQUIRE(fallback.ok());
+  CHECK(!fallback->cuda);
 }
 
 }  // namespace

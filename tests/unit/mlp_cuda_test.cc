@@ -57,6 +57,15 @@ bool running_on_fake_gpu() {
   return context.ok() && context->name().find("host emulation") != std::string::npos;
 }
 
+// A trainer for one process on the device this machine allows, decided as mlp_main does
+// for one rank.
+Result<std::unique_ptr<MlpTrainer>> create_alone(const MlpHparams& hparams, uint64_t seed,
+                                                 const fs::path& workdir) {
+  auto device = choose_mlp_device(hparams.device, mlp_gpu_usable(1));
+  if (!device.ok()) return device.status();
+  return MlpTrainer::create(hparams, seed, /*deterministic=*/true, workdir, *device);
+}
+
 MlpHparams parse(const Json& json) {
   auto hp = MlpHparams::from_json(json);
   REQUIRE_MESSAGE(hp.ok(), hp.status().message());
@@ -176,15 +185,15 @@ TEST_CASE("the row-major sgemm handed to cuBLAS is the column-major transpose") 
 }
 
 TEST_CASE("device choice: cpu always works; auto falls back to the CPU and says why") {
-  auto cpu = choose_mlp_device(MlpDevice::kCpu, 1);
+  auto cpu = choose_mlp_device(MlpDevice::kCpu, mlp_gpu_usable(1));
   REQUIRE(cpu.ok());
   CHECK_FALSE(cpu->cuda);
   CHECK(cpu->note == "cpu");
   const Status gpu = cuda_mlp_available();
-  auto automatic = choose_mlp_device(MlpDevice::kAuto, 1);
+  auto automatic = choose_mlp_device(MlpDevice::kAuto, mlp_gpu_usable(1));
   REQUIRE(automatic.ok());
   CHECK(automatic->cuda == gpu.ok());
-  auto cuda = choose_mlp_device(MlpDevice::kCuda, 1);
+  auto cuda = choose_mlp_device(MlpDevice::kCuda, mlp_gpu_usable(1));
   if (gpu.ok()) {
     CHECK(cuda.ok());
   } else {
@@ -213,11 +222,11 @@ TEST_CASE("a cuda trainer without a GPU is a one-line error; auto trains on the 
         "fallback without one");
     return;
   }
-  auto cuda = MlpTrainer::create(parse({{"device", "cuda"}, {"samples", 100}}), 1, true, ".");
+  auto cuda = create_alone(parse({{"device", "cuda"}, {"samples", 100}}), 1, ".");
   REQUIRE_FALSE(cuda.ok());
   CHECK(cuda.status().exit_code() == 2);
   CHECK(cuda.status().message().find('\n') == std::string::npos);
-  auto automatic = MlpTrainer::create(parse({{"device", "auto"}, {"samples", 100}}), 1, true, ".");
+  auto automatic = create_alone(parse({{"device", "auto"}, {"samples", 100}}), 1, ".");
   REQUIRE(automatic.ok());
   CHECK_FALSE((*automatic)->on_gpu());
   CHECK((*automatic)->describe().find("device cpu (auto: ") != std::string::npos);
@@ -347,7 +356,7 @@ TEST_CASE(
   auto make = [&](const char* device) {
     Json with_device = config;
     with_device["device"] = device;
-    auto t = MlpTrainer::create(parse(with_device), 4, true, dir.path());
+    auto t = create_alone(parse(with_device), 4, dir.path());
     REQUIRE_MESSAGE(t.ok(), t.status().message());
     return std::move(t).value();
   };
@@ -475,8 +484,8 @@ TEST_CASE(
     return;
   }
   ::setenv("FAKE_CUDA_MAX_ALLOC", "1024", 1);  // a "GPU" too small for the model or data
-  auto automatic = MlpTrainer::create(parse({{"device", "auto"}, {"samples", 600}}), 1, true, ".");
-  auto cuda = MlpTrainer::create(parse({{"device", "cuda"}, {"samples", 600}}), 1, true, ".");
+  auto automatic = create_alone(parse({{"device", "auto"}, {"samples", 600}}), 1, ".");
+  auto cuda = create_alone(parse({{"device", "cuda"}, {"samples", 600}}), 1, ".");
   ::unsetenv("FAKE_CUDA_MAX_ALLOC");
   REQUIRE_MESSAGE(automatic.ok(), automatic.status().message());
   CHECK_FALSE((*automatic)->on_gpu());
@@ -492,18 +501,14 @@ TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit (host emulat
     MESSAGE("SKIPPED (runs on tests/fake_cuda only; on GPUs the e2e tests cover NCCL ranks)");
     return;
   }
-  // A multi-rank GPU trainer is only chosen where NCCL loads (choose_mlp_device), even when
-  // the test hands it Gloo: machines without the CUDA toolkit (CI) skip.
-  if (!nccl_available()) {
-    MESSAGE("SKIPPED (needs libnccl to be found, though Gloo stands in for it here)");
-    return;
-  }
+  // The ranks are handed the GPU as mlp_main hands them the agreed device, so NCCL need not
+  // be found here: Gloo stands in for it.
   const Json json = {
       {"device", "cuda"}, {"hidden", 16}, {"batch_size", 37}, {"bucket_kb", 1}, {"samples", 600}};
   const MlpHparams hparams = parse(json);
   auto train = [&](int world) {
     return testing::train_ranks(
-        world, hparams, 3,
+        world, hparams, MlpDeviceChoice{.cuda = true, .note = "cuda"}, 3,
         [](std::unique_ptr<Collective> gloo) -> std::unique_ptr<Collective> {
           return std::make_unique<GlooAsNccl>(std::move(gloo));
         },

@@ -24,7 +24,8 @@ using testing::RankRun;
 std::vector<RankRun> train_ranks(int world, const Json& json, int epochs) {
   auto hparams = MlpHparams::from_json(json);
   REQUIRE_MESSAGE(hparams.ok(), hparams.status().message());
-  return testing::train_ranks(world, *hparams, epochs);
+  return testing::train_ranks(world, *hparams, MlpDeviceChoice{.cuda = false, .note = "cpu"},
+                              epochs);
 }
 
 // batch_size 100 over 2400 training rows: every batch splits 50/50; 37 does not divide

@@ -86,6 +86,17 @@ TEST_CASE("device auto: a rank that cannot use rank 0's GPU fails at once as bad
         "of a trial needs a GPU, or set device: cpu)");
 }
 
+TEST_CASE("device auto: a rank whose driver failed for now fails retryably, not as bad input") {
+  MemoryKeyValueStore kv;
+  REQUIRE(agree_mlp_device(MlpDevice::kAuto, 0, 2, kv, milliseconds(1000), machine(true)).ok());
+  const MlpGpuCheck not_ready = [](int) {
+    return Status::Failed("CUDA driver 13.0 found but cuInit failed: system not yet initialized");
+  };
+  auto follower = agree_mlp_device(MlpDevice::kAuto, 1, 2, kv, milliseconds(1000), not_ready);
+  REQUIRE_FALSE(follower.ok());
+  CHECK(follower.status().exit_code() == 1);
+}
+
 TEST_CASE("device auto: a rank whose chief never decides fails, retryably, after the timeout") {
   MemoryKeyValueStore kv;
   auto follower = agree_mlp_device(MlpDevice::kAuto, 1, 2, kv, milliseconds(50), machine(true));

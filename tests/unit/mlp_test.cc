@@ -40,9 +40,12 @@ MlpHparams parse(const Json& json) {
   return *hp;
 }
 
+// The CPU, as mlp_main decides for `device: cpu`.
+const MlpDeviceChoice kCpu{.cuda = false, .note = "cpu"};
+
 std::unique_ptr<MlpTrainer> make_trainer(const Json& json, uint64_t seed = 1,
                                          const fs::path& workdir = fs::current_path()) {
-  auto trainer = MlpTrainer::create(parse(json), seed, /*deterministic=*/true, workdir);
+  auto trainer = MlpTrainer::create(parse(json), seed, /*deterministic=*/true, workdir, kCpu);
   REQUIRE_MESSAGE(trainer.ok(), trainer.status().message());
   return std::move(trainer).value();
 }
@@ -220,12 +223,12 @@ TEST_CASE("mlp reads a CSV dataset relative to the workdir") {
     std::ofstream bad(dir.path / "bad.csv");
     bad << "1,2,0\n3,4,1\n5,0\n";
   }
-  auto ragged = MlpTrainer::create(parse({{"dataset", "bad.csv"}}), 1, true, dir.path);
+  auto ragged = MlpTrainer::create(parse({{"dataset", "bad.csv"}}), 1, true, dir.path, kCpu);
   REQUIRE_FALSE(ragged.ok());
   CHECK(ragged.status().kind() == ErrorKind::kBadInput);
   CHECK(ragged.status().message().find("bad.csv:3:") != std::string::npos);
 
-  auto missing = MlpTrainer::create(parse({{"dataset", "nope.csv"}}), 1, true, dir.path);
+  auto missing = MlpTrainer::create(parse({{"dataset", "nope.csv"}}), 1, true, dir.path, kCpu);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().kind() == ErrorKind::kBadInput);
   CHECK(missing.status().message().find("nope.csv") != std::string::npos);
@@ -366,7 +369,7 @@ TEST_CASE("mlp hyperparameters: bad values are rejected with a one-line message"
     CHECK(hp.status().message().find(expected) != std::string::npos);
     CHECK(hp.status().message().find('\n') == std::string::npos);
   }
-  auto huge = MlpTrainer::create(parse({{"hidden", 65536}, {"layers", 64}}), 1, true, ".");
+  auto huge = MlpTrainer::create(parse({{"hidden", 65536}, {"layers", 64}}), 1, true, ".", kCpu);
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.status().message().find("parameters") != std::string::npos);
 }

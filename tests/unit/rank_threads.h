@@ -34,8 +34,10 @@ using WrapCollective = std::function<std::unique_ptr<Collective>(std::unique_ptr
 using CheckTrainer = std::function<Status(const MlpTrainer&, int rank)>;
 
 // Trains `epochs` epochs of builtin:mlp with `hparams` (seed 7, deterministic) on `world`
-// ranks; world 1 has no collective.
-inline std::vector<RankRun> train_ranks(int world, const MlpHparams& hparams, int epochs,
+// ranks, each on `device` (as agreed, not chosen again: the test says which); world 1 has no
+// collective.
+inline std::vector<RankRun> train_ranks(int world, const MlpHparams& hparams,
+                                        const MlpDeviceChoice& device, int epochs,
                                         const WrapCollective& wrap = {},
                                         const CheckTrainer& check = {}) {
   TestDir dir;
@@ -53,8 +55,8 @@ inline std::vector<RankRun> train_ranks(int world, const MlpHparams& hparams, in
       collective = std::move(made).value();
       if (wrap) collective = wrap(std::move(collective));
     }
-    auto trainer =
-        MlpTrainer::create(hparams, 7, /*deterministic=*/true, dir.path(), collective.get());
+    auto trainer = MlpTrainer::create(hparams, 7, /*deterministic=*/true, dir.path(), device,
+                                      collective.get());
     if (!trainer.ok()) {
       run.status = trainer.status();
       return;
