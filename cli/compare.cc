@@ -63,7 +63,11 @@ void compare_maps(const std::string& category, const std::vector<std::map<std::s
 std::map<std::string, Json> config_map(const Json& experiment) {
   Json config = experiment.value("config", Json::object());
   for (const char* key : {"hyperparameters", "environment", "name", "workdir"}) config.erase(key);
-  if (config.contains("reproducibility")) config["reproducibility"].erase("seed");
+  if (config.contains("reproducibility")) {
+    config["reproducibility"].erase("seed");
+    // `reproducibility: {seed: 7}` and no section at all ask for the same.
+    if (config["reproducibility"].empty()) config.erase("reproducibility");
+  }
   std::map<std::string, Json> out;
   flatten(config, "", out);
   out.erase("");

@@ -417,7 +417,16 @@ Result<CodeSnapshot> CodeRepository::snapshot(const fs::path& workdir_in,
 
   git_repository* user_raw = nullptr;
   git::Repository user;
-  if (git_repository_open_ext(&user_raw, workdir.c_str(), 0, nullptr) == 0) {
+  // A workdir inside the store (`cairn reproduce`'s checkouts) belongs to no repository of
+  // the user's: searching upwards would find the project's, whose rules (and the store's
+  // own `*` .gitignore) would leave every file out.
+  const fs::path store_root = fs::weakly_canonical(dir_.parent_path(), ec);  // .cairn
+  const bool in_store =
+      !ec &&
+      std::mismatch(store_root.begin(), store_root.end(), workdir.begin(), workdir.end()).first ==
+          store_root.end();
+  const unsigned open_flags = in_store ? GIT_REPOSITORY_OPEN_NO_SEARCH : 0;
+  if (git_repository_open_ext(&user_raw, workdir.c_str(), open_flags, nullptr) == 0) {
     user.reset(user_raw);
     if (git_repository_is_bare(user_raw)) user.reset();
   }

@@ -264,6 +264,21 @@ searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1
         self.assertRegex(proc.stderr, r"^cairn: error: .*over the 1 MB snapshot limit.*weights\.bin")
         self.assertEqual(self.cairn_json("ls", "--json"), [])
 
+    def test_reproduce_in_a_git_project_with_its_store_inside(self):
+        # The usual layout: .cairn/ inside a git checkout. The re-run's checkout lies in
+        # .cairn/reproduce/, below the project's repository, yet belongs to none of it (the
+        # store's own .gitignore says `*`): its snapshot must still hold every file.
+        subprocess.run(["git", "init", "-q"], cwd=self.dir, check=True)
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit",
+                        "-q", "--allow-empty", "-m", "first"], cwd=self.dir, check=True)
+        self.write("exp.yaml", CONFIG.replace("reproducibility: {seed: 17}\n", ""))
+        self.cairn("run", "exp.yaml", check=0)
+        proc = self.cairn("reproduce", "1.1", "--verify")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("verified", proc.stdout)
+        diffs, doc = self.differences("1.1", "2.1")
+        self.assertEqual(diffs, [], json.dumps(doc, indent=1))
+
     def test_users_git_repository_is_left_byte_identical(self):
         repo = os.path.join(self.dir, "repo")
         os.makedirs(repo)
