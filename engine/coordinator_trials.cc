@@ -199,6 +199,7 @@ Status Coordinator::start_trial(Trial& trial) {
     auto spawned = TrialProcess::spawn(rank_spec);
     if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
       trial.gang_failure = ExitInfo{127, 0};
+      trial.failure_undeclared = true;
       terminal_.warn("trial " + trial_id(trial.index) + ": rank " + std::to_string(rank) +
                      " did not start: " + spawned.status().message());
       break;
@@ -336,15 +337,30 @@ void Coordinator::reap_children() {
   }
 }
 
+namespace {
+
+// Whether the process has ended already (not yet reaped): a signal sent now is not what
+// ended it. WNOWAIT leaves it for reap_children.
+bool has_ended(pid_t pid) {
+  siginfo_t si{};
+  return ::waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+}  // namespace
+
 void Coordinator::signal_ranks(Trial& trial, int sig) {
-  if (trial.process && !trial.chief_exit) trial.process->signal_group(sig);
+  auto send = [&](int rank, const TrialProcess& process) {
+    if (sig == SIGKILL && !has_ended(process.pid())) trial.killed_by_cairn.insert(rank);
+    process.signal_group(sig);
+  };
+  if (trial.process && !trial.chief_exit) send(0, *trial.process);
   for (Worker& w : trial.workers)
-    if (w.process) w.process->signal_group(sig);
+    if (w.process) send(w.rank, *w.process);
 }
 
 bool Coordinator::declares_permanent(const ExitInfo& info) const {
   if (info.signal != 0 || info.code == 0) return false;
-  if (is_builtin_entrypoint(config_)) return info.code == kBuiltinPermanentStatus;
+  if (is_builtin_entrypoint(config_) && info.code == kBuiltinPermanentStatus) return true;
   const std::vector<int>& codes = config_.permanent_exit_codes;
   return std::find(codes.begin(), codes.end(), info.code) != codes.end();
 }
@@ -354,8 +370,9 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   // A rank cairn killed to stop the gang says nothing of why the trial failed; every rank
   // that failed by itself must have declared its failure permanent (the order in which the
   // ranks are reaped is not the order in which they failed).
-  const bool stopped_by_gang = trial.gang_failure && info.signal == SIGKILL;
-  if (!info.ok() && !stopped_by_gang && !declares_permanent(info)) trial.failures_permanent = false;
+  const bool stopped_by_gang = info.signal == SIGKILL && trial.killed_by_cairn.count(rank) > 0;
+  if (!info.ok() && !stopped_by_gang)
+    (declares_permanent(info) ? trial.failure_declared : trial.failure_undeclared) = true;
   if (!info.ok() && !trial.gang_failure) {
     // Gang semantics: the other ranks would wait forever in their next collective.
     trial.gang_failure = info;
@@ -370,7 +387,7 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
                                        [](const Worker& w) { return w.process.has_value(); });
   if (!all_done) return;
   ExitInfo final_info = trial.gang_failure ? *trial.gang_failure : *trial.chief_exit;
-  const bool permanent = !final_info.ok() && trial.failures_permanent;
+  const bool permanent = !final_info.ok() && trial.failure_declared && !trial.failure_undeclared;
   for (Worker& w : trial.workers)
     if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
   trial.reset_attempt();
@@ -430,7 +447,7 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
                               std::to_string(trial.record.value("steps_completed", int64_t{0})) +
                               " of " + std::to_string(trial.target) + " units)"
                         : info.describe();
-  if (pausing_) {  // killed while we were stopping: not the trial's fault
+  if (pausing_ && !permanent) {  // killed while we were stopping: not the trial's fault
     set_trial_state(trial, "PAUSED");
     terminal_.note("trial " + id + " stopped: " + why);
     return;

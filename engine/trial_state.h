@@ -97,9 +97,12 @@ struct Coordinator::Trial {
   std::vector<Worker> workers;
   std::optional<ExitInfo> chief_exit;    // rank 0 ended; the trial ends when every rank has
   std::optional<ExitInfo> gang_failure;  // the first rank that failed, this attempt
-  bool failures_permanent = true;        // every rank that failed by itself said so, this attempt
-  std::vector<Json> operations;          // next_operation answers, in order, this attempt
-  size_t operations_asked = 0;           // by the chief
+  // Of the ranks that failed by themselves this attempt: some declared it permanent, some did
+  // not (or could not: a rank that never started). Permanent needs the first and not the second.
+  bool failure_declared = false, failure_undeclared = false;
+  std::set<int> killed_by_cairn;  // ranks cairn SIGKILLed while they still ran, this attempt
+  std::vector<Json> operations;   // next_operation answers, in order, this attempt
+  size_t operations_asked = 0;    // by the chief
   std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
   // The ranks' rendezvous (Gloo addresses, the NCCL unique id): keys set this attempt, and
   // kv_get requests waiting for a key, as (connection fd, request seq). Per attempt, so a
@@ -112,7 +115,8 @@ struct Coordinator::Trial {
     workers.clear();
     chief_exit.reset();
     gang_failure.reset();
-    failures_permanent = true;
+    failure_declared = failure_undeclared = false;
+    killed_by_cairn.clear();
     operations.clear();
     operations_asked = 0;
     syncs.clear();

@@ -44,12 +44,14 @@ Result<std::string> checkout_fingerprint(const fs::path& dir) {
   if (!entries.ok()) return entries.status();
   Sha256 hash;
   for (const Entry& e : *entries) {
-    // A file modified in place changes its size or mtime; one added or removed changes the
-    // list (and its directory's mtime).
-    const std::string line = e.path + '\0' + std::to_string(e.st.st_mode & S_IFMT) + ' ' +
-                             std::to_string(e.st.st_size) + ' ' +
-                             std::to_string(e.st.st_mtim.tv_sec) + '.' +
-                             std::to_string(e.st.st_mtim.tv_nsec) + '\n';
+    // A file modified in place changes its mtime and ctime (a copy that restores the mtime,
+    // cp -p or rsync -t, still moves the ctime, which no user can set); one replaced changes
+    // its inode; one added or removed changes the list and its directory's times.
+    const std::string line =
+        e.path + '\0' + std::to_string(e.st.st_mode & S_IFMT) + ' ' + std::to_string(e.st.st_size) +
+        ' ' + std::to_string(e.st.st_ino) + ' ' + std::to_string(e.st.st_mtim.tv_sec) + '.' +
+        std::to_string(e.st.st_mtim.tv_nsec) + ' ' + std::to_string(e.st.st_ctim.tv_sec) + '.' +
+        std::to_string(e.st.st_ctim.tv_nsec) + '\n';
     hash.update(line.data(), line.size());
   }
   return hash.hex_digest();
@@ -79,7 +81,7 @@ Result<RemovedWorkdir> remove_ended_reproduce_workdir(const StoreLayout& store,
   }
   const Json data = experiment.value("data", Json::object());
   if (!data.value("stored", false) && !data.value("files", Json::array()).empty()) {
-    out.kept_because = "it links to data too large to keep in the store";
+    out.kept_because = "its data was too large to keep in the store";
     return out;
   }
   const std::string recorded = reproduces.value("checkout_fingerprint", "");

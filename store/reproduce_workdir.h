@@ -7,10 +7,11 @@
 // but only when it is exactly as `reproduce` left it: trials may write outputs into their
 // workdir (CAIRN_WORKDIR) and a user may edit or add files, and those are never thrown
 // away. `reproduce` records a fingerprint of the finished checkout (every entry's path,
-// type, size and modification time) in the re-run's record; gc removes the directory only
-// when the fingerprint still matches. Also kept: a checkout holding links to data too large
-// to keep in the store (a reproduce of the re-run follows them), and anything that is not
-// a real directory directly inside .cairn/reproduce/ named for the trial it reproduces.
+// type, size, inode, modification and change times) in the re-run's record; gc removes the
+// directory only when the fingerprint still matches. Also kept: the checkout of a re-run
+// whose data was too large to keep in the store (it may hold links to that data, which a
+// reproduce of the re-run follows), and anything that is not a real directory directly
+// inside .cairn/reproduce/ named for the trial it reproduces.
 #pragma once
 
 #include <cstdint>

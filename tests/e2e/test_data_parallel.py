@@ -159,6 +159,46 @@ class DataParallelTest(CairnTestCase):
         self.assertGreater(restarts[0], 0)
         self.assertEqual(restarts[0] % 2, 0)
 
+    def test_a_permanent_failure_of_one_rank_ends_the_gang_without_restarts(self):
+        # Rank 1 fails at once with hparams['code']; rank 0 waits until cairn stops the gang.
+        self.write("fail_rank.py", "import os, sys, time\nimport cairn\nctx = cairn.init()\n"
+                   "if os.environ['RANK'] == '1':\n"
+                   "    open(os.path.join(%r, 'tries-%%d' %% ctx.hparams['code']), 'a').write('x')\n"
+                   "    sys.exit(ctx.hparams['code'])\n"
+                   "deadline = time.monotonic() + 120\n"
+                   "while time.monotonic() < deadline:\n"
+                   "    time.sleep(0.05)\n" % self.dir)
+        self.write("gang.yaml", "entrypoint: /usr/bin/python3 fail_rank.py\n"
+                   "hyperparameters: {code: {type: categorical, vals: [2, 3]}}\n"
+                   "searcher: {name: grid, metric: val_loss, max_length: 1}\n"
+                   "resources: {slots_per_trial: 2, devices: cpu}\n"
+                   "max_restarts: 1\npermanent_exit_codes: [2]\n")
+        run = self.cairn("run", "gang.yaml", "--slots", "2")
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        trials = {t["hparams"]["code"]: t for t in self.cairn_json("show", "1", "--json")["trials"]}
+        # Rank 0, killed by cairn's gang stop, does not make status 2 any less permanent;
+        # status 3 is not declared, so the gang is restarted once.
+        self.assertEqual((trials[2]["state"], trials[2]["restarts"]), ("ERROR", 0))
+        self.assertEqual((trials[3]["state"], trials[3]["restarts"]), ("ERROR", 1))
+        for code, attempts in ((2, "x"), (3, "xx")):
+            with open(os.path.join(self.dir, "tries-%d" % code)) as f:
+                self.assertEqual(f.read(), attempts)
+
+    def test_a_rank_that_cannot_start_is_not_a_permanent_failure(self):
+        # Rank 1's log path is taken by a directory: it cannot be started (status 127).
+        # Nothing declared that permanent, whatever permanent_exit_codes holds.
+        self.cairn("init", check=0)
+        os.makedirs(os.path.join(self.dir, ".cairn", "work", "1", "1", "output.rank1.log"))
+        self.write("gang.yaml", "entrypoint: /usr/bin/python3 ranks.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 1}\n"
+                   "resources: {slots_per_trial: 2, devices: cpu}\n"
+                   "max_restarts: 1\npermanent_exit_codes: [2, 127]\n")
+        run = self.cairn("run", "gang.yaml", "--slots", "2")
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        self.assertIn("did not start", run.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual((trial["state"], trial["restarts"]), ("ERROR", 1))
+
     def test_sharded_checkpoint_every_rank_saves_and_restores_its_own_file(self):
         self.write("exp.yaml", CONFIG % 30 + "environment: {SHARDS: \"1\"}\n")
         # Each restarted rank asserts that its own shard holds its step: a rank that found

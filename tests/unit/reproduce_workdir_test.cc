@@ -64,6 +64,11 @@ TEST_CASE("an ended re-run's unchanged checkout is removed, and nothing else eve
     SUBCASE("a file removed") {
       fs::remove(checkout / "src" / "train.py");
     }
+    SUBCASE("a file rewritten with its size and mtime put back") {
+      const auto mtime = fs::last_write_time(checkout / "src" / "train.py");
+      std::ofstream(checkout / "src" / "train.py") << "pas2\n";
+      fs::last_write_time(checkout / "src" / "train.py", mtime);
+    }
     auto removed = remove_ended_reproduce_workdir(store, recorded);
     REQUIRE(removed.ok());
     CHECK(removed->kept_because.find("changed since the checkout") != std::string::npos);
