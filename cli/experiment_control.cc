@@ -37,11 +37,38 @@ bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s) {
   return true;
 }
 
-Result<ExperimentConfig> stored_config(const Json& experiment) {
+namespace {
+
+// Where the recorded workdir is now, when the project moved (or was copied) together with
+// its store (the usual layout: .cairn/ inside the project): the same place relative to the
+// store's parent. Empty when the store has not moved, the workdir was not below the store's
+// parent, the record does not say where the store was, or nothing is at the new place.
+fs::path moved_workdir(const Json& experiment, const StoreLayout& store) {
+  const fs::path recorded = experiment.value("workdir", "");
+  const fs::path old_store = experiment.value("store", "");
+  std::error_code ec;
+  const fs::path store_now = fs::weakly_canonical(store.root(), ec);
+  if (recorded.empty() || old_store.empty() || ec || store_now == old_store) return {};
+  const fs::path inside = recorded.lexically_relative(old_store.parent_path());
+  if (inside.empty() || *inside.begin() == "..") return {};
+  const fs::path now = (store_now.parent_path() / inside).lexically_normal();
+  return fs::is_directory(now, ec) ? now : fs::path();
+}
+
+}  // namespace
+
+Result<ExperimentConfig> stored_config(const Json& experiment, const StoreLayout& store,
+                                       std::string* moved_note) {
   const std::string file = experiment.value("config_file", "");
   std::vector<std::string> sets;
   for (const auto& s : experiment.value("sets", Json::array()))
     sets.push_back(s.get<std::string>());
+  if (const fs::path now = moved_workdir(experiment, store); !now.empty()) {
+    sets.push_back("workdir=" + Json(now.string()).dump());  // last: it wins
+    if (moved_note)
+      *moved_note = "the project moved: workdir " + experiment.value("workdir", "") + " is now " +
+                    now.string();
+  }
   auto config = parse_experiment_config(experiment.value("config_text", ""), file,
                                         fs::path(file).parent_path(), sets);
   if (!config.ok()) return config.status();

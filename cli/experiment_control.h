@@ -27,6 +27,9 @@ std::string self_executable();
 void start_session_with_output(const std::filesystem::path& log_file);
 
 // Reads the config stored with the experiment (its text and --set overrides) again.
-Result<ExperimentConfig> stored_config(const Json& experiment);
+// When the project moved (or was copied) with its store, the workdir is taken at its new
+// place and *moved_note says so.
+Result<ExperimentConfig> stored_config(const Json& experiment, const StoreLayout& store,
+                                       std::string* moved_note = nullptr);
 
 }  // namespace cairn::cli

@@ -60,6 +60,8 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
                   {"config_text", what.config_text},
                   {"sets", what.sets},
                   {"workdir", config.workdir.string()},
+                  // Where the store was, so that a project moved with its store can be resumed.
+                  {"store", fs::weakly_canonical(store.root()).string()},
                   {"created_at", std::time(nullptr)},
                   {"cairn_version", CAIRN_VERSION}};
   for (auto& item : provenance->items()) experiment[item.key()] = item.value();

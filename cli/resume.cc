@@ -38,8 +38,16 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (state == "CANCELED")
     return fail(
         Status::BadInput("experiment " + std::to_string(id) + " was killed; it cannot be resumed"));
-  auto config = stored_config(status->record);
+  std::string moved;
+  auto config = stored_config(status->record, store, &moved);
   if (!config.ok()) return fail(config.status());
+  if (!moved.empty()) {
+    std::cout << "cairn: " << moved << std::endl;
+    const Json data = status->record.value("data", Json::object());
+    if (!data.value("stored", false) && !data.value("files", Json::array()).empty())
+      std::cerr << "cairn: warning: its data was too large to keep in the store; the trials "
+                   "still read it where it was\n";
+  }
   auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kWrite, store.tmp());
   if (!db.ok()) return fail(db.status());
   std::cout << "cairn: resuming experiment " << id << " '" << status->record.value("name", "")

@@ -1,6 +1,7 @@
 """End to end: pause, Ctrl-C, kill, and resume (one experiment, and --all after kill -9)."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +83,23 @@ class LifecycleTest(CairnTestCase):
         self.assertNotIn("[1.1] start 0", resumed.stdout, "resumed from its checkpoint")
         self.assert_completed_exactly_once()
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+
+    def test_a_project_moved_with_its_store_resumes_at_its_new_place(self):
+        run = self.start("run", "exp.yaml")
+        wait_until(lambda: self.steps_reported() >= 3, what="training to start")
+        self.assertEqual(self.cairn("pause", "1", timeout=120).returncode, 0)
+        run.communicate(timeout=60)
+        moved = self.dir + "-moved"
+        os.rename(self.dir, moved)
+        self.addCleanup(shutil.rmtree, moved, True)
+        self.dir = moved
+        resumed = self.cairn("resume", "1", timeout=120)
+        self.assertEqual(resumed.returncode, 0, resumed.stdout + resumed.stderr)
+        self.assertIn("the project moved", resumed.stdout)
+        self.assert_completed_exactly_once()
+        # The trial's outputs went to the workdir at its new place (CAIRN_WORKDIR).
+        with open(os.path.join(moved, "units.txt")) as f:
+            self.assertEqual([int(u) for u in f.read().split()][-1], 30)
 
     def test_ctrl_c_pauses_gracefully(self):
         run = self.start("run", "exp.yaml")
