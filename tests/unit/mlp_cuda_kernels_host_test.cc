@@ -19,6 +19,7 @@
 
 #include "gpu/mlp_cpu_kernels.h"
 #include "gpu/mlp_optimizer.h"
+#include "optimizer_cases.h"
 
 namespace cairn::cuda_host {
 
@@ -145,16 +146,7 @@ TEST_CASE("cuda kernels on the host: softmax cross-entropy, its gradient and the
 TEST_CASE("cuda optimizer kernels on the host give MlpOptimizer's bits") {
   const size_t n = 1003;  // not a multiple of the CPU's vector widths
   const std::vector<float> start = random_floats(n, 8);
-  struct Case {
-    const char* name;
-    MlpOptimizerConfig config;
-  };
-  const Case cases[] = {
-      {"sgd", {.kind = MlpOptimizerKind::kSgd, .lr = 0.1, .momentum = 0.0, .weight_decay = 1e-3}},
-      {"sgd momentum",
-       {.kind = MlpOptimizerKind::kSgd, .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4}},
-      {"adamw", {.kind = MlpOptimizerKind::kAdam, .lr = 0.01, .weight_decay = 0.01}}};
-  for (const Case& c : cases) {
+  for (const testing::OptimizerCase& c : testing::kOptimizerCases) {
     CAPTURE(c.name);
     MlpOptimizer cpu(c.config, n);
     std::vector<float> cpu_w = start, w = start;

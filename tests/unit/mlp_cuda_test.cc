@@ -33,6 +33,7 @@
 #include "gpu/mlp_trainer.h"
 #include "gpu/nccl_collective.h"
 #include "gpu/nvrtc.h"
+#include "optimizer_cases.h"
 #include "tests/unit/rank_threads.h"
 #include "tests/unit/test_dir.h"
 
@@ -311,16 +312,7 @@ TEST_CASE("cuda optimizer updates give the CPU's bits for the same gradients (ne
   const Batch batch = make_batch(rows, shape, 5);
   std::vector<int64_t> order(rows);
   std::iota(order.begin(), order.end(), 0);
-  struct Case {
-    const char* name;
-    MlpOptimizerConfig config;
-  };
-  const Case cases[] = {
-      {"sgd", {.kind = MlpOptimizerKind::kSgd, .lr = 0.1, .momentum = 0.0, .weight_decay = 1e-3}},
-      {"sgd momentum",
-       {.kind = MlpOptimizerKind::kSgd, .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4}},
-      {"adamw", {.kind = MlpOptimizerKind::kAdam, .lr = 0.01, .weight_decay = 0.01}}};
-  for (const Case& c : cases) {
+  for (const testing::OptimizerCase& c : testing::kOptimizerCases) {
     CAPTURE(c.name);
     MlpModel cpu(shape);
     cpu.initialize(9);
