@@ -1,7 +1,6 @@
 #include "cli/table.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace cairn::cli {
 
@@ -23,12 +22,6 @@ void Table::print(std::ostream& out) const {
   };
   emit(header_);
   for (const auto& row : rows_) emit(row);
-}
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
 }
 
 }  // namespace cairn::cli

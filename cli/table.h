@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/number_text.h"
+
 namespace cairn::cli {
 
 class Table {
@@ -18,7 +20,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// A metric value for humans: up to 6 significant digits.
-std::string format_number(double v);
+using cairn::format_number;  // common/number_text.h
 
 }  // namespace cairn::cli

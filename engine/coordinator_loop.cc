@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 
+#include "common/number_text.h"
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
 #include "store/garbage_collector.h"
@@ -155,14 +155,9 @@ int Coordinator::finish() {
   }
   std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) +
                         " of " + std::to_string(total) + " trials completed";
-  if (experiment_.contains("best_trial")) {
-    // Six significant digits, as `cairn show` and `cairn watch` print metrics; the store and
-    // --json keep every digit.
-    char value[32];
-    std::snprintf(value, sizeof value, "%.6g", *best);
+  if (experiment_.contains("best_trial"))
     summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric +
-               " " + value + ")";
-  }
+               " " + format_number(*best) + ")";
   terminal_.note(summary);
   return state == "ERROR" ? 1 : 0;
 }

@@ -48,6 +48,11 @@ class BuiltinMlpTest(CairnTestCase):
         exp = self.cairn_json("show", "1", "--json")
         self.assertEqual(exp["state"], "COMPLETED")
         self.assertEqual(exp["searcher"], "asha")
+        # The closing line shows the best metric as `show` does (6 significant digits); the
+        # store keeps every digit.
+        best = self.cairn_json("show", exp["best_trial"], "--json")["best_validation"]["val_loss"]
+        self.assertIn("best trial %s (val_loss %.6g)" % (exp["best_trial"], best),
+                      run.stdout + run.stderr)
         self.assertEqual(len(exp["trials"]), exp["config"]["searcher"]["max_trials"])
         self.assertTrue(all(t["state"] in ("COMPLETED", "STOPPED") for t in exp["trials"]))
         max_length = exp["config"]["searcher"]["max_length"]
