@@ -19,7 +19,7 @@ struct Entry {
   struct stat st {};
 };
 
-// Every entry under `dir` (links not followed), sorted by path; the bytes of its files.
+// Every entry under `dir` (links not followed), sorted by path.
 Result<std::vector<Entry>> list_tree(const fs::path& dir) {
   std::vector<Entry> entries;
   std::error_code ec;
@@ -39,11 +39,11 @@ Result<std::vector<Entry>> list_tree(const fs::path& dir) {
 
 }  // namespace
 
-Result<std::string> checkout_fingerprint(const fs::path& dir) {
-  auto entries = list_tree(dir);
-  if (!entries.ok()) return entries.status();
+namespace {
+
+std::string fingerprint_of(const std::vector<Entry>& entries) {
   Sha256 hash;
-  for (const Entry& e : *entries) {
+  for (const Entry& e : entries) {
     // A file modified in place changes its mtime and ctime (a copy that restores the mtime,
     // cp -p or rsync -t, still moves the ctime, which no user can set); one replaced changes
     // its inode; one added or removed changes the list and its directory's times.
@@ -55,6 +55,14 @@ Result<std::string> checkout_fingerprint(const fs::path& dir) {
     hash.update(line.data(), line.size());
   }
   return hash.hex_digest();
+}
+
+}  // namespace
+
+Result<std::string> checkout_fingerprint(const fs::path& dir) {
+  auto entries = list_tree(dir);
+  if (!entries.ok()) return entries.status();
+  return fingerprint_of(*entries);
 }
 
 Result<RemovedWorkdir> remove_ended_reproduce_workdir(const StoreLayout& store,
@@ -85,16 +93,14 @@ Result<RemovedWorkdir> remove_ended_reproduce_workdir(const StoreLayout& store,
     return out;
   }
   const std::string recorded = reproduces.value("checkout_fingerprint", "");
-  auto now = checkout_fingerprint(dir);
-  if (!now.ok()) return now.status();
-  if (recorded.empty() || *now != recorded) {
+  auto entries = list_tree(dir);
+  if (!entries.ok()) return entries.status();
+  if (recorded.empty() || fingerprint_of(*entries) != recorded) {
     out.kept_because = recorded.empty()
                            ? "no record of how it was checked out"
                            : "it changed since the checkout (outputs of its trials, or edits)";
     return out;
   }
-  auto entries = list_tree(dir);
-  if (!entries.ok()) return entries.status();
   for (const Entry& e : *entries)
     if (S_ISREG(e.st.st_mode)) out.bytes += static_cast<uint64_t>(e.st.st_size);
   fs::remove_all(dir, ec);
