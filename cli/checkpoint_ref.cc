@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "store/schema.h"
+
 namespace cairn::cli {
 
 namespace {
@@ -20,7 +22,7 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   if (!ckpts.ok()) return ckpts.status();
   std::vector<Json> usable;
   for (auto& c : *ckpts)
-    if (!c.value("corrupt", false) && !c.value("deleted", false)) usable.push_back(std::move(c));
+    if (!c.value("corrupt", false) && schema::checkpoint_is_kept(c)) usable.push_back(std::move(c));
   if (usable.empty()) return Status::NotFound("trial " + trial_text + " has no checkpoints");
   if (which == "latest") return ResolvedCheckpoint{id->experiment, usable.back()};
   if (which != "best")
@@ -68,6 +70,11 @@ Result<ResolvedCheckpoint> resolve_checkpoint(const StoreLayout& store, const st
   for (const auto& m : matches)
     if (m.record["id"] != matches.front().record["id"])
       return Status::BadInput("checkpoint prefix " + ref + " is ambiguous: give more digits");
+  const Json& found = matches.front().record;
+  const std::string name = "checkpoint " + found.value("id", ref).substr(0, 12) + " of trial " +
+                           found.value("trial", std::string("?"));
+  if (!schema::checkpoint_is_kept(found))
+    return Status::NotFound(name + " was deleted by the retention policy (checkpoint.keep_*)");
   return matches.front();
 }
 

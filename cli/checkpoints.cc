@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/table.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 
@@ -23,7 +24,7 @@ int checkpoints(const GlobalOptions& global, const std::string& id_text, bool js
   if (!ckpts.ok()) return fail(ckpts.status());
   Json out = Json::array();
   for (const Json& c : *ckpts)
-    if (!c.value("deleted", false)) out.push_back(checkpoint_json(c));
+    if (schema::checkpoint_is_kept(c)) out.push_back(checkpoint_json(c));
   if (json) {
     print_json(out);
     return 0;

@@ -33,6 +33,17 @@ int logs(const GlobalOptions& global, const LogsOptions& opts) {
   if (!reader.ok()) return fail(reader.status());
   auto trial = (*reader)->trial(id->trial);
   if (!trial.ok()) return fail(trial.status());
+  // Every trial of an experiment has the config's number of ranks; a rank beyond them has
+  // no output, which is worth an error rather than silence.
+  if (auto exp = (*reader)->experiment(); exp.ok()) {
+    const Json resources = exp->value("config", Json::object()).value("resources", Json::object());
+    const int ranks = resources.is_object() ? resources.value("slots_per_trial", 1) : 1;
+    if (opts.rank >= ranks)
+      return fail(Status::BadInput(
+          "--rank " + std::to_string(opts.rank) + ": trial " + opts.id + " has " +
+          (ranks == 1 ? std::string("one rank (0)")
+                      : std::to_string(ranks) + " ranks (0–" + std::to_string(ranks - 1) + ")")));
+  }
 
   int64_t last = 0;
   std::string text;

@@ -15,18 +15,40 @@ constexpr const char* kDescription =
 
 int print_help(CLI::App& app, const std::string& command) {
   if (command.empty()) {
-    std::cout << app.help();
+    // Not app.help(): once `help` itself was parsed, that describes the `help` subcommand.
+    std::cout << app.get_formatter()->make_help(&app, "cairn", CLI::AppFormatMode::Normal);
     return 0;
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     if (sub->get_name() == command && !sub->get_group().empty()) {
-      std::cout << sub->help();
+      std::cout << sub->help("cairn");
       return 0;
     }
   }
   std::cerr << "cairn: error: no command '" << command
             << "'\nhint: `cairn help` lists the commands\n";
   return 2;
+}
+
+// The first word that is not an option (or --store's value), if it names no command:
+// CLI11 would only say "A subcommand is required".
+const char* unknown_command(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return nullptr;
+    if (arg == "--store") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    try {
+      app.get_subcommand(arg);
+      return nullptr;
+    } catch (const CLI::OptionNotFound&) {
+      return argv[i];
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -69,6 +91,11 @@ int main(int argc, char** argv) {
   help->add_option("command", help_topic, "Command to describe")->type_name("COMMAND");
   help->callback([&] { outcome.exit_code = print_help(app, help_topic); });
 
+  if (const char* word = unknown_command(app, argc, argv)) {
+    std::cerr << "cairn: error: no command '" << word
+              << "'\nhint: `cairn help` lists the commands\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

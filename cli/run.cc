@@ -53,7 +53,6 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   auto config = load_experiment_config(opts.config_file, opts.sets);
   if (!config.ok()) return fail(config.status());
   if (!opts.name.empty()) config->name = opts.name;
-  if (opts.slots < 0) return fail(Status::BadInput("--slots: must be a positive number"));
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
 
@@ -88,7 +87,8 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("--name", opts->name, "Name of the experiment (default: the config's name)");
   cmd->add_flag("--detach", opts->detach, "Print the experiment id and continue in the background");
   cmd->add_option("--slots", opts->slots,
-                  "Slots to use on this machine (default: GPUs, or CPU cores)");
+                  "Slots to use on this machine (default: GPUs, or CPU cores)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = run(global, *opts); });
 }
 

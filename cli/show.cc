@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 
@@ -112,7 +113,8 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
   if (!ckpts.ok()) return fail(ckpts.status());
   Json out = trial_json(*trial);
   out["checkpoints"] = Json::array();
-  for (const Json& c : *ckpts) out["checkpoints"].push_back(checkpoint_json(c));
+  for (const Json& c : *ckpts)  // as `cairn checkpoints`: only those whose files are kept
+    if (schema::checkpoint_is_kept(c)) out["checkpoints"].push_back(checkpoint_json(c));
   if (json) {
     print_json(out);
     return 0;

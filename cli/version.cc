@@ -35,7 +35,7 @@ Json version_json() {
   auto rocks = std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
                std::to_string(ROCKSDB_PATCH);
   return Json{{"version", CAIRN_VERSION},
-              {"git", CAIRN_GIT_REV},
+              {"git", kGitRev},
               {"build", CAIRN_BUILD_TYPE},
               {"compiler", CAIRN_COMPILER},
               {"libraries",

@@ -78,7 +78,7 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
     if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
-        !j.value("corrupt", false) && !j.value("deleting", false) && !j.value("deleted", false))
+        !j.value("corrupt", false) && schema::checkpoint_is_kept(j))
       candidates.push_back(std::move(j));
     return true;
   });

@@ -93,8 +93,7 @@ class Fingerprint {
   }
 
   Json build() {
-    out_["cairn"] =
-        std::string(CAIRN_VERSION) + " (" + CAIRN_GIT_REV + ", " + CAIRN_BUILD_TYPE + ")";
+    out_["cairn"] = std::string(CAIRN_VERSION) + " (" + kGitRev + ", " + CAIRN_BUILD_TYPE + ")";
     if (auto os = first_line_value("/etc/os-release", "PRETTY_NAME=", '='); !os.empty())
       out_["os"] = os;
     struct utsname u;

@@ -23,10 +23,6 @@ bool is_hash(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-bool is_live(const Json& record) {
-  return !record.value("deleted", false) && !record.value("deleting", false);
-}
-
 std::string now_iso8601() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -79,7 +75,7 @@ Status add_live_references(const ExperimentDb& db, const ObjectStore& objects, R
   auto records = checkpoint_records(db);
   if (!records.ok()) return records.status();
   for (const Json& r : *records) {
-    if (!is_live(r)) continue;
+    if (!schema::checkpoint_is_kept(r)) continue;
     auto names = checkpoint_objects(objects, r["id"].get<std::string>());
     if (!names.ok()) return names.status();
     refs.insert(names->begin(), names->end());
@@ -163,7 +159,7 @@ Status mark_deleting(ExperimentDb& db, const std::vector<std::string>& ids) {
   for (const std::string& id : ids) {
     auto record = db.get_json(schema::checkpoint_key(id));
     if (!record.ok()) return record.status();
-    if (!record->has_value() || !is_live(**record)) continue;
+    if (!record->has_value() || !schema::checkpoint_is_kept(**record)) continue;
     Json r = std::move(**record);
     r["deleting"] = true;
     r["deleted"] = true;

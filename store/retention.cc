@@ -113,10 +113,6 @@ RetentionDecision decide_retention(const RetentionPolicy& policy,
 
 namespace {
 
-bool is_live(const Json& record) {
-  return !record.value("deleted", false) && !record.value("deleting", false);
-}
-
 bool may_resume(const Json& trial) {
   const std::string state = trial.value("state", "");
   return state == "QUEUED" || state == "RUNNING" || state == "PAUSED";
@@ -163,7 +159,7 @@ Result<std::vector<std::string>> checkpoints_to_delete(const ExperimentDb& db) {
   std::vector<CheckpointSummary> usable;
   std::vector<std::string> doomed;
   for (const Json& r : *records) {
-    if (!is_live(r)) continue;
+    if (!schema::checkpoint_is_kept(r)) continue;
     if (r.value("corrupt", false))
       doomed.push_back(r.value("id", ""));
     else

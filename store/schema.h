@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/json.h"
+
 namespace cairn::schema {
 
 inline constexpr const char* kExperiment = "experiment";
@@ -38,6 +40,12 @@ inline bool experiment_has_ended(const std::string& state) {
 }
 inline bool trial_has_ended(const std::string& state) {
   return experiment_has_ended(state) || state == "STOPPED";
+}
+
+// A checkpoint record whose files are still there: not removed by retention or gc, nor
+// being removed ("deleting" marks the first step of a deletion, see garbage_collector.h).
+inline bool checkpoint_is_kept(const Json& record) {
+  return !record.value("deleted", false) && !record.value("deleting", false);
 }
 
 enum class MetricKind : char { kTraining = 't', kValidation = 'v' };

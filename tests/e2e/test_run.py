@@ -39,6 +39,7 @@ for op in ctx.operations():
                 (path / "sub" / "meta.json").write_text(json.dumps({"step": step}))
             with open(os.path.join(os.environ["CAIRN_WORKDIR"], "expected-%d.bin" % step), "wb") as f:
                 f.write(payload)
+            print("checkpointed", ctx.latest_checkpoint_id, flush=True)
             if ctx.should_preempt():
                 sys.exit(0)
     ctx.report_validation(step, {"val_loss": lr / (step + 1), "val_accuracy": step / 100.0})
@@ -326,6 +327,63 @@ class RunTest(CairnTestCase):
             self.assertEqual(proc.returncode, 2, args)
             self.assertTrue(proc.stderr.startswith("cairn: error: "), proc.stderr)
             self.assertEqual(proc.stdout, "")
+
+    def test_retention_deleted_checkpoints_are_gone_from_show_and_export(self):
+        self.setUpTrial()
+        self.write("exp.yaml", (CONFIG % (0, 0)).replace("keep_trial_latest: 10",
+                                                         "keep_trial_latest: 1\n  keep_trial_best: 0"))
+        self.cairn("run", "exp.yaml", check=0)
+        kept = self.cairn_json("checkpoints", "1.1", "--json")
+        self.assertEqual([c["steps_completed"] for c in kept], [6])
+        shown = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        self.assertEqual([c["id"] for c in shown], [kept[0]["id"]])
+        text = self.cairn("show", "1.1", check=0).stdout
+        self.assertIn(kept[0]["id"][:12], text)
+        # The deleted ones are still known by id (the trial printed them): export says why
+        # they cannot be exported instead of reporting a missing manifest.
+        ids = re.findall(r"checkpointed ([0-9a-f]{64})", self.cairn("logs", "1.1", check=0).stdout)
+        self.assertEqual(len(ids), 3)
+        gone = [i for i in ids if i != kept[0]["id"]]
+        self.assertEqual(len(gone), 2)
+        proc = self.cairn("export", gone[0][:12], os.path.join(self.dir, "out"))
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertRegex(proc.stderr, r"^cairn: error: checkpoint %s of trial 1\.1 was deleted by "
+                         r"the retention policy \(checkpoint\.keep_\*\)" % gone[0][:12])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")))
+
+    def test_help_unknown_commands_and_bad_options(self):
+        listing = self.cairn("help", check=0).stdout
+        self.assertIn("Usage: cairn [OPTIONS] SUBCOMMAND", listing)
+        for command in ("run", "resume", "show", "logs", "gc", "reproduce", "doctor"):
+            self.assertRegex(listing, r"\n  %s " % command)
+        self.assertIn("Usage: cairn run [OPTIONS] config", self.cairn("help", "run", check=0).stdout)
+        for args in (["bogus"], ["--store", self.dir, "lss"]):
+            proc = self.cairn(*args)
+            self.assertEqual(proc.returncode, 2)
+            self.assertEqual(proc.stderr.splitlines()[0], "cairn: error: no command '%s'" % args[-1])
+        self.setUpTrial()
+        for slots in ("0", "-1"):
+            proc = self.cairn("run", "exp.yaml", "--slots", slots)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("--slots", proc.stderr.splitlines()[0])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn")), "nothing was created")
+
+    def test_logs_of_a_rank_the_trial_does_not_have(self):
+        self.setUpTrial()
+        self.cairn("run", "exp.yaml", check=0)
+        self.assertIn("resumed-from 0", self.cairn("logs", "1.1", "--rank", "0", check=0).stdout)
+        proc = self.cairn("logs", "1.1", "--rank", "1")
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.splitlines()[0],
+                         "cairn: error: --rank 1: trial 1.1 has one rank (0)")
+
+    def test_version_names_the_commit_built_from(self):
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                              text=True, cwd=os.environ.get("CAIRN_SOURCE_DIR", "."))
+        if head.returncode != 0:
+            self.skipTest("the source is not a git checkout")
+        git = self.cairn_json("version", "--json")["git"]
+        self.assertRegex(git, r"^%s(-dirty)?$" % head.stdout.strip())
 
 
 if __name__ == "__main__":
