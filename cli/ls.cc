@@ -11,7 +11,7 @@ namespace {
 
 int ls(const GlobalOptions& global, bool all, bool json) {
   auto store = open_store(global);
-  if (!store.ok()) return fail(store.status(), "run `cairn init` or `cairn run CONFIG.yaml` first");
+  if (!store.ok()) return fail(store.status());
   Json out = Json::array();
   for (int64_t id : list_experiment_ids(*store)) {
     auto reader = ExperimentReader::open(*store, id);

@@ -53,6 +53,14 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   auto config = load_experiment_config(opts.config_file, opts.sets);
   if (!config.ok()) return fail(config.status());
   if (!opts.name.empty()) config->name = opts.name;
+  // Accepted because SPEC §2 names them, but not built yet: say so rather than let a user
+  // wait for peers or a notification that never come.
+  if (config->resources.peers_mode != "none")
+    std::cerr << "cairn: warning: " << opts.config_file
+              << ": resources.peers is not supported yet; the trials run on this machine only\n";
+  if (!config->notify_webhook.empty())
+    std::cerr << "cairn: warning: " << opts.config_file
+              << ": notify.webhook is not supported yet; no notification will be sent\n";
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
 

@@ -29,6 +29,21 @@ Result<StoreLayout> open_existing(const fs::path& dotcairn) {
   return StoreLayout(dotcairn);
 }
 
+// The directories directly inside `dir` that hold a store, sorted (at most a few hundred
+// entries are looked at: this only decorates an error message).
+std::vector<std::string> stores_just_below(const fs::path& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (int seen = 0; !ec && it != end && seen < 500; it.increment(ec), ++seen) {
+    std::error_code ignored;
+    if (it->is_directory(ignored) && fs::exists(it->path() / ".cairn" / kFormatFile, ignored))
+      found.push_back(it->path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 Result<StoreLayout> find_store(const std::optional<fs::path>& explicit_dir, const fs::path& start) {
@@ -49,8 +64,20 @@ Result<StoreLayout> find_store(const std::optional<fs::path>& explicit_dir, cons
     if (!cur.has_parent_path() || cur.parent_path() == cur) break;
     cur = cur.parent_path();
   }
-  return Status::NotFound("no cairn store (.cairn/) in " + fs::absolute(start).string() +
-                          " or any parent directory");
+  std::string message =
+      "no cairn store (.cairn/) in " + fs::absolute(start).string() + " or any parent directory";
+  // `cairn run sub/config.yaml` makes its store next to the config, in sub/: name it, since
+  // the command that follows is usually typed in the directory the run was started from.
+  const std::vector<std::string> below = stores_just_below(start);
+  if (below.size() == 1)
+    message += "; there is one in " + below[0] + "/: `cd " + below[0] + "` or `--store " +
+               below[0] + "/.cairn`";
+  else if (!below.empty())
+    message += "; there are some in subdirectories (" + below[0] + "/, " + below[1] +
+               (below.size() > 2 ? "/, …" : "/") + "): cd into one, or --store DIR";
+  else
+    message += "; `cairn init` or `cairn run CONFIG.yaml` makes one";
+  return Status::NotFound(message);
 }
 
 Result<StoreLayout> init_store(const fs::path& dir) {

@@ -4,6 +4,7 @@ import filecmp
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unittest
@@ -303,6 +304,16 @@ class RunTest(CairnTestCase):
 
     def test_store_discovery(self):
         self.setUpTrial()
+        # `cairn run sub/exp.yaml` makes the store in sub/: from the directory above, the
+        # error names it.
+        top = self.dir
+        os.makedirs(os.path.join(top, "sub"))
+        self.cairn("init", os.path.join(top, "sub"), check=0)
+        near = subprocess.run([CAIRN, "ls"], cwd=top, capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if k != "CAIRN_DIR"})
+        self.assertEqual(near.returncode, 2)
+        self.assertIn("; there is one in sub/: `cd sub` or `--store sub/.cairn`", near.stderr)
+        shutil.rmtree(os.path.join(top, "sub"))
         os.makedirs(os.path.join(self.dir, "deep", "er"))
         self.cairn("run", "exp.yaml", check=0)
         sub = os.path.join(self.dir, "deep", "er")
@@ -367,6 +378,17 @@ class RunTest(CairnTestCase):
             self.assertEqual(proc.returncode, 2)
             self.assertIn("--slots", proc.stderr.splitlines()[0])
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn")), "nothing was created")
+
+    def test_keys_not_built_yet_are_warned_about(self):
+        self.setUpTrial()
+        self.write("exp.yaml", CONFIG % (0, 0) + 'resources: {peers: ["h1:7070"]}\n'
+                   'notify: {webhook: "http://127.0.0.1:9/x"}\n')
+        proc = self.cairn("run", "exp.yaml", check=0)
+        self.assertIn("cairn: warning: exp.yaml: resources.peers is not supported yet; the trials "
+                      "run on this machine only\n", proc.stderr)
+        self.assertIn("cairn: warning: exp.yaml: notify.webhook is not supported yet; no "
+                      "notification will be sent\n", proc.stderr)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
 
     def test_logs_of_a_rank_the_trial_does_not_have(self):
         self.setUpTrial()
