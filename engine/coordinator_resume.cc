@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
 #include "engine/coordinator.h"
+#include "engine/orphan_checkpoint.h"
 #include "engine/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
@@ -169,17 +171,21 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
   if (!fs::is_directory(dir, ec)) return;
   std::vector<std::pair<int64_t, fs::path>> complete;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    auto marker = read_file(entry.path() / "cairn_orphan.json");
-    Json m = marker.ok() ? Json::parse(*marker, nullptr, false) : Json();
-    // Without its marker (written last) the checkpoint may be partial: never offered.
-    if (!m.is_object() || !m.contains("step") || !m["step"].is_number_integer()) continue;
-    if (m.value("world_size", 1) > 1) continue;  // multi-rank orphans: not adopted yet
-    complete.emplace_back(m["step"].get<int64_t>(), entry.path());
+    auto step = orphan_step(entry.path(), config_.resources.slots_per_trial);
+    if (step.ok()) {
+      complete.emplace_back(*step, entry.path());
+      continue;
+    }
+    // Not finished (a rank was killed while writing it), and older than the latest one
+    // registered or not: the trial resumes from the latest registered checkpoint.
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": orphaned checkpoint " +
+                   entry.path().filename().string() + " not adopted: " + step.status().message());
   }
   std::sort(complete.begin(), complete.end());
   for (const auto& [step, path] : complete) {
     if (step <= trial.latest_checkpoint_step) continue;
-    auto marker = Json::parse(*read_file(path / "cairn_orphan.json"), nullptr, false);
+    // Rank 0's marker carries the metadata and says whether its metrics are complete.
+    auto marker = Json::parse(*read_file(path / sdk_detail::orphan_marker_name(0)), nullptr, false);
     adopt_orphan_metrics(trial, path);
     if (!marker.value("metrics_complete", true))
       terminal_.warn("warning: trial " + trial_id(trial.index) +

@@ -234,6 +234,17 @@ class DataParallelTest(CairnTestCase):
         self.assertEqual(resume.wait(timeout=120), 0, open(log.name).read())
         self.assertIn("trial 1.1 started", open(log.name).read().split(note)[1],
                       "the gang starts again only after both ranks left")
+        # Both ranks checkpointed on their own once cairn was gone: when both finished the
+        # same step, that orphan is adopted and the gang restarts from it; otherwise resume
+        # says which rank did not, and restarts from the latest registered checkpoint.
+        text = open(log.name).read()
+        adopted = re.search(r"trial 1\.1: adopted the checkpoint it took at step (\d+)", text)
+        if adopted:
+            self.assertRegex(text, r"trial 1\.1 started .* \(%s units done\)" % adopted.group(1))
+        else:
+            self.assertRegex(text, r"orphaned checkpoint \d+ not adopted: rank 1 of 2 did not "
+                             r"finish writing it")
+        print("orphan adopted" if adopted else "orphan not adopted", file=sys.stderr)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED")
         metrics = self.cairn_json("metrics", "1.1", "--json")
