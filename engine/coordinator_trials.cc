@@ -113,6 +113,9 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
 }
 
 Status Coordinator::start_trial(Trial& trial) {
+  // A failure report shows the last lines of this attempt only: earlier attempts' lines
+  // were shown when they failed, and repeating them buries the new error.
+  trial.tail.clear();
   auto sdk_dir = write_python_sdk(store_, python_sdk_verified_);
   if (!sdk_dir.ok()) return sdk_dir.status();
 

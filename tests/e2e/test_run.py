@@ -225,6 +225,21 @@ class RunTest(CairnTestCase):
         self.assertEqual(trial["state"], "ERROR")
         self.assertIn("liveness_timeout", self.cairn("logs", "1.1", check=0).stdout)
 
+    def test_a_failure_report_shows_only_that_attempts_last_lines(self):
+        self.write("fail.py", "import os\n"
+                   "p = os.path.join(os.environ['CAIRN_WORKDIR'], 'attempts')\n"
+                   "n = len(open(p).read()) if os.path.exists(p) else 0\n"
+                   "open(p, 'a').write('x')\n"
+                   "print('boom from attempt', n + 1, flush=True)\n"
+                   "raise SystemExit(3)\n")
+        self.write("exp.yaml", "entrypoint: [/usr/bin/python3, fail.py]\n"
+                   "searcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 2\n")
+        run = self.cairn("run", "exp.yaml")
+        self.assertEqual(run.returncode, 1)
+        tails = re.findall(r"^cairn:   boom from attempt (\d)$",
+                           run.stdout + run.stderr, re.M)
+        self.assertEqual(tails, ["1", "2", "3"], run.stdout + run.stderr)
+
     def test_missing_entrypoint_program_is_a_clear_error(self):
         self.write("exp.yaml", "entrypoint: no-such-program-xyz --flag\nsearcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
         run = self.cairn("run", "exp.yaml")
