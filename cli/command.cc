@@ -1,5 +1,7 @@
 #include "cli/command.h"
 
+#include "store/best_trial.h"
+
 #include <cstdio>
 #include <iostream>
 
@@ -68,21 +70,12 @@ Json checkpoint_json(const Json& r) {
 }
 
 const Json* best_trial_record(const Json& experiment, const std::vector<Json>& trials) {
-  const Json searcher = experiment["config"].value("searcher", Json::object());
-  const std::string metric = searcher.value("metric", "");
-  const bool smaller = searcher.value("smaller_is_better", true);
-  const Json* best = nullptr;
-  double best_value = 0;
-  for (const Json& t : trials) {
-    const Json bv = t.value("best_validation", Json());
-    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
-    const double v = bv[metric].get<double>();
-    if (!best || (smaller ? v < best_value : v > best_value)) {
-      best = &t;
-      best_value = v;
-    }
-  }
-  return best;
+  const Json searcher =
+      experiment.value("config", Json::object()).value("searcher", Json::object());
+  std::vector<const Json*> records;
+  for (const Json& t : trials) records.push_back(&t);
+  return best_trial(records, searcher.value("metric", ""),
+                    searcher.value("smaller_is_better", true));
 }
 
 }  // namespace cairn::cli

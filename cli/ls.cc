@@ -25,9 +25,12 @@ int ls(const GlobalOptions& global, bool all, bool json) {
              {"name", exp->value("name", "")},
              {"state", state},
              {"trials", trials.ok() ? trials->size() : 0},
-             {"best_trial", exp->value("best_trial", Json(nullptr))},
+             {"best_trial", Json(nullptr)},
              {"searcher", exp->value("searcher", "")},
              {"created_at", exp->value("created_at", Json(nullptr))}};
+    // Computed from the trials, as `best` does: the same answer while it runs and after.
+    if (trials.ok())
+      if (const Json* best = best_trial_record(*exp, *trials)) row["best_trial"] = (*best)["id"];
     if (state == "ACTIVE" && !experiment_is_driven(store->experiment(id))) row["state"] = "ACTIVE";
     out.push_back(std::move(row));
   }

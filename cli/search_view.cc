@@ -27,7 +27,7 @@ void print_search_state(std::ostream& out, const Json& state, const std::string&
       << " closed";
   const Json best = state.value("best", Json());
   if (best.is_object())
-    out << "; searcher's best " << exp << "." << best.value("trial", 0) << " ("
+    out << "; best at a rung " << exp << "." << best.value("trial", 0) << " ("
         << metric_text(best.value("metric", Json())) << " at " << best.value("length", 0) << ")";
   out << "\n";
   const Json brackets = state.value("brackets", Json::array());

@@ -41,7 +41,9 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
            {"seed", exp.value("seed", Json(nullptr))},
            {"config", exp.value("config", Json::object())},
            {"trials", Json::array()},
-           {"best_trial", exp.value("best_trial", Json(nullptr))}};
+           {"best_trial", Json(nullptr)}};
+  // Computed from the trials, as `best` and `ls` do: the same answer while it runs and after.
+  if (const Json* best = best_trial_record(exp, trials)) out["best_trial"] = (*best)["id"];
   for (const Json& t : trials) out["trials"].push_back(trial_json(t));
   if (exp.contains("searcher_state")) out["searcher_state"] = exp["searcher_state"];
   // Provenance (SPEC §5): what the experiment ran, for scripts and `cairn compare`.
@@ -91,8 +93,8 @@ int show_experiment(ExperimentReader& reader, bool json) {
   }
   if (exp->contains("reproduces"))
     std::cout << "reproduces  " << (*exp)["reproduces"].value("trial", "") << "\n";
-  if (exp->contains("best_trial"))
-    std::cout << "best trial  " << (*exp)["best_trial"].get<std::string>() << "\n";
+  if (const Json* best = best_trial_record(*exp, *trials))
+    std::cout << "best trial  " << (*best)["id"].get<std::string>() << "\n";
   print_search_state(std::cout, exp->value("searcher_state", Json()),
                      std::to_string(exp->value("id", 0)));
   std::cout << "\n";

@@ -8,6 +8,7 @@
 #include "common/number_text.h"
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
+#include "store/best_trial.h"
 #include "store/garbage_collector.h"
 #include "store/retention.h"
 #include "store/schema.h"
@@ -119,18 +120,11 @@ int Coordinator::finish() {
   experiment_["state"] = state;
   experiment_.erase("driver");
   if (state != "PAUSED" && state != "ACTIVE") experiment_["ended_at"] = Json(std::time(nullptr));
-  // The best trial by the searcher's metric, among those that validated.
+  std::vector<const Json*> records;
+  for (const auto& [index, trial] : trials_) records.push_back(&trial->record);
   const std::string& metric = config_.searcher.metric;
-  std::optional<double> best;
-  for (const auto& [index, trial] : trials_) {
-    const Json& bv = trial->record["best_validation"];
-    if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
-    double v = bv[metric].get<double>();
-    if (!best || (config_.searcher.smaller_is_better ? v < *best : v > *best)) {
-      best = v;
-      experiment_["best_trial"] = trial_id(index);
-    }
-  }
+  const Json* best = best_trial(records, metric, config_.searcher.smaller_is_better);
+  if (best) experiment_["best_trial"] = best->value("id", "");
   batch_.put_json(schema::kExperiment, experiment_);
   record_event("experiment_state", {{"state", state}});
   Status st = commit();
@@ -155,9 +149,9 @@ int Coordinator::finish() {
   }
   std::string summary = "experiment " + id + " " + state + ": " + std::to_string(completed) +
                         " of " + std::to_string(total) + " trials completed";
-  if (experiment_.contains("best_trial"))
-    summary += "; best trial " + experiment_["best_trial"].get<std::string>() + " (" + metric +
-               " " + format_number(*best) + ")";
+  if (best)
+    summary += "; best trial " + best->value("id", "") + " (" + metric + " " +
+               format_number((*best)["best_validation"][metric].get<double>()) + ")";
   terminal_.note(summary);
   return state == "ERROR" ? 1 : 0;
 }

@@ -405,6 +405,34 @@ class RunTest(CairnTestCase):
                       "notification will be sent\n", proc.stderr)
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
 
+    def test_the_best_trial_is_the_same_everywhere_while_the_experiment_runs(self):
+        # Grid over lr: trials 1.1, 1.2, 1.3 validate val_loss = lr each step; 1.3 holds
+        # after its first validation until the test releases it.
+        self.write("grid.py", "import os, time\nimport cairn\nctx = cairn.init()\n"
+                   "hold = os.path.join(os.environ['CAIRN_WORKDIR'], 'release')\n"
+                   "for step in (1, 2):\n"
+                   "    ctx.report_validation(step, {'val_loss': ctx.hparams['lr'] * step})\n"
+                   "    while ctx.trial_id.endswith('.3') and not os.path.exists(hold):\n"
+                   "        time.sleep(0.02)\n")
+        self.write("exp.yaml", "entrypoint: [/usr/bin/python3, grid.py]\n"
+                   "hyperparameters: {lr: {type: categorical, vals: [0.3, 0.1, 0.2]}}\n"
+                   "searcher: {name: grid, metric: val_loss, max_length: 2, "
+                   "max_concurrent_trials: 1}\n")
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.kill)
+        wait_until(lambda: (self.cairn("show", "1.3", "--json").returncode == 0 and
+                            self.cairn_json("show", "1.3", "--json")["best_validation"]),
+                   what="trial 1.3 to validate and hold")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ACTIVE")
+        self.assertEqual(self.cairn("best", "1", check=0).stdout, "1.2\n")
+        self.assertEqual(self.cairn_json("ls", "--json")[0]["best_trial"], "1.2")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["best_trial"], "1.2")
+        self.assertIn("\nbest trial  1.2\n", self.cairn("show", "1", check=0).stdout)
+        self.write("release", "")
+        self.assertEqual(proc.wait(timeout=60), 0)
+        self.assertEqual(self.cairn_json("ls", "--json")[0]["best_trial"], "1.2")
+
     def test_logs_of_a_rank_the_trial_does_not_have(self):
         self.setUpTrial()
         self.cairn("run", "exp.yaml", check=0)
