@@ -28,10 +28,18 @@ Result<ExperimentStatus> experiment_status(const StoreLayout& store, int64_t id)
   return status;
 }
 
-bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s,
+                         const std::function<void()>& still_waiting) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(timeout_s);
+  auto next_word = start + std::chrono::seconds(10);
   while (experiment_is_driven(store.experiment(id))) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) return false;
+    if (still_waiting && now >= next_word) {
+      still_waiting();
+      next_word = now + std::chrono::seconds(30);
+    }
     ::poll(nullptr, 0, 50);
   }
   return true;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 
 #include "cli/command.h"
@@ -19,7 +20,9 @@ struct ExperimentStatus {
 
 Result<ExperimentStatus> experiment_status(const StoreLayout& store, int64_t id);
 // Waits until no process drives the experiment (polling its lock), up to `timeout_s`.
-bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s);
+// `still_waiting` (if any) is called after 10 s, then every 30 s, for progress messages.
+bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s,
+                         const std::function<void()>& still_waiting = {});
 // The path of the running cairn executable (re-executed for builtin:mlp). In run.cc.
 std::string self_executable();
 // Starts a new session (no terminal) with stdin from /dev/null and stdout+stderr appended to

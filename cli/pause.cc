@@ -81,7 +81,25 @@ int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
                            errno_text()));
   std::cout << "cairn: " << (cancel ? "killing" : "pausing") << " experiment " << exp
             << (cancel ? "" : " (trials checkpoint and exit)") << "..." << std::endl;
-  if (!wait_until_undriven(*store, id->experiment, kStopTimeoutS))
+  // A trial stops at its next checkpoint_due(): one that calls it rarely (or never) keeps
+  // the pause waiting, so say which trials it waits for rather than stay silent.
+  auto still_waiting = [&] {
+    auto reader = ExperimentReader::open(*store, id->experiment);
+    if (!reader.ok()) return;
+    auto trials = (*reader)->trials();
+    if (!trials.ok()) return;
+    std::string running;
+    for (const Json& t : *trials)
+      if (t.value("state", "") == "RUNNING")
+        running += (running.empty() ? "" : ", ") + t.value("id", "");
+    if (running.empty()) return;
+    std::cout << "cairn: still waiting for trial"
+              << (running.find(',') == std::string::npos ? " " : "s ") << running
+              << ": a trial stops at its next checkpoint_due(); `cairn kill " << exp
+              << "` stops it at once" << std::endl;
+  };
+  if (!wait_until_undriven(*store, id->experiment, kStopTimeoutS,
+                           cancel ? std::function<void()>() : still_waiting))
     return fail(Status::Failed("experiment " + exp + " did not stop within " +
                                std::to_string(kStopTimeoutS) + " s"));
   auto after = experiment_status(*store, id->experiment);

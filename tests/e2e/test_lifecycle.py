@@ -101,6 +101,38 @@ class LifecycleTest(CairnTestCase):
         with open(os.path.join(moved, "units.txt")) as f:
             self.assertEqual([int(u) for u in f.read().split()][-1], 30)
 
+    def test_pause_names_the_trials_it_still_waits_for(self):
+        # A trial that never calls checkpoint_due() cannot be told to stop: it runs until
+        # the test releases it, and `cairn pause` says what it is waiting for meanwhile.
+        self.write("busy.py", "import os, time\nimport cairn\nctx = cairn.init()\n"
+                   "release = os.path.join(os.environ['CAIRN_WORKDIR'], 'release')\n"
+                   "step = 0\n"
+                   "while not os.path.exists(release):\n"
+                   "    step += 1\n"
+                   "    ctx.report_training(step, {'loss': 1.0 / step})\n"
+                   "    time.sleep(0.05)\n")
+        self.write("busy.yaml", "entrypoint: /usr/bin/python3 busy.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 5}\n")
+        run = subprocess.Popen([CAIRN, "run", "busy.yaml"], cwd=self.dir,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(run.kill)
+        wait_until(lambda: self.cairn("show", "1.1", "--json").returncode == 0 and
+                   self.cairn_json("show", "1.1", "--json")["state"] == "RUNNING",
+                   what="trial 1.1 to run")
+        out = open(os.path.join(self.dir, "pause.out"), "w+")
+        self.addCleanup(out.close)
+        pause = subprocess.Popen([CAIRN, "pause", "1"], cwd=self.dir, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        self.addCleanup(pause.kill)
+        note = ("cairn: still waiting for trial 1.1: a trial stops at its next "
+                "checkpoint_due(); `cairn kill 1` stops it at once")
+        wait_until(lambda: note in open(out.name).read(), timeout=60,
+                   what="pause to name the trial it waits for")
+        self.write("release", "")
+        self.assertEqual(pause.wait(timeout=60), 0, open(out.name).read())
+        self.assertEqual(run.wait(timeout=60), 0)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+
     def test_ctrl_c_pauses_gracefully(self):
         run = self.start("run", "exp.yaml")
         wait_until(lambda: self.steps_reported() >= 3, what="training to start")
