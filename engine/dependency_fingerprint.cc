@@ -111,8 +111,15 @@ class Fingerprint {
       out_["cuda-driver"] = std::to_string(driver.version);
       out_["gpu"] = std::to_string(driver.device_count) + " CUDA device(s)";
     }
+    // Raw numbers (22809, not 2.28.9), as every earlier record has them: comparing with
+    // those must not show a difference that is not there.
     if (const int nccl = nccl_library().version; nccl > 0) out_["nccl"] = std::to_string(nccl);
     if (!in_.builtin && !in_.entrypoint.empty()) program(in_.entrypoint[0]);
+    // builtin:mlp is cairn itself: what it links dynamically (Gloo, the C++ runtime) is
+    // part of its environment like a script's libraries are of its.
+    std::error_code ec;
+    if (in_.builtin)
+      if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) libraries(self);
     for (const auto& [k, v] : in_.environment) out_["env " + k] = v;
     return out_;
   }

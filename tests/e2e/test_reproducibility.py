@@ -212,6 +212,8 @@ reproducibility: {seed: 3, deterministic: true}
 """)
         self.cairn("run", "mlp.yaml", check=0)
         exp = self.cairn_json("show", "1", "--json")
+        # The built-in trainer is cairn itself: its dynamically linked Gloo is recorded.
+        self.assertRegex(exp["dependencies"].get("libgloo.so.0", ""), r"^\d+\.\d+")
         promoted = [t["id"] for t in exp["trials"] if t["steps_completed"] == 4]
         self.assertTrue(promoted, "some trial went through every rung")
         best = promoted[0]
