@@ -35,7 +35,11 @@
 
 namespace cairn::gloo_sync {
 
-constexpr size_t kDefaultPieceBytes = 1 << 20;  // the fastest measured (bench/allreduce_bench.py)
+// 208 KiB, the stock net.core.wmem_max. Larger pieces are slower even where the kernel
+// allows them: a rank writes a whole piece before it reads its peer's, so the two stop
+// overlapping (1 MiB pieces: 0.7-0.85x the speed of 208 KiB ones at 1-16 MB, 2026-11-25,
+// bench/RESULTS.md). Smaller ones pay more wake-ups.
+constexpr size_t kDefaultPieceBytes = 208 << 10;
 constexpr size_t kMinPieceBytes = 4 << 10;
 constexpr size_t kMaxPieceBytes = 16 << 20;
 
