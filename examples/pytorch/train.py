@@ -1,6 +1,6 @@
 """A PyTorch trial for cairn: an MLP that classifies scikit-learn's 8x8 digits.
 
-One unit of training is one epoch. The script follows the loop of SPEC §4: it resumes
+One unit of training is one epoch. The script follows the loop of docs/sdk.md: it resumes
 from ctx.latest_checkpoint, trains until each operation's length, checkpoints when
 cairn says one is due, stops when asked to, and reports val_loss and val_accuracy at the
 end of every operation. It runs unchanged without cairn:
