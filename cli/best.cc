@@ -6,6 +6,7 @@
 #include "cli/checkpoint_ref.h"
 #include "cli/command.h"
 #include "store/checkpoint_files.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -25,7 +26,15 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
   auto trials = (*reader)->trials();
   if (!trials.ok()) return fail(trials.status());
   const Json* record = best_trial_record(*exp, *trials);
-  if (!record) return fail(Status::Failed("experiment " + id_text + " has no validated trial yet"));
+  if (!record) {
+    const std::string state = exp->value("state", "");
+    const std::string metric =
+        exp->value("config", Json::object()).value("searcher", Json::object()).value("metric", "");
+    return fail(Status::Failed("experiment " + id_text +
+                               (schema::experiment_has_ended(state)
+                                    ? " ended " + state + " with no trial that validated " + metric
+                                    : " has no trial that validated " + metric + " yet")));
+  }
   const std::optional<std::string> trial = record->value("id", "");
   if (!checkpoint) {
     std::cout << *trial << "\n";

@@ -16,7 +16,9 @@ int export_checkpoint(const GlobalOptions& global, const std::string& ref, const
   auto ckpt = resolve_checkpoint(*store, ref);
   if (!ckpt.ok()) return fail(ckpt.status(), "`cairn checkpoints ID` lists checkpoints");
   std::error_code ec;
-  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    return fail(Status::BadInput(dir + " is a file: give a new or empty directory"));
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     return fail(Status::BadInput(dir + " exists and is not an empty directory"));
   ObjectStore objects(store->objects());
   const std::string id = ckpt->record["id"].get<std::string>();

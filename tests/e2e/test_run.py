@@ -151,6 +151,9 @@ class RunTest(CairnTestCase):
         bad = self.cairn("export", "1.1@latest", os.path.join(self.dir, "export-1.1-latest"))
         self.assertEqual(bad.returncode, 2)
         self.assertIn("not an empty directory", bad.stderr)
+        onto_a_file = self.cairn("export", "1.1@latest", os.path.join(self.dir, "train.py"))
+        self.assertEqual(onto_a_file.returncode, 2)
+        self.assertIn("train.py is a file: give a new or empty directory", onto_a_file.stderr)
 
     def test_failing_trial_is_reported_with_status_and_log_tail(self):
         self.write("fail.py", "import cairn\nctx = cairn.init()\nprint('about to fail', flush=True)\nraise SystemExit(3)\n")
@@ -163,6 +166,10 @@ class RunTest(CairnTestCase):
         self.assertEqual(trial["state"], "ERROR")
         self.assertEqual(trial["exit"]["code"], 3)
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ERROR")
+        best = self.cairn("best", "1")
+        self.assertEqual(best.returncode, 1)
+        self.assertEqual(best.stderr.splitlines()[0],
+                         "cairn: error: experiment 1 ended ERROR with no trial that validated val_loss")
 
     def test_permanent_exit_codes_spend_no_restart_and_others_do(self):
         # The trial exits with hparams['code']; each trial counts its attempts in a file.
