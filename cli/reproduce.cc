@@ -249,8 +249,8 @@ void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_flag("--verify", *verify,
                 "Compare the new metric series with the recorded one; exit 1 on a difference");
   cmd->add_flag("--allow-data-change", *allow_data_change,
-                "Re-run even when data too large to keep in the store has changed since the "
-                "trial (it is named, and the run goes on)");
+                "Re-run even when data too large to keep has changed since the trial (the "
+                "changes are named as a warning)");
   cmd->callback([&global, &outcome, id, verify, allow_data_change] {
     outcome.exit_code = reproduce(global, *id, *verify, *allow_data_change);
   });
