@@ -51,52 +51,63 @@ void warn_about_drift(const StoreLayout& store, const TrialRef& ref,
   }
 }
 
-// "2 changed (data/a.csv, data/b.csv)": the first few names, then how many more.
-std::string named(size_t count_shown, const char* how, const std::vector<std::string>& paths) {
-  std::string text = std::to_string(paths.size()) + " " + how + " (";
-  for (size_t i = 0; i < paths.size() && i < count_shown; ++i) text += (i ? ", " : "") + paths[i];
-  if (paths.size() > count_shown)
-    text += " and " + std::to_string(paths.size() - count_shown) + " more";
-  return text + ")";
-}
-
 std::string describe(const DataChanges& changes) {
   constexpr size_t kShown = 3;
-  std::vector<std::string> parts;
-  if (!changes.changed.empty()) parts.push_back(named(kShown, "changed", changes.changed));
-  if (!changes.missing.empty()) parts.push_back(named(kShown, "missing", changes.missing));
-  if (!changes.added.empty()) parts.push_back(named(kShown, "added", changes.added));
   std::string text;
-  for (const std::string& p : parts) text += (text.empty() ? "" : ", ") + p;
+  auto part = [&](const char* how, const std::vector<std::string>& paths) {
+    if (paths.empty()) return;
+    text += (text.empty() ? "" : ", ") + std::to_string(paths.size()) + " " + how + " (" +
+            name_list(paths, kShown) + ")";
+  };
+  part("changed", changes.changed);
+  part("removed", changes.removed);
+  part("added", changes.added);
   return text;
+}
+
+// Where the data is read, for messages: each `data:` entry, as a link in a checkout resolves
+// (relative entries), or as given (absolute ones, which may lie anywhere).
+std::string data_places(const ExperimentConfig& live) {
+  std::vector<std::string> places;
+  for (const std::string& entry : live.data) {
+    fs::path path = fs::path(entry).lexically_normal();
+    if (path.filename().empty()) path = path.parent_path();  // "data/": name the directory
+    std::error_code ec;
+    const fs::path resolved =
+        path.is_absolute() ? path : fs::weakly_canonical(live.workdir / path, ec);
+    places.push_back((ec ? live.workdir / path : resolved).lexically_normal().string());
+  }
+  return name_list(places, 3);
 }
 
 // Data too large to keep was only fingerprinted, so the re-run reads it where it is now
 // (SPEC §5). A re-run on other data would not reproduce the trial, and would seem to say
-// the trial is not reproducible; so the data is hashed there (as the run hashed it: equal data,
-// equal hashes, and a stat per file when unchanged) and compared with the record: a difference
-// stops the reproduce unless the user accepts it, and then is still named.
-Status check_unkept_data(const StoreLayout& store, const std::string& trial,
-                         const DataFingerprint& recorded, const ExperimentConfig& live,
-                         bool allow_change) {
+// the trial is not reproducible; so the data is hashed there (as the run hashed it: equal
+// data, equal hashes, and a stat per file when unchanged at the same place) and compared with
+// the record: a difference stops the reproduce unless the user accepts it, and then is still
+// named. The fingerprint taken is the one the re-run records (NewExperiment::data): the
+// data is read once, and what was checked is what is recorded.
+Result<DataFingerprint> check_unkept_data(const StoreLayout& store, const std::string& trial,
+                                          const DataFingerprint& recorded,
+                                          const ExperimentConfig& live, bool allow_change) {
   auto now = hash_data(store, live.workdir, live.data);
   if (!now.ok()) return now.status();
   const DataChanges changes = compare_data(recorded, *now);
-  const std::string where = live.workdir.string();
+  const std::string where = data_places(live);
   if (changes.empty()) {
     const size_t n = recorded.files.size();
     std::cout << "cairn: data verified: the recorded data (" << n << (n == 1 ? " file" : " files")
               << ", too large to keep in the store) is unchanged where the re-run reads it ("
               << where << ")" << std::endl;
-    return Status::Ok();
+    return now;
   }
   const std::string what =
-      "the data in " + where + " is not what trial " + trial +
+      "the data at " + where + " is not what trial " + trial +
       " recorded (it was too large to keep in the store): " + describe(changes);
   if (!allow_change) return Status::BadInput(what);
   std::cerr << "cairn: warning: " << what << "; re-running on it as it is now (--allow-data-change)"
             << std::endl;
-  return Status::Ok();
+  return now;
 }
 
 struct Mismatch {
@@ -180,8 +191,8 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   if (!config.ok()) return fail(config.status());
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
-  // from where the recorded run read it, or from the same place in the project when the
-  // project moved with its store (as `cairn resume` finds it).
+  // from where the recorded run read it, or, when the project moved with its store, from the
+  // same place in the project's new location (moved_workdir(), as resume takes the workdir).
   ExperimentConfig recorded = *config;
   recorded.workdir = ref->experiment.value("workdir", config->workdir.string());
   auto data = data_fingerprint_from_json(ref->experiment.value("data", Json::object()));
@@ -192,13 +203,15 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                 << now.string() << ", not " << recorded.workdir.string() << std::endl;
       recorded.workdir = now;
     }
-    Status checked = check_unkept_data(*store, ref->id, *data, recorded, allow_data_change);
+    auto checked = check_unkept_data(*store, ref->id, *data, recorded, allow_data_change);
     if (!checked.ok())
-      return fail(checked, checked.exit_code() == 2
-                               ? "re-running on it would not reproduce " + ref->id +
-                                     ": put the recorded data back, or pass --allow-data-change "
-                                     "to re-run on it as it is now"
-                               : "");
+      return fail(checked.status(),
+                  checked.status().exit_code() == 2
+                      ? "re-running on it would not reproduce " + ref->id +
+                            ": put the recorded data back, or pass --allow-data-change "
+                            "to re-run on it as it is now"
+                      : "");
+    what.data = std::move(*checked);
   }
   Status st = materialize_workdir(*store, ref->experiment, recorded, *dir);
   if (!st.ok()) return fail(st);

@@ -109,7 +109,11 @@ Result<DataFingerprint> hash_listed(const StoreLayout& store, const fs::path& wo
       if (skip_missing) continue;
       return Status::BadInput("data: " + entry + " does not exist");
     }
-    Status st = list_files(abs, label, listed);
+    // Listed where the data really is (one realpath per entry), so the stat cache, keyed by
+    // path, knows it whichever way it is reached: from the project, or through the links of
+    // a run directory or a reproduce checkout.
+    const fs::path real = fs::canonical(abs, ec);
+    Status st = list_files(ec ? abs : real, label, listed);
     if (!st.ok()) return st;
   }
   std::sort(listed.begin(), listed.end());
@@ -171,14 +175,14 @@ DataChanges compare_data(const DataFingerprint& recorded, const DataFingerprint&
     if (!seen.insert(f.path).second) continue;
     auto it = current.find(f.path);
     if (it == current.end())
-      out.missing.push_back(f.path);
+      out.removed.push_back(f.path);
     else if (it->second->sha256 != f.sha256)
       out.changed.push_back(f.path);
   }
   for (const auto& [path, file] : current)
     if (!seen.count(path)) out.added.push_back(path);
   std::sort(out.changed.begin(), out.changed.end());
-  std::sort(out.missing.begin(), out.missing.end());
+  std::sort(out.removed.begin(), out.removed.end());
   return out;
 }
 

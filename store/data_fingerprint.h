@@ -38,16 +38,17 @@ Result<DataFingerprint> fingerprint_data(const StoreLayout& store,
 // `cairn reproduce` compares with a record whose data was too large to keep. The files are
 // listed and hashed as fingerprint_data() does, through the same stat cache, so unchanged
 // data gives the recorded hashes for a stat per file. A `data:` entry that is gone lists no
-// files (compare_data() names them missing) rather than failing.
+// files (compare_data() names them removed) rather than failing.
 Result<DataFingerprint> hash_data(const StoreLayout& store, const std::filesystem::path& workdir,
                                   const std::vector<std::string>& data_paths);
 
-// What differs between a recorded fingerprint and a later one, by path (each list sorted).
+// What differs between a fingerprint and a later one, by path (each list sorted): what
+// `cairn reproduce` checks and `cairn compare` shows, in the same words.
 struct DataChanges {
   std::vector<std::string> changed;  // in both, with other contents
-  std::vector<std::string> missing;  // recorded, not there now
-  std::vector<std::string> added;    // there now, not recorded
-  bool empty() const { return changed.empty() && missing.empty() && added.empty(); }
+  std::vector<std::string> removed;  // in the first, not in the later one
+  std::vector<std::string> added;    // in the later one, not in the first
+  bool empty() const { return changed.empty() && removed.empty() && added.empty(); }
 };
 DataChanges compare_data(const DataFingerprint& recorded, const DataFingerprint& now);
 

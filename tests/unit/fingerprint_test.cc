@@ -217,12 +217,29 @@ TEST_CASE("hash_data gives the recorded hashes for unchanged data, keeps nothing
   for (const DataFile& d : now->files) CHECK_FALSE(objects.contains(d.sha256));
 }
 
-TEST_CASE("compare_data names the files changed, missing and added, sorted") {
+TEST_CASE("data reached through a link, as in a run directory, is known to the stat cache") {
+  DataFixture f;
+  testing::age_tree(f.work);
+  testing::age_tree(f.dir / "outside");
+  const DataFingerprint recorded = f.fingerprint(0);
+  // A checkout whose data entries are links to the project's, as `cairn reproduce` makes.
+  const fs::path checkout = f.dir / "checkout";
+  fs::create_directories(checkout);
+  fs::create_directory_symlink("../work/data", checkout / "data");
+  fs::create_symlink("../work/labels.txt", checkout / "labels.txt");
+  const uint64_t before = testing::bytes_read();
+  auto now = hash_data(f.store, checkout, f.paths());
+  REQUIRE(now.ok());
+  CHECK(testing::bytes_read() - before < 4096);  // the cache file, no data file
+  CHECK(now->digest == recorded.digest);
+}
+
+TEST_CASE("compare_data names the files changed, removed and added, sorted") {
   DataFixture f;
   const DataFingerprint recorded = f.fingerprint(0);
   write_file(f.work / "data/train.csv", "x,y\n1,3\n");
   fs::remove(f.work / "data/sub/empty");
-  fs::remove(f.work / "labels.txt");  // a `data:` entry that is gone: its files are missing
+  fs::remove(f.work / "labels.txt");  // a `data:` entry that is gone: its files are removed
   write_file(f.work / "data/sub/new.csv", "");
   write_file(f.work / "data/a.csv", "");
   auto now = hash_data(f.store, f.work, f.paths());
@@ -231,7 +248,7 @@ TEST_CASE("compare_data names the files changed, missing and added, sorted") {
   const DataChanges changes = compare_data(recorded, *now);
   CHECK_FALSE(changes.empty());
   CHECK(changes.changed == std::vector<std::string>{"data/train.csv"});
-  CHECK(changes.missing == std::vector<std::string>{"data/sub/empty", "labels.txt"});
+  CHECK(changes.removed == std::vector<std::string>{"data/sub/empty", "labels.txt"});
   CHECK(changes.added == std::vector<std::string>{"data/a.csv", "data/sub/new.csv"});
 
   SUBCASE("a record read back out of order compares the same") {
@@ -239,7 +256,7 @@ TEST_CASE("compare_data names the files changed, missing and added, sorted") {
     std::reverse(shuffled.files.begin(), shuffled.files.end());
     const DataChanges again = compare_data(shuffled, *now);
     CHECK(again.changed == changes.changed);
-    CHECK(again.missing == changes.missing);
+    CHECK(again.removed == changes.removed);
     CHECK(again.added == changes.added);
   }
 }
