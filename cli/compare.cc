@@ -8,6 +8,7 @@
 #include "cli/table.h"
 #include "cli/trial_ref.h"
 #include "store/code_snapshot.h"
+#include "store/data_fingerprint.h"
 
 namespace cairn::cli {
 
@@ -74,18 +75,40 @@ std::map<std::string, Json> config_map(const Json& experiment) {
   return out;
 }
 
-std::map<std::string, Json> data_map(const Json& experiment) {
-  std::map<std::string, Json> out;
-  for (const Json& f : experiment.value("data", Json::object()).value("files", Json::array()))
-    out[f.value("path", "")] = f.value("sha256", "").substr(0, 12);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items, size_t limit = 8) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
-  if (items.size() > limit) out += ", …";
-  return out;
+// Data: per file, against the first trial, in compare_data()'s words (those `cairn reproduce`
+// uses): a file is "added" when the first trial lacks it, "removed" when every other trial
+// does, "changed" otherwise. The values are the short hashes (null: no such file).
+Status compare_data_files(const std::vector<TrialRef>& refs, std::vector<Difference>& out) {
+  std::vector<DataFingerprint> fps;
+  std::vector<std::map<std::string, std::string>> short_hashes;
+  for (const TrialRef& r : refs) {
+    auto fp = data_fingerprint_from_json(r.experiment.value("data", Json::object()));
+    if (!fp.ok()) return fp.status();
+    short_hashes.emplace_back();
+    for (const DataFile& f : fp->files) short_hashes.back()[f.path] = f.sha256.substr(0, 12);
+    fps.push_back(std::move(*fp));
+  }
+  std::map<std::string, std::string> how;  // path -> its word
+  std::map<std::string, size_t> removed_in;
+  for (size_t i = 1; i < fps.size(); ++i) {
+    const DataChanges c = compare_data(fps.front(), fps[i]);
+    for (const std::string& p : c.changed) how.emplace(p, "changed");
+    for (const std::string& p : c.added) how[p] = "added";
+    for (const std::string& p : c.removed) {
+      how.emplace(p, "changed");
+      ++removed_in[p];
+    }
+  }
+  for (auto& [path, word] : how) {
+    if (removed_in[path] == fps.size() - 1) word = "removed";
+    Difference d{"data", path, {}, "data: " + path + " " + word};
+    for (const auto& hashes : short_hashes) {
+      auto it = hashes.find(path);
+      d.values.push_back(it == hashes.end() ? Json(nullptr) : Json(it->second));
+    }
+    out.push_back(std::move(d));
+  }
+  return Status::Ok();
 }
 
 // Code: the snapshots' trees, file by file, each against the first trial's.
@@ -127,7 +150,7 @@ Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
                    "",
                    {},
                    "code: " + std::to_string(names.size()) + " file" +
-                       (names.size() == 1 ? "" : "s") + " changed (" + join(names) + ")" +
+                       (names.size() == 1 ? "" : "s") + " changed (" + name_list(names, 8) + ")" +
                        (refs.size() > 2 ? " in " + refs[i].id : "")});
   }
   return Status::Ok();
@@ -148,9 +171,8 @@ int compare(const GlobalOptions& global, const std::vector<std::string>& ids, bo
   std::vector<Difference> diffs;
   if (Status st = compare_code(*store, refs, diffs); !st.ok()) return fail(st);
 
-  std::vector<std::map<std::string, Json>> data, deps, hparams, seeds, configs;
+  std::vector<std::map<std::string, Json>> deps, hparams, seeds, configs;
   for (const TrialRef& r : refs) {
-    data.push_back(data_map(r.experiment));
     std::map<std::string, Json> d;
     flatten(r.experiment.value("dependencies", Json::object()), "", d);
     d.erase("");
@@ -162,18 +184,7 @@ int compare(const GlobalOptions& global, const std::vector<std::string>& ids, bo
     seeds.push_back({{"seed", r.trial.value("seed", Json())}});
     configs.push_back(config_map(r.experiment));
   }
-  // Data: per file, with "added"/"removed"/"changed" in words.
-  std::vector<Difference> data_diffs;
-  compare_maps("data", data, data_diffs);
-  for (Difference& d : data_diffs) {
-    std::string how = "changed";
-    if (d.values.front().is_null()) how = "added";
-    bool gone = true;
-    for (size_t i = 1; i < d.values.size(); ++i) gone = gone && d.values[i].is_null();
-    if (gone) how = "removed";
-    d.text = "data: " + d.what + " " + how;
-    diffs.push_back(std::move(d));
-  }
+  if (Status st = compare_data_files(refs, diffs); !st.ok()) return fail(st);
   compare_maps("dependency", deps, diffs);
   compare_maps("hparam", hparams, diffs);
   std::vector<Difference> seed_diffs;

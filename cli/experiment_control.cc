@@ -45,12 +45,6 @@ bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s,
   return true;
 }
 
-namespace {
-
-// Where the recorded workdir is now, when the project moved (or was copied) together with
-// its store (the usual layout: .cairn/ inside the project): the same place relative to the
-// store's parent. Empty when the store has not moved, the workdir was not below the store's
-// parent, the record does not say where the store was, or nothing is at the new place.
 fs::path moved_workdir(const Json& experiment, const StoreLayout& store) {
   const fs::path recorded = experiment.value("workdir", "");
   const fs::path old_store = experiment.value("store", "");
@@ -62,8 +56,6 @@ fs::path moved_workdir(const Json& experiment, const StoreLayout& store) {
   const fs::path now = (store_now.parent_path() / inside).lexically_normal();
   return fs::is_directory(now, ec) ? now : fs::path();
 }
-
-}  // namespace
 
 Result<ExperimentConfig> stored_config(const Json& experiment, const StoreLayout& store,
                                        std::string* moved_note) {

@@ -1,5 +1,6 @@
 // What resume, pause and kill share: finding out whether an experiment is being driven,
-// by which process, and reaching that process.
+// by which process, and reaching that process; and where a recorded workdir is now
+// (resume, and reproduce for data too large to keep).
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +29,12 @@ std::string self_executable();
 // Starts a new session (no terminal) with stdin from /dev/null and stdout+stderr appended to
 // `log_file`: how a detached coordinator runs. In run.cc.
 void start_session_with_output(const std::filesystem::path& log_file);
+
+// Where the recorded workdir is now, when the project moved (or was copied) together with
+// its store (the usual layout: .cairn/ inside the project): the same place relative to the
+// store's parent. Empty when the store has not moved, the workdir was not below the store's
+// parent, the record does not say where the store was, or nothing is at the new place.
+std::filesystem::path moved_workdir(const Json& experiment, const StoreLayout& store);
 
 // Reads the config stored with the experiment (its text and --set overrides) again.
 // When the project moved (or was copied) with its store, the workdir is taken at its new

@@ -37,7 +37,8 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
                      int64_t* id_out) {
   // What the experiment runs is recorded before it gets an id: a workdir over the snapshot
   // limit or a missing data path is refused without leaving an empty experiment behind.
-  auto provenance = capture_provenance(store, config, "cairn: " + config.name);
+  auto provenance =
+      capture_provenance(store, config, "cairn: " + config.name, what.data ? &*what.data : nullptr);
   if (!provenance.ok()) return fail(provenance.status());
   auto id = allocate_experiment_id(store);
   if (!id.ok()) return fail(id.status());

@@ -1,11 +1,13 @@
 // Creating an experiment and driving it: what `cairn run` and `cairn reproduce` share.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/json.h"
 #include "engine/config.h"
+#include "store/data_fingerprint.h"
 #include "store/store_location.h"
 
 namespace cairn::cli {
@@ -15,6 +17,8 @@ struct NewExperiment {
   std::string config_text;        // what resume parses again, with `sets`
   std::vector<std::string> sets;  // --set overrides, in order
   Json extra = Json::object();    // more fields for the experiment record
+  // The data fingerprint, when the caller has taken it already (capture_provenance()).
+  std::optional<DataFingerprint> data;
   bool detach = false;
   int slots = 0;       // 0: the default
   bool quiet = false;  // no "cairn: experiment N …" line

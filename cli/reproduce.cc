@@ -1,9 +1,11 @@
-// `cairn reproduce TRIAL [--verify]`: re-runs a recorded trial from its code snapshot, with
-// its hyperparameters, seed, environment and deterministic settings, as a new experiment;
-// with --verify, compares the new metric series with the recorded one, step by step.
+// `cairn reproduce TRIAL [--verify] [--allow-data-change]`: re-runs a recorded trial from its
+// code snapshot, with its hyperparameters, seed, environment and deterministic settings, as a
+// new experiment; with --verify, compares the new metric series with the recorded one, step
+// by step.
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
@@ -49,6 +51,65 @@ void warn_about_drift(const StoreLayout& store, const TrialRef& ref,
   }
 }
 
+std::string describe(const DataChanges& changes) {
+  constexpr size_t kShown = 3;
+  std::string text;
+  auto part = [&](const char* how, const std::vector<std::string>& paths) {
+    if (paths.empty()) return;
+    text += (text.empty() ? "" : ", ") + std::to_string(paths.size()) + " " + how + " (" +
+            name_list(paths, kShown) + ")";
+  };
+  part("changed", changes.changed);
+  part("removed", changes.removed);
+  part("added", changes.added);
+  return text;
+}
+
+// Where the data is read, for messages: each `data:` entry, as a link in a checkout resolves
+// (relative entries), or as given (absolute ones, which may lie anywhere).
+std::string data_places(const ExperimentConfig& live) {
+  std::vector<std::string> places;
+  for (const std::string& entry : live.data) {
+    fs::path path = fs::path(entry).lexically_normal();
+    if (path.filename().empty()) path = path.parent_path();  // "data/": name the directory
+    std::error_code ec;
+    const fs::path resolved =
+        path.is_absolute() ? path : fs::weakly_canonical(live.workdir / path, ec);
+    places.push_back((ec ? live.workdir / path : resolved).lexically_normal().string());
+  }
+  return name_list(places, 3);
+}
+
+// Data too large to keep was only fingerprinted, so the re-run reads it where it is now
+// (SPEC §5). A re-run on other data would not reproduce the trial, and would seem to say
+// the trial is not reproducible; so the data is hashed there (as the run hashed it: equal
+// data, equal hashes, and a stat per file when unchanged at the same place) and compared with
+// the record: a difference stops the reproduce unless the user accepts it, and then is still
+// named. The fingerprint taken is the one the re-run records (NewExperiment::data): the
+// data is read once, and what was checked is what is recorded.
+Result<DataFingerprint> check_unkept_data(const StoreLayout& store, const std::string& trial,
+                                          const DataFingerprint& recorded,
+                                          const ExperimentConfig& live, bool allow_change) {
+  auto now = hash_data(store, live.workdir, live.data);
+  if (!now.ok()) return now.status();
+  const DataChanges changes = compare_data(recorded, *now);
+  const std::string where = data_places(live);
+  if (changes.empty()) {
+    const size_t n = recorded.files.size();
+    std::cout << "cairn: data verified: the recorded data (" << n << (n == 1 ? " file" : " files")
+              << ", too large to keep in the store) is unchanged where the re-run reads it ("
+              << where << ")" << std::endl;
+    return now;
+  }
+  const std::string what =
+      "the data at " + where + " is not what trial " + trial +
+      " recorded (it was too large to keep in the store): " + describe(changes);
+  if (!allow_change) return Status::BadInput(what);
+  std::cerr << "cairn: warning: " << what << "; re-running on it as it is now (--allow-data-change)"
+            << std::endl;
+  return now;
+}
+
 struct Mismatch {
   int64_t step = 0;
   std::string what;  // empty: the series match
@@ -90,7 +151,8 @@ Mismatch first_difference(const char* kind, const std::vector<MetricPoint>& reco
   return {};
 }
 
-int reproduce(const GlobalOptions& global, const std::string& id_text, bool verify) {
+int reproduce(const GlobalOptions& global, const std::string& id_text, bool verify,
+              bool allow_data_change) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
   if (id->trial == 0)
@@ -129,19 +191,34 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   if (!config.ok()) return fail(config.status());
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
-  // from where the recorded run read it.
+  // from where the recorded run read it, or, when the project moved with its store, from the
+  // same place in the project's new location (moved_workdir(), as resume takes the workdir).
   ExperimentConfig recorded = *config;
   recorded.workdir = ref->experiment.value("workdir", config->workdir.string());
+  auto data = data_fingerprint_from_json(ref->experiment.value("data", Json::object()));
+  if (!data.ok()) return fail(data.status());
+  if (!data->stored && !data->files.empty()) {
+    if (const fs::path now = moved_workdir(ref->experiment, *store); !now.empty()) {
+      std::cout << "cairn: the project moved: the data too large to keep is read in "
+                << now.string() << ", not " << recorded.workdir.string() << std::endl;
+      recorded.workdir = now;
+    }
+    auto checked = check_unkept_data(*store, ref->id, *data, recorded, allow_data_change);
+    if (!checked.ok())
+      return fail(checked.status(),
+                  checked.status().exit_code() == 2
+                      ? "re-running on it would not reproduce " + ref->id +
+                            ": put the recorded data back, or pass --allow-data-change "
+                            "to re-run on it as it is now"
+                      : "");
+    what.data = std::move(*checked);
+  }
   Status st = materialize_workdir(*store, ref->experiment, recorded, *dir);
   if (!st.ok()) return fail(st);
   // How the checkout looks now: `cairn gc` removes it once the re-run has ended, but only if
   // it still looks so (store/reproduce_workdir.h).
   auto fingerprint = checkout_fingerprint(*dir);
   if (!fingerprint.ok()) return fail(fingerprint.status());
-  auto data = data_fingerprint_from_json(ref->experiment.value("data", Json::object()));
-  if (data.ok() && !data->stored && !data->files.empty())
-    std::cerr << "cairn: warning: the recorded data (" << data->files.size()
-              << " files) was too large to keep; the re-run reads it where it is now\n";
 
   config->name = "reproduce-" + ref->id;
   warn_about_drift(*store, *ref, *config);
@@ -181,10 +258,15 @@ void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   CLI::App* cmd = app.add_subcommand(
       "reproduce", "Re-run a trial from its recorded code, data, hyperparameters and seed");
   cmd->add_option("trial", *id, "Trial id")->required()->type_name("TRIAL");
+  auto allow_data_change = std::make_shared<bool>(false);
   cmd->add_flag("--verify", *verify,
                 "Compare the new metric series with the recorded one; exit 1 on a difference");
-  cmd->callback(
-      [&global, &outcome, id, verify] { outcome.exit_code = reproduce(global, *id, *verify); });
+  cmd->add_flag("--allow-data-change", *allow_data_change,
+                "Re-run even when data too large to keep has changed since the trial (the "
+                "changes are named as a warning)");
+  cmd->callback([&global, &outcome, id, verify, allow_data_change] {
+    outcome.exit_code = reproduce(global, *id, *verify, *allow_data_change);
+  });
 }
 
 }  // namespace cairn::cli

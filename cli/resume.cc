@@ -43,10 +43,16 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (!config.ok()) return fail(config.status());
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
-    const Json data = status->record.value("data", Json::object());
-    if (!data.value("stored", false) && !data.value("files", Json::array()).empty())
-      std::cerr << "cairn: warning: its data was too large to keep in the store; the trials "
-                   "still read it where it was\n";
+    // Data too large to keep is read through links in the run directory, which follow the
+    // move when the data lies inside the project (engine/provenance.cc); a link made before
+    // they did, or to data that did not move with the project, may no longer find it.
+    const fs::path run_dir = store.experiment(id) / "code";
+    std::error_code ec;
+    for (const std::string& entry : config->data)
+      if (!fs::path(entry).is_absolute() && fs::is_directory(run_dir, ec) &&
+          !fs::exists(run_dir / entry, ec))
+        std::cerr << "cairn: warning: its trials read the data " << entry << " through "
+                  << (run_dir / entry).string() << ", which no longer finds it\n";
   }
   auto db = ExperimentDb::open(store.experiment(id), ExperimentDb::Mode::kWrite, store.tmp());
   if (!db.ok()) return fail(db.status());

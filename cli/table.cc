@@ -24,4 +24,11 @@ void Table::print(std::ostream& out) const {
   for (const auto& row : rows_) emit(row);
 }
 
+std::string name_list(const std::vector<std::string>& names, size_t shown) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > shown) text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
+}
+
 }  // namespace cairn::cli

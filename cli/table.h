@@ -20,6 +20,10 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// "a, b, c and 2 more": the first `shown` names, then how many more; how a list of files
+// (changed, added, …) is named in a message.
+std::string name_list(const std::vector<std::string>& names, size_t shown);
+
 using cairn::format_number;  // common/number_text.h
 
 }  // namespace cairn::cli

@@ -142,7 +142,7 @@ _cairn() {
       ;;
     gc) options="--json" ;;
     compare) options="--json --diff" ;;
-    reproduce) options="--verify" ;;
+    reproduce) options="--verify --allow-data-change" ;;
     doctor) options="--json" ;;
     version) options="--json" ;;
     help | export | completion) ;;

@@ -180,8 +180,9 @@ complete -c cairn -n '__cairn_using_command compare' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command compare' -l diff -d 'Also print the code changes as a patch'
 complete -c cairn -n '__cairn_using_command compare' -a '(__cairn_ids all)' -d 'Trial or experiment'
 
-# reproduce TRIAL [--verify]
+# reproduce TRIAL [--verify] [--allow-data-change]
 complete -c cairn -n '__cairn_using_command reproduce' -l verify -d 'Compare the new metrics with the recorded ones'
+complete -c cairn -n '__cairn_using_command reproduce' -l allow-data-change -d 'Re-run even when data too large to keep has changed'
 complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
 
 # doctor [--json]

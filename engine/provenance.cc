@@ -33,19 +33,45 @@ Json code_json(const CodeSnapshot& snap) {
   return code;
 }
 
+bool lies_inside(const fs::path& path, const fs::path& dir) {
+  const fs::path rel = path.lexically_relative(dir);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// What a data link holds: a path relative to the link when both lie in the tree that holds
+// the store (the project, with .cairn/ inside it), so that moving the project together with
+// its store moves both ends and the link still finds the data (resume and reproduce read it
+// at the new place); the absolute path of data elsewhere, which a move leaves where it is.
+// Only the parents are resolved, so a data entry that is itself a link stays one.
+fs::path link_target(const StoreLayout& store, const fs::path& target, const fs::path& link) {
+  std::error_code ec;
+  const fs::path tree = fs::weakly_canonical(store.root(), ec).parent_path();
+  if (ec) return target;
+  const fs::path to = fs::weakly_canonical(target.parent_path(), ec) / target.filename();
+  if (ec) return target;
+  const fs::path from = fs::weakly_canonical(link.parent_path(), ec);
+  if (ec || !lies_inside(to, tree) || !lies_inside(from, tree)) return target;
+  return to.lexically_relative(from);
+}
+
+fs::path without_trailing_slash(const fs::path& p) {
+  std::string text = p.string();
+  while (text.size() > 1 && text.back() == '/') text.pop_back();
+  return text;
+}
+
 // Data that was too large to keep is linked from the run directory to the live path, so
 // relative paths in the trial's code still find it.
-Status link_unstored_data(const ExperimentConfig& config, const fs::path& dir) {
+Status link_unstored_data(const StoreLayout& store, const ExperimentConfig& config,
+                          const fs::path& dir) {
   for (const std::string& path : config.data) {
     if (fs::path(path).is_absolute()) continue;
-    fs::path link = (dir / path).lexically_normal();
-    std::string text = link.string();
-    while (!text.empty() && text.back() == '/') text.pop_back();
-    link = text;
+    const fs::path link = without_trailing_slash((dir / path).lexically_normal());
     std::error_code ec;
     fs::create_directories(link.parent_path(), ec);
     fs::remove_all(link, ec);
-    fs::create_symlink(absolute_data_path(config, path), link, ec);
+    const fs::path target = without_trailing_slash(absolute_data_path(config, path));
+    fs::create_symlink(link_target(store, target, link), link, ec);
     if (ec) return Status::Io("cannot link " + link.string() + ": " + ec.message());
   }
   return Status::Ok();
@@ -54,23 +80,27 @@ Status link_unstored_data(const ExperimentConfig& config, const fs::path& dir) {
 }  // namespace
 
 Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig& config,
-                                const std::string& message) {
+                                const std::string& message, const DataFingerprint* data_read) {
   SnapshotOptions options;
   options.size_limit = snapshot_limit(config);
   // Only what lies inside the workdir needs leaving out (a workdir may itself lie inside
-  // the store: `cairn reproduce` runs from one there).
+  // the store: `cairn reproduce` runs from one there). A data path is resolved up to its
+  // parent only: in a run directory or a reproduce checkout it is a link to data elsewhere,
+  // and the link is data, not code.
   std::error_code ec;
   const fs::path workdir = fs::weakly_canonical(config.workdir, ec);
   auto exclude = [&](const fs::path& given) {
     std::error_code ec2;
-    const fs::path path = fs::weakly_canonical(given, ec2);
-    const fs::path rel = path.lexically_relative(workdir);
-    if (!rel.empty() && *rel.begin() != "..") options.exclude.push_back(path);
+    const fs::path plain = without_trailing_slash(given);
+    const fs::path path = fs::weakly_canonical(plain.parent_path(), ec2) / plain.filename();
+    if (lies_inside(path, workdir)) options.exclude.push_back(path);
   };
   exclude(store.root());
   for (const std::string& path : config.data) exclude(absolute_data_path(config, path));
 
-  auto data = fingerprint_data(store, config.workdir, config.data, options.size_limit);
+  Result<DataFingerprint> data =
+      data_read ? Result<DataFingerprint>(*data_read)
+                : fingerprint_data(store, config.workdir, config.data, options.size_limit);
   if (!data.ok()) return data.status();
   auto repo = CodeRepository::open(store.root());
   if (!repo.ok()) return repo.status();
@@ -96,7 +126,7 @@ Status materialize_workdir(const StoreLayout& store, const Json& experiment,
   if (!st.ok()) return st;
   auto data = data_fingerprint_from_json(experiment.value("data", Json::object()));
   if (data.ok() && data->stored) return restore_data(store, *data, dest);
-  return link_unstored_data(config, dest);
+  return link_unstored_data(store, config, dest);
 }
 
 Result<fs::path> prepare_run_directory(const StoreLayout& store, int64_t exp_id,

@@ -11,14 +11,19 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "engine/config.h"
+#include "store/data_fingerprint.h"
 #include "store/store_location.h"
 
 namespace cairn {
 
 // {"code": {...}, "data": {...}, "dependencies": {...}} for the experiment record.
 // BadInput when the workdir is over the snapshot limit or a data path is missing.
+// `data_read`, when given, is the data fingerprint already taken where the trials will read
+// the data (`cairn reproduce` takes it to check it against a record): it is recorded as it
+// is, so the data is not read again and what was checked is what is recorded.
 Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig& config,
-                                const std::string& message);
+                                const std::string& message,
+                                const DataFingerprint* data_read = nullptr);
 
 // The directory trials of experiment `exp_id` run in: `.cairn/experiments/<id>/code`, a
 // checkout of the recorded snapshot with the recorded data restored into it (data too large

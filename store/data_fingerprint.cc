@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "common/file_util.h"
@@ -91,17 +92,28 @@ std::string digest_of(const std::vector<DataFile>& files) {
 
 }  // namespace
 
-Result<DataFingerprint> fingerprint_data(const StoreLayout& store, const fs::path& workdir,
-                                         const std::vector<std::string>& data_paths,
-                                         uint64_t store_limit) {
-  std::vector<std::pair<std::string, fs::path>> listed;
+namespace {
+
+// The files under the `data:` paths as (label, path on disk), sorted by label, and their
+// fingerprint; nothing kept. An entry that does not exist is bad input, or contributes no
+// files when `skip_missing`.
+Result<DataFingerprint> hash_listed(const StoreLayout& store, const fs::path& workdir,
+                                    const std::vector<std::string>& data_paths, bool skip_missing,
+                                    std::vector<std::pair<std::string, fs::path>>& listed) {
   for (const std::string& entry : data_paths) {
     std::string label = fs::path(entry).lexically_normal().generic_string();
     while (label.size() > 1 && label.back() == '/') label.pop_back();
     const fs::path abs = fs::path(entry).is_absolute() ? fs::path(entry) : workdir / entry;
     std::error_code ec;
-    if (!fs::exists(abs, ec)) return Status::BadInput("data: " + entry + " does not exist");
-    Status st = list_files(abs, label, listed);
+    if (!fs::exists(abs, ec)) {
+      if (skip_missing) continue;
+      return Status::BadInput("data: " + entry + " does not exist");
+    }
+    // Listed where the data really is (one realpath per entry), so the stat cache, keyed by
+    // path, knows it whichever way it is reached: from the project, or through the links of
+    // a run directory or a reproduce checkout.
+    const fs::path real = fs::canonical(abs, ec);
+    Status st = list_files(ec ? abs : real, label, listed);
     if (!st.ok()) return st;
   }
   std::sort(listed.begin(), listed.end());
@@ -118,6 +130,24 @@ Result<DataFingerprint> fingerprint_data(const StoreLayout& store, const fs::pat
     fp.files.push_back(std::move(f));
   }
   fp.digest = digest_of(fp.files);
+  return fp;
+}
+
+}  // namespace
+
+Result<DataFingerprint> hash_data(const StoreLayout& store, const fs::path& workdir,
+                                  const std::vector<std::string>& data_paths) {
+  std::vector<std::pair<std::string, fs::path>> listed;
+  return hash_listed(store, workdir, data_paths, true, listed);
+}
+
+Result<DataFingerprint> fingerprint_data(const StoreLayout& store, const fs::path& workdir,
+                                         const std::vector<std::string>& data_paths,
+                                         uint64_t store_limit) {
+  std::vector<std::pair<std::string, fs::path>> listed;
+  auto hashed = hash_listed(store, workdir, data_paths, false, listed);
+  if (!hashed.ok()) return hashed.status();
+  DataFingerprint fp = std::move(*hashed);
   fp.stored = fp.bytes <= store_limit;
   if (fp.stored) {
     ObjectStore objects(store.objects());
@@ -133,6 +163,27 @@ Result<DataFingerprint> fingerprint_data(const StoreLayout& store, const fs::pat
     fp.digest = digest_of(fp.files);
   }
   return fp;
+}
+
+DataChanges compare_data(const DataFingerprint& recorded, const DataFingerprint& now) {
+  // By path, not by position: a record read back is not trusted to be sorted.
+  std::map<std::string, const DataFile*> current;
+  for (const DataFile& f : now.files) current.emplace(f.path, &f);
+  std::set<std::string> seen;
+  DataChanges out;
+  for (const DataFile& f : recorded.files) {
+    if (!seen.insert(f.path).second) continue;
+    auto it = current.find(f.path);
+    if (it == current.end())
+      out.removed.push_back(f.path);
+    else if (it->second->sha256 != f.sha256)
+      out.changed.push_back(f.path);
+  }
+  for (const auto& [path, file] : current)
+    if (!seen.count(path)) out.added.push_back(path);
+  std::sort(out.changed.begin(), out.changed.end());
+  std::sort(out.removed.begin(), out.removed.end());
+  return out;
 }
 
 Status restore_data(const StoreLayout& store, const DataFingerprint& fp, const fs::path& dest) {

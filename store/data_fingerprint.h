@@ -34,6 +34,24 @@ Result<DataFingerprint> fingerprint_data(const StoreLayout& store,
                                          const std::vector<std::string>& data_paths,
                                          uint64_t store_limit);
 
+// The fingerprint of the data as it is now, keeping nothing (`stored` is false): what
+// `cairn reproduce` compares with a record whose data was too large to keep. The files are
+// listed and hashed as fingerprint_data() does, through the same stat cache, so unchanged
+// data gives the recorded hashes for a stat per file. A `data:` entry that is gone lists no
+// files (compare_data() names them removed) rather than failing.
+Result<DataFingerprint> hash_data(const StoreLayout& store, const std::filesystem::path& workdir,
+                                  const std::vector<std::string>& data_paths);
+
+// What differs between a fingerprint and a later one, by path (each list sorted): what
+// `cairn reproduce` checks and `cairn compare` shows, in the same words.
+struct DataChanges {
+  std::vector<std::string> changed;  // in both, with other contents
+  std::vector<std::string> removed;  // in the first, not in the later one
+  std::vector<std::string> added;    // in the later one, not in the first
+  bool empty() const { return changed.empty() && removed.empty() && added.empty(); }
+};
+DataChanges compare_data(const DataFingerprint& recorded, const DataFingerprint& now);
+
 // Writes the stored files with relative paths under `dest`, verifying their hashes.
 Status restore_data(const StoreLayout& store, const DataFingerprint& fp,
                     const std::filesystem::path& dest);

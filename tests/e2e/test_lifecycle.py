@@ -85,6 +85,15 @@ class LifecycleTest(CairnTestCase):
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
 
     def test_a_project_moved_with_its_store_resumes_at_its_new_place(self):
+        # With data too large to keep in the store, which its trials read through the run
+        # directory's links: they must find it at the new place too.
+        self.write("exp.yaml", CONFIG + "data: [data/]\nreproducibility: {snapshot_limit_mb: 1}\n")
+        self.write("train.py", TRAIN.replace(
+            'print("start", step, flush=True)',
+            'print("start", step, os.path.getsize(os.path.join("data", "big.bin")), flush=True)'))
+        os.makedirs(os.path.join(self.dir, "data"))
+        with open(os.path.join(self.dir, "data", "big.bin"), "wb") as f:
+            f.write(b"\1" * (5 << 19))
         run = self.start("run", "exp.yaml")
         wait_until(lambda: self.steps_reported() >= 3, what="training to start")
         self.assertEqual(self.cairn("pause", "1", timeout=120).returncode, 0)
@@ -96,6 +105,8 @@ class LifecycleTest(CairnTestCase):
         resumed = self.cairn("resume", "1", timeout=120)
         self.assertEqual(resumed.returncode, 0, resumed.stdout + resumed.stderr)
         self.assertIn("the project moved", resumed.stdout)
+        self.assertNotIn("warning", resumed.stderr)
+        self.assertIn(" %d\n" % (5 << 19), resumed.stdout)  # the trial read the data
         self.assert_completed_exactly_once()
         # The trial's outputs went to the workdir at its new place (CAIRN_WORKDIR).
         with open(os.path.join(moved, "units.txt")) as f:

@@ -161,6 +161,150 @@ class ReproducibilityTest(CairnTestCase):
         self.assertIn("verified", proc.stdout)
         self.assertTrue(os.path.isdir(store))
 
+    def run_with_data_too_large_to_keep(self):
+        """A first run whose data (2.5 MB) is over its 1 MB snapshot limit: fingerprinted only."""
+        self.write("exp.yaml", CONFIG.replace("seed: 17}", "seed: 17, snapshot_limit_mb: 1}"))
+        with open(os.path.join(self.dir, "data", "big.bin"), "wb") as f:
+            f.write(b"\1" * (5 << 19))
+        self.cairn("run", "exp.yaml", check=0)
+        self.assertFalse(self.cairn_json("show", "1", "--json")["data"]["stored"])
+
+    def test_reproduce_verifies_unchanged_data_too_large_to_keep(self):
+        self.run_with_data_too_large_to_keep()
+        proc = self.cairn("reproduce", "1.1", "--verify")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("cairn: data verified: the recorded data (2 files, too large to keep in "
+                      "the store) is unchanged", proc.stdout)
+        self.assertIn("verified: 2.1 reproduces 1.1", proc.stdout)
+        self.assertNotIn("warning", proc.stderr)
+
+    def test_reproduce_refuses_changed_data_too_large_to_keep_naming_what_changed(self):
+        self.run_with_data_too_large_to_keep()
+        self.write("data/train.csv", "1\n2\n4\n")
+        os.remove(os.path.join(self.dir, "data", "big.bin"))
+        for i in range(1, 5):
+            self.write("data/new%d.csv" % i, "5\n")
+        proc = self.cairn("reproduce", "1.1", "--verify")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"^cairn: error: the data at .* is not what trial 1\.1 "
+                                      r"recorded \(it was too large to keep in the store\): "
+                                      r"1 changed \(data/train\.csv\), 1 removed \(data/big\.bin\), "
+                                      r"4 added \(data/new1\.csv, data/new2\.csv, data/new3\.csv "
+                                      r"and 1 more\)\n")
+        self.assertIn("--allow-data-change", proc.stderr)
+        self.assertEqual([e["id"] for e in self.cairn_json("ls", "--json")], [1])
+        self.assertEqual(os.listdir(os.path.join(self.dir, ".cairn", "reproduce")), [])
+
+        # Accepted explicitly: the re-run goes on, the change still named, and the record of
+        # the re-run shows the data it read.
+        proc = self.cairn("reproduce", "1.1", "--allow-data-change")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"cairn: warning: the data at .* is not what trial 1\.1 "
+                                      r"recorded .*1 changed \(data/train\.csv\)")
+        diffs, doc = self.differences("1.1", "2.1")
+        self.assertIn(("data", "data/train.csv"), diffs, json.dumps(doc, indent=1))
+
+    def test_reproduce_of_a_moved_project_verifies_its_data_too_large_to_keep_at_the_new_place(self):
+        self.run_with_data_too_large_to_keep()
+        moved = self.dir + "-moved"
+        os.rename(self.dir, moved)
+        try:
+            proc = subprocess.run([CAIRN, "--store", os.path.join(moved, ".cairn"), "reproduce",
+                                   "1.1", "--verify"], cwd="/", capture_output=True, text=True,
+                                  env=dict(os.environ, NO_COLOR="1"), timeout=300)
+        finally:
+            os.rename(moved, self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("the project moved", proc.stdout)
+        self.assertIn("cairn: data verified", proc.stdout)
+        self.assertIn("verified: 2.1 reproduces 1.1", proc.stdout)
+
+    def cairn_from(self, project, *args):
+        """cairn run from `project` (the test directory, moved), with its store."""
+        return subprocess.run([CAIRN, "--store", os.path.join(project, ".cairn")] + list(args),
+                              cwd=project, capture_output=True, text=True,
+                              env=dict(os.environ, NO_COLOR="1"), timeout=300)
+
+    def test_reproduce_of_a_rerun_after_the_project_moved_finds_its_data_too_large_to_keep(self):
+        # The re-run's workdir is its checkout in the store, whose data links must follow the
+        # project when it moves with its store.
+        self.run_with_data_too_large_to_keep()
+        self.cairn("reproduce", "1.1", check=0)
+        self.assertEqual(self.differences("1.1", "2.1")[0], [])  # the links are not code
+        moved = self.dir + "-moved"
+        os.rename(self.dir, moved)
+        try:
+            proc = self.cairn_from(moved, "reproduce", "2.1", "--verify")
+            cache = open(os.path.join(moved, ".cairn", "cache", "hashes"), "rb").read()
+        finally:
+            os.rename(moved, self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("cairn: data verified", proc.stdout)
+        self.assertIn("is unchanged where the re-run reads it (%s)" % os.path.join(moved, "data"),
+                      proc.stdout)
+        self.assertIn("verified: 3.1 reproduces 2.1", proc.stdout)
+        # Hashed once, where it really is: never through a checkout's links.
+        self.assertIn(os.path.join(moved, "data", "big.bin").encode(), cache)
+        self.assertNotIn(b"/.cairn/", cache)
+
+    def test_reproduce_checks_absolute_data_outside_the_project_and_names_where_it_is(self):
+        outside = self.dir + "-outside"
+        self.addCleanup(shutil.rmtree, outside, True)
+        os.makedirs(outside)
+        with open(os.path.join(outside, "big.bin"), "wb") as f:
+            f.write(b"\1" * (5 << 19))
+        self.write("exp.yaml", CONFIG.replace("seed: 17}", "seed: 17, snapshot_limit_mb: 1}")
+                   .replace("data: [data/]", "data: [data/, %s]" % outside))
+        self.cairn("run", "exp.yaml", check=0)
+        big = os.path.join(outside, "big.bin")
+        self.assertIn(big, [f["path"] for f in self.cairn_json("show", "1", "--json")["data"]["files"]])
+
+        # Moved with its store, the project's data is read at its new place; the data outside
+        # it where it is.
+        moved = self.dir + "-moved"
+        os.rename(self.dir, moved)
+        try:
+            proc = self.cairn_from(moved, "reproduce", "1.1", "--verify")
+        finally:
+            os.rename(moved, self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("is unchanged where the re-run reads it (%s, %s)"
+                      % (os.path.join(moved, "data"), outside), proc.stdout)
+
+        with open(big, "ab") as f:
+            f.write(b"\2")
+        proc = self.cairn("reproduce", "1.1")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("cairn: error: the data at %s, %s is not what trial 1.1 recorded (it was "
+                      "too large to keep in the store): 1 changed (%s)"
+                      % (os.path.join(self.dir, "data"), outside, big), proc.stderr)
+        self.assertEqual([e["id"] for e in self.cairn_json("ls", "--json")], [1, 2])
+
+    def test_reproduce_allow_data_change_runs_without_a_data_entry_that_is_gone(self):
+        # A second `data:` entry, which the trial does not read, too large to keep; then gone.
+        self.write("exp.yaml", CONFIG.replace("seed: 17}", "seed: 17, snapshot_limit_mb: 1}")
+                   .replace("data: [data/]", "data: [data/, extra/]"))
+        self.write("extra/a.txt", "a\n")
+        with open(os.path.join(self.dir, "extra", "big.bin"), "wb") as f:
+            f.write(b"\1" * (5 << 19))
+        self.cairn("run", "exp.yaml", check=0)
+        shutil.rmtree(os.path.join(self.dir, "extra"))
+        proc = self.cairn("reproduce", "1.1")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("2 removed (extra/a.txt, extra/big.bin)", proc.stderr)
+
+        proc = self.cairn("reproduce", "1.1", "--allow-data-change")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("cairn: warning: the data at %s, %s is not what trial 1.1 recorded (it was "
+                      "too large to keep in the store): 2 removed (extra/a.txt, extra/big.bin); "
+                      "re-running on it as it is now"
+                      % (os.path.join(self.dir, "data"), os.path.join(self.dir, "extra")),
+                      proc.stderr)
+        self.assertEqual([f["path"] for f in self.cairn_json("show", "2", "--json")["data"]["files"]],
+                         ["data/train.csv"])
+        proc = self.cairn("compare", "1.1", "2.1", check=0)
+        self.assertIn("data: extra/big.bin removed", proc.stdout)
+
     def test_a_reproduce_that_fails_before_its_experiment_exists_leaves_no_workdir(self):
         self.cairn("run", "exp.yaml", check=0)
         objects = os.path.join(self.dir, ".cairn", "code.git", "objects")

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "common/sha256.h"
 #include "engine/dependency_fingerprint.h"
 #include "store/data_fingerprint.h"
@@ -196,6 +198,67 @@ TEST_CASE("a symbolic link loop under a data path is listed once and ends") {
   size_t train = 0;
   for (const DataFile& d : fp.files) train += d.sha256 == sha256_hex("x,y\n1,2\n");
   CHECK(train == 1);
+}
+
+TEST_CASE("hash_data gives the recorded hashes for unchanged data, keeps nothing, reads no file") {
+  DataFixture f;
+  testing::age_tree(f.work);  // outside the racy window of the cache written now
+  testing::age_tree(f.dir / "outside");
+  const DataFingerprint recorded = f.fingerprint(0);  // too large to keep: hashes only
+  REQUIRE_FALSE(recorded.stored);
+  const uint64_t before = testing::bytes_read();
+  auto now = hash_data(f.store, f.work, f.paths());
+  REQUIRE(now.ok());
+  CHECK(testing::bytes_read() - before < 4096);  // the cache file, no data file
+  CHECK_FALSE(now->stored);
+  CHECK(now->digest == recorded.digest);
+  CHECK(compare_data(recorded, *now).empty());
+  ObjectStore objects(f.store.objects());
+  for (const DataFile& d : now->files) CHECK_FALSE(objects.contains(d.sha256));
+}
+
+TEST_CASE("data reached through a link, as in a run directory, is known to the stat cache") {
+  DataFixture f;
+  testing::age_tree(f.work);
+  testing::age_tree(f.dir / "outside");
+  const DataFingerprint recorded = f.fingerprint(0);
+  // A checkout whose data entries are links to the project's, as `cairn reproduce` makes.
+  const fs::path checkout = f.dir / "checkout";
+  fs::create_directories(checkout);
+  fs::create_directory_symlink("../work/data", checkout / "data");
+  fs::create_symlink("../work/labels.txt", checkout / "labels.txt");
+  const uint64_t before = testing::bytes_read();
+  auto now = hash_data(f.store, checkout, f.paths());
+  REQUIRE(now.ok());
+  CHECK(testing::bytes_read() - before < 4096);  // the cache file, no data file
+  CHECK(now->digest == recorded.digest);
+}
+
+TEST_CASE("compare_data names the files changed, removed and added, sorted") {
+  DataFixture f;
+  const DataFingerprint recorded = f.fingerprint(0);
+  write_file(f.work / "data/train.csv", "x,y\n1,3\n");
+  fs::remove(f.work / "data/sub/empty");
+  fs::remove(f.work / "labels.txt");  // a `data:` entry that is gone: its files are removed
+  write_file(f.work / "data/sub/new.csv", "");
+  write_file(f.work / "data/a.csv", "");
+  auto now = hash_data(f.store, f.work, f.paths());
+  INFO(now.status().message());
+  REQUIRE(now.ok());
+  const DataChanges changes = compare_data(recorded, *now);
+  CHECK_FALSE(changes.empty());
+  CHECK(changes.changed == std::vector<std::string>{"data/train.csv"});
+  CHECK(changes.removed == std::vector<std::string>{"data/sub/empty", "labels.txt"});
+  CHECK(changes.added == std::vector<std::string>{"data/a.csv", "data/sub/new.csv"});
+
+  SUBCASE("a record read back out of order compares the same") {
+    DataFingerprint shuffled = recorded;
+    std::reverse(shuffled.files.begin(), shuffled.files.end());
+    const DataChanges again = compare_data(shuffled, *now);
+    CHECK(again.changed == changes.changed);
+    CHECK(again.removed == changes.removed);
+    CHECK(again.added == changes.added);
+  }
 }
 
 // --- the dependency fingerprint ---
