@@ -26,6 +26,12 @@ std::string self_executable();
 // `log_file`: how a detached coordinator runs. In run.cc.
 void start_session_with_output(const std::filesystem::path& log_file);
 
+// For the commands that drive an experiment (run, resume, reproduce), before their first
+// output: a reader that closes stdout (`cairn run x.yaml | head -1`) must not kill the
+// coordinator half-way, so SIGPIPE is ignored and the output is discarded (EPIPE) while the
+// experiment goes on, as it does when the terminal closes (docs/fault-tolerance.md). In run.cc.
+void keep_driving_without_stdout();
+
 // Reads the config stored with the experiment (its text and --set overrides) again.
 // When the project moved (or was copied) with its store, the workdir is taken at its new
 // place and *moved_note says so.

@@ -67,6 +67,7 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   for (auto& item : provenance->items()) experiment[item.key()] = item.value();
   for (auto& item : what.extra.items()) experiment[item.key()] = item.value();
 
+  keep_driving_without_stdout();
   // The id is the first line, alone, so scripts can take it: EXP=$(cairn run --detach x.yaml)
   std::cout << *id << std::endl;
   if (what.detach && !detach_into(store.experiment(*id) / "coordinator.log"))
