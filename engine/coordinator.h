@@ -59,7 +59,9 @@ class Coordinator {
 
   Status start();
   Status load_for_resume();
-  Status replay_searcher();
+  // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
+  // store holds none of them (the coordinator died before its first commit), to be applied.
+  Status replay_searcher(std::vector<SearcherAction>* unstarted);
   void recover_trial(Trial& trial);
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
