@@ -120,6 +120,8 @@ class Coordinator {
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
+  // Not finished, yet nothing runs and nothing is queued: no event can ever come.
+  bool stalled() const;
   int finish();
   Trial* trial_by_index(int64_t index);
   std::string trial_id(int64_t index) const;
