@@ -36,6 +36,12 @@ void start_session_with_output(const std::filesystem::path& log_file);
 // parent, the record does not say where the store was, or nothing is at the new place.
 std::filesystem::path moved_workdir(const Json& experiment, const StoreLayout& store);
 
+// For the commands that drive an experiment (run, resume, reproduce), before their first
+// output: a reader that closes stdout (`cairn run x.yaml | head -1`) must not kill the
+// coordinator half-way, so SIGPIPE is ignored and the output is discarded (EPIPE) while the
+// experiment goes on, as it does when the terminal closes (docs/fault-tolerance.md). In run.cc.
+void keep_driving_without_stdout();
+
 // Reads the config stored with the experiment (its text and --set overrides) again.
 // When the project moved (or was copied) with its store, the workdir is taken at its new
 // place and *moved_note says so.

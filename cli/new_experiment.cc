@@ -65,9 +65,13 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
                   {"store", fs::weakly_canonical(store.root()).string()},
                   {"created_at", std::time(nullptr)},
                   {"cairn_version", CAIRN_VERSION}};
+  // --slots shapes the searcher's decisions (its concurrency): kept for a resume that has
+  // to make the first of them (the coordinator died before its first commit).
+  if (what.slots > 0) experiment["slots"] = what.slots;
   for (auto& item : provenance->items()) experiment[item.key()] = item.value();
   for (auto& item : what.extra.items()) experiment[item.key()] = item.value();
 
+  keep_driving_without_stdout();
   // The id is the first line, alone, so scripts can take it: EXP=$(cairn run --detach x.yaml)
   std::cout << *id << std::endl;
   if (what.detach && !detach_into(store.experiment(*id) / "coordinator.log"))

@@ -97,6 +97,7 @@ void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                 "Resume every interrupted experiment in the background (for boot time)")
       ->excludes(id_opt);
   cmd->callback([&global, &outcome, id, all] {
+    keep_driving_without_stdout();
     auto store = open_store(global);
     if (!store.ok()) {
       outcome.exit_code = fail(store.status());

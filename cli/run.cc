@@ -1,5 +1,6 @@
 // `cairn run CONFIG.yaml`: validate the config, create the experiment, drive it to the end.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -39,6 +40,12 @@ void start_session_with_output(const fs::path& log_file) {
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
   }
+}
+
+void keep_driving_without_stdout() {
+  // SIG_IGN survives the fork of `--detach` and `resume --all`; trials get the default back
+  // (engine/trial_process.cc), so a trial's own pipes behave as usual.
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 std::string self_executable() {

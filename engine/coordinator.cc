@@ -149,8 +149,11 @@ Status Coordinator::start() {
         " is more than the " + std::to_string(slots_->size()) + " slots of this machine (--slots)");
   // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
   // state: fixed when the experiment is created and reused on every resume.
+  // A resume of an experiment whose search never started (no first commit) decides it
+  // now, from the slots its `run` was given (`slots`, recorded with the experiment).
   if (!experiment_.contains("concurrency"))
-    experiment_["concurrency"] = trial_concurrency(config_, options_.slots);
+    experiment_["concurrency"] =
+        trial_concurrency(config_, experiment_.value("slots", options_.slots));
   auto run_dir =
       prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
   if (!run_dir.ok()) return run_dir.status();

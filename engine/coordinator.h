@@ -59,7 +59,9 @@ class Coordinator {
 
   Status start();
   Status load_for_resume();
-  Status replay_searcher();
+  // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
+  // store holds none of them (the coordinator died before its first commit), to be applied.
+  Status replay_searcher(std::vector<SearcherAction>* unstarted);
   void recover_trial(Trial& trial);
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
@@ -118,6 +120,8 @@ class Coordinator {
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
+  // Not finished, yet nothing runs and nothing is queued: no event can ever come.
+  bool stalled() const;
   int finish();
   Trial* trial_by_index(int64_t index);
   std::string trial_id(int64_t index) const;

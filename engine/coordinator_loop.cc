@@ -102,6 +102,18 @@ bool Coordinator::finished() const {
   return searcher_->finished();
 }
 
+bool Coordinator::stalled() const {
+  if (pausing_ || searcher_->finished()) return false;
+  for (const auto& [index, trial] : trials_) {
+    if (trial->running() || trial->orphan_process) return false;
+    // Queued (perhaps in a restart back-off): schedule() starts it when a slot is free.
+    if (!trial->finished && !trial->closed && trial->target > trial->validated_target) return false;
+  }
+  // Nothing runs and nothing will: only a running trial's report or exit makes the searcher
+  // decide anything, so it would wait for ever.
+  return true;
+}
+
 int Coordinator::finish() {
   int total = 0, errored = 0, completed = 0;
   for (const auto& [index, trial] : trials_) {
@@ -197,6 +209,17 @@ int Coordinator::run() {
       break;
     }
     if (retention_due_ && Clock::now() >= next_retention_) apply_retention();
+    if (stalled()) {
+      // A searcher that expects work no trial will do (a store changed behind cairn's back,
+      // or a bug): an error that says so, not a coordinator idle for ever.
+      const Json view = searcher_->describe();
+      fatal_ = Status::Failed(
+          "the search cannot go on: no trial is running or queued, but the searcher is not "
+          "finished" +
+          (view.empty() ? std::string() : " (" + view.dump() + ")") +
+          "; the experiment stays ACTIVE");
+      break;
+    }
   }
   if (!fatal_.ok()) {
     terminal_.warn("error: " + fatal_.message());

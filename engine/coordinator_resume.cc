@@ -3,6 +3,7 @@
 // did while no coordinator was listening (output, orphaned checkpoints) is taken in.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
@@ -15,9 +16,21 @@
 namespace cairn {
 namespace fs = std::filesystem;
 
-Status Coordinator::replay_searcher() {
-  (void)searcher_->start();
+Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
+  // The searcher's first decisions are committed by start(), after the experiment's record
+  // (cli/new_experiment.cc): a coordinator that died in between (kill -9, SIGPIPE before
+  // the fix, a power cut) left an experiment whose search never started. Its trial_created
+  // events say which: replaying start() then drops decisions that are not in the store.
+  const std::vector<SearcherAction> first = searcher_->start();
   const double worst = config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL;
+  std::set<int64_t> recorded;  // trials with a trial_created event
+  // Trials the replayed searcher created in reaction to a replayed event: each must have been
+  // recorded in the same batch as that event.
+  std::vector<int64_t> created_later;
+  auto note_creations = [&](const std::vector<SearcherAction>& actions) {
+    for (const SearcherAction& a : actions)
+      if (a.kind == SearcherAction::Kind::kCreateTrial) created_later.push_back(a.trial);
+  };
   Status bad = Status::Ok();
   Status st = db_->scan(schema::kEventPrefix, [&](std::string_view key, std::string_view value) {
     Json ev = Json::parse(value, nullptr, false);
@@ -27,20 +40,53 @@ Status Coordinator::replay_searcher() {
     }
     next_event_seq_ = std::max(next_event_seq_, ev.value("seq", int64_t{0}) + 1);
     const std::string type = ev.value("type", "");
-    if (type == "searcher_validation") {
+    if (type == "trial_created") {
+      recorded.insert(ev.value("trial", int64_t{0}));
+    } else if (type == "searcher_validation") {
       const Json& m = ev["metric"];
-      (void)searcher_->on_validation(ev["trial"].get<int64_t>(), ev["length"].get<int64_t>(),
-                                     m.is_number() ? m.get<double>() : worst);
+      note_creations(searcher_->on_validation(ev["trial"].get<int64_t>(),
+                                              ev["length"].get<int64_t>(),
+                                              m.is_number() ? m.get<double>() : worst));
     } else if (type == "searcher_trial_closed") {
-      (void)searcher_->on_trial_closed(ev["trial"].get<int64_t>());
+      note_creations(searcher_->on_trial_closed(ev["trial"].get<int64_t>()));
     }
     return true;
   });
-  return st.ok() ? bad : st;
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+
+  size_t first_recorded = 0, first_created = 0;
+  for (const SearcherAction& a : first) {
+    if (a.kind != SearcherAction::Kind::kCreateTrial) continue;
+    ++first_created;
+    if (recorded.count(a.trial)) ++first_recorded;
+  }
+  if (first_recorded == 0 && first_created > 0 && created_later.empty()) {
+    // The search never started: the decisions an uninterrupted run made at its start.
+    *unstarted = first;
+    return Status::Ok();
+  }
+  // Anything else a crash can leave has the searcher's decisions and the trials' records in
+  // one batch (commit()): a trial the searcher made without a record means the store was
+  // changed behind cairn's back. Refused, rather than waiting forever for a trial that does
+  // not exist.
+  auto missing = [&](int64_t trial) {
+    return Status::Corrupt("cannot resume: the searcher's event log created trial " +
+                           trial_id(trial) +
+                           ", but the store has no record of it (trial_created event); the "
+                           "experiment's database is inconsistent");
+  };
+  for (const SearcherAction& a : first)
+    if (a.kind == SearcherAction::Kind::kCreateTrial && !recorded.count(a.trial))
+      return missing(a.trial);
+  for (int64_t trial : created_later)
+    if (!recorded.count(trial)) return missing(trial);
+  return Status::Ok();
 }
 
 Status Coordinator::load_for_resume() {
-  Status replayed = replay_searcher();
+  std::vector<SearcherAction> unstarted;
+  Status replayed = replay_searcher(&unstarted);
   if (!replayed.ok()) return replayed;
   Status batches =
       db_->scan(schema::kTrainingBatchPrefix, [&](std::string_view key, std::string_view) {
@@ -70,6 +116,15 @@ Status Coordinator::load_for_resume() {
   });
   if (!st.ok()) return st;
   if (!bad.ok()) return bad;
+  if (!unstarted.empty()) {
+    if (!trials_.empty())
+      return Status::Corrupt(
+          "cannot resume: the store has trial records but no trial_created "
+          "events; the experiment's database is inconsistent");
+    terminal_.note("the search had not started when the experiment was interrupted; starting it");
+    apply(unstarted);
+    return Status::Ok();
+  }
   for (auto& [index, trial] : trials_) {
     if (trial->finished) continue;
     const Json& r = trial->record;

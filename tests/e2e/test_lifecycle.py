@@ -1,4 +1,5 @@
-"""End to end: pause, Ctrl-C, kill, and resume (one experiment, and --all after kill -9)."""
+"""End to end: pause, Ctrl-C, kill, and resume (one experiment, and --all after kill -9); a
+closed stdout (`cairn run x.yaml | head -1`) and a resume of a search that never started."""
 import os
 import re
 import shutil
@@ -39,6 +40,36 @@ CONFIG = """entrypoint: /usr/bin/python3 train.py
 searcher: {name: single, metric: val_loss, max_length: 30}
 checkpoint: {period: 4}
 """
+
+
+# A small ASHA search over the built-in trainer, one trial at a time so that its decisions do
+# not depend on which of two trials happens to report first: two runs of it are comparable.
+ASHA = """name: piped
+entrypoint: builtin:mlp
+hyperparameters:
+  dataset: spirals
+  lr: {type: log, minval: -3, maxval: -1, base: 10}
+  hidden: {type: int, minval: 8, maxval: 32}
+searcher: {name: asha, metric: val_loss, max_length: 9, max_trials: 5, divisor: 3,
+           max_rungs: 3, max_concurrent_trials: 1}
+checkpoint: {period: 3}
+reproducibility: {seed: 77, deterministic: true}
+"""
+
+# One data-parallel trial (two ranks): `--slots 1` cannot start it, a plain resume can.
+TWO_RANKS = """name: two-ranks
+entrypoint: builtin:mlp
+hyperparameters: {lr: 0.05, hidden: 16, dataset: spirals}
+searcher: {name: single, metric: val_loss, max_length: 3}
+resources: {slots_per_trial: 2}
+reproducibility: {seed: 5, deterministic: true}
+"""
+
+
+def trial_outcomes(experiment):
+    """What a search decided and what its trials did, without ids, times and pids."""
+    return [(t["id"].split(".")[1], t["state"], t["hparams"], t["seed"], t["steps_completed"],
+             t["best_validation"]) for t in experiment["trials"]]
 
 
 class LifecycleTest(CairnTestCase):
@@ -209,6 +240,49 @@ class LifecycleTest(CairnTestCase):
         started = re.search(r"trial 1\.1 started \(pid \d+\) from checkpoint \w+ \((\d+) units done\)", log)
         self.assertIsNotNone(started, log)
         self.assertEqual(started.group(1), kept.group(1), log)
+
+    def shell(self, script, timeout=300):
+        """Runs `script` with bash, $0 being cairn; returns its stdout lines."""
+        proc = subprocess.run(["bash", "-c", script, CAIRN], cwd=self.dir, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return proc.stdout.split("\n")[:-1], proc.stderr
+
+    def test_a_closed_stdout_does_not_stop_the_search(self):
+        self.write("asha.yaml", ASHA)
+        # `head` exits after the id: every later write of cairn's meets a closed pipe (SIGPIPE,
+        # EPIPE). The pipeline ends when cairn does, so the search has ended by then.
+        lines, err = self.shell('"$0" run asha.yaml | head -1; echo "rc=${PIPESTATUS[0]}"')
+        self.assertEqual(lines, ["1", "rc=0"], err)
+        piped = self.cairn_json("show", "1", "--json")
+        self.assertEqual(piped["state"], "COMPLETED")
+        self.assertEqual(len(piped["trials"]), 5)
+        # The same search with its output read to the end decides and trains exactly the same.
+        self.cairn("run", "asha.yaml", check=0)
+        self.assertEqual(trial_outcomes(piped), trial_outcomes(self.cairn_json("show", "2", "--json")))
+
+    def test_a_search_that_never_started_resumes(self):
+        if (os.cpu_count() or 1) < 2:
+            raise unittest.SkipTest("a trial of two ranks needs two cores")
+        self.write("ranks.yaml", TWO_RANKS)
+        # The experiment is recorded, then its coordinator stops before the searcher's first
+        # decisions are: the state a kill -9 (or a SIGPIPE) at that moment leaves.
+        failed = self.cairn("run", "ranks.yaml", "--slots", "1", timeout=120)
+        self.assertNotEqual(failed.returncode, 0)
+        self.assertIn("slots_per_trial", failed.stderr)
+        before = self.cairn_json("show", "1", "--json")
+        self.assertEqual((before["state"], before["trials"]), ("ACTIVE", []))
+        # The resume makes those decisions (it used to wait for ever for trials it believed it
+        # had created), with its own stdout closed after the first line.
+        lines, err = self.shell('timeout 60 "$0" resume 1 | head -1; echo "rc=${PIPESTATUS[0]}"',
+                                timeout=90)
+        self.assertEqual(lines, ["cairn: resuming experiment 1 'two-ranks' (ACTIVE)", "rc=0"], err)
+        resumed = self.cairn_json("show", "1", "--json")
+        self.assertEqual(resumed["state"], "COMPLETED")
+        self.cairn("run", "ranks.yaml", check=0, timeout=120)
+        uninterrupted = self.cairn_json("show", "2", "--json")
+        self.assertEqual(trial_outcomes(resumed), trial_outcomes(uninterrupted))
+        self.assertEqual(len(resumed["trials"]), 1)
 
 
 if __name__ == "__main__":
