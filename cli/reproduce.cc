@@ -9,6 +9,7 @@
 #include "cli/trial_ref.h"
 #include "common/file_util.h"
 #include "engine/dependency_fingerprint.h"
+#include "engine/machine_resources.h"
 #include "engine/provenance.h"
 #include "store/data_fingerprint.h"
 #include "store/reproduce_workdir.h"
@@ -127,6 +128,8 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   auto config = parse_experiment_config(what.config_text, what.config_file,
                                         fs::path(what.config_file).parent_path(), what.sets);
   if (!config.ok()) return fail(config.status());
+  // Before the checkout and the experiment exist, as `cairn run` does.
+  if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
   // from where the recorded run read it.

@@ -51,6 +51,9 @@ struct ResourcesConfig {
   std::string devices = "auto";     // auto|cpu|gpu
   std::string peers_mode = "none";  // none|auto|list
   std::vector<std::string> peers;   // "host:port", set when peers_mode == "list"
+  // Where slots_per_trial and devices were written ("FILE:LINE" or "--set KEY=VALUE"; ""
+  // when left at the default), for what only the machine can judge (machine_resources.h).
+  std::string slots_per_trial_where, devices_where;
 };
 
 struct CheckpointConfig {
