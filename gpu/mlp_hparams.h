@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -35,8 +36,11 @@ struct MlpHparams {
   MlpDevice device = MlpDevice::kCpu;
 
   // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
-  // value out of range.
-  static Result<MlpHparams> from_json(const Json& hparams);
+  // value out of range. Then `*key_at_fault` (when given) is that key, so that the config
+  // check (engine/config_builtin_mlp.cc) can point at the line that set it: the unknown key,
+  // "features" when it does not suit the dataset, "samples" for the samples × features
+  // limit; "" when `hparams` is not an object.
+  static Result<MlpHparams> from_json(const Json& hparams, std::string* key_at_fault = nullptr);
 };
 
 }  // namespace cairn
