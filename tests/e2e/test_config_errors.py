@@ -226,5 +226,57 @@ class MachineResourcesTest(CairnTestCase):
         self.assertEqual(after["trials"], before["trials"])
 
 
+MLP = """entrypoint: builtin:mlp
+searcher:
+  name: random
+  metric: val_loss
+  max_length: 3
+  max_trials: 2
+hyperparameters:
+  lr: 0.1
+"""
+
+# builtin:mlp's hyperparameters and lengths: what its trials used to refuse one by one,
+# ending the experiment in ERROR, is refused with the config. (description, text, line, key)
+MLP_MISTAKES = [
+    ("unknown optimizer", MLP + "  optimizer: rmsprop\n", 9, "hyperparameters.optimizer"),
+    ("negative lr", MLP.replace("lr: 0.1", "lr: -1"), 8, "hyperparameters.lr"),
+    ("hidden 0", MLP + "  hidden: 0\n", 9, "hyperparameters.hidden"),
+    ("a categorical with an unknown optimizer",
+     MLP + "  optimizer: {type: categorical, vals: [sgd, rmsprop]}\n", 9, "hyperparameters.optimizer"),
+    ("an int range for hidden that includes 0",
+     MLP + "  hidden: {type: int, minval: 0, maxval: 64}\n", 9, "hyperparameters.hidden"),
+    ("a typo in a key", MLP + "  hiden: 64\n", 9, "hyperparameters.hiden"),
+    ("max_length in batches", MLP.replace("max_length: 3", "max_length: {batches: 500}"), 5,
+     "searcher.max_length.batches"),
+    ("max_length in records", MLP.replace("max_length: 3", "max_length: {records: 500}"), 5,
+     "searcher.max_length.records"),
+]
+
+
+class BuiltinMlpConfigTest(CairnTestCase):
+    def test_each_mistake_is_refused_before_anything_runs(self):
+        self.cairn("init", check=0)
+        for description, text, line, key in MLP_MISTAKES:
+            with self.subTest(description):
+                self.write("mlp.yaml", text)
+                proc = self.cairn("run", "mlp.yaml")
+                self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                self.assertEqual(proc.stdout, "", "nothing starts")
+                lines = proc.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, proc.stderr)
+                self.assertTrue(lines[0].startswith("cairn: error: mlp.yaml:%d: %s: " % (line, key)),
+                                "%s: %s" % (description, lines[0]))
+        self.assertEqual(self.cairn_json("ls", "--all", "--json"), [], "no experiment was created")
+
+    def test_what_builtin_mlp_takes_runs(self):
+        # Softmax regression (layers: 0, docs/builtin-mlp.md) and a length in epochs.
+        self.write("mlp.yaml", MLP.replace("max_length: 3", "max_length: {epochs: 1}") +
+                   "  layers: {type: int, minval: 0, maxval: 1}\n")
+        self.cairn("run", "mlp.yaml", check=0)
+        trials = self.cairn_json("show", "1", "--json")["trials"]
+        self.assertEqual([t["state"] for t in trials], ["COMPLETED", "COMPLETED"])
+
+
 if __name__ == "__main__":
     unittest.main()
