@@ -167,10 +167,12 @@ Status read_dataset(Reader& r, MlpDatasetSpec* spec) {
   }
   if (spec->kind != MlpDatasetKind::kCsv &&
       static_cast<double>(spec->samples) * spec->features > 2e9) {
-    return r.blame("samples", Status::BadInput("hyperparameters 'samples' × 'features' must stay "
-                                               "below 2e9 (" +
-                                               std::to_string(spec->samples) + " × " +
-                                               std::to_string(spec->features) + ")"));
+    // The one that was given made it exceed: the other is its dataset's default.
+    const char* key = r.has("features") && !r.has("samples") ? "features" : "samples";
+    return r.blame(key, Status::BadInput("hyperparameters 'samples' × 'features' must stay below "
+                                         "2e9, got " +
+                                         std::to_string(spec->samples) + " × " +
+                                         std::to_string(spec->features)));
   }
   return Status::Ok();
 }

@@ -374,7 +374,9 @@ TEST_CASE("mlp hyperparameters: bad values are rejected with a one-line message"
       {{{"lr", -0.1}}, "lr"},
       {{{"optimizer", "rmsprop"}, {"lr", 0.1}}, "optimizer"},
       {{{"hiden", 64}}, "hiden"},
-      {{{"dataset", "teacher"}, {"features", 200000}}, "samples"},
+      // samples × features: the one given (the other is its dataset's default), samples if both.
+      {{{"dataset", "teacher"}, {"features", 200000}}, "features"},
+      {{{"dataset", "teacher"}, {"features", 200000}, {"samples", 20000}}, "samples"},
       {{{"features", 3}}, "features"},
       {{{"device", "gpu"}}, "device"},
       {{{"allreduce", "ring"}}, "allreduce"},
