@@ -125,8 +125,11 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
     if (!s.get<std::string>().starts_with("workdir=")) what.sets.push_back(s.get<std::string>());
   what.sets.push_back("workdir=" + Json(dir->string()).dump());
   what.sets.push_back("reproducibility.seed=" + ref->experiment["seed"].dump());
+  // Read as when the experiment was created: the re-run's one trial takes the recorded
+  // trial's hyperparameters, which it trained with, and checks them itself as any trial does.
   auto config = parse_experiment_config(what.config_text, what.config_file,
-                                        fs::path(what.config_file).parent_path(), what.sets);
+                                        fs::path(what.config_file).parent_path(), what.sets,
+                                        ConfigUse::kStoredExperiment);
   if (!config.ok()) return fail(config.status());
   // Before the checkout and the experiment exist, as `cairn run` does.
   if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);

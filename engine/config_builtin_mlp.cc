@@ -9,18 +9,13 @@
 #include "engine/config_reader.h"
 #include "engine/config_sections.h"
 #include "engine/grid_points.h"
+#include "engine/hparam_sampler.h"
 #include "gpu/mlp_hparams.h"
 
 namespace cairn::config {
 namespace {
 
 using Type = HyperparameterSpec::Type;
-
-// Every combination of the hyperparameters' values is checked up to this many; beyond it,
-// each value only with the first value of every other hyperparameter. builtin:mlp's rules
-// that tie keys together (features and samples with the dataset) are few, and a config
-// that searches over more than a handful of its keys at once is rare.
-constexpr size_t kMaxCombinations = 4096;
 
 // One hyperparameter: the values the search can give it, as far as builtin:mlp's rules can
 // tell them apart.
@@ -29,6 +24,9 @@ struct Axis {
   const HyperparameterSpec* spec = nullptr;
   const ConfigNode* node = nullptr;  // its value in the config
   std::vector<Json> values;          // never empty
+  // For a random, hyperband or asha search of a double or log range: its value at the largest
+  // exponent drawn, which is below maxval, so that a message can say where it came from.
+  std::optional<Json> top;
 };
 
 // A number strictly between lo and hi (lo < hi) that is not an integer: a continuous range
@@ -44,8 +42,14 @@ double log_value(const HyperparameterSpec& spec, double exponent) {
   return std::pow(spec.base, exponent);
 }
 
+bool is_continuous(const HyperparameterSpec& spec) {
+  return spec.type == Type::kDouble || spec.type == Type::kLog;
+}
+
 // The rules are ranges of numbers, so the ends of a range stand for the whole of it, plus,
-// for a continuous range, a fractional value inside. A grid searches exactly its points.
+// for a continuous range, a fractional value inside. A grid searches exactly its points;
+// the other searchers draw a continuous range's values from [minval, maxval)
+// (engine/hparam_sampler.h), so its ends are the values drawn at the ends of [0, 1).
 std::vector<Json> values_of(const HyperparameterSpec& spec, const ConfigNode& node, bool grid) {
   switch (spec.type) {
     case Type::kConst:
@@ -64,12 +68,8 @@ std::vector<Json> values_of(const HyperparameterSpec& spec, const ConfigNode& no
   }
   if (spec.type == Type::kInt)
     return {Json(static_cast<int64_t>(spec.minval)), Json(static_cast<int64_t>(spec.maxval))};
-  double lo = spec.minval, hi = spec.maxval;
-  if (spec.type == Type::kLog) {
-    lo = log_value(spec, spec.minval);
-    hi = log_value(spec, spec.maxval);
-    if (lo > hi) std::swap(lo, hi);  // base < 1
-  }
+  double lo = range_value(spec, 0), hi = range_value(spec, kLargestUniform);
+  if (lo > hi) std::swap(lo, hi);  // a log range with base < 1
   std::vector<Json> values = {Json(lo), Json(hi)};
   if (std::optional<double> inside = non_integer_between(lo, hi)) values.emplace_back(*inside);
   return values;
@@ -91,8 +91,15 @@ std::pair<std::string, std::string> place_of(const Axis& axis, const Json& value
     }
     return {node.where, " (one of its vals)"};
   }
-  if (spec.type != Type::kInt && spec.type != Type::kDouble && spec.type != Type::kLog)
-    return {node.where, ""};
+  if (spec.type != Type::kInt && !is_continuous(spec)) return {node.where, ""};
+  if (axis.top && *axis.top == value) {
+    const ConfigNode* at = node.find("maxval");
+    return {at != nullptr ? at->where : node.where,
+            spec.type == Type::kLog ? " (base^x for the largest x below its maxval that the "
+                                      "search draws)"
+                                    : " (the largest value below its maxval that the search "
+                                      "draws)"};
+  }
   for (const char* end : {"minval", "maxval"}) {
     const double bound = std::string_view(end) == "minval" ? spec.minval : spec.maxval;
     const double number = spec.type == Type::kLog ? log_value(spec, bound) : bound;
@@ -120,6 +127,17 @@ void check_point(const Json& point, const std::vector<Axis>& axes, const ConfigN
   fail(where, join_key("hyperparameters", key), what + why);
 }
 
+bool is_interdependent(const std::string& name) {
+  return std::find(kMlpInterdependentKeys.begin(), kMlpInterdependentKeys.end(), name) !=
+         kMlpInterdependentKeys.end();
+}
+
+// builtin:mlp judges most keys on their own value alone, so each of their values is checked
+// with every other key at its first value; the few it judges together (kMlpInterdependentKeys:
+// dataset, features, samples) are checked in every combination of their values. That covers
+// every combination the search can produce without taking the product over all keys. It
+// stays small: a range has at most three values here, so the combined keys give the number
+// of datasets searched times nine, and a grid's points the grid already keeps to 100,000.
 void check_hyperparameters(const ConfigNode& root, const ExperimentConfig& config) {
   const ConfigNode* node = root.find("hyperparameters");
   if (node == nullptr || !node->is_map()) return;  // none: builtin:mlp's defaults are valid
@@ -128,7 +146,12 @@ void check_hyperparameters(const ConfigNode& root, const ExperimentConfig& confi
   for (const auto& [name, spec] : config.hyperparameters) {
     const ConfigNode* value = node->find(name);
     if (value == nullptr) continue;  // cannot be: the specs were read from this node
-    axes.push_back({name, &spec, value, values_of(spec, *value, grid)});
+    Axis axis{name, &spec, value, values_of(spec, *value, grid), std::nullopt};
+    if (!grid && is_continuous(spec) && spec.minval < spec.maxval) {
+      // The end nearest maxval: the larger value, or for a log range with base < 1 the smaller.
+      axis.top = Json(range_value(spec, kLargestUniform));
+    }
+    axes.push_back(std::move(axis));
   }
   Json base = Json::object();
   for (const Axis& axis : axes) base[axis.name] = axis.values.front();
@@ -140,18 +163,22 @@ void check_hyperparameters(const ConfigNode& root, const ExperimentConfig& confi
       check_point(point, axes, *node);
     }
   }
-  // Then the combinations, for the rules that tie keys together.
-  size_t combinations = 1;
-  for (const Axis& axis : axes) {
-    combinations *= axis.values.size();
-    if (combinations > kMaxCombinations) return;
-  }
-  std::vector<size_t> digit(axes.size(), 0);
-  for (size_t n = 0; n < combinations; ++n) {
-    Json point = Json::object();
-    for (size_t i = 0; i < axes.size(); ++i) point[axes[i].name] = axes[i].values[digit[i]];
+  // Then every combination of the keys judged together, the others at their first value.
+  std::vector<const Axis*> tied;
+  for (const Axis& axis : axes)
+    if (is_interdependent(axis.name)) tied.push_back(&axis);
+  std::vector<size_t> digit(tied.size(), 0);
+  for (bool more = true; more;) {
+    Json point = base;
+    for (size_t i = 0; i < tied.size(); ++i) point[tied[i]->name] = tied[i]->values[digit[i]];
     check_point(point, axes, *node);
-    for (size_t i = 0; i < axes.size() && ++digit[i] == axes[i].values.size(); ++i) digit[i] = 0;
+    more = false;
+    for (size_t i = 0; i < tied.size() && !more; ++i) {
+      if (++digit[i] < tied[i]->values.size())
+        more = true;
+      else
+        digit[i] = 0;
+    }
   }
 }
 

@@ -247,6 +247,15 @@ MLP_MISTAKES = [
     ("an int range for hidden that includes 0",
      MLP + "  hidden: {type: int, minval: 0, maxval: 64}\n", 9, "hyperparameters.hidden"),
     ("a typo in a key", MLP + "  hiden: 64\n", 9, "hyperparameters.hiden"),
+    # Many searched keys (above the product the check once took in full): features must still
+    # be checked against every dataset.
+    ("features that do not suit one of the datasets, with many keys searched",
+     MLP + "  dataset: {type: categorical, vals: [teacher, spirals]}\n"
+     "  features: {type: int, minval: 2, maxval: 20}\n" +
+     "".join("  %s: {type: double, minval: 0.01, maxval: 0.1}\n" % k
+             for k in ("momentum", "weight_decay", "noise", "val_fraction")) +
+     "".join("  %s: {type: int, minval: 1, maxval: 2}\n" % k
+             for k in ("hidden", "layers", "batch_size", "threads")), 10, "hyperparameters.features"),
     ("max_length in batches", MLP.replace("max_length: 3", "max_length: {batches: 500}"), 5,
      "searcher.max_length.batches"),
     ("max_length in records", MLP.replace("max_length: 3", "max_length: {records: 500}"), 5,
@@ -272,7 +281,9 @@ class BuiltinMlpConfigTest(CairnTestCase):
     def test_what_builtin_mlp_takes_runs(self):
         # Softmax regression (layers: 0, docs/builtin-mlp.md) and a length in epochs.
         self.write("mlp.yaml", MLP.replace("max_length: 3", "max_length: {epochs: 1}") +
-                   "  layers: {type: int, minval: 0, maxval: 1}\n")
+                   "  layers: {type: int, minval: 0, maxval: 1}\n"
+                   # No random draw reaches maxval 1, which momentum refuses.
+                   "  momentum: {type: double, minval: 0.5, maxval: 1.0}\n")
         self.cairn("run", "mlp.yaml", check=0)
         trials = self.cairn_json("show", "1", "--json")["trials"]
         self.assertEqual([t["state"] for t in trials], ["COMPLETED", "COMPLETED"])
