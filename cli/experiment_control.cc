@@ -69,8 +69,9 @@ Result<ExperimentConfig> stored_config(const Json& experiment, const StoreLayout
       *moved_note = "the project moved: workdir " + experiment.value("workdir", "") + " is now " +
                     now.string();
   }
-  auto config = parse_experiment_config(experiment.value("config_text", ""), file,
-                                        fs::path(file).parent_path(), sets);
+  auto config =
+      parse_experiment_config(experiment.value("config_text", ""), file,
+                              fs::path(file).parent_path(), sets, ConfigUse::kStoredExperiment);
   if (!config.ok()) return config.status();
   config->name = experiment.value("name", config->name);
   return config;

@@ -11,6 +11,7 @@
 #include "cli/trial_ref.h"
 #include "common/file_util.h"
 #include "engine/dependency_fingerprint.h"
+#include "engine/machine_resources.h"
 #include "engine/provenance.h"
 #include "store/data_fingerprint.h"
 #include "store/reproduce_workdir.h"
@@ -186,9 +187,14 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
     if (!s.get<std::string>().starts_with("workdir=")) what.sets.push_back(s.get<std::string>());
   what.sets.push_back("workdir=" + Json(dir->string()).dump());
   what.sets.push_back("reproducibility.seed=" + ref->experiment["seed"].dump());
+  // Read as when the experiment was created: the re-run's one trial takes the recorded
+  // trial's hyperparameters, which it trained with, and checks them itself as any trial does.
   auto config = parse_experiment_config(what.config_text, what.config_file,
-                                        fs::path(what.config_file).parent_path(), what.sets);
+                                        fs::path(what.config_file).parent_path(), what.sets,
+                                        ConfigUse::kStoredExperiment);
   if (!config.ok()) return fail(config.status());
+  // Before the checkout and the experiment exist, as `cairn run` does.
+  if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
   // from where the recorded run read it, or, when the project moved with its store, from the

@@ -7,6 +7,7 @@
 #include "cli/experiment_control.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
+#include "engine/machine_resources.h"
 #include "store/experiment_db.h"
 
 namespace cairn::cli {
@@ -41,6 +42,9 @@ int resume_one(const StoreLayout& store, int64_t id) {
   std::string moved;
   auto config = stored_config(status->record, store, &moved);
   if (!config.ok()) return fail(config.status());
+  // Another machine, or one with fewer cores, may not fit the experiment any more: say so
+  // before anything about resuming is printed or written. (The coordinator checks again.)
+  if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
     // Data too large to keep is read through links in the run directory, which follow the

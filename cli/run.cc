@@ -12,6 +12,7 @@
 #include "common/build_info.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
+#include "engine/machine_resources.h"
 #include "engine/searcher.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
@@ -70,6 +71,9 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
               << ": notify.webhook is not supported yet; no notification will be sent\n";
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
+  // So are the resources: a config this machine cannot run must not leave an experiment
+  // behind that stays ACTIVE and that every `resume --all` tries again.
+  if (Status st = check_machine_resources(*config, opts.slots); !st.ok()) return fail(st);
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&

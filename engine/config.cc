@@ -100,7 +100,7 @@ fs::path config_path_of(const std::string& file_label, const fs::path& base_dir)
 }
 
 ExperimentConfig build_config(const ConfigNode& root, const std::string& file_label,
-                              const fs::path& base_dir) {
+                              const fs::path& base_dir, ConfigUse use) {
   MapReader top(root, "");
   reject_unknown_top_level(top);
   ExperimentConfig out;
@@ -130,6 +130,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
     out.environment = config::read_environment(*node);
   }
   if (const ConfigNode* node = top.get("notify")) out.notify_webhook = config::read_notify(*node);
+  if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
   out.resolved = config::to_json(root);
   return out;
 }
@@ -139,12 +140,13 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
 Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
                                                  const std::string& file_label,
                                                  const fs::path& base_dir,
-                                                 const std::vector<std::string>& sets) {
+                                                 const std::vector<std::string>& sets,
+                                                 ConfigUse use) {
   try {
     ConfigNode root = config::parse_yaml_document(yaml_text, file_label);
     check_root(root);
     for (const std::string& set : sets) config::apply_set(root, set);
-    return build_config(root, file_label, base_dir);
+    return build_config(root, file_label, base_dir, use);
   } catch (const config::ConfigError& error) {
     return Status::BadInput(error.what());
   } catch (const std::exception& error) {  // a bug here must not abort the program
@@ -167,8 +169,8 @@ Result<ExperimentConfig> load_experiment_config(const fs::path& file,
   std::ostringstream text;
   text << in.rdbuf();
   fs::path absolute = fs::absolute(file, error).lexically_normal();
-  Result<ExperimentConfig> config =
-      parse_experiment_config(text.str(), label, absolute.parent_path(), sets);
+  Result<ExperimentConfig> config = parse_experiment_config(
+      text.str(), label, absolute.parent_path(), sets, ConfigUse::kNewExperiment);
   if (config.ok()) config->config_path = absolute;
   return config;
 }

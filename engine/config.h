@@ -51,6 +51,9 @@ struct ResourcesConfig {
   std::string devices = "auto";     // auto|cpu|gpu
   std::string peers_mode = "none";  // none|auto|list
   std::vector<std::string> peers;   // "host:port", set when peers_mode == "list"
+  // Where slots_per_trial and devices were written ("FILE:LINE" or "--set KEY=VALUE"; ""
+  // when left at the default), for what only the machine can judge (machine_resources.h).
+  std::string slots_per_trial_where, devices_where;
 };
 
 struct CheckpointConfig {
@@ -89,11 +92,18 @@ struct ExperimentConfig {
   Json resolved;  // the whole config after --set, as JSON (for storing and `show`)
 };
 
-// Reads `file` and validates it. `sets` are "KEY=VALUE" strings from --set: a dotted key
-// and a YAML value (scalar or flow: `searcher.max_trials=8`, `entrypoint=[a, b]`); each
-// replaces or adds one subtree, in order, before validation.
-// Errors: Status::BadInput, "FILE:LINE: KEY: what is wrong", or for a value that came
-// from --set, "--set KEY=VALUE: KEY: what is wrong".
+// What a config is read for. A new experiment's config is also checked against what its
+// trials will refuse (builtin:mlp's hyperparameters over the whole search space and its
+// length unit). A stored one (`cairn resume`, `cairn reproduce`) was accepted when its
+// experiment was created and is read as it was then: a check added or tightened since must
+// not strand an experiment that already ran.
+enum class ConfigUse { kNewExperiment, kStoredExperiment };
+
+// Reads `file` for a new experiment (`cairn run`) and validates it. `sets` are "KEY=VALUE" strings
+// from --set: a dotted key and a YAML value (scalar or flow: `searcher.max_trials=8`,
+// `entrypoint=[a, b]`); each replaces or adds one subtree, in order, before validation. Errors:
+// Status::BadInput, "FILE:LINE: KEY: what is wrong", or for a value that came from --set, "--set
+// KEY=VALUE: KEY: what is wrong".
 Result<ExperimentConfig> load_experiment_config(const std::filesystem::path& file,
                                                 const std::vector<std::string>& sets);
 
@@ -103,7 +113,8 @@ Result<ExperimentConfig> load_experiment_config(const std::filesystem::path& fil
 Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
                                                  const std::string& file_label,
                                                  const std::filesystem::path& base_dir,
-                                                 const std::vector<std::string>& sets);
+                                                 const std::vector<std::string>& sets,
+                                                 ConfigUse use);
 
 // True when the trials run the trainer built into cairn (entrypoint: builtin:mlp).
 bool is_builtin_entrypoint(const ExperimentConfig& config);

@@ -102,6 +102,9 @@ ResourcesConfig read_resources(const ConfigNode& node) {
   out.slots_per_trial = resources.int_or("slots_per_trial", 1, 1);
   out.devices = resources.get_choice("devices", {"auto", "cpu", "gpu"}).value_or("auto");
   if (const ConfigNode* peers = resources.get("peers")) read_peers(*peers, out);
+  if (const ConfigNode* slots = resources.get("slots_per_trial"))
+    out.slots_per_trial_where = slots->where;
+  if (const ConfigNode* devices = resources.get("devices")) out.devices_where = devices->where;
   return out;
 }
 

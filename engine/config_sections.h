@@ -47,6 +47,12 @@ std::string read_notify(const ConfigNode& node);
 // `node` is the value of `hyperparameters` (nullptr when absent).
 void check_grid(const ConfigNode* node, const std::map<std::string, HyperparameterSpec>& specs);
 
+// With `entrypoint: builtin:mlp`, what the trainer would refuse once a trial runs: lengths in
+// batches or records (it counts epochs), and hyperparameters it does not take or any value
+// the search could give them that it refuses (gpu/mlp_hparams.h). `root` is the whole config
+// after --set; `config` what was read from it. Nothing for another entrypoint.
+void check_builtin_mlp(const ConfigNode& root, const ExperimentConfig& config);
+
 // Splits a command line into argv as a POSIX shell splits words (blanks, '…', "…", \),
 // expanding nothing. BadInput when a quote is left open or a shell operator (| ; & < > ( ))
 // appears unquoted, since no shell will ever see it.

@@ -10,15 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <thread>
 
 #include "common/build_info.h"
 #include "common/file_util.h"
+#include "engine/machine_resources.h"
 #include "engine/provenance.h"
 #include "engine/replay_searcher.h"
 #include "engine/signal_pipe.h"
 #include "engine/trial_state.h"
-#include "gpu/cuda_driver.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
 
@@ -47,15 +46,10 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
       experiment_(std::move(experiment)),
       options_(std::move(options)) {
   // Slots are GPUs on a GPU machine (unless the config says cpu), CPU cores otherwise.
-  const std::string& devices = config_.resources.devices;
-  // The driver's count (also where cairn's own GPU code cannot use the driver: trials that
-  // bring their own CUDA can); the driver loader only, NCCL is not loaded here.
-  const int gpus = devices == "cpu" ? 0 : cuda::driver().device_count;
+  const int gpus = usable_gpus(config_);
   gpu_slots_ = gpus > 0;
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
-  if (options_.slots <= 0)
-    options_.slots =
-        gpu_slots_ ? gpus : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options_.slots = machine_slots(options_.slots, gpus);
   slots_.emplace(options_.slots);
 }
 
@@ -138,15 +132,10 @@ int trial_concurrency(const ExperimentConfig& config, int slots) {
 }
 
 Status Coordinator::start() {
-  if (config_.resources.devices == "gpu" && !gpu_slots_)
-    return Status::BadInput(
-        config_.config_path.string() +
-        ": resources.devices: gpu, but no GPU was found (no CUDA driver or no device)");
-  if (config_.resources.slots_per_trial > slots_->size())
-    return Status::BadInput(
-        config_.config_path.string() +
-        ": resources.slots_per_trial: " + std::to_string(config_.resources.slots_per_trial) +
-        " is more than the " + std::to_string(slots_->size()) + " slots of this machine (--slots)");
+  // `cairn run`, `reproduce` and `resume` checked this already, before creating or changing
+  // anything; again here, with the slots this coordinator really has, before it writes.
+  const int gpus = static_cast<int>(gpu_names_.size());
+  if (Status st = check_machine_resources(config_, gpus, slots_->size()); !st.ok()) return st;
   // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
   // state: fixed when the experiment is created and reused on every resume.
   // A resume of an experiment whose search never started (no first commit) decides it

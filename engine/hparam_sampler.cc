@@ -1,5 +1,6 @@
 #include "engine/hparam_sampler.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cairn {
@@ -15,6 +16,13 @@ double SplitMix64::uniform() {
   return static_cast<double>(next() >> 11) * 0x1.0p-53;
 }
 
+double range_value(const HyperparameterSpec& spec, double u) {
+  // For u near 1 the sum can round up to maxval, which the range leaves out.
+  const double x = std::min(spec.minval + (spec.maxval - spec.minval) * u,
+                            std::nextafter(spec.maxval, spec.minval));
+  return spec.type == HyperparameterSpec::Type::kLog ? std::pow(spec.base, x) : x;
+}
+
 namespace {
 
 Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng) {
@@ -28,9 +36,8 @@ Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng) {
       return lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hi - lo + 1));
     }
     case Type::kDouble:
-      return spec.minval + (spec.maxval - spec.minval) * rng.uniform();
     case Type::kLog:
-      return std::pow(spec.base, spec.minval + (spec.maxval - spec.minval) * rng.uniform());
+      return range_value(spec, rng.uniform());
     case Type::kCategorical:
       return spec.vals[rng.next() % spec.vals.size()];
     case Type::kNested: {

@@ -25,10 +25,18 @@ std::string known_keys_list() {
   return list;
 }
 
-// Reads hparams[key] into *out when present; absent keys keep the default in *out.
+// Reads hparams[key] into *out when present; absent keys keep the default in *out. Remembers
+// the key of the first error, for a caller that points at where the value was written.
 class Reader {
  public:
   explicit Reader(const Json& hparams) : hparams_(hparams) {}
+
+  // `status` unchanged; when it is an error, `key` becomes the key at fault.
+  Status blame(const char* key, Status status) {
+    if (!status.ok() && failed_key_.empty()) failed_key_ = key;
+    return status;
+  }
+  const std::string& failed_key() const { return failed_key_; }
 
   // A number in the range; `open_min`/`open_max` exclude that end.
   Status number(const char* key, double min, double max, bool open_min, bool open_max,
@@ -37,11 +45,12 @@ class Reader {
     if (value == nullptr) return Status::Ok();
     const std::string range = std::string(open_min ? "(" : "[") + format(min) + ", " + format(max) +
                               (open_max ? ")" : "]");
-    if (!value->is_number()) return bad(key, "a number in " + range, *value);
+    if (!value->is_number()) return blame(key, bad(key, "a number in " + range, *value));
     const double v = value->get<double>();
     const bool below = open_min ? v <= min : v < min;
     const bool above = open_max ? v >= max : v > max;
-    if (!std::isfinite(v) || below || above) return bad(key, "a number in " + range, *value);
+    if (!std::isfinite(v) || below || above)
+      return blame(key, bad(key, "a number in " + range, *value));
     *out = v;
     return Status::Ok();
   }
@@ -53,11 +62,11 @@ class Reader {
     if (value == nullptr) return Status::Ok();
     const std::string expectation =
         "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    if (!value->is_number()) return bad(key, expectation, *value);
+    if (!value->is_number()) return blame(key, bad(key, expectation, *value));
     const double v = value->get<double>();
     if (!std::isfinite(v) || v != std::floor(v) || v < static_cast<double>(min) ||
         v > static_cast<double>(max)) {
-      return bad(key, expectation, *value);
+      return blame(key, bad(key, expectation, *value));
     }
     *out = static_cast<Int>(value->is_number_unsigned()  ? value->get<uint64_t>()
                             : value->is_number_integer() ? value->get<int64_t>()
@@ -69,7 +78,7 @@ class Reader {
     const Json* value = find(key);
     if (value == nullptr) return Status::Ok();
     if (!value->is_string() || value->get<std::string>().empty()) {
-      return bad(key, "a non-empty string", *value);
+      return blame(key, bad(key, "a non-empty string", *value));
     }
     *out = value->get<std::string>();
     return Status::Ok();
@@ -92,12 +101,14 @@ class Reader {
   }
 
   const Json& hparams_;
+  std::string failed_key_;
 };
 
-Status check_known_keys(const Json& hparams) {
+Status check_known_keys(const Json& hparams, std::string* unknown) {
   const std::set<std::string> known(std::begin(kKnownKeys), std::end(kKnownKeys));
   for (const auto& [key, value] : hparams.items()) {
     if (!known.contains(key)) {
+      *unknown = key;
       return Status::BadInput("unknown hyperparameter '" + key + "' (builtin:mlp takes " +
                               known_keys_list() + ")");
     }
@@ -115,7 +126,7 @@ Status read_optimizer(Reader& r, MlpOptimizerConfig* config) {
     config->kind = MlpOptimizerKind::kAdam;
     config->lr = 0.005;
   } else {
-    return bad("optimizer", "\"sgd\" or \"adam\"", Json(name));
+    return r.blame("optimizer", bad("optimizer", "\"sgd\" or \"adam\"", Json(name)));
   }
   constexpr double kInf = std::numeric_limits<double>::max();
   if (Status s = r.number("lr", 0.0, 10.0, true, false, &config->lr); !s.ok()) return s;
@@ -142,8 +153,10 @@ Status read_dataset(Reader& r, MlpDatasetSpec* spec) {
   int features = spec->features;
   if (Status s = r.integer("features", 1, 1'000'000, &features); !s.ok()) return s;
   if (spec->kind == MlpDatasetKind::kSpirals && features != 2) {
-    return Status::BadInput("hyperparameter 'features' must be 2 for the spirals dataset, got " +
-                            std::to_string(features));
+    return r.blame(
+        "features",
+        Status::BadInput("hyperparameter 'features' must be 2 for the spirals dataset, got " +
+                         std::to_string(features)));
   }
   spec->features = features;
   if (Status s = r.integer("samples", 10, 100'000'000, &spec->samples); !s.ok()) return s;
@@ -154,22 +167,22 @@ Status read_dataset(Reader& r, MlpDatasetSpec* spec) {
   }
   if (spec->kind != MlpDatasetKind::kCsv &&
       static_cast<double>(spec->samples) * spec->features > 2e9) {
-    return Status::BadInput("hyperparameters 'samples' × 'features' must stay below 2e9 (" +
-                            std::to_string(spec->samples) + " × " + std::to_string(spec->features) +
-                            ")");
+    // The one that was given made it exceed: the other is its dataset's default.
+    const char* key = r.has("features") && !r.has("samples") ? "features" : "samples";
+    return r.blame(key, Status::BadInput("hyperparameters 'samples' × 'features' must stay below "
+                                         "2e9, got " +
+                                         std::to_string(spec->samples) + " × " +
+                                         std::to_string(spec->features)));
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<MlpHparams> MlpHparams::from_json(const Json& hparams) {
+Result<MlpHparams> parse(const Json& hparams, Reader& r, std::string* unknown) {
   if (!hparams.is_object()) {
     return Status::BadInput("hyperparameters must be a JSON object, got " + hparams.dump());
   }
-  if (Status s = check_known_keys(hparams); !s.ok()) return s;
+  if (Status s = check_known_keys(hparams, unknown); !s.ok()) return s;
   MlpHparams hp;
-  Reader r(hparams);
   if (Status s = read_optimizer(r, &hp.optimizer); !s.ok()) return s;
   if (Status s = r.integer("hidden", 1, 1 << 16, &hp.hidden); !s.ok()) return s;
   if (Status s = r.integer("layers", 0, 64, &hp.layers); !s.ok()) return s;
@@ -187,7 +200,8 @@ Result<MlpHparams> MlpHparams::from_json(const Json& hparams) {
   std::string allreduce = "overlap";
   if (Status s = r.text("allreduce", &allreduce); !s.ok()) return s;
   if (allreduce != "overlap" && allreduce != "after_backward")
-    return bad("allreduce", "\"overlap\" or \"after_backward\"", Json(allreduce));
+    return r.blame("allreduce",
+                   bad("allreduce", "\"overlap\" or \"after_backward\"", Json(allreduce)));
   hp.overlap_allreduce = allreduce == "overlap";
   if (Status s = r.integer("bucket_kb", 1, 1 << 20, &hp.bucket_kb); !s.ok()) return s;
   if (Status s = r.number("collective_timeout", 0, 86400, true, false, &hp.collective_timeout);
@@ -203,7 +217,18 @@ Result<MlpHparams> MlpHparams::from_json(const Json& hparams) {
   else if (device == "cuda")
     hp.device = MlpDevice::kCuda;
   else
-    return bad("device", "\"auto\", \"cpu\" or \"cuda\"", Json(device));
+    return r.blame("device", bad("device", "\"auto\", \"cpu\" or \"cuda\"", Json(device)));
+  return hp;
+}
+
+}  // namespace
+
+Result<MlpHparams> MlpHparams::from_json(const Json& hparams, std::string* key_at_fault) {
+  std::string unknown;
+  Reader r(hparams);
+  Result<MlpHparams> hp = parse(hparams, r, &unknown);
+  if (!hp.ok() && key_at_fault != nullptr)
+    *key_at_fault = !unknown.empty() ? unknown : r.failed_key();
   return hp;
 }
 

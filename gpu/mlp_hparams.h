@@ -3,8 +3,11 @@
 // them; keep the two in step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -18,6 +21,13 @@ namespace cairn {
 // kAuto, until the GPU path has run on a real GPU: a path never executed on a device must
 // not become what every GPU user's first `cairn run` takes (docs/builtin-mlp.md, "GPU").
 enum class MlpDevice { kAuto, kCpu, kCuda };
+
+// The keys whose validity depends on another key's value (read_dataset in mlp_hparams.cc):
+// the dataset decides the features allowed and the defaults of features and samples, and
+// samples × features is limited. Every other key is judged on its own value alone; the config
+// check relies on that, so a rule that ties keys together must add them here.
+inline constexpr std::array<std::string_view, 3> kMlpInterdependentKeys = {"dataset", "features",
+                                                                           "samples"};
 
 struct MlpHparams {
   MlpOptimizerConfig optimizer;  // optimizer, lr, momentum, weight_decay
@@ -35,8 +45,12 @@ struct MlpHparams {
   MlpDevice device = MlpDevice::kCpu;
 
   // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
-  // value out of range.
-  static Result<MlpHparams> from_json(const Json& hparams);
+  // value out of range. Then `*key_at_fault` (when given) is that key, so that the config
+  // check (engine/config_builtin_mlp.cc) can point at the line that set it: the unknown key,
+  // "features" when it does not suit the dataset; for the samples × features limit the one
+  // of the two that was given, "samples" when both were (the message names both); "" when
+  // `hparams` is not an object.
+  static Result<MlpHparams> from_json(const Json& hparams, std::string* key_at_fault = nullptr);
 };
 
 }  // namespace cairn

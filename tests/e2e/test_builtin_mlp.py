@@ -119,13 +119,15 @@ class BuiltinMlpTest(CairnTestCase):
     def test_killed_trial_resumes_bit_exact_adam(self):
         self.check_bit_exact_resume("adam")
 
-    def test_bad_hyperparameter_fails_clearly_and_is_not_restarted(self):
-        # builtin:mlp's exit status 2 is permanent: no restart is spent on it.
-        self.write("bad.yaml", "entrypoint: builtin:mlp\nhyperparameters: {optimizer: rmsprop}\n"
+    def test_bad_dataset_fails_clearly_and_is_not_restarted(self):
+        # builtin:mlp's exit status 2 is permanent: no restart is spent on it. A missing CSV
+        # file, since the config check refuses bad hyperparameter values before any trial
+        # (test_config_errors.py) and only the trial can look for the file in its checkout.
+        self.write("bad.yaml", "entrypoint: builtin:mlp\nhyperparameters: {dataset: missing.csv}\n"
                    "searcher: {name: single, metric: val_loss, max_length: 2}\nmax_restarts: 3\n")
         run = self.cairn("run", "bad.yaml")
         self.assertEqual(run.returncode, 1)
-        self.assertIn("optimizer", run.stderr)
+        self.assertIn("missing.csv", run.stderr)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["exit"]["code"], 2)
         self.assertEqual((trial["state"], trial["restarts"]), ("ERROR", 0))

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "cli/experiment_control.h"
 #include "engine/config.h"
 #include "engine/config_sections.h"
 
@@ -50,7 +51,7 @@ class TempDir {
 
 Result<ExperimentConfig> parse(const TempDir& dir, const std::string& yaml,
                                const std::vector<std::string>& sets = {}) {
-  return parse_experiment_config(yaml, "exp.yaml", dir.path(), sets);
+  return parse_experiment_config(yaml, "exp.yaml", dir.path(), sets, ConfigUse::kNewExperiment);
 }
 
 // Parses a config that must be valid, failing the test with the message otherwise.
@@ -572,6 +573,148 @@ TEST_CASE("config: each mistake names the file, line and key (exit 2)") {
     CAPTURE(mistake.yaml);
     check_bad_input(parse(dir, mistake.yaml), mistake.prefix, mistake.detail);
   }
+}
+
+// A builtin:mlp config with `hparams` (YAML lines, indented two spaces) under
+// hyperparameters (line 4 on) and a searcher on line 2.
+std::string mlp_config(const std::string& hparams, const std::string& searcher = "random") {
+  return "entrypoint: builtin:mlp\nsearcher: {name: " + searcher +
+         ", metric: val_loss, max_length: 3, max_trials: 4}\nhyperparameters:\n" + hparams;
+}
+
+TEST_CASE("config: builtin:mlp refuses at config time what its trials would refuse") {
+  TempDir dir;
+  struct Case {
+    const char* what;
+    std::string yaml;
+    std::string prefix;
+    std::string detail;
+  };
+  const std::vector<Case> cases = {
+      {"unknown optimizer", mlp_config("  optimizer: rmsprop\n"),
+       "exp.yaml:4: hyperparameters.optimizer: ", "must be \"sgd\" or \"adam\", got \"rmsprop\""},
+      {"negative lr", mlp_config("  lr: -1\n"),
+       "exp.yaml:4: hyperparameters.lr: ", "must be a number in (0, 10], got -1"},
+      {"hidden 0", mlp_config("  hidden: 0\n"), "exp.yaml:4: hyperparameters.hidden: ", "got 0"},
+      {"layers above 64", mlp_config("  layers: 65\n"),
+       "exp.yaml:4: hyperparameters.layers: ", "[0, 64]"},
+      {"unknown key", mlp_config("  lr: 0.1\n  hiden: 3\n"),
+       "exp.yaml:5: hyperparameters.hiden: ", "unknown hyperparameter 'hiden'"},
+      {"a nested map", mlp_config("  arch:\n    depth: 2\n"),
+       "exp.yaml:4: hyperparameters.arch: ", "unknown hyperparameter 'arch'"},
+      {"a categorical with a bad choice",
+       mlp_config("  optimizer:\n    type: categorical\n    vals:\n      - sgd\n      - rmsprop\n"),
+       "exp.yaml:8: hyperparameters.optimizer: ", "got \"rmsprop\" (one of its vals)"},
+      {"an int range that includes 0",
+       mlp_config("  hidden:\n    type: int\n    minval: 0\n    maxval: 64\n"),
+       "exp.yaml:6: hyperparameters.hidden: ", "got 0 (its minval)"},
+      {"a log range beyond lr's", mlp_config("  lr: {type: log, minval: -3, maxval: 2}\n"),
+       "exp.yaml:4: hyperparameters.lr: ",
+       "got 99.9999999999998 (base^x for the largest x below its maxval that the search draws)"},
+      {"a double range for an integer key",
+       mlp_config("  hidden: {type: double, minval: 16, maxval: 64}\n"),
+       "exp.yaml:4: hyperparameters.hidden: ",
+       "must be an integer in [1, 65536], got 63.99999999999999"},
+      {"a grid point out of range",
+       mlp_config("  momentum: {type: double, minval: 0.5, maxval: 1, count: 3}\n", "grid"),
+       "exp.yaml:4: hyperparameters.momentum: ", "got 1.0 (its maxval)"},
+      {"a random double range beyond momentum's",
+       mlp_config("  momentum: {type: double, minval: 0.5, maxval: 1.5}\n"),
+       "exp.yaml:4: hyperparameters.momentum: ",
+       "got 1.4999999999999998 (the largest value below its maxval that the search draws)"},
+      {"a features range too wide for the default samples",
+       mlp_config("  dataset: teacher\n  features: {type: int, minval: 2, maxval: 200000}\n"),
+       "exp.yaml:5: hyperparameters.features: ",
+       "'samples' × 'features' must stay below 2e9, got 20000 × 200000 (its maxval)"},
+      {"samples and features, both given",
+       mlp_config("  samples: 100000000\n  dataset: teacher\n"
+                  "  features: {type: int, minval: 2, maxval: 21}\n"),
+       "exp.yaml:4: hyperparameters.samples: ", "got 100000000 × 21"},
+      {"features that suit a searched dataset only with many other keys searched too",
+       mlp_config("  dataset: {type: categorical, vals: [teacher, spirals]}\n"
+                  "  features: {type: int, minval: 2, maxval: 20}\n"
+                  "  lr: {type: double, minval: 0.01, maxval: 0.1}\n"
+                  "  momentum: {type: double, minval: 0.1, maxval: 0.9}\n"
+                  "  weight_decay: {type: double, minval: 0.0, maxval: 0.1}\n"
+                  "  noise: {type: double, minval: 0.0, maxval: 0.1}\n"
+                  "  val_fraction: {type: double, minval: 0.1, maxval: 0.2}\n"
+                  "  hidden: {type: int, minval: 16, maxval: 64}\n"
+                  "  layers: {type: int, minval: 1, maxval: 2}\n"
+                  "  batch_size: {type: int, minval: 16, maxval: 64}\n"
+                  "  threads: {type: int, minval: 1, maxval: 2}\n"),
+       "exp.yaml:5: hyperparameters.features: ",
+       "must be 2 for the spirals dataset, got 20 (its maxval)"},
+      {"features that do not suit a searched dataset",
+       mlp_config("  dataset: {type: categorical, vals: [teacher, spirals]}\n  features: 8\n"),
+       "exp.yaml:5: hyperparameters.features: ", "must be 2 for the spirals dataset"},
+      {"a length in batches",
+       "entrypoint: builtin:mlp\nsearcher:\n  name: single\n  metric: val_loss\n"
+       "  max_length: {batches: 100}\n",
+       "exp.yaml:5: searcher.max_length.batches: ", "builtin:mlp trains in epochs"},
+      {"a length in records",
+       "entrypoint: builtin:mlp\nsearcher:\n  name: hyperband\n  metric: val_loss\n"
+       "  max_length:\n    records: 5000\n",
+       "exp.yaml:6: searcher.max_length.records: ", "builtin:mlp trains in epochs"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    check_bad_input(parse(dir, c.yaml), c.prefix, c.detail);
+  }
+  check_bad_input(parse(dir, mlp_config("  lr: 0.1\n"), {"hyperparameters.optimizer=rms"}),
+                  "--set hyperparameters.optimizer=rms: hyperparameters.optimizer: ", "\"rms\"");
+
+  // What builtin:mlp takes passes, searched or not.
+  parse_ok(dir, mlp_config("  optimizer: {type: categorical, vals: [sgd, adam]}\n"
+                           "  lr: {type: log, minval: -3, maxval: -0.5, base: 10}\n"
+                           "  hidden: {type: int, minval: 16, maxval: 128}\n"
+                           "  layers: {type: int, minval: 0, maxval: 3}\n"
+                           "  momentum: {type: double, minval: 0, maxval: 0.99}\n"
+                           "  dataset: teacher\n  features: 8\n"));
+  parse_ok(dir, mlp_config("  layers: 0\n  hidden: 64.0\n"));  // softmax regression
+  // No random draw reaches a double range's maxval; a grid's last point is maxval itself.
+  parse_ok(dir, mlp_config("  momentum: {type: double, minval: 0.5, maxval: 1.0}\n"));
+  parse_ok(dir, mlp_config("  momentum: {type: double, minval: 0.5, maxval: 1.0}\n", "asha"));
+  parse_ok(dir, mlp_config("  momentum: {type: log, minval: -2, maxval: 0}\n"));
+  // A grid searches its points only: these are all integers.
+  parse_ok(dir, mlp_config("  hidden: {type: double, minval: 16, maxval: 32, count: 3}\n", "grid"));
+  parse_ok(dir,
+           "entrypoint: builtin:mlp\nsearcher: {name: single, metric: val_loss, "
+           "max_length: {epochs: 3}}\n");
+  // Other entrypoints keep their own hyperparameters and units.
+  parse_ok(dir,
+           "entrypoint: python3 train.py\nsearcher: {name: single, metric: val_loss, "
+           "max_length: {batches: 100}}\nhyperparameters: {optimizer: rmsprop, hidden: 0}\n");
+}
+
+// What `cairn resume` and `cairn reproduce` read: the config stored with an experiment that
+// was created before builtin:mlp's checks (or before they were tightened). It ran then, so
+// it must still resume; only a new experiment's config is checked against them.
+TEST_CASE("config: a stored builtin:mlp config is read without the checks of a new experiment") {
+  TempDir dir;
+  const std::string yaml =
+      "entrypoint: builtin:mlp\nsearcher: {name: grid, metric: val_loss, max_length: {batches: "
+      "9}}\nhyperparameters:\n  momentum: {type: double, minval: 0.5, maxval: 1, count: 3}\n";
+  check_bad_input(parse(dir, yaml), "exp.yaml:", "builtin:mlp");
+  Result<ExperimentConfig> stored =
+      parse_experiment_config(yaml, "exp.yaml", dir.path(), {}, ConfigUse::kStoredExperiment);
+  INFO(stored.status().message());
+  REQUIRE(stored.ok());
+  CHECK(stored->searcher.length_unit == "batches");
+
+  // Through what `cairn resume` calls.
+  const Json experiment = {{"name", "old"},
+                           {"config_file", (dir.path() / "exp.yaml").string()},
+                           {"config_text", yaml},
+                           {"sets", Json::array({"searcher.max_length.batches=10"})}};
+  Result<ExperimentConfig> resumed = cli::stored_config(experiment, StoreLayout(dir.path()));
+  INFO(resumed.status().message());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->name == "old");
+  CHECK(resumed->searcher.max_length == 10);
+  // Its other checks still hold: a stored config is not taken blindly.
+  const Json broken = {{"config_file", (dir.path() / "exp.yaml").string()},
+                       {"config_text", "entrypoint: builtin:mlp\n"}};
+  CHECK_FALSE(cli::stored_config(broken, StoreLayout(dir.path())).ok());
 }
 
 TEST_CASE("config: reading the file") {

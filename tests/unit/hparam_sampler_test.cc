@@ -1,4 +1,5 @@
 #include "engine/hparam_sampler.h"
+#include <cmath>
 
 #include <doctest/doctest.h>
 
@@ -11,7 +12,7 @@ namespace cairn {
 namespace {
 ExperimentConfig config_from(const std::string& yaml) {
   testing::TestDir dir;
-  auto cfg = parse_experiment_config(yaml, "exp.yaml", dir.path(), {});
+  auto cfg = parse_experiment_config(yaml, "exp.yaml", dir.path(), {}, ConfigUse::kNewExperiment);
   REQUIRE_MESSAGE(cfg.ok(), cfg.status().message());
   return *cfg;
 }
@@ -53,6 +54,18 @@ searcher: {name: single, metric: val_loss, max_length: 3}
   CHECK(trial_seed(1234, 1) == trial_seed(1234, 1));
   CHECK(trial_seed(1234, 1) != trial_seed(1234, 2));
   CHECK(trial_seed(1234, 1) < (1ULL << 31));
+}
+
+TEST_CASE("a double range is drawn from [minval, maxval), even where rounding would reach maxval") {
+  ExperimentConfig cfg = config_from(
+      "entrypoint: python3 train.py\nsearcher: {name: single, metric: m, max_length: 1}\n"
+      "hyperparameters:\n  momentum: {type: double, minval: 0.5, maxval: 1.0}\n");
+  const HyperparameterSpec& momentum = cfg.hyperparameters.at("momentum");
+  // 0.5 + 0.5 * (1 - 2^-53) is halfway between the largest double below 1 and 1; it rounds to 1.
+  CHECK(range_value(momentum, kLargestUniform) < 1.0);
+  CHECK(range_value(momentum, kLargestUniform) == std::nextafter(1.0, 0.0));
+  CHECK(range_value(momentum, 0) == 0.5);
+  CHECK(range_value(momentum, 0.5) == 0.75);
 }
 
 TEST_CASE("the single searcher trains one trial to max_length, then closes it") {

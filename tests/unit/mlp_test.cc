@@ -369,6 +369,25 @@ TEST_CASE("mlp hyperparameters: bad values are rejected with a one-line message"
     CHECK(hp.status().message().find(expected) != std::string::npos);
     CHECK(hp.status().message().find('\n') == std::string::npos);
   }
+  // The key at fault, for the config check that points at where it was written.
+  const std::vector<std::pair<Json, std::string>> blamed = {
+      {{{"lr", -0.1}}, "lr"},
+      {{{"optimizer", "rmsprop"}, {"lr", 0.1}}, "optimizer"},
+      {{{"hiden", 64}}, "hiden"},
+      // samples × features: the one given (the other is its dataset's default), samples if both.
+      {{{"dataset", "teacher"}, {"features", 200000}}, "features"},
+      {{{"dataset", "teacher"}, {"features", 200000}, {"samples", 20000}}, "samples"},
+      {{{"features", 3}}, "features"},
+      {{{"device", "gpu"}}, "device"},
+      {{{"allreduce", "ring"}}, "allreduce"},
+      {Json::array(), ""},
+  };
+  for (const auto& [json, key] : blamed) {
+    CAPTURE(json.dump());
+    std::string at_fault = "unset";
+    REQUIRE_FALSE(MlpHparams::from_json(json, &at_fault).ok());
+    CHECK(at_fault == key);
+  }
   auto huge = MlpTrainer::create(parse({{"hidden", 65536}, {"layers", 64}}), 1, true, ".", kCpu);
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.status().message().find("parameters") != std::string::npos);

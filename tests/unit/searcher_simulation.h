@@ -27,7 +27,7 @@ namespace cairn::testing {
 
 inline ExperimentConfig searcher_config(const std::string& yaml) {
   TestDir dir;
-  auto cfg = parse_experiment_config(yaml, "exp.yaml", dir.path(), {});
+  auto cfg = parse_experiment_config(yaml, "exp.yaml", dir.path(), {}, ConfigUse::kNewExperiment);
   REQUIRE_MESSAGE(cfg.ok(), cfg.status().message());
   return *cfg;
 }
