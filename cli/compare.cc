@@ -4,6 +4,7 @@
 #include <iostream>
 #include <set>
 
+#include "cli/code_change_summary.h"
 #include "cli/command.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
@@ -81,13 +82,6 @@ std::map<std::string, Json> data_map(const Json& experiment) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& items, size_t limit = 8) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
-  if (items.size() > limit) out += ", …";
-  return out;
-}
-
 // Code: the snapshots' trees, file by file, each against the first trial's.
 Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
                     std::vector<Difference>& out) {
@@ -111,9 +105,7 @@ Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
     auto changes =
         repo->diff(first["commit"].get<std::string>(), code["commit"].get<std::string>());
     if (!changes.ok()) return changes.status();
-    std::vector<std::string> names;
     for (const FileChange& c : *changes) {
-      names.push_back(c.path);
       Difference d{"code", c.path, {}, {}};
       for (size_t k = 0; k < refs.size(); ++k)
         d.values.push_back(k == 0   ? ""
@@ -123,12 +115,11 @@ Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
                                     : "");
       out.push_back(std::move(d));
     }
-    out.push_back({"",
-                   "",
-                   {},
-                   "code: " + std::to_string(names.size()) + " file" +
-                       (names.size() == 1 ? "" : "s") + " changed (" + join(names) + ")" +
-                       (refs.size() > 2 ? " in " + refs[i].id : "")});
+    out.push_back(
+        {"",
+         "",
+         {},
+         "code: " + code_change_summary(*changes) + (refs.size() > 2 ? " in " + refs[i].id : "")});
   }
   return Status::Ok();
 }

@@ -77,7 +77,7 @@ class ReproducibilityTest(CairnTestCase):
         self.assertEqual(by_category["seed"]["values"], seeds)
         self.assertNotEqual(seeds[0], seeds[1])
         text = self.cairn("compare", "1.1", "2.1", check=0).stdout
-        for line in ("code: 1 file changed (train.py)", "data: data/train.csv changed",
+        for line in ("code: 1 modified (train.py)", "data: data/train.csv changed",
                      "hparam lr: 0.01 → 0.1", "seed: %d → %d" % tuple(seeds)):
             self.assertIn(line, text)
         patch = self.cairn("compare", "1.1", "2.1", "--diff", check=0).stdout
