@@ -152,7 +152,9 @@ class Context:
 
     def report_training(self, step, metrics):
         """Records training metrics for ``step``. Buffered: cheap enough to call on
-        every batch. NaN and infinities are recorded as null."""
+        every batch. NaN and infinities are recorded as null. Raises TypeError when a
+        value is not a number (see _checked_metrics)."""
+        metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("training", step, metrics)
             return
@@ -161,7 +163,8 @@ class Context:
     def report_validation(self, step, metrics):
         """Records validation metrics for ``step`` (they must include the searcher's
         metric) and waits until cairn has stored them. Returns False when they could
-        not be delivered."""
+        not be delivered. Raises TypeError when a value is not a number."""
+        metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("validation", step, metrics)
             return True
@@ -340,19 +343,49 @@ def _fail(message):
 # -- metrics encoding -----------------------------------------------------------------
 
 
-def _metric_default(value):
-    # NumPy and torch scalars are not JSON types but know how to become floats.
+def _checked_metrics(metrics):
+    """``metrics`` with every value an int, a float or None, or TypeError naming the
+    first metric that is not a number, the same with and without cairn. Python ints
+    and floats (the common case) are checked cheaply and passed as they are; other
+    numbers (NumPy scalars, 0-d torch tensors, Decimal) are converted with float().
+    A str is refused even when it reads as a number, and so is a bool: neither is a
+    measurement, and cairn would store or plot it as something else."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError("cairn: metric values must be numbers, got %r" % (value,)) from None
+        for value in metrics.values():
+            cls = value.__class__
+            if cls is not float and cls is not int:
+                return {name: _metric_number(name, value) for name, value in metrics.items()}
+    except AttributeError:
+        raise TypeError("cairn: metrics must be a dict of names to numbers, got %s" %
+                        type(metrics).__name__) from None
+    return metrics
 
 
-_metrics_encoder = json.JSONEncoder(separators=(",", ":"), default=_metric_default)
+def _metric_number(name, value):
+    if value is None or value.__class__ is float or value.__class__ is int:
+        return value
+    cls = type(value)
+    if (not isinstance(value, (str, bytes, bool)) and cls.__name__ != "bool_" and
+            hasattr(cls, "__float__")):
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError, RuntimeError) as e:
+            raise TypeError("cairn: metric %r must be a number, got %s (%s)" %
+                            (str(name), cls.__name__, e)) from None
+    raise TypeError("cairn: metric %r must be a number, got %s %s" %
+                    (str(name), cls.__name__, _short_repr(value)))
+
+
+def _short_repr(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_metrics_encoder = json.JSONEncoder(separators=(",", ":"))
 
 
 def _finite_metrics(metrics):
-    """The metrics with every value a float, and NaN or infinities as None (null)."""
+    """The (checked) metrics with every value a float, and NaN or infinities as None."""
     result = {}
     for name, value in metrics.items():
         number = float(value) if value is not None else math.nan

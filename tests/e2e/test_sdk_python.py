@@ -210,6 +210,72 @@ class Metrics(TrialTestCase):
         self.assertIn("rejected: no metric", result.stderr)
 
 
+# Reports metric values that are not numbers, then numbers of other types, and writes the
+# TypeError messages (or "accepted") to $TRIAL_OUT.
+METRIC_TYPES_TRIAL = """
+import json, os, cairn
+ctx = cairn.init()
+seen = []
+for op in ctx.operations():
+    for report, metrics in ((ctx.report_training, {"loss": "0.5"}),
+                            (ctx.report_training, {"ok": 1.0, "acc": [1, 2]}),
+                            (ctx.report_training, {"flag": True}),
+                            (ctx.report_validation, {"val_loss": "0.25"})):
+        try:
+            report(1, metrics)
+            seen.append("accepted")
+        except TypeError as e:
+            seen.append(str(e))
+    numbers = {"f": 0.5, "i": 3, "none": None}
+    try:
+        import numpy
+        numbers.update(np32=numpy.float32(0.25), np64=numpy.int64(7))
+    except ImportError:
+        pass
+    try:
+        import torch
+        numbers["torch"] = torch.tensor(1.5)
+    except ImportError:
+        pass
+    ctx.report_training(2, numbers)
+    ctx.report_validation(2, {"val_loss": 0.125})
+    seen.append(sorted(numbers))
+with open(os.environ["TRIAL_OUT"], "w") as f:
+    json.dump(seen, f)
+"""
+
+REFUSALS = ["cairn: metric 'loss' must be a number, got str '0.5'",
+            "cairn: metric 'acc' must be a number, got list [1, 2]",
+            "cairn: metric 'flag' must be a number, got bool True",
+            "cairn: metric 'val_loss' must be a number, got str '0.25'"]
+
+
+class MetricTypes(TrialTestCase):
+    def test_under_cairn_a_value_that_is_not_a_number_raises_and_is_never_sent(self):
+        fake = self.fake(operations=[1])
+        self.run_trial(METRIC_TYPES_TRIAL, self.env(fake))
+        seen = self.seen()
+        self.assertEqual(seen[:4], REFUSALS)
+        # Only step 2's numbers reached cairn, all as JSON numbers (None as null).
+        reports = fake.training_reports()
+        self.assertEqual([r["step"] for r in reports], [2])
+        values = reports[0]["metrics"]
+        self.assertEqual(sorted(values), seen[4])
+        self.assertEqual(values["f"], 0.5)
+        self.assertIsNone(values["none"])
+        for name in set(values) - {"none"}:
+            self.assertIsInstance(values[name], (int, float), name)
+        self.assertEqual([v["metrics"] for v in fake.of_type("validation")],
+                         [{"val_loss": 0.125}])
+
+    def test_standalone_the_same_values_raise_the_same_errors(self):
+        result = self.run_trial(METRIC_TYPES_TRIAL, self.env(CAIRN_TRIAL_ID=None))
+        seen = self.seen()
+        self.assertEqual(seen[:4], REFUSALS)
+        self.assertIn("cairn: step 2 training: f=0.5 i=3 none=null", result.stderr)
+        self.assertNotIn("step 1", result.stderr)
+
+
 class Checkpoints(TrialTestCase):
     def test_commit_sends_the_staging_path_metadata_and_the_rng_state(self):
         fake = self.fake(operations=[1])
