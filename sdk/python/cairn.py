@@ -98,6 +98,7 @@ class Context:
         self._signals = _StopSignals()
         # Rank 0: validation reports made once cairn was gone, kept for an orphan.
         self._undelivered_validations = []
+        self._standalone = None  # ./checkpoints/, made at the first standalone checkpoint
 
     @classmethod
     def _from_environment(cls):
@@ -241,7 +242,9 @@ class Context:
 
     def _checkpoint_target(self, step):
         if self._channel is None:
-            return _StandaloneCheckpoint(self._settings["standalone_dir"], step)
+            if self._standalone is None:
+                self._standalone = _StandaloneCheckpoints(self._settings)
+            return self._standalone.begin(step)
         answer = self._channel.request({"type": "checkpoint_begin", "step": step})
         if answer is not None and answer.get("type") == "checkpoint_dir":
             return _CairnCheckpoint(self, step, pathlib.Path(answer["path"]))
@@ -302,6 +305,9 @@ def _settings_from_environment():
         "max_length": _env_int("CAIRN_MAX_LENGTH", 1),
         "orphan_dir": env.get("CAIRN_ORPHAN_DIR") or None,
         "standalone_dir": pathlib.Path("checkpoints").resolve(),
+        # Like checkpoint.keep_trial_latest's default: a standalone run at the default
+        # period 1 must not fill the project with a checkpoint per step.
+        "standalone_keep": _env_int("CAIRN_KEEP_LATEST", 1),
     }
 
 
@@ -800,12 +806,45 @@ class _CairnCheckpoint:
             channel.send({"type": "checkpoint_abort", "step": self.step, "path": str(self.path)})
 
 
+class _StandaloneCheckpoints:
+    """./checkpoints/ of a run without cairn, and its retention: of the checkpoints this
+    process committed, the latest CAIRN_KEEP_LATEST (0 or less: all) are kept. Others
+    found there (an earlier run's, another process's, the one being resumed) are never
+    deleted: only what this process wrote is known to be superseded."""
+
+    # Outputs, not code: git and cairn's code snapshot (which honours .gitignore files even
+    # outside a git checkout) leave the directory out, so the next `cairn run` does not
+    # record checkpoints as code and `cairn compare` does not list them as code changes.
+    _GITIGNORE = "# written by the cairn SDK: checkpoints are outputs, not code\n*\n"
+
+    def __init__(self, settings):
+        self.root = settings["standalone_dir"]
+        self._keep = settings["standalone_keep"]
+        self._committed = collections.deque()
+        self.root.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            with contextlib.suppress(OSError):  # a read-only checkout still trains
+                ignore.write_text(self._GITIGNORE)
+
+    def begin(self, step):
+        return _StandaloneCheckpoint(self, step)
+
+    def committed(self, path):
+        if path in self._committed:  # the same step again: it replaced the old one
+            self._committed.remove(path)
+        self._committed.append(path)
+        while self._keep > 0 and len(self._committed) > self._keep:
+            shutil.rmtree(self._committed.popleft(), ignore_errors=True)
+
+
 class _StandaloneCheckpoint:
     """./checkpoints/<step>/, written beside it and renamed into place when complete."""
 
-    def __init__(self, root, step):
-        self.final = root / str(step)
-        self.path = root / (".partial-%d" % step)
+    def __init__(self, checkpoints, step):
+        self._checkpoints = checkpoints
+        self.final = checkpoints.root / str(step)
+        self.path = checkpoints.root / (".partial-%d" % step)
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True)
 
@@ -815,6 +854,7 @@ class _StandaloneCheckpoint:
         os.rename(self.path, self.final)
         _fsync_dir(self.final.parent)
         sys.stderr.write("cairn: checkpoint saved in %s\n" % self.final)
+        self._checkpoints.committed(self.final)
         return None
 
     def abort(self):
