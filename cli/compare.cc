@@ -4,6 +4,7 @@
 #include <iostream>
 #include <set>
 
+#include "cli/code_change_summary.h"
 #include "cli/command.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
@@ -134,9 +135,7 @@ Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
     auto changes =
         repo->diff(first["commit"].get<std::string>(), code["commit"].get<std::string>());
     if (!changes.ok()) return changes.status();
-    std::vector<std::string> names;
     for (const FileChange& c : *changes) {
-      names.push_back(c.path);
       Difference d{"code", c.path, {}, {}};
       for (size_t k = 0; k < refs.size(); ++k)
         d.values.push_back(k == 0   ? ""
@@ -146,12 +145,11 @@ Status compare_code(const StoreLayout& store, const std::vector<TrialRef>& refs,
                                     : "");
       out.push_back(std::move(d));
     }
-    out.push_back({"",
-                   "",
-                   {},
-                   "code: " + std::to_string(names.size()) + " file" +
-                       (names.size() == 1 ? "" : "s") + " changed (" + name_list(names, 8) + ")" +
-                       (refs.size() > 2 ? " in " + refs[i].id : "")});
+    out.push_back(
+        {"",
+         "",
+         {},
+         "code: " + code_change_summary(*changes) + (refs.size() > 2 ? " in " + refs[i].id : "")});
   }
   return Status::Ok();
 }

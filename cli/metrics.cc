@@ -3,6 +3,7 @@
 #include <set>
 
 #include "cli/command.h"
+#include "cli/csv.h"
 #include "cli/table.h"
 
 namespace cairn::cli {
@@ -58,13 +59,8 @@ int metrics(const GlobalOptions& global, const std::string& id_text, bool json, 
       rows.push_back(std::move(row));
     }
   if (csv) {
-    auto join = [](const std::vector<std::string>& r) {
-      std::string line;
-      for (size_t i = 0; i < r.size(); ++i) line += (i ? "," : "") + r[i];
-      return line;
-    };
-    std::cout << join(header) << "\n";
-    for (const auto& r : rows) std::cout << join(r) << "\n";
+    std::cout << csv_record(header);
+    for (const auto& r : rows) std::cout << csv_record(r);
     return 0;
   }
   Table table(header);

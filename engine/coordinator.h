@@ -79,12 +79,15 @@ class Coordinator {
   void accept_connections();
   void read_connection(int fd);
   void handle_line(ControlConnection& conn, const std::string& line);
-  void store_training_batch(Trial& trial, std::string_view batch_json);
+  // Returns what was not stored (non-numeric metric values, said once per metric and trial),
+  // empty when the whole batch was.
+  std::string store_training_batch(Trial& trial, std::string_view batch_json);
+  void tell_dropped_metrics(ControlConnection& conn, const std::string& problem);
   void handle_message(ControlConnection& conn, const Json& msg);
   void dispatch_message(ControlConnection& conn, const Json& msg);
   void handle_hello(ControlConnection& conn, const Json& msg);
   void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
-  void handle_training(Trial& trial, const Json& msg);
+  void handle_training(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_validation(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);

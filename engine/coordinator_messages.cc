@@ -3,6 +3,7 @@
 
 #include "common/file_util.h"
 #include "engine/coordinator.h"
+#include "engine/metric_values.h"
 #include "engine/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
@@ -36,7 +37,7 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
   if (conn.trial > 0 && std::string_view(line).starts_with(kTrainingPrefix)) {
     // Rank 0's reports are the trial's; the other ranks' are dropped (SPEC §4).
     if (Trial* trial = trial_by_index(conn.trial); trial && conn.rank == 0)
-      store_training_batch(*trial, line);
+      tell_dropped_metrics(conn, store_training_batch(*trial, line));
     return;
   }
   Json msg = Json::parse(line, nullptr, false);
@@ -47,8 +48,33 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
   handle_message(conn, msg);
 }
 
-void Coordinator::store_training_batch(Trial& trial, std::string_view batch_json) {
-  batch_.put(schema::training_batch_key(trial.index, next_training_batch_seq_++), batch_json);
+std::string Coordinator::store_training_batch(Trial& trial, std::string_view batch_json) {
+  if (training_batch_is_numeric(batch_json)) {  // every batch the SDKs send
+    batch_.put(schema::training_batch_key(trial.index, next_training_batch_seq_++), batch_json);
+    return {};
+  }
+  // A raw client's batch, or one with values that are not numbers: what readers cannot
+  // use is dropped here, and said once per metric in the trial's log.
+  Json batch = Json::parse(batch_json, nullptr, false);
+  if (batch.is_discarded() || !batch.is_object()) {
+    const std::string problem = "a training batch that is not valid JSON was not stored";
+    log_output(trial, "cairn: warning: " + problem + "\n");
+    return problem;
+  }
+  std::vector<std::string> dropped = drop_non_numeric_metrics(batch);
+  batch_.put(schema::training_batch_key(trial.index, next_training_batch_seq_++),
+             batch.dump(-1, ' ', false, Json::error_handler_t::replace));
+  std::string problem;
+  for (const std::string& what : dropped)
+    if (trial.metric_warnings.insert(what).second) problem += (problem.empty() ? "" : ", ") + what;
+  if (problem.empty()) return {};
+  problem = "training metric values dropped (metric values must be numbers): " + problem;
+  log_output(trial, "cairn: warning: " + problem + "\n");
+  return problem;
+}
+
+void Coordinator::tell_dropped_metrics(ControlConnection& conn, const std::string& problem) {
+  if (!problem.empty()) reply(conn, Json{{"type", "error"}, {"message", problem}});
 }
 
 void Coordinator::handle_message(ControlConnection& conn, const Json& msg) {
@@ -81,7 +107,7 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
     if (msg.contains("seq")) reply(conn, Json{{"type", "ack"}, {"re", msg["seq"]}});
     return;
   }
-  if (type == "training") return handle_training(*trial, msg);
+  if (type == "training") return handle_training(*trial, conn, msg);
   if (type == "validation") return handle_validation(*trial, conn, msg);
   if (trial->world_size() > 1 && type == "checkpoint_begin")
     return handle_rank_checkpoint_begin(*trial, conn, msg);
@@ -259,10 +285,11 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
     reply_to(fd, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
 }
 
-void Coordinator::handle_training(Trial& trial, const Json& msg) {
+void Coordinator::handle_training(Trial& trial, ControlConnection& conn, const Json& msg) {
   // Only a client that does not put "type" first gets here (see handle_line).
   if (!msg.contains("reports") || !msg["reports"].is_array()) return;
-  store_training_batch(trial, msg.dump(-1, ' ', false, Json::error_handler_t::replace));
+  tell_dropped_metrics(
+      conn, store_training_batch(trial, msg.dump(-1, ' ', false, Json::error_handler_t::replace)));
 }
 
 void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const Json& msg) {
@@ -270,6 +297,13 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
     reply(conn, Json{{"type", "error"},
                      {"re", msg.value("seq", 0)},
                      {"message", "validation needs step and metrics"}});
+    return;
+  }
+  // Refused whole, not stored in part: the client is waiting for this answer and can say so.
+  if (std::vector<std::string> bad = non_numeric_metrics(msg["metrics"]); !bad.empty()) {
+    std::string message = "validation metric values must be numbers: ";
+    for (size_t i = 0; i < bad.size(); ++i) message += (i ? ", " : "") + bad[i];
+    reply(conn, Json{{"type", "error"}, {"re", msg.value("seq", 0)}, {"message", message}});
     return;
   }
   const int64_t step = msg["step"].get<int64_t>();

@@ -8,6 +8,7 @@
 #include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
 #include "engine/coordinator.h"
+#include "engine/metric_values.h"
 #include "engine/orphan_checkpoint.h"
 #include "engine/trial_state.h"
 #include "store/checkpoint_files.h"
@@ -213,9 +214,14 @@ void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
       start = nl + 1;
       if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer())
         continue;
+      // Written by an SDK, so numbers; anything else is dropped as from a live trial.
+      Json batch{{"reports", Json::array({report})}};
+      if (std::vector<std::string> bad = drop_non_numeric_metrics(batch); !bad.empty())
+        log_output(trial, "cairn: warning: orphan validation metric values dropped: " +
+                              bad.front() + (bad.size() > 1 ? ", …" : "") + "\n");
       batch_.put_json(schema::metric_key(trial.index, schema::MetricKind::kValidation,
                                          report["step"].get<int64_t>()),
-                      report.value("metrics", Json::object()));
+                      batch["reports"][0].value("metrics", Json::object()));
     }
   }
 }

@@ -91,6 +91,7 @@ struct Coordinator::Trial {
   // promotion arrived between that answer and the exit.
   bool released = false;
   int64_t latest_checkpoint_step = -1;
+  std::set<std::string> metric_warnings;  // non-numeric metrics already reported, as described
 
   // Data parallel (slots_per_trial > 1): ranks 1..N-1, and what keeps the gang together.
   // Cleared by reset_attempt() whenever the gang starts or ends.

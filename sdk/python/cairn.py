@@ -98,6 +98,7 @@ class Context:
         self._signals = _StopSignals()
         # Rank 0: validation reports made once cairn was gone, kept for an orphan.
         self._undelivered_validations = []
+        self._standalone = None  # ./checkpoints/, made at the first standalone checkpoint
 
     @classmethod
     def _from_environment(cls):
@@ -152,7 +153,9 @@ class Context:
 
     def report_training(self, step, metrics):
         """Records training metrics for ``step``. Buffered: cheap enough to call on
-        every batch. NaN and infinities are recorded as null."""
+        every batch. NaN and infinities are recorded as null. Raises TypeError when a
+        value is not a number (see _checked_metrics)."""
+        metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("training", step, metrics)
             return
@@ -161,7 +164,8 @@ class Context:
     def report_validation(self, step, metrics):
         """Records validation metrics for ``step`` (they must include the searcher's
         metric) and waits until cairn has stored them. Returns False when they could
-        not be delivered."""
+        not be delivered. Raises TypeError when a value is not a number."""
+        metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("validation", step, metrics)
             return True
@@ -238,7 +242,9 @@ class Context:
 
     def _checkpoint_target(self, step):
         if self._channel is None:
-            return _StandaloneCheckpoint(self._settings["standalone_dir"], step)
+            if self._standalone is None:
+                self._standalone = _StandaloneCheckpoints(self._settings)
+            return self._standalone.begin(step)
         answer = self._channel.request({"type": "checkpoint_begin", "step": step})
         if answer is not None and answer.get("type") == "checkpoint_dir":
             return _CairnCheckpoint(self, step, pathlib.Path(answer["path"]))
@@ -299,6 +305,9 @@ def _settings_from_environment():
         "max_length": _env_int("CAIRN_MAX_LENGTH", 1),
         "orphan_dir": env.get("CAIRN_ORPHAN_DIR") or None,
         "standalone_dir": pathlib.Path("checkpoints").resolve(),
+        # Like checkpoint.keep_trial_latest's default: a standalone run at the default
+        # period 1 must not fill the project with a checkpoint per step.
+        "standalone_keep": _env_int("CAIRN_KEEP_LATEST", 1),
     }
 
 
@@ -340,19 +349,49 @@ def _fail(message):
 # -- metrics encoding -----------------------------------------------------------------
 
 
-def _metric_default(value):
-    # NumPy and torch scalars are not JSON types but know how to become floats.
+def _checked_metrics(metrics):
+    """``metrics`` with every value an int, a float or None, or TypeError naming the
+    first metric that is not a number, the same with and without cairn. Python ints
+    and floats (the common case) are checked cheaply and passed as they are; other
+    numbers (NumPy scalars, 0-d torch tensors, Decimal) are converted with float().
+    A str is refused even when it reads as a number, and so is a bool: neither is a
+    measurement, and cairn would store or plot it as something else."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError("cairn: metric values must be numbers, got %r" % (value,)) from None
+        for value in metrics.values():
+            cls = value.__class__
+            if cls is not float and cls is not int:
+                return {name: _metric_number(name, value) for name, value in metrics.items()}
+    except AttributeError:
+        raise TypeError("cairn: metrics must be a dict of names to numbers, got %s" %
+                        type(metrics).__name__) from None
+    return metrics
 
 
-_metrics_encoder = json.JSONEncoder(separators=(",", ":"), default=_metric_default)
+def _metric_number(name, value):
+    if value is None or value.__class__ is float or value.__class__ is int:
+        return value
+    cls = type(value)
+    if (not isinstance(value, (str, bytes, bool)) and cls.__name__ != "bool_" and
+            hasattr(cls, "__float__")):
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError, RuntimeError) as e:
+            raise TypeError("cairn: metric %r must be a number, got %s (%s)" %
+                            (str(name), cls.__name__, e)) from None
+    raise TypeError("cairn: metric %r must be a number, got %s %s" %
+                    (str(name), cls.__name__, _short_repr(value)))
+
+
+def _short_repr(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_metrics_encoder = json.JSONEncoder(separators=(",", ":"))
 
 
 def _finite_metrics(metrics):
-    """The metrics with every value a float, and NaN or infinities as None (null)."""
+    """The (checked) metrics with every value a float, and NaN or infinities as None."""
     result = {}
     for name, value in metrics.items():
         number = float(value) if value is not None else math.nan
@@ -767,12 +806,45 @@ class _CairnCheckpoint:
             channel.send({"type": "checkpoint_abort", "step": self.step, "path": str(self.path)})
 
 
+class _StandaloneCheckpoints:
+    """./checkpoints/ of a run without cairn, and its retention: of the checkpoints this
+    process committed, the latest CAIRN_KEEP_LATEST (0 or less: all) are kept. Others
+    found there (an earlier run's, another process's, the one being resumed) are never
+    deleted: only what this process wrote is known to be superseded."""
+
+    # Outputs, not code: git and cairn's code snapshot (which honours .gitignore files even
+    # outside a git checkout) leave the directory out, so the next `cairn run` does not
+    # record checkpoints as code and `cairn compare` does not list them as code changes.
+    _GITIGNORE = "# written by the cairn SDK: checkpoints are outputs, not code\n*\n"
+
+    def __init__(self, settings):
+        self.root = settings["standalone_dir"]
+        self._keep = settings["standalone_keep"]
+        self._committed = collections.deque()
+        self.root.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            with contextlib.suppress(OSError):  # a read-only checkout still trains
+                ignore.write_text(self._GITIGNORE)
+
+    def begin(self, step):
+        return _StandaloneCheckpoint(self, step)
+
+    def committed(self, path):
+        if path in self._committed:  # the same step again: it replaced the old one
+            self._committed.remove(path)
+        self._committed.append(path)
+        while self._keep > 0 and len(self._committed) > self._keep:
+            shutil.rmtree(self._committed.popleft(), ignore_errors=True)
+
+
 class _StandaloneCheckpoint:
     """./checkpoints/<step>/, written beside it and renamed into place when complete."""
 
-    def __init__(self, root, step):
-        self.final = root / str(step)
-        self.path = root / (".partial-%d" % step)
+    def __init__(self, checkpoints, step):
+        self._checkpoints = checkpoints
+        self.final = checkpoints.root / str(step)
+        self.path = checkpoints.root / (".partial-%d" % step)
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True)
 
@@ -782,6 +854,7 @@ class _StandaloneCheckpoint:
         os.rename(self.path, self.final)
         _fsync_dir(self.final.parent)
         sys.stderr.write("cairn: checkpoint saved in %s\n" % self.final)
+        self._checkpoints.committed(self.final)
         return None
 
     def abort(self):

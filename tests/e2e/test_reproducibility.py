@@ -9,7 +9,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, wait_until  # noqa: E402
 
 # A deterministic Python trial: its loss depends on the data file, lr and the seed (through
 # the `random` module, which the SDK seeds). NOISE is replaced to make it non-deterministic.
@@ -77,7 +77,7 @@ class ReproducibilityTest(CairnTestCase):
         self.assertEqual(by_category["seed"]["values"], seeds)
         self.assertNotEqual(seeds[0], seeds[1])
         text = self.cairn("compare", "1.1", "2.1", check=0).stdout
-        for line in ("code: 1 file changed (train.py)", "data: data/train.csv changed",
+        for line in ("code: 1 file changed (train.py)\n", "data: data/train.csv changed",
                      "hparam lr: 0.01 → 0.1", "seed: %d → %d" % tuple(seeds)):
             self.assertIn(line, text)
         patch = self.cairn("compare", "1.1", "2.1", "--diff", check=0).stdout
@@ -367,6 +367,31 @@ reproducibility: {seed: 3, deterministic: true}
         self.assertEqual(again["reproduces"]["lengths"], [1, 2, 4])
         self.assertEqual(self.cairn_json("metrics", best, "--json")["validation"],
                          self.cairn_json("metrics", "2.1", "--json")["validation"])
+
+    def test_a_standalone_run_and_an_export_do_not_hide_the_code_edit_in_compare(self):
+        self.cairn("run", "exp.yaml", check=0)
+        # The script run by hand, without cairn (5 steps at the default period 1), then the
+        # best checkpoint exported into the project, then an edit.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        env.update(PYTHONPATH=os.path.join(SOURCE, "sdk", "python"), CAIRN_MAX_LENGTH="5",
+                   CAIRN_HPARAMS='{"lr": 0.01}', PYTHONDONTWRITEBYTECODE="1")
+        subprocess.run([PYTHON, "train.py"], cwd=self.dir, env=env, check=True,
+                       capture_output=True, timeout=120)
+        checkpoints = os.path.join(self.dir, "checkpoints")
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "5"])
+        self.cairn("export", "1.1@best", "out/", check=0)
+        exported = sorted(os.listdir(os.path.join(self.dir, "out")))
+        self.write("train.py", TRAIN.replace("NOISE", "0.0") + "# edited\n")
+        self.cairn("run", "exp.yaml", check=0)
+
+        diffs, doc = self.differences("1.1", "2.1")
+        self.assertEqual(diffs, sorted([("code", "train.py")] +
+                                       [("code", "out/" + f) for f in exported]),
+                         json.dumps(doc, indent=1))
+        text = self.cairn("compare", "1.1", "2.1", check=0).stdout
+        self.assertIn("code: %d files changed (train.py, %s): 1 modified, %d added" %
+                      (len(exported) + 1, ", ".join("out/" + f for f in exported), len(exported)),
+                      text)
 
     def test_trials_run_from_the_snapshot_not_the_live_workdir(self):
         self.write("marker.py", r'''

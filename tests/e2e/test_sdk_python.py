@@ -6,6 +6,8 @@ Trials run as real subprocesses of /usr/bin/python3 with PYTHONPATH pointing at 
 SDK, exactly as cairn starts them.
 """
 
+import csv
+import io
 import json
 import os
 import pathlib
@@ -20,6 +22,7 @@ import unittest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from fake_control import FakeControl, socket_directory  # noqa: E402
+from cairn_testlib import CairnTestCase  # noqa: E402
 
 SOURCE_DIR = pathlib.Path(os.environ.get("CAIRN_SOURCE_DIR", HERE.parent.parent))
 SDK_DIR = SOURCE_DIR / "sdk" / "python"
@@ -208,6 +211,138 @@ class Metrics(TrialTestCase):
         result = self.run_trial(PATTERN_TRIAL, self.env(fake))
         self.assertEqual(self.seen()["validations"], [False])
         self.assertIn("rejected: no metric", result.stderr)
+
+
+# Reports metric values that are not numbers, then numbers of other types, and writes the
+# TypeError messages (or "accepted") to $TRIAL_OUT.
+METRIC_TYPES_TRIAL = """
+import json, os, cairn
+ctx = cairn.init()
+seen = []
+for op in ctx.operations():
+    for report, metrics in ((ctx.report_training, {"loss": "0.5"}),
+                            (ctx.report_training, {"ok": 1.0, "acc": [1, 2]}),
+                            (ctx.report_training, {"flag": True}),
+                            (ctx.report_validation, {"val_loss": "0.25"})):
+        try:
+            report(1, metrics)
+            seen.append("accepted")
+        except TypeError as e:
+            seen.append(str(e))
+    numbers = {"f": 0.5, "i": 3, "none": None}
+    try:
+        import numpy
+        numbers.update(np32=numpy.float32(0.25), np64=numpy.int64(7))
+    except ImportError:
+        pass
+    try:
+        import torch
+        numbers["torch"] = torch.tensor(1.5)
+    except ImportError:
+        pass
+    ctx.report_training(2, numbers)
+    ctx.report_validation(2, {"val_loss": 0.125})
+    seen.append(sorted(numbers))
+with open(os.environ["TRIAL_OUT"], "w") as f:
+    json.dump(seen, f)
+"""
+
+REFUSALS = ["cairn: metric 'loss' must be a number, got str '0.5'",
+            "cairn: metric 'acc' must be a number, got list [1, 2]",
+            "cairn: metric 'flag' must be a number, got bool True",
+            "cairn: metric 'val_loss' must be a number, got str '0.25'"]
+
+
+class MetricTypes(TrialTestCase):
+    def test_under_cairn_a_value_that_is_not_a_number_raises_and_is_never_sent(self):
+        fake = self.fake(operations=[1])
+        self.run_trial(METRIC_TYPES_TRIAL, self.env(fake))
+        seen = self.seen()
+        self.assertEqual(seen[:4], REFUSALS)
+        # Only step 2's numbers reached cairn, all as JSON numbers (None as null).
+        reports = fake.training_reports()
+        self.assertEqual([r["step"] for r in reports], [2])
+        values = reports[0]["metrics"]
+        self.assertEqual(sorted(values), seen[4])
+        self.assertEqual(values["f"], 0.5)
+        self.assertIsNone(values["none"])
+        for name in set(values) - {"none"}:
+            self.assertIsInstance(values[name], (int, float), name)
+        self.assertEqual([v["metrics"] for v in fake.of_type("validation")],
+                         [{"val_loss": 0.125}])
+
+    def test_standalone_the_same_values_raise_the_same_errors(self):
+        result = self.run_trial(METRIC_TYPES_TRIAL, self.env(CAIRN_TRIAL_ID=None))
+        seen = self.seen()
+        self.assertEqual(seen[:4], REFUSALS)
+        self.assertIn("cairn: step 2 training: f=0.5 i=3 none=null", result.stderr)
+        self.assertNotIn("step 1", result.stderr)
+
+
+# A trial that speaks the control protocol itself (docs/protocol.md), as a client in another
+# language would, and sends metric values that are not numbers. It writes cairn's answers
+# to the two validations to answers.json.
+RAW_TRIAL = r"""
+import json, os, socket
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(os.environ["CAIRN_CONTROL"].split(":", 1)[1])
+inbox = sock.makefile("r")
+def send(message):
+    sock.sendall((json.dumps(message, separators=(",", ":")) + "\n").encode())
+def answer(seq):
+    while True:
+        message = json.loads(inbox.readline())
+        if message.get("re") == seq:
+            return message
+send({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"], "rank": 0,
+      "world_size": 1})
+while json.loads(inbox.readline()).get("type") != "welcome":
+    pass
+send({"type": "next_operation", "seq": 1})
+assert answer(1)["type"] == "operation"
+# As the SDKs send it ("type" first) and with "type" last: both ways into the store.
+send({"type": "training", "reports": [
+    {"step": 1, "metrics": {"loss": "0.5", "acc": [1, 2], "ok": 0.5, "a,b": 1}},
+    {"step": 2, "metrics": {"loss": 0.25, "flag": True}}]})
+send({"reports": [{"step": 3, "metrics": {"loss": "0.125", "ok": 3}}], "type": "training"})
+send({"type": "validation", "seq": 2, "step": 3, "metrics": {"val_loss": "0.25"}})
+refused = answer(2)
+send({"type": "validation", "seq": 3, "step": 3, "metrics": {"val_loss": 0.25}})
+accepted = answer(3)
+send({"type": "next_operation", "seq": 4})
+answer(4)
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "answers.json"), "w") as f:
+    json.dump([refused, accepted], f)
+"""
+
+
+class CoordinatorMetricValues(CairnTestCase):
+    def test_cairn_stores_only_numbers_from_a_raw_client_and_says_what_it_dropped(self):
+        self.write("raw.py", RAW_TRIAL)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 raw.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 3}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["metrics"] for p in metrics["training"]],
+                         [{"ok": 0.5, "a,b": 1}, {"loss": 0.25}, {"ok": 3}])
+        # The string was refused, not converted: only the number is the validation.
+        self.assertEqual(metrics["validation"], [{"step": 3, "metrics": {"val_loss": 0.25}}])
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertIn("training metric values dropped (metric values must be numbers): "
+                      "'loss' is a string, 'acc' is a list", logs)
+        self.assertIn("'flag' is a boolean", logs)
+        self.assertEqual(logs.count("'loss' is a string"), 1, logs)  # once per metric
+        refused, accepted = json.loads((pathlib.Path(self.dir) / "answers.json").read_text())
+        self.assertEqual(refused["type"], "error")
+        self.assertEqual(refused["message"],
+                         "validation metric values must be numbers: 'val_loss' is a string")
+        self.assertEqual(accepted["type"], "ack")
+        # RFC 4180: the name with a comma is one quoted field.
+        rows = list(csv.reader(io.StringIO(self.cairn("metrics", "1.1", "--csv",
+                                                      check=0).stdout)))
+        self.assertEqual(rows[0], ["kind", "step", "a,b", "loss", "ok", "val_loss"])
+        self.assertEqual(rows[1], ["training", "1", "1", "", "0.5", ""])
+        self.assertTrue(all(len(r) == 6 for r in rows), rows)
 
 
 class Checkpoints(TrialTestCase):
@@ -615,11 +750,25 @@ class Standalone(TrialTestCase):
         self.assertIsNone(seen["trial_id"])
         self.assertEqual(seen["validations"], [True])
         checkpoints = self.tmp / "checkpoints"
-        self.assertEqual(sorted(os.listdir(checkpoints)), ["1", "2", "3"])
+        # By default only the latest is kept; .gitignore keeps them out of git and out of
+        # the next `cairn run`'s code snapshot.
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "3"])
+        self.assertIn("*", (checkpoints / ".gitignore").read_text().splitlines())
         self.assertEqual(sorted(os.listdir(checkpoints / "3")),
                          ["cairn_rng_state.pkl", "model.txt"])
         self.assertIn("cairn: step 3 training: loss=0.333333", result.stderr)
         self.assertIn("cairn: step 3 validation: val_loss=0.333333", result.stderr)
+
+    def test_retention_keeps_the_latest_this_run_committed_and_nothing_else_is_touched(self):
+        checkpoints = self.tmp / "checkpoints"
+        (checkpoints / "99").mkdir(parents=True)  # an earlier run's: not this run's to delete
+        (checkpoints / ".gitignore").write_text("# mine\n")
+        self.run_trial(PATTERN_TRIAL, self.env(CAIRN_MAX_LENGTH=5, CAIRN_KEEP_LATEST=2))
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "4", "5", "99"])
+        self.assertEqual((checkpoints / ".gitignore").read_text(), "# mine\n")
+        self.run_trial(PATTERN_TRIAL, self.env(CAIRN_MAX_LENGTH=3, CAIRN_KEEP_LATEST=0,
+                                               CAIRN_CHECKPOINT_PERIOD=2))
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "2", "3", "4", "5", "99"])
 
     def test_defaults_without_any_cairn_variable(self):
         env = self.env(CAIRN_TRIAL_ID=None, CAIRN_EXPERIMENT_ID=None, CAIRN_SEED=None,

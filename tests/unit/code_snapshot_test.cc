@@ -221,6 +221,27 @@ TEST_CASE("a snapshot keeps what git would version, minus .cairnignore and exclu
   CHECK(snap.tree.size() == 40);
 }
 
+// The Python SDK's standalone ./checkpoints/ carries a `*` .gitignore (docs/sdk.md): the
+// directory, its .gitignore included, must stay out of a snapshot with or without git, and
+// also when it appears after a first snapshot (the stat cache must notice the new rules).
+TEST_CASE("a directory whose own .gitignore says * is left out entirely, with or without git") {
+  for (const bool in_git : {false, true}) {
+    CAPTURE(in_git);
+    TestDir dir;
+    const fs::path w = dir / "work";
+    if (in_git) git_init(w);
+    write_file(w / "train.py", "t\n");
+    auto repo = open_repo(dir / "store");
+    CHECK(files_of(repo, take(repo, w).commit, dir.path()) == "train.py");
+    write_file(w / "checkpoints/.gitignore", "*\n");
+    write_file(w / "checkpoints/10/cairn_rng_state.pkl", "rng");
+    write_file(w / "checkpoints/10/model.pt", "weights");
+    const CodeSnapshot snap = take(repo, w);
+    CHECK(files_of(repo, snap.commit, dir.path()) == "train.py");
+    CHECK(snap.files == 1);
+  }
+}
+
 TEST_CASE("in a user's checkout: tracked, untracked-not-ignored, tracked-but-ignored, never .git") {
   TestDir dir;
   const fs::path w = dir / "repo";

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -713,8 +714,24 @@ TEST_CASE("sdk cpp: standalone runs one operation and keeps checkpoints in ./che
   auto writer = ctx->checkpoint(1);
   std::ofstream(writer.path() / "model.bin") << "weights";
   CHECK(writer.commit());
-  CHECK(list_dir(dir.path / "checkpoints") == std::vector<std::string>{"1"});
+  CHECK(list_dir(dir.path / "checkpoints") == std::vector<std::string>{".gitignore", "1"});
   CHECK(list_dir(dir.path / "checkpoints" / "1") ==
         std::vector<std::string>{"cairn_rng_state.txt", "model.bin"});
   CHECK_FALSE(ctx->next_operation().has_value());
+}
+
+TEST_CASE("sdk cpp: standalone keeps the latest CAIRN_KEEP_LATEST checkpoints it committed") {
+  TempDir dir;
+  ScopedWorkingDirectory cwd(dir.path);
+  std::filesystem::create_directories(dir.path / "checkpoints" / "99");  // not this run's
+  auto ctx = must_init({{"CAIRN_MAX_LENGTH", "4"}, {"CAIRN_KEEP_LATEST", "2"}});
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto writer = ctx->checkpoint(step);
+    CHECK(writer.commit());
+  }
+  CHECK(list_dir(dir.path / "checkpoints") ==
+        std::vector<std::string>{".gitignore", "3", "4", "99"});
+  std::ifstream ignore(dir.path / "checkpoints" / ".gitignore");
+  std::string text((std::istreambuf_iterator<char>(ignore)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\n*\n") != std::string::npos);
 }

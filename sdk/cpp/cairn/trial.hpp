@@ -25,11 +25,14 @@
 // helper thread of its own that sends buffered training reports.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -221,6 +224,9 @@ class Context {
   bool rng_pending_ = false;
   // Rank 0: validation reports made once cairn was gone, as {"step":S,"metrics":{…}}.
   std::vector<std::pair<int64_t, std::string>> undelivered_validations_;
+  // Standalone checkpoints this process committed, oldest first, for CAIRN_KEEP_LATEST.
+  // Others in ./checkpoints (an earlier run's, the one resumed) are never deleted.
+  std::deque<std::filesystem::path> standalone_committed_;
   std::map<std::string, std::string> local_kv_;  // kv_set/kv_get without cairn
 };
 
@@ -470,6 +476,11 @@ inline CheckpointWriter Context::checkpoint(int64_t step) {
       std::error_code ec;
       std::filesystem::remove_all(partial, ec);
       std::filesystem::create_directories(partial, ec);
+      // Checkpoints are outputs, not code: git and cairn's code snapshot skip the directory.
+      const auto ignore = settings_.standalone_dir / ".gitignore";
+      if (!ec && !std::filesystem::exists(ignore))
+        std::ofstream(ignore)
+            << "# written by the cairn SDK: checkpoints are outputs, not code\n*\n";
       if (!ec) return CheckpointWriter(this, Target::kStandalone, step, partial, rng_state.str());
       sdk_detail::warn("cannot create " + partial.string() + ": " + ec.message());
     } else if (auto answer = channel_->request({{"type", "checkpoint_begin"}, {"step", step}})) {
@@ -608,6 +619,15 @@ inline bool CheckpointWriter::commit_standalone() {
   sdk_detail::fsync_path(final_path.parent_path(), true);
   path_ = final_path;
   std::fprintf(stderr, "cairn: checkpoint saved in %s\n", path_.c_str());
+  auto& committed = context_->standalone_committed_;
+  // The same step again replaced the old one.
+  committed.erase(std::remove(committed.begin(), committed.end(), final_path), committed.end());
+  committed.push_back(final_path);
+  while (context_->settings_.standalone_keep > 0 &&
+         committed.size() > static_cast<size_t>(context_->settings_.standalone_keep)) {
+    std::filesystem::remove_all(committed.front(), ec);
+    committed.pop_front();
+  }
   return true;
 }
 

@@ -34,6 +34,9 @@ struct TrialSettings {
   int64_t max_length = 1;  // the one operation of a standalone run
   std::optional<std::filesystem::path> orphan_dir;
   std::filesystem::path standalone_dir;  // ./checkpoints
+  // Standalone: how many of the checkpoints this process committed are kept (<= 0: all).
+  // 1 like checkpoint.keep_trial_latest, so period 1 does not fill the project.
+  int64_t standalone_keep = 1;
 };
 
 inline Environment read_process_environment() {
@@ -100,6 +103,7 @@ inline bool parse_settings(const Environment& environment, TrialSettings* settin
   std::string orphans = lookup(environment, "CAIRN_ORPHAN_DIR");
   if (!orphans.empty()) settings->orphan_dir = std::filesystem::absolute(orphans, ec);
   settings->standalone_dir = std::filesystem::current_path(ec) / "checkpoints";
+  settings->standalone_keep = integer_setting<int64_t>(environment, "CAIRN_KEEP_LATEST", 1);
   return true;
 }
 
