@@ -8,6 +8,7 @@ std::string code_change_summary(const std::vector<FileChange>& changes, size_t l
   if (changes.empty()) return "";
   std::vector<std::string> names;
   std::string counts;
+  size_t modified = 0;
   for (const auto& [kind, word] : {std::pair{'M', "modified"}, {'A', "added"}, {'D', "removed"}}) {
     size_t count = 0;
     for (const FileChange& c : changes) {
@@ -17,9 +18,10 @@ std::string code_change_summary(const std::vector<FileChange>& changes, size_t l
       names.push_back(c.path);
       ++count;
     }
+    if (kind == 'M') modified = count;
     if (count > 0) counts += (counts.empty() ? "" : ", ") + std::to_string(count) + " " + word;
   }
-  const bool all_modified = counts.find("modified") == 0 && counts.find(',') == std::string::npos;
+  const bool all_modified = modified == changes.size();
   return std::to_string(names.size()) + " file" + (names.size() == 1 ? "" : "s") + " changed (" +
          name_list(names, limit) + ")" + (all_modified ? "" : ": " + counts);
 }
