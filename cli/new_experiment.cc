@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <random>
@@ -86,6 +87,10 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   Status st = (*db)->commit(batch, true);
   if (!st.ok()) return fail(st);
   if (id_out) *id_out = *id;  // only now does a record name what `what` describes
+  // Tests only: die as a kill -9 here would, between the experiment's first commit and the
+  // searcher's (the window docs/fault-tolerance.md, "A search that never started", covers).
+  if (const char* fail = std::getenv("CAIRN_TEST_DIE_AFTER_CREATE"); fail && *fail == '1')
+    ::_exit(137);
   if (!what.detach && !what.quiet) {
     std::cout << "cairn: experiment " << *id << " '" << config.name << "' (" << config.searcher.name
               << ", seed " << seed << ") in " << store.root().string() << std::endl;
