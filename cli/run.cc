@@ -12,6 +12,7 @@
 #include "common/build_info.h"
 #include "engine/config.h"
 #include "engine/coordinator.h"
+#include "engine/entrypoint_check.h"
 #include "engine/machine_resources.h"
 #include "engine/searcher.h"
 #include "store/experiment_db.h"
@@ -74,6 +75,7 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   // So are the resources: a config this machine cannot run must not leave an experiment
   // behind that stays ACTIVE and that every `resume --all` tries again.
   if (Status st = check_machine_resources(*config, opts.slots); !st.ok()) return fail(st);
+  if (Status st = check_entrypoint(*config); !st.ok()) return fail(st);
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&

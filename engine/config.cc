@@ -105,8 +105,10 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   reject_unknown_top_level(top);
   ExperimentConfig out;
   out.name = read_name(top, file_label);
-  out.entrypoint = config::read_entrypoint(top.require(
-      "entrypoint", "the command that starts a trial, such as python3 train.py, or builtin:mlp"));
+  const ConfigNode& entrypoint = top.require(
+      "entrypoint", "the command that starts a trial, such as python3 train.py, or builtin:mlp");
+  out.entrypoint = config::read_entrypoint(entrypoint);
+  out.entrypoint_where = entrypoint.where;
   out.config_path = config_path_of(file_label, base_dir);
   out.workdir = read_workdir(top, base_dir);
   const ConfigNode* hyperparameters = top.get("hyperparameters");

@@ -72,6 +72,7 @@ struct ReproducibilityConfig {
 struct ExperimentConfig {
   std::string name;                     // default: the config file's stem
   std::vector<std::string> entrypoint;  // argv, never empty; nothing in it was expanded
+  std::string entrypoint_where;         // "FILE:LINE" or "--set …", for errors
   std::filesystem::path config_path;    // absolute
   std::filesystem::path workdir;        // absolute; an existing directory
   std::map<std::string, HyperparameterSpec> hyperparameters;

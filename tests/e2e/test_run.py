@@ -247,11 +247,22 @@ class RunTest(CairnTestCase):
                            run.stdout + run.stderr, re.M)
         self.assertEqual(tails, ["1", "2", "3"], run.stdout + run.stderr)
 
-    def test_missing_entrypoint_program_is_a_clear_error(self):
-        self.write("exp.yaml", "entrypoint: no-such-program-xyz --flag\nsearcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
-        run = self.cairn("run", "exp.yaml")
-        self.assertEqual(run.returncode, 1)
-        self.assertIn("no-such-program-xyz", run.stderr)
+    def test_missing_entrypoint_program_or_script_is_a_config_error(self):
+        for entrypoint, message in (
+                ("no-such-program-xyz --flag",
+                 "exp.yaml:1: entrypoint: program 'no-such-program-xyz' not found on PATH"),
+                ("[/usr/bin/python3, -u, trian.py]",
+                 "exp.yaml:1: entrypoint: python script 'trian.py' not found in " + self.dir)):
+            self.write("exp.yaml", "entrypoint: %s\nsearcher: {name: single, metric: m, "
+                       "max_length: 1}\n" % entrypoint)
+            run = self.cairn("run", "exp.yaml")
+            self.assertEqual(run.returncode, 2)
+            self.assertEqual(run.stderr, "cairn: error: %s\n" % message)
+            self.assertEqual(run.stdout, "", "no experiment was created")
+        # `python3 -m module` names no script: nothing to check before it runs.
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 -m no_such_module_xyz\n"
+                   "searcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
+        self.assertEqual(self.cairn("run", "exp.yaml").returncode, 1)
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "ERROR")
 
     def test_two_runs_on_one_store_with_readers_beside_them(self):
