@@ -152,6 +152,10 @@ Mismatch first_difference(const char* kind, const std::vector<MetricPoint>& reco
   return {};
 }
 
+// --verify's exit status when the re-run was interrupted: neither verified (0) nor shown to
+// differ (1). 130 is what a shell reports for a command ended by Ctrl-C.
+constexpr int kNotVerified = 130;
+
 int reproduce(const GlobalOptions& global, const std::string& id_text, bool verify,
               bool allow_data_change) {
   auto id = parse_id(id_text);
@@ -241,6 +245,16 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
 
   auto again = load_trial_ref(*store, std::to_string(new_id) + ".1");
   if (!again.ok()) return fail(again.status());
+  // Ctrl-C, `cairn pause` or a shutdown stopped the re-run before its end: comparing its
+  // shorter series would report a difference that is not there.
+  if (const std::string state = again->experiment.value("state", "");
+      state == "PAUSED" || state == "ACTIVE") {
+    std::cerr << "cairn: the re-run " << new_id << " was interrupted (" << state
+              << "): not verified; `cairn resume " << new_id
+              << "` finishes it, and `cairn reproduce " << ref->id
+              << " --verify` checks again from the start\n";
+    return kNotVerified;
+  }
   Mismatch training = first_difference("training", ref->training, again->training);
   Mismatch validation = first_difference("validation", ref->validation, again->validation);
   // The earliest step that differs, whichever series it is in.
@@ -266,7 +280,8 @@ void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("trial", *id, "Trial id")->required()->type_name("TRIAL");
   auto allow_data_change = std::make_shared<bool>(false);
   cmd->add_flag("--verify", *verify,
-                "Compare the new metric series with the recorded one; exit 1 on a difference");
+                "Compare the new metric series with the recorded one; exit 1 on a difference "
+                "(130: interrupted, not verified)");
   cmd->add_flag("--allow-data-change", *allow_data_change,
                 "Re-run even when data too large to keep has changed since the trial (the "
                 "changes are named as a warning)");

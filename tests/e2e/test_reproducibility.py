@@ -4,6 +4,7 @@ and the user's git repository left exactly as it was (SPEC §5, issue 5)."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import unittest
@@ -323,6 +324,38 @@ class ReproducibilityTest(CairnTestCase):
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertRegex(proc.stderr, r"cairn: error: --verify: 2\.1 does not reproduce 1\.1: "
                                       r"first difference at step 1 \(training\): loss ")
+
+    def test_an_interrupted_verify_says_not_verified(self):
+        self.write("slow.py", "import time\nimport cairn\nctx = cairn.init()\n"
+                   "step = ctx.steps_completed\n"
+                   "for op in ctx.operations():\n"
+                   "    while step < op.length:\n"
+                   "        step += 1\n"
+                   "        time.sleep(0.05)\n"
+                   "        ctx.report_training(step, {'loss': 1.0 / step})\n"
+                   "        if ctx.checkpoint_due(step):\n"
+                   "            with ctx.checkpoint(step) as path:\n"
+                   "                (path / 's').write_text(str(step))\n"
+                   "            if ctx.should_preempt():\n"
+                   "                raise SystemExit(0)\n"
+                   "    ctx.report_validation(step, {'val_loss': 1.0 / step})\n")
+        self.write("slow.yaml", "entrypoint: /usr/bin/python3 slow.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 60}\n")
+        self.cairn("run", "slow.yaml", check=0)
+        env = dict(os.environ, NO_COLOR="1")
+        env.pop("CAIRN_DIR", None)
+        proc = subprocess.Popen([CAIRN, "reproduce", "1.1", "--verify"], cwd=self.dir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.kill)
+        wait_until(lambda: self.cairn("show", "2.1", "--json").returncode == 0 and
+                   self.cairn_json("show", "2.1", "--json")["state"] == "RUNNING",
+                   what="the re-run to train")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, err)
+        self.assertIn("cairn: the re-run 2 was interrupted (PAUSED): not verified; "
+                      "`cairn resume 2` finishes it", err)
+        self.assertNotIn("does not reproduce", err)
 
     def test_reproduce_verify_fails_when_the_rerun_reports_more(self):
         # The same values as recorded, plus (in the re-run only) a metric, or a step.
