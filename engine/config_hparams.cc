@@ -155,6 +155,15 @@ HyperparameterSpec read_spec(const ConfigNode& node, const std::string& path) {
   }
   if (node.is_map() && node.find("type") != nullptr)
     return read_distribution(MapReader(node, path));
+  // {minval: 1, maxval: 3} without a type would be a nested group of two constants: almost
+  // certainly a forgotten `type:`, which would only show when trials get a map for a number.
+  if (node.is_map())
+    for (const char* key : {"minval", "maxval", "vals"})
+      if (node.find(key) != nullptr)
+        fail(node, path,
+             std::string("has ") + key +
+                 " but no type: add `type: int`, `double`, `log` or `categorical` (a nested "
+                 "group of constants must not use the keys minval, maxval or vals)");
   HyperparameterSpec out;
   out.line = node.line;
   if (node.is_map()) {

@@ -32,6 +32,7 @@ MISTAKES = [
     ("unknown searcher", GOOD.replace("name: single", "name: bayes"), 7, "searcher.name"),
     ("minval > maxval", GOOD.replace("minval: 16, maxval: 256", "minval: 300, maxval: 256"), 5, "hyperparameters.hidden.minval"),
     ("unknown hparam type", GOOD.replace("type: int", "type: integer"), 5, "hyperparameters.hidden.type"),
+    ("range without a type", GOOD.replace("{type: int, minval: 16", "{minval: 16"), 5, "hyperparameters.hidden"),
     ("int with fractional bound", GOOD.replace("minval: 16,", "minval: 1.5,"), 5, "hyperparameters.hidden.minval"),
     ("negative checkpoint period", GOOD.replace("period: 1", "period: -1"), 11, "checkpoint.period"),
     ("slots_per_trial zero", GOOD + "resources:\n  slots_per_trial: 0\n", 13, "resources.slots_per_trial"),
