@@ -11,8 +11,8 @@ namespace cairn {
 
 // The step of a finished orphan checkpoint in `dir` of a trial of `world_size` ranks:
 // every rank left its marker there (each rank writes its marker last, after syncing its
-// files), all for the same step. The ranks of a data-parallel gang stop on their own once cairn is gone,
-// possibly at different steps, so a directory some rank did not finish holds a partial
+// files), all for the same step. The ranks of a data-parallel gang stop on their own once cairn is
+// gone, possibly at different steps, so a directory some rank did not finish holds a partial
 // checkpoint: an error saying which ranks, and it is never offered.
 Result<int64_t> orphan_step(const std::filesystem::path& dir, int world_size);
 
