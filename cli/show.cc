@@ -71,6 +71,13 @@ int show_experiment(ExperimentReader& reader, bool json) {
             << " is better)\n";
   std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
   std::cout << "config      " << exp->value("config_file", "") << "\n";
+  // What the file alone does not say (`show --json` has the whole effective config).
+  if (const Json sets = exp->value("sets", Json::array()); sets.is_array() && !sets.empty()) {
+    std::cout << "overrides  ";
+    for (const Json& s : sets)
+      std::cout << " --set " << (s.is_string() ? s.get<std::string>() : s.dump());
+    std::cout << "\n";
+  }
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
   if (exp->contains("code")) {
     const Json& code = (*exp)["code"];

@@ -451,6 +451,14 @@ class RunTest(CairnTestCase):
         self.assertEqual(proc.wait(timeout=60), 0)
         self.assertEqual(self.cairn_json("ls", "--json")[0]["best_trial"], "1.2")
 
+    def test_show_names_the_overrides_of_the_run(self):
+        self.setUpTrial()
+        self.cairn("run", "exp.yaml", "--set", "hyperparameters.lr=0.25", "--set",
+                   "searcher.max_length=4", check=0)
+        text = self.cairn("show", "1", check=0).stdout
+        self.assertIn("\noverrides   --set hyperparameters.lr=0.25 --set searcher.max_length=4\n", text)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["hparams"], {"lr": 0.25})
+
     def test_logs_of_a_rank_the_trial_does_not_have(self):
         self.setUpTrial()
         self.cairn("run", "exp.yaml", check=0)
