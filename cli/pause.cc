@@ -95,8 +95,8 @@ int stop(const GlobalOptions& global, const std::string& id_text, bool cancel) {
     if (running.empty()) return;
     std::cout << "cairn: still waiting for trial"
               << (running.find(',') == std::string::npos ? " " : "s ") << running
-              << ": a trial stops at its next checkpoint_due(); `cairn kill " << exp
-              << "` stops it at once" << std::endl;
+              << ": a trial stops at its next checkpoint_due(); a second `cairn pause " << exp
+              << "` stops it at once (it resumes from its latest checkpoint)" << std::endl;
   };
   if (!wait_until_undriven(*store, id->experiment, kStopTimeoutS,
                            cancel ? std::function<void()>() : still_waiting))

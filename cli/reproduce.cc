@@ -245,14 +245,15 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
 
   auto again = load_trial_ref(*store, std::to_string(new_id) + ".1");
   if (!again.ok()) return fail(again.status());
-  // Ctrl-C, `cairn pause` or a shutdown stopped the re-run before its end: comparing its
-  // shorter series would report a difference that is not there.
-  if (const std::string state = again->experiment.value("state", "");
-      state == "PAUSED" || state == "ACTIVE") {
+  // Ctrl-C, `cairn pause`, `cairn kill` or a shutdown stopped the re-run before its end:
+  // comparing its shorter series would report a difference that is not there.
+  if (const std::string state = again->experiment.value("state", ""); state != "COMPLETED") {
     std::cerr << "cairn: the re-run " << new_id << " was interrupted (" << state
-              << "): not verified; `cairn resume " << new_id
-              << "` finishes it, and `cairn reproduce " << ref->id
-              << " --verify` checks again from the start\n";
+              << "): not verified; "
+              << (state == "CANCELED"
+                      ? std::string()
+                      : "`cairn resume " + std::to_string(new_id) + "` finishes it, and ")
+              << "`cairn reproduce " << ref->id << " --verify` checks again from the start\n";
     return kNotVerified;
   }
   Mismatch training = first_difference("training", ref->training, again->training);

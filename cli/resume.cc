@@ -44,7 +44,11 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (!config.ok()) return fail(config.status());
   // Another machine, or one with fewer cores, may not fit the experiment any more: say so
   // before anything about resuming is printed or written. (The coordinator checks again.)
-  if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);
+  // The run's --slots (recorded with the experiment) still holds: a resume has no --slots
+  // of its own, and the machine's default may be too few for slots_per_trial.
+  const Json recorded_slots = status->record.value("slots", Json(0));
+  const int slots = recorded_slots.is_number_integer() ? recorded_slots.get<int>() : 0;
+  if (Status st = check_machine_resources(*config, slots); !st.ok()) return fail(st);
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
     // Data too large to keep is read through links in the run directory, which follow the
@@ -65,6 +69,7 @@ int resume_one(const StoreLayout& store, int64_t id) {
   CoordinatorOptions options;
   options.self_executable = self_executable();
   options.resume = true;
+  options.slots = slots;
   Coordinator coordinator(store, std::move(*db), std::move(*config), status->record, options);
   return coordinator.run();
 }

@@ -56,8 +56,11 @@ std::string Coordinator::store_training_batch(Trial& trial, std::string_view bat
   // A raw client's batch, or one with values that are not numbers: what readers cannot
   // use is dropped here, and said once per metric in the trial's log.
   Json batch = Json::parse(batch_json, nullptr, false);
-  if (batch.is_discarded() || !batch.is_object()) {
-    const std::string problem = "a training batch that is not valid JSON was not stored";
+  if (batch.is_discarded() || !batch.is_object() || !batch.contains("reports") ||
+      !batch["reports"].is_array()) {
+    // Stored, it would make every reader of the trial's metrics fail.
+    const std::string problem =
+        "a training batch that is not a JSON object with a \"reports\" list was not stored";
     log_output(trial, "cairn: warning: " + problem + "\n");
     return problem;
   }

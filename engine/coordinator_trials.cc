@@ -425,7 +425,13 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
     set_trial_state(trial, "CANCELED");
     return;
   }
-  if (info.ok() && trial.closed) {
+  if (trial.closed) {
+    // The searcher had closed it: its work is done and recorded. A failure on the way out
+    // (a library crashing at interpreter exit, a kill after the last validation) would gain
+    // nothing from a restart, which could not even run: closed trials are never scheduled.
+    if (!info.ok())
+      terminal_.warn("warning: trial " + id + " " + info.describe() +
+                     " after its work was done; its results stand (the status is in its record)");
     trial.finished = true;
     const bool complete = trial.target >= config_.searcher.max_length;
     set_trial_state(trial, complete ? "COMPLETED" : "STOPPED");

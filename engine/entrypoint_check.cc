@@ -45,7 +45,8 @@ Status check_entrypoint(const ExperimentConfig& config) {
   const fs::path path =
       fs::path(*script).is_absolute() ? fs::path(*script) : config.workdir / *script;
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return Status::Ok();
+  // A file, or a directory or zip archive with __main__.py: python runs those too.
+  if (fs::exists(path, ec)) return Status::Ok();
   return Status::BadInput(where + ": entrypoint: python script '" + *script + "' not found in " +
                           config.workdir.string());
 }

@@ -1,7 +1,9 @@
 #include "engine/metric_values.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 
 namespace cairn {
 namespace {
@@ -20,15 +22,20 @@ const char* type_name(const Json& value) {
 
 // A recursive-descent walk of one JSON text that knows where metric values are:
 // top-level "reports" → each report → its "metrics" → the values. Everything else is
-// skipped without being decoded.
+// skipped without being decoded. It is conservative: it says yes only to text that
+// nlohmann::json parses and that has the shape the readers need (an object whose "reports"
+// is an array), and leaves anything unusual (escapes, bytes outside printable ASCII,
+// numbers that could overflow a double) to the full parser.
 class BatchScanner {
  public:
   explicit BatchScanner(std::string_view text) : s_(text) {}
 
   bool numeric_batch() {
+    skip_space();
+    if (i_ >= s_.size() || s_[i_] != '{') return false;
     if (!value(Role::kTop, 0)) return false;
     skip_space();
-    return i_ == s_.size();
+    return i_ == s_.size() && saw_reports_;
   }
 
  private:
@@ -41,6 +48,10 @@ class BatchScanner {
     const char c = s_[i_];
     if (role == Role::kMetric) return c == 'n' ? literal("null") : number();
     if (role == Role::kMetrics && c != '{') return false;
+    if (role == Role::kReports) {
+      if (c != '[' || saw_reports_) return false;  // a second "reports": the parser decides
+      saw_reports_ = true;
+    }
     switch (c) {
       case '{':
         return object(role, depth);
@@ -106,26 +117,36 @@ class BatchScanner {
         ++i_;
         return true;
       }
-      if (c == '\\') {
-        if (key) return false;
-        ++i_;
-      }
+      // Escapes, control characters and non-ASCII bytes (which must be valid UTF-8) are
+      // the full parser's to judge.
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20 ||
+          static_cast<unsigned char>(c) >= 0x80)
+        return false;
       ++i_;
     }
     return false;
   }
 
-  // JSON's grammar exactly: NaN, Infinity, 0x10 and .5 are not numbers.
+  // JSON's grammar (NaN, Infinity, 0x10, .5 and 01 are not numbers), and a magnitude a
+  // double holds: at most 10^300, so 1e400 goes to the parser (which refuses it).
   bool number() {
     consume('-');
+    const size_t int_start = i_;
     if (!digits()) return false;
+    const size_t int_digits = i_ - int_start;
+    if (int_digits > 1 && s_[int_start] == '0') return false;
     if (consume('.') && !digits()) return false;
+    long exponent = 0;
     if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
       ++i_;
-      if (!consume('+')) consume('-');
-      if (!digits()) return false;
+      const bool negative = consume('-');
+      if (!negative) consume('+');
+      const size_t start = i_;
+      if (!digits() || i_ - start > 3) return false;
+      exponent = std::strtol(std::string(s_.substr(start, i_ - start)).c_str(), nullptr, 10);
+      if (negative) exponent = -exponent;
     }
-    return true;
+    return static_cast<long>(int_digits) + exponent <= 300;
   }
 
   bool digits() {
@@ -156,6 +177,7 @@ class BatchScanner {
 
   std::string_view s_;
   size_t i_ = 0;
+  bool saw_reports_ = false;
 };
 
 }  // namespace

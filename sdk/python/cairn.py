@@ -367,11 +367,17 @@ def _checked_metrics(metrics):
     return metrics
 
 
+def _is_numpy_bool(value):
+    # numpy.bool_ (named "bool" from NumPy 2 on), looked up only if numpy is already loaded.
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.bool_)
+
+
 def _metric_number(name, value):
     if value is None or value.__class__ is float or value.__class__ is int:
         return value
     cls = type(value)
-    if (not isinstance(value, (str, bytes, bool)) and cls.__name__ != "bool_" and
+    if (not isinstance(value, (str, bytes, bool)) and not _is_numpy_bool(value) and
             hasattr(cls, "__float__")):
         try:
             return float(value)

@@ -255,6 +255,23 @@ class DataParallelTest(CairnTestCase):
             # No step was trained twice at once: a repeat only follows a checkpoint restore.
             self.assertLessEqual(len(done) - 30, 2, "rank %d repeated at most a checkpoint period" % rank)
 
+    def test_resume_keeps_the_slots_the_run_was_given(self):
+        # Three ranks need three slots: more than this machine's default (its cores) may be.
+        self.write("exp.yaml", (CONFIG % 30).replace("slots_per_trial: 2", "slots_per_trial: 3"))
+        env = dict(os.environ, NO_COLOR="1")
+        env.pop("CAIRN_DIR", None)
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "3"], cwd=self.dir, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.kill)
+        self.ranks_after_a_checkpoint("1.1")
+        self.assertEqual(self.cairn("pause", "1", timeout=120).returncode, 0)
+        self.assertEqual(proc.wait(timeout=60), 0)
+        resumed = self.cairn("resume", "1", timeout=300)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+        steps = [p["step"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        self.assertEqual(steps, list(range(1, 31)))
+
     def test_a_pause_stops_every_rank_at_the_same_step(self):
         self.write("exp.yaml", CONFIG % 1000)
         env = dict(os.environ, NO_COLOR="1")

@@ -167,10 +167,12 @@ class LifecycleTest(CairnTestCase):
                                  stderr=subprocess.STDOUT)
         self.addCleanup(pause.kill)
         note = ("cairn: still waiting for trial 1.1: a trial stops at its next "
-                "checkpoint_due(); `cairn kill 1` stops it at once")
+                "checkpoint_due(); a second `cairn pause 1` stops it at once (it resumes from "
+                "its latest checkpoint)")
         wait_until(lambda: note in open(out.name).read(), timeout=60,
                    what="pause to name the trial it waits for")
-        self.write("release", "")
+        # The advice works: a second pause stops the trial at once, the experiment PAUSED.
+        self.assertEqual(self.cairn("pause", "1", timeout=60).returncode, 0)
         self.assertEqual(pause.wait(timeout=60), 0, open(out.name).read())
         self.assertEqual(run.wait(timeout=60), 0)
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")

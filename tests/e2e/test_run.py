@@ -247,6 +247,24 @@ class RunTest(CairnTestCase):
                            run.stdout + run.stderr, re.M)
         self.assertEqual(tails, ["1", "2", "3"], run.stdout + run.stderr)
 
+    def test_a_failure_after_the_searcher_closed_the_trial_ends_it(self):
+        # Validates at its final length (the searcher closes it), then crashes on the way out.
+        self.write("t.py", "import sys, cairn\nctx = cairn.init()\n"
+                   "for op in ctx.operations():\n"
+                   "    ctx.report_validation(op.length, {'val_loss': 0.5})\n"
+                   "sys.exit(3)\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 t.py\n"
+                   "searcher: {name: random, metric: val_loss, max_length: 2, max_trials: 1}\n"
+                   "max_restarts: 2\n")
+        run = self.cairn("run", "exp.yaml", timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("trial 1.1 exited with status 3 after its work was done; its results stand",
+                      run.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual((trial["state"], trial["restarts"], trial["exit"]["code"]),
+                         ("COMPLETED", 0, 3))
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+
     def test_missing_entrypoint_program_or_script_is_a_config_error(self):
         for entrypoint, message in (
                 ("no-such-program-xyz --flag",
@@ -259,11 +277,20 @@ class RunTest(CairnTestCase):
             self.assertEqual(run.returncode, 2)
             self.assertEqual(run.stderr, "cairn: error: %s\n" % message)
             self.assertEqual(run.stdout, "", "no experiment was created")
+        # A directory with __main__.py is a script Python runs.
+        os.makedirs(os.path.join(self.dir, "app"))
+        self.write("app/__main__.py", "import cairn\nctx = cairn.init()\n"
+                   "for op in ctx.operations():\n"
+                   "    ctx.report_validation(op.length, {'m': 1.0})\n")
+        self.write("app.yaml", "entrypoint: /usr/bin/python3 app\n"
+                   "searcher: {name: single, metric: m, max_length: 1}\n")
+        self.cairn("run", "app.yaml", check=0)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
         # `python3 -m module` names no script: nothing to check before it runs.
         self.write("exp.yaml", "entrypoint: /usr/bin/python3 -m no_such_module_xyz\n"
                    "searcher: {name: single, metric: m, max_length: 1}\nmax_restarts: 0\n")
         self.assertEqual(self.cairn("run", "exp.yaml").returncode, 1)
-        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "ERROR")
+        self.assertEqual(self.cairn_json("show", "2.1", "--json")["state"], "ERROR")
 
     def test_two_runs_on_one_store_with_readers_beside_them(self):
         self.setUpTrial()
