@@ -103,7 +103,8 @@ bool Coordinator::finished() const {
 }
 
 bool Coordinator::stalled() const {
-  if (pausing_ || searcher_->finished()) return false;
+  // Called every round: a held slot (a trial runs) answers at once, without the walk below.
+  if (pausing_ || searcher_->finished() || slots_->free() < slots_->size()) return false;
   for (const auto& [index, trial] : trials_) {
     if (trial->running() || trial->orphan_process) return false;
     // Queued (perhaps in a restart back-off): schedule() starts it when a slot is free.
