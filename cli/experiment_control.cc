@@ -28,6 +28,11 @@ Result<ExperimentStatus> experiment_status(const StoreLayout& store, int64_t id)
   return status;
 }
 
+int recorded_slots(const Json& experiment) {
+  const Json slots = experiment.value("slots", Json(0));
+  return slots.is_number_integer() && slots.get<int64_t>() > 0 ? slots.get<int>() : 0;
+}
+
 bool wait_until_undriven(const StoreLayout& store, int64_t id, int timeout_s,
                          const std::function<void()>& still_waiting) {
   const auto start = std::chrono::steady_clock::now();

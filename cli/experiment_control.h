@@ -42,6 +42,11 @@ std::filesystem::path moved_workdir(const Json& experiment, const StoreLayout& s
 // experiment goes on, as it does when the terminal closes (docs/fault-tolerance.md). In run.cc.
 void keep_driving_without_stdout();
 
+// The --slots its `run` was given (recorded with the experiment), 0 when none: resume and
+// reproduce have no --slots of their own, and the machine's default may be too few for
+// slots_per_trial.
+int recorded_slots(const Json& experiment);
+
 // Reads the config stored with the experiment (its text and --set overrides) again.
 // When the project moved (or was copied) with its store, the workdir is taken at its new
 // place and *moved_note says so.

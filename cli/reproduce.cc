@@ -198,7 +198,8 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                                         ConfigUse::kStoredExperiment);
   if (!config.ok()) return fail(config.status());
   // Before the checkout and the experiment exist, as `cairn run` does.
-  if (Status st = check_machine_resources(*config, 0); !st.ok()) return fail(st);
+  what.slots = recorded_slots(ref->experiment);
+  if (Status st = check_machine_resources(*config, what.slots); !st.ok()) return fail(st);
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
   // from where the recorded run read it, or, when the project moved with its store, from the

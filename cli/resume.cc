@@ -44,10 +44,7 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (!config.ok()) return fail(config.status());
   // Another machine, or one with fewer cores, may not fit the experiment any more: say so
   // before anything about resuming is printed or written. (The coordinator checks again.)
-  // The run's --slots (recorded with the experiment) still holds: a resume has no --slots
-  // of its own, and the machine's default may be too few for slots_per_trial.
-  const Json recorded_slots = status->record.value("slots", Json(0));
-  const int slots = recorded_slots.is_number_integer() ? recorded_slots.get<int>() : 0;
+  const int slots = recorded_slots(status->record);
   if (Status st = check_machine_resources(*config, slots); !st.ok()) return fail(st);
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;

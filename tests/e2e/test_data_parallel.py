@@ -271,6 +271,10 @@ class DataParallelTest(CairnTestCase):
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
         steps = [p["step"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
         self.assertEqual(steps, list(range(1, 31)))
+        # So does a reproduce of its trial.
+        again = self.cairn("reproduce", "1.1", timeout=300)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(self.cairn_json("show", "2", "--json")["state"], "COMPLETED")
 
     def test_a_pause_stops_every_rank_at_the_same_step(self):
         self.write("exp.yaml", CONFIG % 1000)
