@@ -67,6 +67,10 @@ Status link_unstored_data(const StoreLayout& store, const ExperimentConfig& conf
   for (const std::string& path : config.data) {
     if (fs::path(path).is_absolute()) continue;
     const fs::path link = without_trailing_slash((dir / path).lexically_normal());
+    // `../data` puts the link beside the run directory, where the trial's relative path
+    // looks; but never outside the store: the link replaces what is at its place, and that
+    // could be the user's own files.
+    if (!lies_inside(link, store.root())) continue;
     std::error_code ec;
     fs::create_directories(link.parent_path(), ec);
     fs::remove_all(link, ec);

@@ -325,6 +325,29 @@ class ReproducibilityTest(CairnTestCase):
         self.assertRegex(proc.stderr, r"cairn: error: --verify: 2\.1 does not reproduce 1\.1: "
                                       r"first difference at step 1 \(training\): loss ")
 
+    def test_a_data_link_never_replaces_files_outside_the_store(self):
+        # `data: ../../../../sub` seen from the run directory (.cairn/experiments/1/code)
+        # lands on proj/sub, a directory of the user's; the data itself is 4 levels above.
+        proj = os.path.join(self.dir, "a", "b", "c", "proj")
+        os.makedirs(os.path.join(proj, "sub"))
+        with open(os.path.join(proj, "sub", "precious.txt"), "w") as f:
+            f.write("mine")
+        os.makedirs(os.path.join(self.dir, "sub"))
+        with open(os.path.join(self.dir, "sub", "big.bin"), "wb") as f:
+            f.write(os.urandom(1500000))
+        with open(os.path.join(proj, "t.py"), "w") as f:
+            f.write("import cairn\nctx = cairn.init()\nfor op in ctx.operations():\n"
+                    "    ctx.report_validation(op.length, {'m': 1.0})\n")
+        with open(os.path.join(proj, "e.yaml"), "w") as f:
+            f.write("entrypoint: /usr/bin/python3 t.py\n"
+                    "searcher: {name: single, metric: m, max_length: 1}\n"
+                    "reproducibility: {snapshot_limit_mb: 1}\ndata: [../../../../sub]\n")
+        run = subprocess.run([CAIRN, "run", "e.yaml"], cwd=proj, capture_output=True, text=True,
+                             env={k: v for k, v in os.environ.items() if k != "CAIRN_DIR"})
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(os.listdir(os.path.join(proj, "sub")), ["precious.txt"])
+        self.assertFalse(os.path.islink(os.path.join(proj, "sub")))
+
     def test_an_interrupted_verify_says_not_verified(self):
         self.write("slow.py", "import time\nimport cairn\nctx = cairn.init()\n"
                    "step = ctx.steps_completed\n"
