@@ -116,8 +116,13 @@ Result<DataFingerprint> hash_listed(const StoreLayout& store, const fs::path& wo
     Status st = list_files(ec ? abs : real, label, listed);
     if (!st.ok()) return st;
   }
+  // One file per label: two entries may reach the same file (`data` and `data/a.bin`), now
+  // by different real paths when one of them is a link; counted twice it would inflate the
+  // size that decides whether the data is kept, and change the digest.
   std::sort(listed.begin(), listed.end());
-  listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+  listed.erase(std::unique(listed.begin(), listed.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               listed.end());
 
   DataFingerprint fp;
   FileHasher hasher(store);

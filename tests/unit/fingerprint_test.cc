@@ -418,3 +418,18 @@ TEST_CASE("a program whose name starts with python but is not Python is not run"
 #endif
 
 }  // namespace cairn
+
+TEST_CASE("a file named by two data entries, one through a link, is listed and counted once") {
+  DataFixture f;
+  fs::create_symlink(f.work / "labels.txt", f.work / "data/labels.link");
+  auto fp = fingerprint_data(f.store, f.work, {"data", "data/labels.link"}, kNoLimit);
+  REQUIRE(fp.ok());
+  uint64_t bytes = 0;
+  size_t links = 0;
+  for (const DataFile& d : fp->files) {
+    bytes += d.size;
+    links += d.path == "data/labels.link";
+  }
+  CHECK(links == 1);
+  CHECK(bytes == std::string("x,y\n1,2\n").size() * 2 + std::string("cat\ndog\n").size());
+}
