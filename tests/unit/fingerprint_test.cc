@@ -417,8 +417,6 @@ TEST_CASE("a program whose name starts with python but is not Python is not run"
 }
 #endif
 
-}  // namespace cairn
-
 TEST_CASE("a file named by two data entries, one through a link, is listed and counted once") {
   DataFixture f;
   fs::create_symlink(f.work / "labels.txt", f.work / "data/labels.link");
@@ -433,3 +431,5 @@ TEST_CASE("a file named by two data entries, one through a link, is listed and c
   CHECK(links == 1);
   CHECK(bytes == std::string("x,y\n1,2\n").size() * 2 + std::string("cat\ndog\n").size());
 }
+
+}  // namespace cairn
