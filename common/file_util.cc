@@ -106,4 +106,9 @@ Result<std::filesystem::path> make_unique_dir(const std::filesystem::path& paren
   return Status::Io("cannot create a unique directory under " + parent.string());
 }
 
+bool lies_inside(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  const std::filesystem::path rel = path.lexically_relative(dir);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
 }  // namespace cairn

@@ -49,6 +49,10 @@ Status write_file_atomic(const std::filesystem::path& file, std::string_view dat
 Status fsync_dir(const std::filesystem::path& dir);
 Status copy_file_durable(const std::filesystem::path& from, const std::filesystem::path& to);
 std::string errno_text();
+
+// Whether `path` is `dir` or lies below it, compared lexically (neither is resolved: callers
+// canonicalise first when links matter).
+bool lies_inside(const std::filesystem::path& path, const std::filesystem::path& dir);
 // A 1 MiB buffer owned by the calling thread, not zeroed: file copies and hashes that run
 // once per file (thousands of small checkpoint files) would otherwise allocate and clear
 // a fresh one each time.

@@ -139,8 +139,7 @@ class Fingerprint {
     // A program inside the workdir is code: it is in the snapshot, and compared there. As a
     // dependency too, every edit of ./train.sh would show twice.
     const fs::path workdir = fs::weakly_canonical(in_.workdir, ec);
-    const fs::path rel = path.lexically_relative(workdir);
-    const bool is_code = !ec && !rel.empty() && *rel.begin() != "..";
+    const bool is_code = !ec && lies_inside(path, workdir);
     if (!is_code) out_["program"] = path.string() + " " + hashed(path);
     fs::path binary = path;
     // A script: its `#!` interpreter is what runs (`/usr/bin/env python3` resolved on PATH).

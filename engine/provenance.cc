@@ -33,11 +33,6 @@ Json code_json(const CodeSnapshot& snap) {
   return code;
 }
 
-bool lies_inside(const fs::path& path, const fs::path& dir) {
-  const fs::path rel = path.lexically_relative(dir);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // What a data link holds: a path relative to the link when both lie in the tree that holds
 // the store (the project, with .cairn/ inside it), so that moving the project together with
 // its store moves both ends and the link still finds the data (resume and reproduce read it
