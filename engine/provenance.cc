@@ -34,10 +34,11 @@ Json code_json(const CodeSnapshot& snap) {
 }
 
 // What a data link holds: a path relative to the link when both lie in the tree that holds
-// the store (the project, with .cairn/ inside it), so that moving the project together with
-// its store moves both ends and the link still finds the data (resume and reproduce read it
-// at the new place); the absolute path of data elsewhere, which a move leaves where it is.
-// Only the parents are resolved, so a data entry that is itself a link stays one.
+// the store (its parent directory: the project, in the usual layout with .cairn/ inside it;
+// with --store elsewhere, wherever that store's parent is), so that moving the project together
+// with its store moves both ends and the link still finds the data (resume and reproduce read it at
+// the new place); the absolute path of data elsewhere, which a move leaves where it is. Only the
+// parents are resolved, so a data entry that is itself a link stays one.
 fs::path link_target(const StoreLayout& store, const fs::path& target, const fs::path& link) {
   std::error_code ec;
   const fs::path tree = fs::weakly_canonical(store.root(), ec).parent_path();
