@@ -2,6 +2,7 @@
 // them in plain words, by category (SPEC §1, §5): code, data, dependency, hparam, seed,
 // config. Every trial after the first is compared with the first.
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "cli/code_change_summary.h"
@@ -76,23 +77,47 @@ std::map<std::string, Json> config_map(const Json& experiment) {
   return out;
 }
 
+// A trial whose record compare could read only in part: named on stderr and in --json's
+// "warnings", while everything else is still compared.
+struct Warning {
+  std::string trial, category, message;
+};
+
+// Each trial's data fingerprint; nullopt, with a warning, where the record is damaged.
+std::vector<std::optional<DataFingerprint>> read_data_records(const std::vector<TrialRef>& refs,
+                                                              std::vector<Warning>& warnings) {
+  std::vector<std::optional<DataFingerprint>> fps;
+  for (const TrialRef& r : refs) {
+    auto fp = data_fingerprint_from_json(r.experiment.value("data", Json()));
+    if (fp.ok()) {
+      fps.emplace_back(std::move(*fp));
+      continue;
+    }
+    fps.emplace_back();
+    warnings.push_back({r.id, "data", fp.status().message()});
+  }
+  return fps;
+}
+
 // Data: per file, against the first trial, in compare_data()'s words (those `cairn reproduce`
 // uses): a file is "added" when the first trial lacks it, "removed" when every other trial
-// does, "changed" otherwise. The values are the short hashes (null: no such file).
-Status compare_data_files(const std::vector<TrialRef>& refs, std::vector<Difference>& out) {
-  std::vector<DataFingerprint> fps;
+// does, "changed" otherwise. The values are the short hashes (null: no such file). A trial
+// whose data record is damaged takes no part (its values are null; read_data_records warns),
+// and the first readable one stands for the first.
+void compare_data_files(const std::vector<std::optional<DataFingerprint>>& fps,
+                        std::vector<Difference>& out) {
   std::vector<std::map<std::string, std::string>> short_hashes;
-  for (const TrialRef& r : refs) {
-    auto fp = data_fingerprint_from_json(r.experiment.value("data", Json::object()));
-    if (!fp.ok()) return fp.status();
+  std::vector<const DataFingerprint*> readable;
+  for (const auto& fp : fps) {
     short_hashes.emplace_back();
+    if (!fp) continue;
     for (const DataFile& f : fp->files) short_hashes.back()[f.path] = f.sha256.substr(0, 12);
-    fps.push_back(std::move(*fp));
+    readable.push_back(&*fp);
   }
   std::map<std::string, std::string> how;  // path -> its word
   std::map<std::string, size_t> removed_in;
-  for (size_t i = 1; i < fps.size(); ++i) {
-    const DataChanges c = compare_data(fps.front(), fps[i]);
+  for (size_t i = 1; i < readable.size(); ++i) {
+    const DataChanges c = compare_data(*readable.front(), *readable[i]);
     for (const std::string& p : c.changed) how.emplace(p, "changed");
     for (const std::string& p : c.added) how[p] = "added";
     for (const std::string& p : c.removed) {
@@ -101,7 +126,7 @@ Status compare_data_files(const std::vector<TrialRef>& refs, std::vector<Differe
     }
   }
   for (auto& [path, word] : how) {
-    if (removed_in[path] == fps.size() - 1) word = "removed";
+    if (removed_in[path] == readable.size() - 1) word = "removed";
     Difference d{"data", path, {}, "data: " + path + " " + word};
     for (const auto& hashes : short_hashes) {
       auto it = hashes.find(path);
@@ -109,7 +134,6 @@ Status compare_data_files(const std::vector<TrialRef>& refs, std::vector<Differe
     }
     out.push_back(std::move(d));
   }
-  return Status::Ok();
 }
 
 // Code: the snapshots' trees, file by file, each against the first trial's.
@@ -182,7 +206,13 @@ int compare(const GlobalOptions& global, const std::vector<std::string>& ids, bo
     seeds.push_back({{"seed", r.trial.value("seed", Json())}});
     configs.push_back(config_map(r.experiment));
   }
-  if (Status st = compare_data_files(refs, diffs); !st.ok()) return fail(st);
+  std::vector<Warning> warnings;
+  const std::vector<std::optional<DataFingerprint>> data = read_data_records(refs, warnings);
+  compare_data_files(data, diffs);
+  // Said first, and on stderr, so that neither the table nor --json's stdout hides it.
+  for (const Warning& w : warnings)
+    std::cerr << "cairn: warning: trial " << w.trial << ": " << w.message << "; its " << w.category
+              << " is left out of the comparison\n";
   compare_maps("dependency", deps, diffs);
   compare_maps("hparam", hparams, diffs);
   std::vector<Difference> seed_diffs;
@@ -200,9 +230,14 @@ int compare(const GlobalOptions& global, const std::vector<std::string>& ids, bo
       t["experiment"] = r.experiment.value("id", Json());
       t["final_validation"] = r.validation.empty() ? Json() : r.validation.back().metrics;
       t["code"] = r.experiment.value("code", Json());
-      t["data_digest"] = r.experiment.value("data", Json::object()).value("digest", Json());
+      const std::optional<DataFingerprint>& fp = data[static_cast<size_t>(&r - refs.data())];
+      t["data_digest"] = fp && !fp->digest.empty() ? Json(fp->digest) : Json();
       doc["trials"].push_back(std::move(t));
     }
+    doc["warnings"] = Json::array();
+    for (const Warning& w : warnings)
+      doc["warnings"].push_back(
+          {{"trial", w.trial}, {"category", w.category}, {"message", w.message}});
     for (const Difference& d : diffs) {
       if (d.category.empty()) continue;  // a summary line, for humans only
       doc["differences"].push_back(
@@ -256,11 +291,11 @@ int compare(const GlobalOptions& global, const std::vector<std::string>& ids, bo
     if (code.contains("git")) s += code["git"].value("dirty", false) ? " (dirty)" : "";
     return s;
   });
-  row("data", [](const TrialRef& r) {
-    const Json data = r.experiment.value("data", Json::object());
-    if (data.value("files", Json::array()).empty()) return std::string("-");
-    return std::to_string(data["files"].size()) + " files " +
-           data.value("digest", "").substr(0, 10);
+  row("data", [&](const TrialRef& r) {
+    const std::optional<DataFingerprint>& fp = data[static_cast<size_t>(&r - refs.data())];
+    if (!fp) return std::string("damaged");
+    if (fp->files.empty()) return std::string("-");
+    return std::to_string(fp->files.size()) + " files " + fp->digest.substr(0, 10);
   });
   table.print(std::cout);
 

@@ -220,7 +220,9 @@ Json to_json(const DataFingerprint& fp) {
 
 Result<DataFingerprint> data_fingerprint_from_json(const Json& j) {
   DataFingerprint fp;
-  if (!j.is_object()) return fp;
+  if (j.is_null()) return fp;
+  if (!j.is_object())
+    return Status::Corrupt("the data fingerprint record is damaged: not an object");
   try {
     for (const Json& f : j.value("files", Json::array()))
       fp.files.push_back({f.at("path").get<std::string>(), f.at("sha256").get<std::string>(),
@@ -231,6 +233,12 @@ Result<DataFingerprint> data_fingerprint_from_json(const Json& j) {
   } catch (const Json::exception& e) {
     return Status::Corrupt(std::string("the data fingerprint record is damaged: ") + e.what());
   }
+  // The digest is computed from the list when the record is made; a list that no longer
+  // gives it was altered or cut since, and its hashes cannot be trusted.
+  if (!fp.digest.empty() && fp.digest != digest_of(fp.files))
+    return Status::Corrupt(
+        "the data fingerprint record is inconsistent: its digest does not "
+        "match its list of files");
   return fp;
 }
 
