@@ -205,6 +205,24 @@ class ReproducibilityTest(CairnTestCase):
         diffs, doc = self.differences("1.1", "2.1")
         self.assertIn(("data", "data/train.csv"), diffs, json.dumps(doc, indent=1))
 
+    def test_a_reruns_data_link_leads_to_the_data_not_through_the_reproduce_checkout(self):
+        # The re-run runs from its checkout, whose data entry is itself a link to the project's
+        # data; the re-run's run directory must link to the data, not to that link.
+        self.run_with_data_too_large_to_keep()
+        self.cairn("reproduce", "1.1", check=0)
+        link = os.path.join(self.dir, ".cairn", "experiments", "2", "code", "data")
+        self.assertTrue(os.path.islink(link))
+        held = os.readlink(link)
+        self.assertFalse(os.path.isabs(held), held)  # both ends in the project: relative
+        self.assertNotIn("reproduce", held)
+        self.assertEqual(os.path.realpath(link), os.path.realpath(os.path.join(self.dir, "data")))
+        # The checkout gone (gc keeps this one, a user may not): the run directory still finds
+        # the data.
+        reproduce_dir = os.path.join(self.dir, ".cairn", "reproduce")
+        for name in os.listdir(reproduce_dir):
+            shutil.rmtree(os.path.join(reproduce_dir, name))
+        self.assertTrue(os.path.isfile(os.path.join(link, "big.bin")))
+
     def test_reproduce_of_a_moved_project_verifies_its_data_too_large_to_keep_at_the_new_place(self):
         self.run_with_data_too_large_to_keep()
         moved = self.dir + "-moved"
