@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
+#include "cli/replay_extent.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
 #include "common/file_util.h"
@@ -233,11 +234,17 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
 
   config->name = "reproduce-" + ref->id;
   warn_about_drift(*store, *ref, *config);
+  const ReplayExtent extent = replay_extent(*ref);
+  if (extent.cut)
+    std::cout << "cairn: trial " << ref->id << " ended " << ref->trial.value("state", "")
+              << " at step " << extent.end << " (it was to train to " << ref->train_lengths.back()
+              << "): the re-run trains to step " << extent.end << ", where it last "
+              << (ref->validation.empty() ? "reported training" : "validated") << std::endl;
   what.extra = {{"reproduces",
                  {{"trial", ref->id},
                   {"hparams", ref->trial.value("hparams", Json::object())},
                   {"seed", ref->trial["seed"]},
-                  {"lengths", ref->train_lengths},
+                  {"lengths", extent.lengths},
                   {"checkout_fingerprint", *fingerprint}}}};
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
@@ -257,8 +264,16 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
               << "`cairn reproduce " << ref->id << " --verify` checks again from the start\n";
     return kNotVerified;
   }
-  Mismatch training = first_difference("training", ref->training, again->training);
-  Mismatch validation = first_difference("validation", ref->validation, again->validation);
+  // The steps both ran: a cut re-run stops where the original did (replay_extent()), so
+  // what the original trained after its last validation is not compared, and, when it never
+  // validated, neither is the validation that closes the re-run's last length.
+  const std::vector<MetricPoint> recorded_training = up_to(ref->training, extent.end);
+  const std::vector<MetricPoint> recorded_validation = up_to(ref->validation, extent.end);
+  std::vector<MetricPoint> replayed_validation = again->validation;
+  if (extent.cut && (recorded_validation.empty() || recorded_validation.back().step != extent.end))
+    std::erase_if(replayed_validation, [&](const MetricPoint& p) { return p.step == extent.end; });
+  Mismatch training = first_difference("training", recorded_training, again->training);
+  Mismatch validation = first_difference("validation", recorded_validation, replayed_validation);
   // The earliest step that differs, whichever series it is in.
   Mismatch first = training;
   if (first.what.empty() || (!validation.what.empty() && validation.step < first.step))
@@ -267,8 +282,12 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
     return fail(Status::Failed("--verify: " + again->id + " does not reproduce " + ref->id + ": " +
                                first.what));
   std::cout << "cairn: verified: " << again->id << " reproduces " << ref->id << " exactly ("
-            << ref->training.size() << " training and " << ref->validation.size()
-            << " validation steps)\n";
+            << recorded_training.size() << " training and " << recorded_validation.size()
+            << " validation steps"
+            << (extent.cut ? ", up to step " + std::to_string(extent.end) + ", where " + ref->id +
+                                 " stopped"
+                           : std::string())
+            << ")\n";
   return 0;
 }
 

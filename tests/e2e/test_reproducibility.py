@@ -415,6 +415,43 @@ class ReproducibilityTest(CairnTestCase):
                 self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
                 self.assertRegex(proc.stderr, message)
 
+    def test_reproduce_of_a_trial_that_stopped_early_trains_to_where_it_stopped(self):
+        # The trial fails for good at step 5 of the 6 it was asked for (no restarts). With
+        # validations every 2 steps, the re-run trains to step 4, its last validation; with
+        # none, to its last recorded training step, and the re-run's closing validation there,
+        # which the original never reached, is not compared.
+        report = '        ctx.report_training(step, {"loss": (w - 2.0) ** 2})\n'
+        validate = ('        if step % 2 == 0:\n'
+                    '            ctx.report_validation(step, {"val_loss": (w - 2.5) ** 2})\n')
+        crash = '        if step == 5 and os.environ["CAIRN_EXPERIMENT_ID"] == "1": sys.exit(3)\n'
+        for validates in (True, False):
+            with self.subTest(validates=validates):
+                shutil.rmtree(os.path.join(self.dir, ".cairn"), ignore_errors=True)
+                self.write("train.py", TRAIN.replace("NOISE", "0.0").replace(
+                    report, report + (validate if validates else "") + crash))
+                self.write("exp.yaml", CONFIG.replace("max_length: 3", "max_length: 6") +
+                           "max_restarts: 0\n")
+                self.cairn("run", "exp.yaml")
+                original = self.cairn_json("show", "1.1", "--json")
+                self.assertEqual(original["state"], "ERROR")
+                metrics = self.cairn_json("metrics", "1.1", "--json")
+                stopped = (metrics["validation"][-1]["step"] if validates
+                           else metrics["training"][-1]["step"])
+                if validates:
+                    self.assertEqual(stopped, 4)
+                proc = self.cairn("reproduce", "1.1", "--verify")
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.assertIn("cairn: trial 1.1 ended ERROR at step %d (it was to train to 6): "
+                              "the re-run trains to step %d" % (stopped, stopped), proc.stdout)
+                self.assertIn("verified: 2.1 reproduces 1.1 exactly", proc.stdout)
+                self.assertIn("up to step %d, where 1.1 stopped" % stopped, proc.stdout)
+                self.assertEqual(self.cairn_json("show", "2", "--json")["reproduces"]["lengths"],
+                                 [stopped])
+                replayed = self.cairn_json("metrics", "2.1", "--json")
+                self.assertEqual(replayed["training"][-1]["step"], stopped)
+                self.assertEqual(replayed["training"],
+                                 [p for p in metrics["training"] if p["step"] <= stopped])
+
     def test_builtin_mlp_asha_trial_reproduces_bit_exact(self):
         self.write("mlp.yaml", """name: mlp
 entrypoint: builtin:mlp
