@@ -207,15 +207,22 @@ class ReproducibilityTest(CairnTestCase):
 
     def test_a_reruns_data_link_leads_to_the_data_not_through_the_reproduce_checkout(self):
         # The re-run runs from its checkout, whose data entry is itself a link to the project's
-        # data; the re-run's run directory must link to the data, not to that link.
+        # data; the re-run's run directory must link to the data, not to that link. Only the
+        # store's links are followed: the project's `data` is the user's own link, and stays
+        # what the run directory links to.
         self.run_with_data_too_large_to_keep()
+        os.rename(os.path.join(self.dir, "data"), os.path.join(self.dir, "real-data"))
+        os.symlink("real-data", os.path.join(self.dir, "data"))
         self.cairn("reproduce", "1.1", check=0)
         link = os.path.join(self.dir, ".cairn", "experiments", "2", "code", "data")
         self.assertTrue(os.path.islink(link))
         held = os.readlink(link)
         self.assertFalse(os.path.isabs(held), held)  # both ends in the project: relative
         self.assertNotIn("reproduce", held)
-        self.assertEqual(os.path.realpath(link), os.path.realpath(os.path.join(self.dir, "data")))
+        project = os.path.realpath(self.dir)
+        self.assertEqual(os.path.normpath(os.path.join(os.path.realpath(os.path.dirname(link)),
+                                                       held)),
+                         os.path.join(project, "data"))
         # The checkout gone (gc keeps this one, a user may not): the run directory still finds
         # the data.
         reproduce_dir = os.path.join(self.dir, ".cairn", "reproduce")
