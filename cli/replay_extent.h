@@ -1,6 +1,6 @@
-// How far `cairn reproduce` re-runs a recorded trial. A trial that ended before the last
-// length its searcher asked for (CANCELED, ERROR, or STOPPED by the searcher mid-way) is
-// re-run to where it actually got, not to where it was going: trained further, the re-run
+// How far `cairn reproduce` re-runs a recorded trial. A trial that stopped before the last
+// length its searcher asked for (CANCELED, ERROR, STOPPED by the searcher mid-way, or not finished
+// yet) is re-run to where it actually got, not to where it was going: trained further, the re-run
 // would report steps the original never did, and --verify would call that a difference.
 // Where it got is the last step it validated at, so that the re-run's last length ends at a
 // validation the record also holds and both series cover the same steps; a trial that never

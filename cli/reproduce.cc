@@ -236,10 +236,11 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   warn_about_drift(*store, *ref, *config);
   const ReplayExtent extent = replay_extent(*ref);
   if (extent.cut)
-    std::cout << "cairn: trial " << ref->id << " ended " << ref->trial.value("state", "")
-              << " at step " << extent.end << " (it was to train to " << ref->train_lengths.back()
-              << "): the re-run trains to step " << extent.end << ", where it last "
-              << (ref->validation.empty() ? "reported training" : "validated") << std::endl;
+    std::cout << "cairn: trial " << ref->id << " (" << ref->trial.value("state", "")
+              << ") stopped before the " << ref->train_lengths.back()
+              << " steps it was to train: the re-run trains to step " << extent.end
+              << ", where it last " << (ref->validation.empty() ? "reported training" : "validated")
+              << std::endl;
   what.extra = {{"reproduces",
                  {{"trial", ref->id},
                   {"hparams", ref->trial.value("hparams", Json::object())},

@@ -448,8 +448,10 @@ class ReproducibilityTest(CairnTestCase):
                     self.assertEqual(stopped, 4)
                 proc = self.cairn("reproduce", "1.1", "--verify")
                 self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                self.assertIn("cairn: trial 1.1 ended ERROR at step %d (it was to train to 6): "
-                              "the re-run trains to step %d" % (stopped, stopped), proc.stdout)
+                self.assertIn("cairn: trial 1.1 (ERROR) stopped before the 6 steps it was to "
+                              "train: the re-run trains to step %d, where it last %s"
+                              % (stopped, "validated" if validates else "reported training"),
+                              proc.stdout)
                 self.assertIn("verified: 2.1 reproduces 1.1 exactly", proc.stdout)
                 self.assertIn("up to step %d, where 1.1 stopped" % stopped, proc.stdout)
                 self.assertEqual(self.cairn_json("show", "2", "--json")["reproduces"]["lengths"],
