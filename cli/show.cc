@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
+#include "store/data_fingerprint.h"
 #include "store/schema.h"
 
 namespace cairn::cli {
@@ -91,12 +92,15 @@ int show_experiment(ExperimentReader& reader, bool json) {
                 << (code["git"].value("dirty", false) ? " (dirty)" : "");
     std::cout << "\n";
   }
-  if (exp->contains("data") && !(*exp)["data"].value("files", Json::array()).empty()) {
-    const Json& data = (*exp)["data"];
-    std::cout << "data        " << data["files"].size() << " files, digest "
-              << data.value("digest", "").substr(0, 12)
-              << (data.value("stored", false) ? " (kept in the store)" : " (fingerprinted only)")
-              << "\n";
+  if (exp->contains("data")) {
+    // Read as compare and reproduce read it, so a damaged record is named, not shown as data.
+    auto data = data_fingerprint_from_json((*exp)["data"]);
+    if (!data.ok())
+      std::cout << "data        damaged record: " << data.status().message() << "\n";
+    else if (!data->files.empty())
+      std::cout << "data        " << data->files.size() << " files, digest "
+                << data->digest.substr(0, 12)
+                << (data->stored ? " (kept in the store)" : " (fingerprinted only)") << "\n";
   }
   if (exp->contains("reproduces"))
     std::cout << "reproduces  " << (*exp)["reproduces"].value("trial", "") << "\n";

@@ -157,8 +157,11 @@ Status materialize_workdir(const StoreLayout& store, const Json& experiment,
   const Json& code = experiment["code"];
   Status st = repo->checkout(code.value("commit", ""), dest);
   if (!st.ok()) return st;
+  // A damaged record says nothing trustworthy about where the data is: refused, rather than
+  // taken for data too large to keep and linked to whatever is at the live path now.
   auto data = data_fingerprint_from_json(experiment.value("data", Json::object()));
-  if (data.ok() && data->stored) return restore_data(store, *data, dest);
+  if (!data.ok()) return data.status();
+  if (data->stored) return restore_data(store, *data, dest);
   return link_unstored_data(store, config, dest);
 }
 

@@ -60,9 +60,9 @@ struct GlooOptions {
   // Bound on the rendezvous and on every call.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   GlooAlgorithm algorithm = GlooAlgorithm::kRing;
-  // kRing: bytes per piece (0: 1 MiB), capped by net.core.wmem_max so that no write can
-  // deadlock; the ranks use the smallest of their sizes. kGloo*: Gloo's maximum segment
-  // size (0: Gloo's default, 1 MiB).
+  // kRing: bytes per piece (0: gloo_sync::kDefaultPieceBytes, 208 KiB), capped by
+  // net.core.wmem_max so that no write can deadlock; the ranks use the smallest of their sizes.
+  // kGloo*: Gloo's maximum segment size (0: Gloo's default, 1 MiB).
   size_t segment_bytes = 0;
   // kRing: spin on the socket while waiting for a peer rather than sleep in recv(). Off by
   // default: spinning wins a few microseconds per message on idle cores, but takes a core

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <string_view>
 
 namespace cairn {
 namespace {
@@ -32,7 +33,7 @@ class Reader {
   explicit Reader(const Json& hparams) : hparams_(hparams) {}
 
   // `status` unchanged; when it is an error, `key` becomes the key at fault.
-  Status blame(const char* key, Status status) {
+  Status blame(std::string_view key, Status status) {
     if (!status.ok() && failed_key_.empty()) failed_key_ = key;
     return status;
   }
@@ -104,13 +105,12 @@ class Reader {
   std::string failed_key_;
 };
 
-Status check_known_keys(const Json& hparams, std::string* unknown) {
+Status check_known_keys(const Json& hparams, Reader& r) {
   const std::set<std::string> known(std::begin(kKnownKeys), std::end(kKnownKeys));
   for (const auto& [key, value] : hparams.items()) {
     if (!known.contains(key)) {
-      *unknown = key;
-      return Status::BadInput("unknown hyperparameter '" + key + "' (builtin:mlp takes " +
-                              known_keys_list() + ")");
+      return r.blame(key, Status::BadInput("unknown hyperparameter '" + key +
+                                           "' (builtin:mlp takes " + known_keys_list() + ")"));
     }
   }
   return Status::Ok();
@@ -177,11 +177,11 @@ Status read_dataset(Reader& r, MlpDatasetSpec* spec) {
   return Status::Ok();
 }
 
-Result<MlpHparams> parse(const Json& hparams, Reader& r, std::string* unknown) {
+Result<MlpHparams> parse(const Json& hparams, Reader& r) {
   if (!hparams.is_object()) {
     return Status::BadInput("hyperparameters must be a JSON object, got " + hparams.dump());
   }
-  if (Status s = check_known_keys(hparams, unknown); !s.ok()) return s;
+  if (Status s = check_known_keys(hparams, r); !s.ok()) return s;
   MlpHparams hp;
   if (Status s = read_optimizer(r, &hp.optimizer); !s.ok()) return s;
   if (Status s = r.integer("hidden", 1, 1 << 16, &hp.hidden); !s.ok()) return s;
@@ -224,11 +224,9 @@ Result<MlpHparams> parse(const Json& hparams, Reader& r, std::string* unknown) {
 }  // namespace
 
 Result<MlpHparams> MlpHparams::from_json(const Json& hparams, std::string* key_at_fault) {
-  std::string unknown;
   Reader r(hparams);
-  Result<MlpHparams> hp = parse(hparams, r, &unknown);
-  if (!hp.ok() && key_at_fault != nullptr)
-    *key_at_fault = !unknown.empty() ? unknown : r.failed_key();
+  Result<MlpHparams> hp = parse(hparams, r);
+  if (!hp.ok() && key_at_fault != nullptr) *key_at_fault = r.failed_key();
   return hp;
 }
 

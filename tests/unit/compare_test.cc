@@ -58,19 +58,26 @@ struct Run {
   std::string out, err;
 };
 
-Run cairn_compare(const fs::path& store_dir, std::vector<std::string> args) {
+// `cairn --store STORE <command> ARGS...` through the command's own CLI11 setup.
+using AddCommand = void (*)(CLI::App&, cli::GlobalOptions&, cli::Outcome&);
+Run cairn_command(AddCommand add, const std::string& command, const fs::path& store_dir,
+                  std::vector<std::string> args) {
   CLI::App app("cairn", "cairn");
   app.require_subcommand(1);
   app.fallthrough();
   cli::GlobalOptions global;
   cli::Outcome outcome;
   app.add_option("--store", global.store);
-  cli::add_compare(app, global, outcome);
-  args.insert(args.begin(), {"--store", store_dir.string(), "compare"});
+  add(app, global, outcome);
+  args.insert(args.begin(), {"--store", store_dir.string(), command});
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   CapturedOutput captured;
   app.parse(args);
   return {outcome.exit_code, captured.out(), captured.err()};
+}
+
+Run cairn_compare(const fs::path& store_dir, std::vector<std::string> args) {
+  return cairn_command(cli::add_compare, "compare", store_dir, std::move(args));
 }
 
 }  // namespace
@@ -110,6 +117,12 @@ TEST_CASE("compare shows everything else when one trial's data record is damaged
     CHECK(doc["trials"][1]["data_digest"].is_null());
     REQUIRE(doc["differences"].size() == 1);
     CHECK(doc["differences"][0]["category"] == "hparam");
+
+    // show reads the record as compare does: named damaged, not shown as data.
+    Run show = cairn_command(cli::add_show, "show", dir.path(), {trial.substr(0, 1)});
+    CHECK(show.exit_code == 0);
+    CHECK(show.out.find("data        damaged record: the data fingerprint record is") !=
+          std::string::npos);
   }
 
   // The damaged trial first: the others are still compared with each other.
