@@ -111,4 +111,10 @@ bool lies_inside(const std::filesystem::path& path, const std::filesystem::path&
   return !rel.empty() && *rel.begin() != "..";
 }
 
+bool stays_below(const std::filesystem::path& rel) {
+  if (rel.empty() || rel.is_absolute()) return false;
+  const std::filesystem::path normal = rel.lexically_normal();
+  return !normal.empty() && *normal.begin() != ".." && normal != ".";
+}
+
 }  // namespace cairn

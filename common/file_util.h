@@ -53,6 +53,11 @@ std::string errno_text();
 // Whether `path` is `dir` or lies below it, compared lexically (neither is resolved: callers
 // canonicalise first when links matter).
 bool lies_inside(const std::filesystem::path& path, const std::filesystem::path& dir);
+// Whether `rel`, taken relative to some directory, names something below it: relative, not
+// empty, and its lexical normal form does not climb out with "..". A name that merely starts
+// with two dots ("..weights") stays below. What a record from the store must satisfy before
+// a path from it is joined to a directory that will be written.
+bool stays_below(const std::filesystem::path& rel);
 // A 1 MiB buffer owned by the calling thread, not zeroed: file copies and hashes that run
 // once per file (thousands of small checkpoint files) would otherwise allocate and clear
 // a fresh one each time.

@@ -96,7 +96,7 @@ Status materialize_checkpoint(const ObjectStore& objects, const CheckpointManife
   if (ec) return Status::Io("cannot create " + dest.string() + ": " + ec.message());
   for (const auto& f : manifest.files) {
     fs::path rel(f.path);
-    if (rel.is_absolute() || rel.lexically_normal().string().starts_with(".."))
+    if (!stays_below(rel))
       return Status::Corrupt("checkpoint " + manifest.id.substr(0, 12) + ": bad path " + f.path);
     fs::create_directories((dest / rel).parent_path(), ec);  // before the parallel copies
   }

@@ -196,8 +196,7 @@ Status restore_data(const StoreLayout& store, const DataFingerprint& fp, const f
   for (const DataFile& f : fp.files) {
     // Read where it is: absolute, or outside the workdir (a record must never make a
     // restore write outside `dest`).
-    const fs::path rel = fs::path(f.path).lexically_normal();
-    if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") continue;
+    if (!stays_below(f.path)) continue;
     const fs::path target = dest / f.path;
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);

@@ -182,4 +182,35 @@ TEST_CASE("a checkpoint with a symlink is refused") {
   CHECK(manifest.status().kind() == ErrorKind::kBadInput);
 }
 
+TEST_CASE("a checkpoint file whose name starts with two dots restores") {
+  // "..weights" is an ordinary name: only a path that climbs out of the checkpoint is bad.
+  testing::TestDir dir;
+  ObjectStore objects(dir / "objects");
+  write(dir / "stage/..weights", "w");
+  write(dir / "stage/sub/..opt", "o");
+  auto manifest = ingest_checkpoint_dir(objects, dir / "stage", {"1.1", 10});
+  REQUIRE(manifest.ok());
+  REQUIRE(materialize_checkpoint(objects, *manifest, dir / "restored").ok());
+  CHECK(*read_file(dir / "restored/..weights") == "w");
+  CHECK(*read_file(dir / "restored/sub/..opt") == "o");
+
+  // A manifest naming a path outside the checkpoint is refused as corrupt, writing nothing.
+  CheckpointManifest bad = *manifest;
+  bad.files.front().path = "sub/../../escaped";
+  CHECK(materialize_checkpoint(objects, bad, dir / "restored2").kind() == ErrorKind::kCorrupt);
+  CHECK_FALSE(fs::exists(dir / "escaped"));
+  CHECK_FALSE(fs::exists(dir / "restored2"));
+}
+
+TEST_CASE("stays_below: relative paths that do not climb out") {
+  CHECK(stays_below("a"));
+  CHECK(stays_below("..a/b"));
+  CHECK(stays_below("a/../b"));
+  CHECK_FALSE(stays_below(""));
+  CHECK_FALSE(stays_below("/a"));
+  CHECK_FALSE(stays_below(".."));
+  CHECK_FALSE(stays_below("../a"));
+  CHECK_FALSE(stays_below("a/../../b"));
+  CHECK_FALSE(stays_below("a/.."));
+}
 }  // namespace cairn
