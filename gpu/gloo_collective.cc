@@ -1,6 +1,6 @@
 #include "gpu/gloo_collective.h"
 
-#include "gpu/gloo_sync_ops.h"
+#include <cairn/detail/gloo_ring.hpp>
 #include "gpu/memory_kv_store.h"
 
 #include <cairn/detail/gloo_guard.hpp>
@@ -42,7 +42,7 @@ Status guarded(const char* what, const std::function<void()>& fn) {
 }
 
 void sum_float_fn(void* out, const void* a, const void* b, size_t n) {
-  gloo_sync::add_floats(static_cast<float*>(out), static_cast<const float*>(a),
+  gloo_ring::add_floats(static_cast<float*>(out), static_cast<const float*>(a),
                         static_cast<const float*>(b), n);
 }
 
@@ -110,7 +110,7 @@ class GlooCollective final : public Collective {
     if (bytes == 0) return Status::Ok();
     return run_now("broadcast", [=, this] {
       if (synchronous_)
-        return gloo_sync::broadcast(*context_, data, bytes, root, piece_bytes(), next_tag_++);
+        return gloo_ring::broadcast(*context_, data, bytes, root, piece_bytes(), next_tag_++);
       ::gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<uint8_t*>(data), bytes);
       opts.setRoot(root);
@@ -122,7 +122,7 @@ class GlooCollective final : public Collective {
 
   Status barrier() override {
     return run_now("barrier", [this] {
-      if (synchronous_) return gloo_sync::barrier(*context_, next_tag_++, scratch_);
+      if (synchronous_) return gloo_ring::barrier(*context_, next_tag_++, scratch_);
       ::gloo::BarrierOptions opts(context_);
       opts.setTag(next_tag_++);
       opts.setTimeout(options_.timeout);
@@ -158,7 +158,7 @@ class GlooCollective final : public Collective {
   // Gloo's algorithms, times out) instead of mixing its bytes into another collective.
   void allreduce(float* data, size_t count) {
     if (synchronous_)
-      return gloo_sync::allreduce_sum(*context_, data, count, piece_bytes(), next_tag_++, scratch_);
+      return gloo_ring::allreduce_sum(*context_, data, count, piece_bytes(), next_tag_++, scratch_);
     ::gloo::AllreduceOptions opts(context_);
     opts.setOutput(data, count);
     opts.setReduceFunction(&sum_float_fn);
@@ -224,9 +224,9 @@ class GlooCollective final : public Collective {
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   const GlooOptions options_;
-  const bool synchronous_;      // pairs in synchronous mode, collectives from gloo_sync_ops
+  const bool synchronous_;      // pairs in synchronous mode, collectives from cairn/detail/gloo_ring.hpp
   const size_t piece_bytes_;    // the same on every rank
-  std::vector<float> scratch_;  // for gloo_sync; like next_tag_, owned by the running call
+  std::vector<float> scratch_;  // for gloo_ring; like next_tag_, owned by the running call
   uint32_t next_tag_ = 0;       // only touched by the thread running a call (busy_)
 
   std::mutex mu_;
@@ -278,7 +278,7 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
   if (options.algorithm == GlooAlgorithm::kRing) {
     Result<size_t> agreed =
         agree_on_minimum(kv, options.key_prefix + "/piece", rank, size,
-                         gloo_sync::safe_piece_bytes(options.segment_bytes), options.timeout);
+                         gloo_ring::safe_piece_bytes(options.segment_bytes), options.timeout);
     if (!agreed.ok()) return agreed.status();
     piece = *agreed;
   }
@@ -312,7 +312,7 @@ Result<std::unique_ptr<Collective>> make_gloo_collective(KeyValueStore& kv, int 
         options.key_prefix, options.timeout);
     context->connectFullMesh(store, device);
     if (options.algorithm == GlooAlgorithm::kRing)
-      gloo_sync::make_synchronous(*context, options.busy_poll);
+      gloo_ring::make_synchronous(*context, options.busy_poll);
     collective = std::make_unique<GlooCollective>(context, options, piece);
   });
   if (!st.ok()) return st;

@@ -5,7 +5,7 @@
 // connection. The store is only used during make_gloo_collective; it need not outlive it.
 //
 // Algorithm. By default the pairs are put in Gloo's synchronous mode and the collectives
-// of gpu/gloo_sync_ops.h run on them: the calling thread does all socket I/O itself, which
+// of sdk/cpp/cairn/detail/gloo_ring.hpp run on them: the calling thread does all socket I/O itself, which
 // was 2–5× faster than Gloo's own gloo::allreduce from 4 KB to 256 MB on this project's
 // 2-core machine (bench/allreduce_bench.py). kGlooRing / kGlooBcube select gloo::allreduce.
 //
@@ -42,7 +42,7 @@ namespace cairn {
 
 enum class GlooAlgorithm {
   // Ring all-reduce in pieces on Gloo's pairs in synchronous mode: the calling thread does
-  // all socket I/O (gpu/gloo_sync_ops.h). The fastest measured here; the default.
+  // all socket I/O (sdk/cpp/cairn/detail/gloo_ring.hpp). The fastest measured here; the default.
   kRing,
   // Gloo's own gloo::allreduce (unbound buffers; Gloo's event loop thread does the reads).
   kGlooRing,
@@ -60,7 +60,7 @@ struct GlooOptions {
   // Bound on the rendezvous and on every call.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   GlooAlgorithm algorithm = GlooAlgorithm::kRing;
-  // kRing: bytes per piece (0: gloo_sync::kDefaultPieceBytes, 208 KiB), capped by
+  // kRing: bytes per piece (0: gloo_ring::kDefaultPieceBytes, 208 KiB), capped by
   // net.core.wmem_max so that no write can deadlock; the ranks use the smallest of their sizes.
   // kGloo*: Gloo's maximum segment size (0: Gloo's default, 1 MiB).
   size_t segment_bytes = 0;

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include <cairn/detail/gloo_ring.hpp>
 #include "gpu/collective.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/file_kv_store.h"
 #include "gpu/gloo_collective.h"
-#include "gpu/gloo_sync_ops.h"
 #include "gpu/nccl_collective.h"
 #include "test_dir.h"
 
@@ -157,11 +157,11 @@ TEST_CASE("gloo's own algorithms and busy polling give the same sums") {
 }
 
 TEST_CASE("gloo ring in many small pieces, and the piece size is safe for the socket buffers") {
-  const size_t safe = gloo_sync::safe_piece_bytes(0);
-  CHECK(safe >= gloo_sync::kMinPieceBytes);
-  CHECK(safe <= gloo_sync::kDefaultPieceBytes);
+  const size_t safe = gloo_ring::safe_piece_bytes(0);
+  CHECK(safe >= gloo_ring::kMinPieceBytes);
+  CHECK(safe <= gloo_ring::kDefaultPieceBytes);
   CHECK(safe % 4096 == 0);
-  CHECK(gloo_sync::safe_piece_bytes(5000) == 4096);
+  CHECK(gloo_ring::safe_piece_bytes(5000) == 4096);
 
   GlooOptions options;
   options.segment_bytes = 4096;  // 1024 floats per piece: dozens of pieces per chunk

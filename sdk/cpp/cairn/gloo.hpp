@@ -11,30 +11,37 @@
 // and publishes its address there. The table belongs to one attempt of the trial, so the
 // ranks of a restarted trial cannot pick up a dead attempt's addresses.
 //
-// Gloo's own algorithms do the work (gloo::allreduce, gloo::broadcast, gloo::barrier);
-// context() hands out the Gloo context for any other Gloo collective. Every call is bounded
-// by the timeout: a rank that died or never arrives makes the others fail within it (and
-// the trial then exits and cairn restarts all its ranks from the latest checkpoint) rather
-// than hang. Failures come back as false with a one-line *error; no exception leaves these
-// functions. After a failure the group is unusable: exit the trial.
+// Two meshes of connections. allreduce_sum of floats, broadcast and barrier run cairn's
+// own ring (cairn/detail/gloo_ring.hpp, the one builtin:mlp uses) on connections in Gloo's
+// synchronous mode: the calling thread does the socket I/O, 2–5× faster than Gloo's own
+// event-loop-driven algorithms on small machines (bench/RESULTS.md). Synchronous mode rules
+// those algorithms out on that mesh, so context() is a second mesh, in Gloo's usual mode,
+// for any other Gloo collective; allreduce_sum of other types (double, integers) runs
+// gloo::allreduce on it. Every call is bounded by the timeout: a rank that died or never
+// arrives makes the others fail within it (and the trial then exits and cairn restarts all
+// its ranks from the latest checkpoint) rather than hang. Failures come back as false with
+// a one-line *error; no exception leaves these functions. After a failure the group is
+// unusable: exit the trial.
 #pragma once
 
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cairn/detail/gloo_guard.hpp"
+#include "cairn/detail/gloo_ring.hpp"
 #include "cairn/gloo_store.hpp"
 #include "cairn/trial.hpp"
 
@@ -63,7 +70,11 @@ class GlooGroup {
       const char* master = std::getenv("MASTER_ADDR");
       host = master && *master ? master : "127.0.0.1";
     }
-    std::shared_ptr<::gloo::rendezvous::Context> context;
+    // The ring's piece size must be the same on every rank and safe on each (wmem_max may
+    // differ between machines): the smallest of the ranks' safe sizes.
+    size_t piece = gloo_ring::safe_piece_bytes(0);
+    if (size > 1 && !agree_on_minimum(ctx, options, &piece, error)) return nullptr;
+    std::shared_ptr<::gloo::rendezvous::Context> ring, context;
     const bool ok = sdk_detail::gloo_guarded(
         "rendezvous",
         [&] {
@@ -73,18 +84,24 @@ class GlooGroup {
           else
             attr.hostname = host;
           auto device = ::gloo::transport::tcp::CreateDevice(attr);
-          context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-          context->setTimeout(options.timeout);
-          GlooStore store([&ctx](const std::string& key, const std::string& value,
-                                 std::string* err) { return ctx.kv_set(key, value, err); },
-                          [&ctx](const std::string& key, std::chrono::milliseconds timeout,
-                                 std::string* err) { return ctx.kv_get(key, timeout, err); },
-                          options.key_prefix, options.timeout);
-          context->connectFullMesh(store, device);
+          auto mesh = [&](const std::string& prefix) {
+            auto c = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+            c->setTimeout(options.timeout);
+            GlooStore store([&ctx](const std::string& key, const std::string& value,
+                                   std::string* err) { return ctx.kv_set(key, value, err); },
+                            [&ctx](const std::string& key, std::chrono::milliseconds timeout,
+                                   std::string* err) { return ctx.kv_get(key, timeout, err); },
+                            prefix, options.timeout);
+            c->connectFullMesh(store, device);
+            return c;
+          };
+          ring = mesh(options.key_prefix + "/ring");
+          gloo_ring::make_synchronous(*ring, /*busy_poll=*/false);
+          context = mesh(options.key_prefix);
         },
         error);
     if (!ok) return nullptr;
-    return std::unique_ptr<GlooGroup>(new GlooGroup(std::move(context), options.timeout));
+    return std::unique_ptr<GlooGroup>(new GlooGroup(std::move(ring), std::move(context), piece));
   }
 
   int rank() const { return context_->rank; }
@@ -97,21 +114,20 @@ class GlooGroup {
   // integer type. Every rank gets the same bits.
   template <typename T>
   bool allreduce_sum(T* data, size_t count, std::string* error = nullptr) {
+    static_assert(std::is_arithmetic_v<T>, "allreduce_sum adds numbers");
     if (count == 0 || size() == 1) return true;
     return sdk_detail::gloo_guarded(
         "allreduce",
         [&] {
-          ::gloo::AllreduceOptions opts(context_);
-          opts.setOutput(data, count);
-          opts.setReduceFunction([](void* out, const void* a, const void* b, size_t n) {
-            auto* o = static_cast<T*>(out);
-            const auto* x = static_cast<const T*>(a);
-            const auto* y = static_cast<const T*>(b);
-            for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-          });
-          opts.setTag(next_tag());
-          opts.setTimeout(timeout_);
-          ::gloo::allreduce(opts);
+          // The piece the ring receives into, kept from call to call for the usual types.
+          if constexpr (std::is_same_v<T, float>) {
+            gloo_ring::allreduce_sum(*ring_, data, count, piece_, ring_seq_++, scratch_);
+          } else if constexpr (std::is_same_v<T, double>) {
+            gloo_ring::allreduce_sum(*ring_, data, count, piece_, ring_seq_++, scratch_double_);
+          } else {
+            std::vector<T> scratch;
+            gloo_ring::allreduce_sum(*ring_, data, count, piece_, ring_seq_++, scratch);
+          }
         },
         error);
   }
@@ -119,16 +135,12 @@ class GlooGroup {
   // Copies `bytes` bytes at `data` on rank `root` into `data` on every rank.
   bool broadcast(void* data, size_t bytes, int root, std::string* error = nullptr) {
     if (bytes == 0 || size() == 1) return true;
+    if (root < 0 || root >= size()) {
+      if (error) *error = "gloo broadcast: root " + std::to_string(root) + " is not a rank";
+      return false;
+    }
     return sdk_detail::gloo_guarded(
-        "broadcast",
-        [&] {
-          ::gloo::BroadcastOptions opts(context_);
-          opts.setOutput(static_cast<uint8_t*>(data), bytes);
-          opts.setRoot(root);
-          opts.setTag(next_tag());
-          opts.setTimeout(timeout_);
-          ::gloo::broadcast(opts);
-        },
+        "broadcast", [&] { gloo_ring::broadcast(*ring_, data, bytes, root, piece_, ring_seq_++); },
         error);
   }
 
@@ -136,22 +148,41 @@ class GlooGroup {
   bool barrier(std::string* error = nullptr) {
     if (size() == 1) return true;
     return sdk_detail::gloo_guarded(
-        "barrier",
-        [&] {
-          ::gloo::BarrierOptions opts(context_);
-          opts.setTag(next_tag());
-          opts.setTimeout(timeout_);
-          ::gloo::barrier(opts);
-        },
-        error);
+        "barrier", [&] { gloo_ring::barrier(*ring_, ring_seq_++, scratch_); }, error);
   }
 
  private:
-  GlooGroup(std::shared_ptr<::gloo::Context> context, std::chrono::milliseconds timeout)
-      : context_(std::move(context)), timeout_(timeout) {}
+  GlooGroup(std::shared_ptr<::gloo::Context> ring, std::shared_ptr<::gloo::Context> context,
+            size_t piece)
+      : ring_(std::move(ring)), context_(std::move(context)), piece_(piece) {}
 
-  std::shared_ptr<::gloo::Context> context_;
-  std::chrono::milliseconds timeout_;
+  // Every rank publishes its safe piece size and takes the smallest of all.
+  static bool agree_on_minimum(Context& ctx, const GlooConnectOptions& options, size_t* piece,
+                               std::string* error) {
+    const std::string prefix = options.key_prefix + "/piece/";
+    if (!ctx.kv_set(prefix + std::to_string(ctx.rank()), std::to_string(*piece), error))
+      return false;
+    for (int r = 0; r < ctx.world_size(); ++r) {
+      std::optional<std::string> theirs =
+          ctx.kv_get(prefix + std::to_string(r), options.timeout, error);
+      if (!theirs) return false;
+      char* end = nullptr;
+      const unsigned long long value = std::strtoull(theirs->c_str(), &end, 10);
+      if (theirs->empty() || *end != '\0' || value == 0) {
+        if (error) *error = "gloo rendezvous: malformed piece size from rank " + std::to_string(r);
+        return false;
+      }
+      *piece = std::min<size_t>(*piece, value);
+    }
+    return true;
+  }
+
+  std::shared_ptr<::gloo::Context> ring_;     // synchronous mode: cairn's ring
+  std::shared_ptr<::gloo::Context> context_;  // Gloo's usual mode: its own algorithms
+  size_t piece_;
+  uint64_t ring_seq_ = 0;       // the same on every rank for the same call
+  std::vector<float> scratch_;  // the ring's receive piece (and the barrier's)
+  std::vector<double> scratch_double_;
   uint32_t next_tag_ = 0;
 };
 
