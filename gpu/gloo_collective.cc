@@ -224,7 +224,8 @@ class GlooCollective final : public Collective {
 
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   const GlooOptions options_;
-  const bool synchronous_;      // pairs in synchronous mode, collectives from cairn/detail/gloo_ring.hpp
+  const bool
+      synchronous_;  // pairs in synchronous mode, collectives from cairn/detail/gloo_ring.hpp
   const size_t piece_bytes_;    // the same on every rank
   std::vector<float> scratch_;  // for gloo_ring; like next_tag_, owned by the running call
   uint32_t next_tag_ = 0;       // only touched by the thread running a call (busy_)

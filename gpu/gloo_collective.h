@@ -5,8 +5,8 @@
 // connection. The store is only used during make_gloo_collective; it need not outlive it.
 //
 // Algorithm. By default the pairs are put in Gloo's synchronous mode and the collectives
-// of sdk/cpp/cairn/detail/gloo_ring.hpp run on them: the calling thread does all socket I/O itself, which
-// was 2–5× faster than Gloo's own gloo::allreduce from 4 KB to 256 MB on this project's
+// of sdk/cpp/cairn/detail/gloo_ring.hpp run on them: the calling thread does all socket I/O itself,
+// which was 2–5× faster than Gloo's own gloo::allreduce from 4 KB to 256 MB on this project's
 // 2-core machine (bench/allreduce_bench.py). kGlooRing / kGlooBcube select gloo::allreduce.
 //
 // Threads. Gloo's collectives are synchronous: the calling thread drives the transfer and
