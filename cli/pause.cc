@@ -2,6 +2,8 @@
 #include <signal.h>
 
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "cli/experiment_control.h"
 #include "engine/trial_process.h"
@@ -13,6 +15,19 @@ namespace cairn::cli {
 namespace {
 
 constexpr int kStopTimeoutS = 600;
+
+// The processes a trial record names, with their start times: every rank's, or the chief's.
+std::vector<std::pair<pid_t, uint64_t>> recorded_processes(const Json& t) {
+  std::vector<std::pair<pid_t, uint64_t>> out;
+  const Json pids = t.value("rank_pids", Json::array());
+  const Json starts = t.value("rank_start_times", Json::array());
+  for (size_t k = 0; k < pids.size() && k < starts.size(); ++k)
+    if (pids[k].is_number_integer() && starts[k].is_number_integer())
+      out.emplace_back(pids[k].get<pid_t>(), starts[k].get<uint64_t>());
+  if (out.empty() && t.value("pid", Json()).is_number_integer())
+    out.emplace_back(t["pid"].get<pid_t>(), t.value("process_start_time", uint64_t{0}));
+  return out;
+}
 
 // An experiment with no live driver: change its records directly.
 int mark_undriven(const StoreLayout& store, int64_t id, const char* state) {
@@ -30,11 +45,13 @@ int mark_undriven(const StoreLayout& store, int64_t id, const char* state) {
         if (t.is_discarded()) return true;
         const std::string s = t.value("state", "");
         if (schema::trial_has_ended(s)) return true;
-        // A trial process left behind by a coordinator that died is stopped too, when killing.
-        if (cancel && s == "RUNNING" && t.contains("pid") &&
-            same_process_alive(t["pid"].get<pid_t>(), t.value("process_start_time", uint64_t{0}),
-                               t.value("boot_id", "")))
-          ::kill(-t["pid"].get<pid_t>(), SIGKILL);
+        // The processes left behind by a coordinator that died (every rank of a data-parallel
+        // trial, and what each started in its process group) are stopped too, when killing.
+        if (cancel && s == "RUNNING" && t.value("boot_id", "") == boot_id())
+          for (const auto& [pid, start_time] : recorded_processes(t)) {
+            if (same_process_alive(pid, start_time, boot_id())) ::kill(-pid, SIGKILL);
+            kill_leftover_group(pid, start_time);
+          }
         t["state"] = cancel ? "CANCELED" : (s == "RUNNING" ? "QUEUED" : s);
         batch.put_json(key, t);
         return true;

@@ -9,11 +9,25 @@
 #include "engine/coordinator.h"
 #include "engine/machine_resources.h"
 #include "store/experiment_db.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The key of the experiment's latest event: every drive records some (experiment_resumed,
+// experiment_state), so a change says another process drove it meanwhile.
+std::string last_event_key(const StoreLayout& store, int64_t id) {
+  auto reader = ExperimentReader::open(store, id);
+  if (!reader.ok()) return {};
+  std::string last;
+  (void)(*reader)->db().scan(schema::kEventPrefix, [&](std::string_view key, std::string_view) {
+    last = key;
+    return true;
+  });
+  return last;
+}
 
 int resume_one(const StoreLayout& store, int64_t id) {
   auto status = experiment_status(store, id);
@@ -23,9 +37,18 @@ int resume_one(const StoreLayout& store, int64_t id) {
     // short-lived: a trial process the dead driver forked, which inherited the lock and drops
     // it when it execs its entrypoint (right after a kill -9, on a loaded machine, that can
     // take a while), or a `cairn gc` pass. Wait for it rather than fail.
+    // It can also be another `cairn resume` of this experiment, started at the same moment,
+    // that has not recorded itself as the driver yet: what that one did (paused, completed
+    // the experiment) is not this resume's to undo once it lets go.
+    const std::string events_before = last_event_key(store, id);
     wait_until_undriven(store, id, 10);
     status = experiment_status(store, id);
     if (!status.ok()) return fail(status.status());
+    if (!status->driven && last_event_key(store, id) != events_before)
+      return fail(Status::Failed("experiment " + std::to_string(id) +
+                                 " was driven by another cairn process while this resume "
+                                 "waited for it; it is now " +
+                                 status->record.value("state", "") + ", and not resumed again"));
   }
   const std::string state = status->record.value("state", "");
   if (status->driven)

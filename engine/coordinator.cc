@@ -264,6 +264,10 @@ void Coordinator::schedule() {
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
     if (trial->orphan_process) {
       if (orphan_alive(*trial->orphan_process)) continue;
+      // Children it left running in its group would run beside the trial started again.
+      if (trial->orphan_process->value("boot_id", "") == boot_id())
+        for (const Json& p : trial->orphan_process->value("processes", Json::array()))
+          kill_leftover_group(p.value("pid", 0), p.value("start_time", uint64_t{0}));
       recover_trial(*trial);
       // What recovery adopted (an orphaned checkpoint) is in this round's batch, not yet in
       // the database that restore reads: start the trial next round, after the commit.
@@ -272,6 +276,16 @@ void Coordinator::schedule() {
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
+    if (!st.ok() && st.kind() == ErrorKind::kIo) {
+      // The store failed (a full disk while restoring its checkpoint, an I/O error), not the
+      // trial: marking it ERROR would end an experiment that a resume can continue once the
+      // disk has room. Stop as after a failed commit; the experiment stays ACTIVE.
+      const std::string exp = experiment_["id"].dump();
+      fatal_ = Status::Io("trial " + trial_id(index) + " cannot start: " + st.message() +
+                          "; the experiment stays ACTIVE (`cairn resume " + exp +
+                          "` once that is fixed)");
+      return;
+    }
     if (!st.ok()) {
       terminal_.warn("error: trial " + trial_id(index) + ": " + st.message());
       trial->record["error"] = st.message();

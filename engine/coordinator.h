@@ -113,6 +113,8 @@ class Coordinator {
   void drain_output(Trial& trial, bool final);
   void log_output(Trial& trial, std::string_view chunk);
   void reap_children();
+  // Whether `pid` is a running trial's chief or one of its ranks (not yet reaped).
+  bool is_trial_process(pid_t pid) const;
   // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
   void handle_exit(Trial& trial, ExitInfo info, bool permanent);
   bool declares_permanent(const ExitInfo& info) const;

@@ -196,7 +196,7 @@ int Coordinator::run() {
   }
   while (!finished()) {
     schedule();
-    if (finished()) break;
+    if (!fatal_.ok() || finished()) break;
     poll_once();
     if (!fatal_.ok()) break;
     // Start what this round freed slots for before committing, so one trial's end and the
@@ -209,6 +209,7 @@ int Coordinator::run() {
       fatal_ = committed;
       break;
     }
+    if (!fatal_.ok()) break;  // a trial could not start for the store's sake (schedule())
     if (retention_due_ && Clock::now() >= next_retention_) apply_retention();
     if (stalled()) {
       // A searcher that expects work no trial will do (a store changed behind cairn's back,

@@ -131,7 +131,10 @@ Status Coordinator::load_for_resume() {
     const Json& r = trial->record;
     // Processes of this trial (its ranks, for a data-parallel one) may have outlived the
     // coordinator: they were never told to stop and will checkpoint and exit by themselves.
-    // Identified by pid, start time and boot id; the trial waits until all are gone.
+    // Identified by pid, start time and boot id; the trial waits until all are gone. Whatever
+    // its recorded state: `cairn pause` of an experiment whose driver died marks a RUNNING
+    // trial QUEUED while its process may still run, and starting it again then would run
+    // two processes of one trial at once.
     Json processes = Json::array();
     if (r.contains("rank_pids") && r.contains("rank_start_times")) {
       for (size_t k = 0; k < r["rank_pids"].size() && k < r["rank_start_times"].size(); ++k)
@@ -140,7 +143,7 @@ Status Coordinator::load_for_resume() {
       processes.push_back({{"pid", r["pid"]}, {"start_time", r.value("process_start_time", 0)}});
     }
     Json orphan{{"processes", processes}, {"boot_id", r.value("boot_id", "")}};
-    if (r.value("state", "") == "RUNNING" && orphan_alive(orphan)) {
+    if (orphan_alive(orphan)) {
       trial->orphan_process = std::move(orphan);
       trial->output_file =
           store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";

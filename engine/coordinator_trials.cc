@@ -318,8 +318,13 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
 
 void Coordinator::reap_children() {
   for (;;) {
+    // Looked at before it is reaped: while the ended process is a zombie its pid, which is
+    // its group's id, cannot be reused, so what is left of its group can be killed.
+    siginfo_t ended{};
+    if (::waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT) != 0 || ended.si_pid <= 0) return;
+    if (is_trial_process(ended.si_pid)) ::kill(-ended.si_pid, SIGKILL);
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    pid_t pid = ::waitpid(ended.si_pid, &status, WNOHANG);
     if (pid <= 0) return;
     for (auto& [index, trial] : trials_) {
       if (trial->process && !trial->chief_exit && trial->process->pid() == pid) {
@@ -338,6 +343,15 @@ void Coordinator::reap_children() {
       }
     }
   }
+}
+
+bool Coordinator::is_trial_process(pid_t pid) const {
+  for (const auto& [index, trial] : trials_) {
+    if (trial->process && !trial->chief_exit && trial->process->pid() == pid) return true;
+    for (const Worker& w : trial->workers)
+      if (w.process && w.process->pid() == pid) return true;
+  }
+  return false;
 }
 
 namespace {

@@ -83,6 +83,15 @@ bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot)
   return state != 'Z' && state != 'X';
 }
 
+void kill_leftover_group(pid_t leader, uint64_t start_time) {
+  if (leader <= 0) return;
+  if (auto started = process_start_time(leader)) {
+    if (*started != start_time) return;  // the pid was reused: not the trial's group
+    if (same_process_alive(leader, start_time, boot_id())) return;  // not ended
+  }
+  ::kill(-leader, SIGKILL);
+}
+
 Result<std::string> resolve_program(const std::string& program, const fs::path& cwd,
                                     const std::map<std::string, std::string>& env) {
   auto executable = [](const fs::path& p) {
@@ -179,9 +188,11 @@ Result<TrialProcess> TrialProcess::spawn(const ProcessSpec& spec) {
   pid_t pid = -1;
   err =
       ::posix_spawn(&pid, program->c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
+  // kFailed, not kIo: the trial cannot start (a chdir or execve that fails), which makes it
+  // ERROR; kIo from a trial's start means the store failed (Coordinator::schedule).
   if (err)
-    return Status::Io("cannot start the entrypoint " + *program + " in " + cwd + ": " +
-                      strerror(err));
+    return Status::Failed("cannot start the entrypoint " + *program + " in " + cwd + ": " +
+                          strerror(err));
   // The child called setpgid before execve, and posix_spawn returns only after execve: the
   // group exists before anyone signals it.
   write_end.reset();

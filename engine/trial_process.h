@@ -66,6 +66,12 @@ std::optional<uint64_t> process_start_time(pid_t pid);
 // `start_time` in boot `boot`
 // (a pid alone may have been reused by another process since).
 bool same_process_alive(pid_t pid, uint64_t start_time, const std::string& boot);
+// Kills (SIGKILL) what is left of the process group of a trial process that has ended: the
+// children it started in its group and left running (a `sleep` it spawned, DataLoader-like
+// workers). `leader` started at `start_time`; nothing is sent when that pid is now another,
+// live process's. Safe otherwise: a group id stays taken while the group has a member, so a
+// group that still exists under the dead leader's id is its own.
+void kill_leftover_group(pid_t leader, uint64_t start_time);
 // Resolves a bare program name against PATH in `env` the way execvp would, so that a
 // missing program is reported before the fork with a clear message.
 Result<std::string> resolve_program(const std::string& program, const std::filesystem::path& cwd,

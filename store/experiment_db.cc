@@ -8,6 +8,8 @@
 
 #include <cerrno>
 
+#include "store/rocksdb_logger.h"
+
 namespace cairn {
 namespace fs = std::filesystem;
 
@@ -91,6 +93,12 @@ Result<std::unique_ptr<ExperimentDb>> ExperimentDb::open(const fs::path& exp_dir
     }
     db->lock_fd_ = std::move(fd);
     options.paranoid_checks = true;
+    // RocksDB's own LOG writer aborts the process when it logs again after a failed write
+    // (store/rocksdb_logger.h): a full disk must end in an error the coordinator reports.
+    std::error_code dir_ec;
+    fs::create_directories(db_path, dir_ec);
+    options.info_log = file_rocksdb_logger(db_path, options.max_log_file_size);
+    if (!options.info_log) options.info_log = discarding_rocksdb_logger();
     rocksdb::Status s = rocksdb::DB::Open(options, db_path.string(), &raw);
     if (!s.ok()) return from_rocks(s, "cannot open " + db_path.string());
   } else {
@@ -102,6 +110,9 @@ Result<std::unique_ptr<ExperimentDb>> ExperimentDb::open(const fs::path& exp_dir
     db->secondary_dir_ = *secondary;
     options.create_if_missing = false;
     options.max_open_files = -1;  // required by secondary instances
+    // A reader's LOG would go to its scratch directory, removed when it closes; writing it
+    // only costs (and on a full disk, RocksDB's writer aborted every reader).
+    options.info_log = discarding_rocksdb_logger();
     rocksdb::Status s =
         rocksdb::DB::OpenAsSecondary(options, db_path.string(), secondary->string(), &raw);
     if (!s.ok()) return from_rocks(s, "cannot read " + db_path.string());

@@ -80,10 +80,10 @@ Result<StoreLayout> find_store(const std::optional<fs::path>& explicit_dir, cons
   return Status::NotFound(message);
 }
 
-Result<StoreLayout> init_store(const fs::path& dir) {
-  fs::path abs = fs::absolute(dir).lexically_normal();
-  if (abs.filename().empty()) abs = abs.parent_path();
-  fs::path root = abs.filename() == ".cairn" ? abs : abs / ".cairn";
+namespace {
+
+// Makes the store's directories and files under `root`, keeping what is there.
+Status fill_store(const fs::path& root) {
   StoreLayout layout(root);
   std::error_code ec;
   for (const fs::path& p : {root, layout.experiments(), layout.objects(), layout.staging(),
@@ -95,15 +95,40 @@ Result<StoreLayout> init_store(const fs::path& dir) {
   if (existing.ok()) {
     if (*existing != kFormat)
       return Status::Corrupt(root.string() + " holds a store of an unknown format");
-    return layout;
+    return Status::Ok();
   }
   // A store inside a user's git checkout must not show up in `git status` (SPEC §5: the
   // user's repository is never touched, and that includes what it reports).
   Status st = write_file_atomic(root / ".gitignore", "# the cairn store: never versioned\n*\n");
   if (!st.ok()) return st;
-  st = write_file_atomic(root / kFormatFile, kFormat);
-  if (!st.ok()) return st;
-  return layout;
+  return write_file_atomic(root / kFormatFile, kFormat);
+}
+
+}  // namespace
+
+Result<StoreLayout> init_store(const fs::path& dir) {
+  fs::path abs = fs::absolute(dir).lexically_normal();
+  if (abs.filename().empty()) abs = abs.parent_path();
+  fs::path root = abs.filename() == ".cairn" ? abs : abs / ".cairn";
+  std::error_code ec;
+  if (!fs::exists(root, ec)) {
+    // A new store appears whole, FORMAT included: it is made beside and renamed into place.
+    // Made in place, a second `cairn run` (or an `ls`) in the same project at that moment
+    // found `.cairn/` without FORMAT and failed ("not a cairn store"). When another process
+    // wins the race, the rename fails (its store is not empty) and its store is used.
+    fs::create_directories(root.parent_path(), ec);
+    auto fresh = make_unique_dir(root.parent_path(), ".cairn-new-");
+    if (!fresh.ok()) return fresh.status();
+    Status st = fill_store(*fresh);
+    if (st.ok() && ::rename(fresh->c_str(), root.c_str()) == 0) {
+      (void)fsync_dir(root.parent_path());
+      return StoreLayout(root);
+    }
+    fs::remove_all(*fresh, ec);
+    if (!st.ok()) return st;
+  }
+  if (Status st = fill_store(root); !st.ok()) return st;
+  return StoreLayout(root);
 }
 
 std::vector<int64_t> list_experiment_ids(const StoreLayout& store) {

@@ -134,6 +134,75 @@ class CheckpointIntegrityTest(CairnTestCase):
         self.assertEqual(steps, list(range(1, 7)))
         self.assertTrue(os.path.exists(os.path.join(self.dir, "exported", "weights.bin")))
 
+    def in_namespace_with_a_full_disk(self, script):
+        """Runs `script` (bash, in the test directory) where `full/` is a tmpfs with no space
+        left; returns the CompletedProcess. Skips where no tmpfs can be mounted."""
+        probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.decode().strip())
+        prologue = ("set -e\nmkdir -p full && mount -t tmpfs -o size=1m tmpfs full\n"
+                    "head -c 2000000 /dev/zero > full/filler 2>/dev/null || true\nset +e\n")
+        return subprocess.run(["unshare", "-rm", "bash", "-c", prologue + script], cwd=self.dir,
+                              env=dict(os.environ, CAIRN=CAIRN, NO_COLOR="1"), capture_output=True,
+                              text=True, timeout=120)
+
+    def test_the_store_stays_readable_on_a_full_disk(self):
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        # Readers write their scratch in .cairn/tmp: put it on the full disk. RocksDB's log
+        # writer aborted every reader there (an assertion), so the store could not be read.
+        proc = self.in_namespace_with_a_full_disk(textwrap.dedent("""\
+            mkdir full/tmp && rm -rf .cairn/tmp && ln -s ../full/tmp .cairn/tmp
+            for cmd in ls "show 1" "show 1.1" "checkpoints 1" "metrics 1.1"; do
+              "$CAIRN" $cmd > /dev/null || echo "cairn $cmd exited $?"
+            done
+            """))
+        self.assertEqual((proc.stdout, proc.returncode), ("", 0), proc.stderr)
+
+    def test_a_checkpoint_that_cannot_be_restored_for_space_leaves_the_experiment_resumable(self):
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 6}\n"
+                   "checkpoint: {period: 2}\nenvironment: {CRASH_AT: '3'}\n")
+        env = dict(os.environ, NO_COLOR="1")
+        proc = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(proc.kill)
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "ready.marker")), what="the trial at step 3")
+        # Paused while it waits at step 3; let go, it exits (status 7, but asked to stop).
+        pause = subprocess.Popen([CAIRN, "pause", "1"], cwd=self.dir, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(pause.kill)
+        for line in proc.stdout:
+            if "pausing" in line:
+                break
+        open(os.path.join(self.dir, "go.marker"), "w").close()
+        proc.communicate(timeout=60)
+        self.assertEqual(pause.wait(timeout=60), 0)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        # Its restore directory on the full disk: the checkpoint cannot be copied out. That
+        # is the disk's failure, not the trial's: it used to make the trial and the
+        # experiment ERROR, for good.
+        proc = self.in_namespace_with_a_full_disk(textwrap.dedent("""\
+            mkdir full/work && rm -rf .cairn/work && ln -s ../full/work .cairn/work
+            "$CAIRN" resume 1
+            echo "resume exited $?"
+            """))
+        self.assertIn("cairn: error: trial 1.1 cannot start: ", proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertIn("resume exited 1", proc.stdout)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ACTIVE")
+        self.assertNotEqual(self.cairn_json("show", "1.1", "--json")["state"], "ERROR")
+        # With room again, it goes on.
+        os.remove(os.path.join(self.dir, ".cairn", "work"))
+        os.mkdir(os.path.join(self.dir, ".cairn", "work"))
+        resumed = self.cairn("resume", "1", check=0)
+        self.assertRegex(resumed.stdout, r"trial 1\.1 started \(pid \d+\) from checkpoint \w+ \(2 units done\)")
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+
     def test_checkpoints_with_identical_files_each_keep_their_own_record(self):
         # A trial whose state stops changing (here: always the same bytes) still has one
         # checkpoint per save, each restorable, the bytes stored once.

@@ -66,6 +66,45 @@ reproducibility: {seed: 5, deterministic: true}
 """
 
 
+# Starts a child in its own process group that would outlive it, and notes its pid and each
+# attempt's life (start and end times) in the workdir. A step takes 2 s while `slow` exists
+# there, 0.05 s otherwise.
+PARENT = r'''
+import atexit, os, subprocess, sys, time
+import cairn
+
+out = os.environ["CAIRN_WORKDIR"]
+def note(name, text):
+    with open(os.path.join(out, name), "a") as f:
+        f.write(text + "\n")
+note("attempts.txt", "start %f %d" % (time.time(), os.getpid()))
+atexit.register(lambda: note("attempts.txt", "end %f %d" % (time.time(), os.getpid())))
+note("children.txt", str(subprocess.Popen(["sleep", "1000"]).pid))
+ctx = cairn.init()
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(2 if os.path.exists(os.path.join(out, "slow")) else 0.05)
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+'''
+
+
+def alive(pid):
+    """True while `pid` runs (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def trial_outcomes(experiment):
     """What a search decided and what its trials did, without ids, times and pids."""
     return [(t["id"].split(".")[1], t["state"], t["hparams"], t["seed"], t["steps_completed"],
@@ -242,6 +281,57 @@ class LifecycleTest(CairnTestCase):
         started = re.search(r"trial 1\.1 started \(pid \d+\) from checkpoint \w+ \((\d+) units done\)", log)
         self.assertIsNotNone(started, log)
         self.assertEqual(started.group(1), kept.group(1), log)
+
+    def children_left(self):
+        with open(os.path.join(self.dir, "children.txt")) as f:
+            return [int(p) for p in f.read().split() if alive(int(p))]
+
+    def test_children_a_trial_leaves_running_are_stopped(self):
+        self.write("parent.py", PARENT)
+        self.write("parent.yaml", "entrypoint: /usr/bin/python3 parent.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 40}\n"
+                   "checkpoint: {period: 2}\n")
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in self.children_left()])
+        open(os.path.join(self.dir, "slow"), "w").close()
+        run = self.start("run", "parent.yaml")
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "children.txt")),
+                   what="the trial to start its child")
+        # Paused: the trial checkpoints and exits; its child must not run on.
+        self.cairn("pause", "1", check=0, timeout=120)
+        run.communicate(timeout=60)
+        wait_until(lambda: not self.children_left(), timeout=10, what="the paused trial's child to stop")
+        # Ended: the same.
+        os.remove(os.path.join(self.dir, "slow"))
+        self.cairn("resume", "1", check=0, timeout=120)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+        with open(os.path.join(self.dir, "children.txt")) as f:
+            self.assertEqual(len(f.read().split()), 2)
+        wait_until(lambda: not self.children_left(), timeout=10, what="the ended trial's child to stop")
+
+    def test_pause_after_kill_9_then_resume_never_runs_a_trial_twice(self):
+        self.write("parent.py", PARENT)
+        self.write("parent.yaml", "entrypoint: /usr/bin/python3 parent.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 6}\n"
+                   "checkpoint: {period: 2}\n")
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in self.children_left()])
+        open(os.path.join(self.dir, "slow"), "w").close()
+        run = self.start("run", "parent.yaml")
+        wait_until(lambda: self.steps_reported() >= 1, what="training to start")
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        # Its trial still runs (a step takes 2 s); the pause marks it QUEUED all the same.
+        self.assertEqual(self.cairn("pause", "1", check=0).stdout.strip(), "cairn: experiment 1 PAUSED")
+        os.remove(os.path.join(self.dir, "slow"))
+        resumed = self.cairn("resume", "1", check=0, timeout=120)
+        self.assertIn("waiting for its process", resumed.stdout)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+        with open(os.path.join(self.dir, "attempts.txt")) as f:
+            events = sorted((float(t), kind, int(pid)) for kind, t, pid in (l.split() for l in f))
+        running = 0
+        for _, kind, pid in events:
+            running += 1 if kind == "start" else -1
+            self.assertLessEqual(running, 1, "two processes of trial 1.1 at once: %s" % events)
+        wait_until(lambda: not self.children_left(), timeout=10, what="the trials' children to stop")
 
     def shell(self, script, timeout=300):
         """Runs `script` with bash, $0 being cairn; returns its stdout lines."""

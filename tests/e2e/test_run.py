@@ -312,6 +312,25 @@ class RunTest(CairnTestCase):
         for exp in self.cairn_json("ls", "--json"):
             self.assertEqual(exp["state"], "COMPLETED")
 
+    def test_first_runs_of_a_project_started_at_once_share_one_new_store(self):
+        # No store yet: each run makes one. A store made in place was seen by the others
+        # without its FORMAT ("not a cairn store"); it now appears whole.
+        self.write("t.py", "import cairn\nctx = cairn.init()\nfor op in ctx.operations():\n"
+                   "    ctx.report_validation(op.length, {'m': 1.0})\n")
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 t.py\n"
+                   "searcher: {name: single, metric: m, max_length: 1}\n")
+        # Started by one shell, as close together as it can.
+        script = 'for i in 1 2 3 4; do "$0" run exp.yaml > out$i 2>&1 & done; wait'
+        subprocess.run(["bash", "-c", script, CAIRN], cwd=self.dir, timeout=120,
+                       env=dict(os.environ, NO_COLOR="1"), check=True)
+        outs = []
+        for i in range(1, 5):
+            with open(os.path.join(self.dir, "out%d" % i)) as f:
+                outs.append(f.read())
+        self.assertTrue(all("COMPLETED" in out for out in outs), outs)
+        self.assertEqual(sorted(int(out.splitlines()[0]) for out in outs), [1, 2, 3, 4])
+        self.assertEqual([e for e in os.listdir(self.dir) if e.startswith(".cairn")], [".cairn"])
+
     def test_logs_follow_streams_a_running_trial(self):
         self.write("slow.py", "import cairn, time\nctx = cairn.init()\nfor op in ctx.operations():\n"
                    "    for i in range(op.length):\n        print('tick', i, flush=True); time.sleep(0.3)\n"
