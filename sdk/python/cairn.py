@@ -425,10 +425,12 @@ def _print_metrics(kind, step, metrics):
 class _Channel:
     """One connection to cairn: newline-delimited JSON in both directions.
 
-    The main thread sends requests and reads answers; a small daemon thread sends a
+    The script's threads send requests and read answers; a small daemon thread sends a
     training batch that has waited _BATCH_SECONDS. ``_lock`` covers the training buffer
     and every write to the socket, so lines never interleave and messages leave in the
-    order the trial made its calls.
+    order the trial made its calls. ``_reading`` lets one thread at a time make a request
+    and read the socket: a thread blocked in recv() for an answer another thread had
+    already read would wait forever, and the inbox is not safe to parse from two threads.
     """
 
     def __init__(self, sock, agree_on_stop, keep_unacked):
@@ -438,6 +440,7 @@ class _Channel:
         self.agree_on_stop = agree_on_stop
         self._cairn_stop = None  # a `stop` waiting for the ranks to agree
         self._lock = threading.Lock()
+        self._reading = threading.Lock()
         self._batch = []
         self._batch_bytes = 0
         self._batch_started = 0.0
@@ -559,18 +562,20 @@ class _Channel:
 
     def request(self, message, interrupt=None):
         """Sends a request and returns cairn's answer, or None when cairn is gone (or
-        ``interrupt()`` became true while waiting)."""
-        if self.closed:
-            return None
-        self._seq += 1
-        seq = self._seq
-        message["seq"] = seq
-        sent_before = self.send(message)
-        while seq not in self._answers:
-            if self.closed or (interrupt is not None and interrupt()):
+        ``interrupt()`` became true while waiting). Requests from several threads are
+        made one after the other."""
+        with self._reading:
+            if self.closed:
                 return None
-            self._receive(timeout=0.25 if interrupt is not None else None)
-        answer = self._answers.pop(seq)
+            self._seq += 1
+            seq = self._seq
+            message["seq"] = seq
+            sent_before = self.send(message)
+            while seq not in self._answers:
+                if self.closed or (interrupt is not None and interrupt()):
+                    return None
+                self._receive(timeout=0.25 if interrupt is not None else None)
+            answer = self._answers.pop(seq)
         if answer.get("type") == "ack" and self._unacked is not None:
             with self._lock:  # cairn stored what was sent before the request
                 self._unacked.acknowledge(sent_before)
@@ -595,9 +600,13 @@ class _Channel:
     # -- receiving --
 
     def poll(self):
-        """Reads whatever cairn has sent, without blocking."""
-        if not self.closed:
-            self._receive(timeout=0)
+        """Reads whatever cairn has sent, without blocking. While another thread waits
+        for an answer, that thread reads (and records any stop) instead."""
+        if not self.closed and self._reading.acquire(blocking=False):
+            try:
+                self._receive(timeout=0)
+            finally:
+                self._reading.release()
 
     def _receive(self, timeout):
         try:

@@ -778,5 +778,44 @@ class Standalone(TrialTestCase):
         self.assertEqual((seen["operations"], seen["hparams"], seen["seed"]), ([1], {}, 0))
 
 
+
+class Threads(TrialTestCase):
+    def test_a_validation_from_a_thread_while_the_main_thread_checkpoints_does_not_hang(self):
+        # Both threads wait for answers on one socket: one of them used to read both
+        # answers while the other blocked in recv() for good.
+        fake = self.fake()
+        try:
+            self.run_trial_within(20, """
+                import threading
+                import cairn
+                ctx = cairn.init()
+                def evaluate():
+                    for step in range(200):
+                        assert ctx.report_validation(step, {"val_loss": 1.0})
+                        ctx.report_training(step, {"loss": 1.0})
+                thread = threading.Thread(target=evaluate)
+                thread.start()
+                for step in range(200):
+                    with ctx.checkpoint(step) as path:
+                        (path / "model.txt").write_text(str(step))
+                    assert ctx.latest_checkpoint_id is not None
+                    ctx.should_preempt()
+                thread.join()
+                """, self.env(fake))
+        except subprocess.TimeoutExpired:
+            self.fail("the trial hung")
+        self.assertEqual(len(fake.of_type("validation")), 200)
+        self.assertEqual(len(fake.of_type("checkpoint_end")), 200)
+        seqs = [m["seq"] for m in fake.of_type("validation") + fake.of_type("checkpoint_begin") +
+                fake.of_type("checkpoint_end")]
+        self.assertEqual(sorted(seqs), list(range(1, 601)))
+
+    def run_trial_within(self, seconds, source, env):
+        result = subprocess.run([PYTHON, str(self.write_trial(source))], env=env, cwd=self.tmp,
+                                capture_output=True, text=True, timeout=seconds)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result
+
+
 if __name__ == "__main__":
     unittest.main()
