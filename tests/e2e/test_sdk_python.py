@@ -817,5 +817,83 @@ class Threads(TrialTestCase):
         return result
 
 
+class ChildProcesses(TrialTestCase):
+    def test_a_forked_child_sends_nothing_even_at_exit_and_its_calls_raise(self):
+        fake = self.fake(operations=[2])
+        self.run_trial("""
+            import os, sys
+            import cairn
+            ctx = cairn.init()
+            ctx.report_training(1, {"loss": 1.0})  # buffered when the child is forked
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ctx.report_training(9, {"loss": 9.0})
+                except RuntimeError as e:
+                    sys.stderr.write("child: %s\\n" % e)
+                sys.exit(0)  # a normal exit: atexit runs in the child
+            os.waitpid(pid, 0)
+            ctx.report_training(2, {"loss": 2.0})
+            for op in ctx.operations():
+                ctx.report_validation(2, {"val_loss": 1.0})
+            """, self.env(fake))
+        self.assertEqual([r["step"] for r in fake.training_reports()], [1, 2])
+        self.assertEqual(len(fake.connections), 1)
+
+    def test_a_forked_childs_call_names_the_misuse_in_one_line(self):
+        result = self.run_trial("""
+            import os, sys
+            import cairn
+            ctx = cairn.init()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ctx.checkpoint_due(1)
+                except RuntimeError as e:
+                    sys.stderr.write("child: %s\\n" % e)
+                    os._exit(0)
+                os._exit(1)
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
+            """, self.env())
+        self.assertRegex(result.stderr, r"child: cairn: checkpoint_due\(\) called in process "
+                         r"\d+, a child of the trial's process \d+: only the process that "
+                         r"called cairn.init\(\) talks to cairn\n")
+
+    def test_a_spawned_child_that_calls_init_does_not_connect_as_the_trial(self):
+        # cairn takes a second hello as the same rank for the trial's connection: the
+        # trial's own answers then went to the child, and the trial waited forever.
+        fake = self.fake(operations=[1])
+        self.run_trial("""
+            import multiprocessing
+            import cairn
+            ctx = cairn.init()  # at the top: spawn workers import this module again
+            def double(x):
+                return (cairn.init().hparams["lr"], 2 * x)
+            if __name__ == "__main__":
+                with multiprocessing.get_context("spawn").Pool(2) as pool:
+                    assert pool.map(double, [1, 2]) == [(0.1, 2), (0.1, 4)]
+                for op in ctx.operations():
+                    ctx.report_validation(1, {"val_loss": 1.0})
+            """, self.env(fake))
+        self.assertEqual(len(fake.of_type("hello")), 1)
+        self.assertEqual(len(fake.of_type("validation")), 1)
+
+    def test_a_workers_terminate_stops_it_at_once(self):
+        # Pool.terminate() and Process.terminate() send SIGTERM; a forked worker that had
+        # inherited the trial's stop handler took it for a stop request and lived on.
+        result = self.run_trial("""
+            import multiprocessing, sys, time
+            import cairn
+            ctx = cairn.init()
+            worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+            worker.start()
+            time.sleep(0.2)
+            worker.terminate()
+            worker.join(10)
+            print(worker.exitcode)
+            """, self.env())
+        self.assertEqual(result.stdout.strip(), str(-signal.SIGTERM))
+
 if __name__ == "__main__":
     unittest.main()
