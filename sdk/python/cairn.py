@@ -940,14 +940,16 @@ class _StandaloneCheckpoints:
 
 
 class _StandaloneCheckpoint:
-    """./checkpoints/<step>/, written beside it and renamed into place when complete."""
+    """./checkpoints/<step>/, written beside it and renamed into place when complete. The
+    partial directory is this checkpoint's own: two checkpoints of one step may be open at
+    once, and one must not delete or commit the other's files."""
 
     def __init__(self, checkpoints, step):
         self._checkpoints = checkpoints
         self.final = checkpoints.root / str(step)
-        self.path = checkpoints.root / (".partial-%d" % step)
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True)
+        checkpoints.root.mkdir(parents=True, exist_ok=True)
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix=".partial-%d-" % step,
+                                                  dir=checkpoints.root))
 
     def commit(self, metadata):
         _fsync_tree(self.path)

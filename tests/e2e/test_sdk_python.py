@@ -770,6 +770,22 @@ class Standalone(TrialTestCase):
                                                CAIRN_CHECKPOINT_PERIOD=2))
         self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "2", "3", "4", "5", "99"])
 
+    def test_checkpoints_of_one_step_open_at_once_keep_their_own_files(self):
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            with ctx.checkpoint(2) as first:
+                (first / "a.txt").write_text("a")
+                with ctx.checkpoint(2) as second:  # used to empty the first one's directory
+                    (second / "b.txt").write_text("b")
+                    print(sorted(p.name for p in first.iterdir()))
+                print(sorted(p.name for p in (first.parent / "2").iterdir()))
+            """, self.env(CAIRN_KEEP_LATEST=0))
+        checkpoints = self.tmp / "checkpoints"
+        # The later commit of the step replaces the earlier: the outer one, with its files.
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "2"])
+        self.assertEqual(sorted(os.listdir(checkpoints / "2")), ["a.txt", "cairn_rng_state.pkl"])
+
     def test_defaults_without_any_cairn_variable(self):
         env = self.env(CAIRN_TRIAL_ID=None, CAIRN_EXPERIMENT_ID=None, CAIRN_SEED=None,
                        CAIRN_HPARAMS=None)
