@@ -83,8 +83,15 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
     return true;
   });
   if (!scan.ok()) return scan;
-  std::sort(candidates.begin(), candidates.end(), [](const Json& a, const Json& b) {
-    return a.value("steps_completed", int64_t{0}) > b.value("steps_completed", int64_t{0});
+  // Of two checkpoints of one step (the trial saved the step twice) the one registered
+  // last is the trial's latest; the others of that step are older states of it.
+  const Json& latest_json = trial.record["latest_checkpoint"];
+  const std::string latest = latest_json.is_string() ? latest_json.get<std::string>() : "";
+  std::sort(candidates.begin(), candidates.end(), [&](const Json& a, const Json& b) {
+    const int64_t a_steps = a.value("steps_completed", int64_t{0});
+    const int64_t b_steps = b.value("steps_completed", int64_t{0});
+    if (a_steps != b_steps) return a_steps > b_steps;
+    return a.value("id", "") == latest && b.value("id", "") != latest;
   });
   const fs::path dest =
       store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";

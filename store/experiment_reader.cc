@@ -56,8 +56,10 @@ Result<Json> ExperimentReader::trial(int64_t index) const {
 }
 
 Result<std::vector<MetricPoint>> ExperimentReader::training_metrics(int64_t trial) const {
-  // Batches are visited in the order they were stored; a step reported again (after a
-  // restart re-trained it) replaces the earlier report, so each step appears once.
+  // Batches are visited in the order they were stored, and each step appears once. Two
+  // reports of one step are merged by metric name, the later value winning: a script that
+  // reports its loss and, in another call, its learning rate at the same step keeps both,
+  // and a step reported again (after a restart re-trained it) gets the new values.
   std::map<int64_t, Json> by_step;
   Status bad = Status::Ok();
   Status st = db_->scan(schema::training_batch_prefix(trial), [&](std::string_view key,
@@ -72,7 +74,13 @@ Result<std::vector<MetricPoint>> ExperimentReader::training_metrics(int64_t tria
       if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer() ||
           !report.contains("metrics"))
         continue;
-      by_step[report["step"].get<int64_t>()] = std::move(report["metrics"]);
+      Json& point = by_step[report["step"].get<int64_t>()];
+      Json& metrics = report["metrics"];
+      if (!point.is_object() || !metrics.is_object()) {
+        point = std::move(metrics);
+        continue;
+      }
+      for (auto& [name, value] : metrics.items()) point[name] = std::move(value);
     }
     return true;
   });

@@ -46,6 +46,12 @@ _ORPHAN_TRAINING = "cairn_orphan_metrics.jsonl"
 _ORPHAN_VALIDATIONS = "cairn_orphan_validations.jsonl"
 # Unacknowledged training reports kept beyond this: the oldest are dropped.
 _UNACKED_REPORTS = 1000000
+# Only the process that called init() talks to cairn (one connection per rank). init()
+# records "PID CAIRN_CONTROL" here, so that a process started from it with its
+# environment (multiprocessing "spawn" workers, a subprocess) knows it is a child and
+# does not open a second connection as the same rank, which would take the trial's
+# place at cairn's end. Forked children are told by _after_fork_in_child.
+_OWNER_VARIABLE = "CAIRN_SDK_OWNER"
 
 _context = None  # init() is idempotent: one control connection per process
 
@@ -79,9 +85,13 @@ class Operation:
 class Context:
     """The trial's view of cairn. Create it with ``cairn.init()``."""
 
-    def __init__(self, settings, channel):
+    def __init__(self, settings, channel, owner_pid=None):
         self._settings = settings
         self._channel = channel
+        # A child of the trial's process (see _OWNER_VARIABLE) may read the settings but
+        # not talk to cairn: its calls raise instead of disturbing the trial's channel.
+        self._owner_pid = owner_pid or os.getpid()
+        self._child = owner_pid is not None
         self.hparams = settings["hparams"]
         self.seed = settings["seed"]
         self.trial_id = settings["trial_id"]
@@ -104,7 +114,10 @@ class Context:
     def _from_environment(cls):
         settings = _settings_from_environment()
         channel = None
-        if settings["control"]:
+        owner_pid = _owner_of(settings)
+        if owner_pid is None:
+            os.environ[_OWNER_VARIABLE] = "%d %s" % (os.getpid(), settings["control"])
+        if settings["control"] and owner_pid is None:
             # cairn records only rank 0's metrics, so only rank 0 keeps them for an orphan.
             channel = _Channel.connect_or_exit(settings, agree_on_stop=settings["world_size"] > 1,
                                                keep_unacked=settings["rank"] == 0)
@@ -113,16 +126,34 @@ class Context:
             settings["deterministic"] = bool(
                 channel.welcome.get("deterministic", settings["deterministic"]))
         _seed_generators(settings["seed"], settings["deterministic"])
-        context = cls(settings, channel)
-        context._signals.install()
-        atexit.register(context._close)
+        context = cls(settings, channel, owner_pid)
+        context._signals.install(child=context._child)
+        if not context._child:
+            atexit.register(context._close)
         return context
+
+    def _become_fork_child(self):
+        """In a process forked from the trial's (a DataLoader worker, a multiprocessing
+        "fork" worker): drop the inherited connection without a word to cairn. Flushing
+        the inherited training buffer at the child's exit would send the parent's
+        reports a second time, interleaved with the parent's own writes."""
+        self._child = True
+        self._signals.become_child()
+        if self._channel is not None:
+            self._channel.forget_in_child()
+
+    def _refuse_in_child(self, call):
+        raise RuntimeError("cairn: %s called in process %d, a child of the trial's process %d: "
+                           "only the process that called cairn.init() talks to cairn" %
+                           (call, os.getpid(), self._owner_pid))
 
     # -- work -----------------------------------------------------------------------
 
     def operations(self):
         """Yields the operations cairn has for this trial; ends when there is no more
         work or the trial must stop, after which the script should exit 0."""
+        if self._child:
+            self._refuse_in_child("operations()")
         try:
             while self._stop_reason() is None:
                 length = self._next_operation_length()
@@ -155,6 +186,8 @@ class Context:
         """Records training metrics for ``step``. Buffered: cheap enough to call on
         every batch. NaN and infinities are recorded as null. Raises TypeError when a
         value is not a number (see _checked_metrics)."""
+        if self._child:
+            self._refuse_in_child("report_training()")
         metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("training", step, metrics)
@@ -165,6 +198,8 @@ class Context:
         """Records validation metrics for ``step`` (they must include the searcher's
         metric) and waits until cairn has stored them. Returns False when they could
         not be delivered. Raises TypeError when a value is not a number."""
+        if self._child:
+            self._refuse_in_child("report_validation()")
         metrics = _checked_metrics(metrics)
         if self._channel is None:
             _print_metrics("validation", step, metrics)
@@ -191,6 +226,8 @@ class Context:
         """True when ``step`` is a multiple of the checkpoint period, when it reaches
         the current operation's length (a searcher decision point), and when the trial
         has been asked to stop."""
+        if self._child:
+            self._refuse_in_child("checkpoint_due()")
         step = int(step)
         if self._channel is not None:
             if self._channel.agree_on_stop:
@@ -208,6 +245,8 @@ class Context:
         """True when the trial must checkpoint and exit: paused, pre-empted, Ctrl-C,
         or cairn itself went away. In a multi-rank trial this is the stop decision
         all ranks agreed on at the last checkpoint_due()."""
+        if self._child:
+            self._refuse_in_child("should_preempt()")
         if self._channel is not None and not self._channel.agree_on_stop:
             self._channel.poll()
         return self._stop_reason() is not None
@@ -227,6 +266,8 @@ class Context:
         ``step`` into. When the block ends normally the checkpoint is committed
         atomically, with the state of the random generators; when it raises, the
         partial checkpoint is discarded and the exception propagates."""
+        if self._child:
+            self._refuse_in_child("checkpoint()")
         step = int(step)
         rng_state = _capture_rng()
         target = self._checkpoint_target(step)
@@ -278,7 +319,7 @@ class Context:
         _restore_rng_state(state)
 
     def _close(self):
-        if self._channel is not None:
+        if self._channel is not None and not self._child:
             self._channel.close()
 
 
@@ -309,6 +350,22 @@ def _settings_from_environment():
         # period 1 must not fill the project with a checkpoint per step.
         "standalone_keep": _env_int("CAIRN_KEEP_LATEST", 1),
     }
+
+
+def _owner_of(settings):
+    """The pid of the trial's process when this one is its child (see _OWNER_VARIABLE)."""
+    pid, _, control = os.environ.get(_OWNER_VARIABLE, "").partition(" ")
+    if not pid.isdigit() or int(pid) == os.getpid() or control != settings["control"]:
+        return None  # the trial's process (also after an exec), or another cairn's trial
+    return int(pid)
+
+
+def _after_fork_in_child():
+    if _context is not None:
+        _context._become_fork_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _hparams_from_environment():
@@ -425,10 +482,12 @@ def _print_metrics(kind, step, metrics):
 class _Channel:
     """One connection to cairn: newline-delimited JSON in both directions.
 
-    The main thread sends requests and reads answers; a small daemon thread sends a
+    The script's threads send requests and read answers; a small daemon thread sends a
     training batch that has waited _BATCH_SECONDS. ``_lock`` covers the training buffer
     and every write to the socket, so lines never interleave and messages leave in the
-    order the trial made its calls.
+    order the trial made its calls. ``_reading`` lets one thread at a time make a request
+    and read the socket: a thread blocked in recv() for an answer another thread had
+    already read would wait forever, and the inbox is not safe to parse from two threads.
     """
 
     def __init__(self, sock, agree_on_stop, keep_unacked):
@@ -438,6 +497,7 @@ class _Channel:
         self.agree_on_stop = agree_on_stop
         self._cairn_stop = None  # a `stop` waiting for the ranks to agree
         self._lock = threading.Lock()
+        self._reading = threading.Lock()
         self._batch = []
         self._batch_bytes = 0
         self._batch_started = 0.0
@@ -559,18 +619,20 @@ class _Channel:
 
     def request(self, message, interrupt=None):
         """Sends a request and returns cairn's answer, or None when cairn is gone (or
-        ``interrupt()`` became true while waiting)."""
-        if self.closed:
-            return None
-        self._seq += 1
-        seq = self._seq
-        message["seq"] = seq
-        sent_before = self.send(message)
-        while seq not in self._answers:
-            if self.closed or (interrupt is not None and interrupt()):
+        ``interrupt()`` became true while waiting). Requests from several threads are
+        made one after the other."""
+        with self._reading:
+            if self.closed:
                 return None
-            self._receive(timeout=0.25 if interrupt is not None else None)
-        answer = self._answers.pop(seq)
+            self._seq += 1
+            seq = self._seq
+            message["seq"] = seq
+            sent_before = self.send(message)
+            while seq not in self._answers:
+                if self.closed or (interrupt is not None and interrupt()):
+                    return None
+                self._receive(timeout=0.25 if interrupt is not None else None)
+            answer = self._answers.pop(seq)
         if answer.get("type") == "ack" and self._unacked is not None:
             with self._lock:  # cairn stored what was sent before the request
                 self._unacked.acknowledge(sent_before)
@@ -595,9 +657,13 @@ class _Channel:
     # -- receiving --
 
     def poll(self):
-        """Reads whatever cairn has sent, without blocking."""
-        if not self.closed:
-            self._receive(timeout=0)
+        """Reads whatever cairn has sent, without blocking. While another thread waits
+        for an answer, that thread reads (and records any stop) instead."""
+        if not self.closed and self._reading.acquire(blocking=False):
+            try:
+                self._receive(timeout=0)
+            finally:
+                self._reading.release()
 
     def _receive(self, timeout):
         try:
@@ -655,6 +721,17 @@ class _Channel:
             self.stop_reason = "shutdown"
         if self.welcome:
             _warn("the control channel closed (cairn is gone); stopping at the next checkpoint")
+
+    def forget_in_child(self):
+        """In a forked child: closes the child's copy of the socket (the parent's stays
+        open) and drops what the child inherited. The locks are new: another thread of
+        the parent may have held them at the fork."""
+        self._lock = threading.Lock()
+        self._reading = threading.Lock()
+        self._batch = []
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
     def close(self):
         self.flush()
@@ -752,22 +829,38 @@ def _os_reason(error):
 class _StopSignals:
     """Turns the first SIGINT/SIGTERM into a request to checkpoint and stop; the second
     one acts as usual. Handlers are installed only where the script has none of its
-    own."""
+    own.
+
+    A child process of the trial (a DataLoader or multiprocessing worker) keeps only the
+    SIGINT handler, quietly: a Ctrl-C reaches the whole process group, and a worker that
+    died at once would fail the trial's next batch before the checkpoint that stops it.
+    SIGTERM acts as usual there: Pool.terminate() and Process.terminate() stop workers
+    with it, and a worker that took it for a stop request would never exit."""
 
     _NAMES = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminate"}
 
     def __init__(self):
         self._reason = None
         self._previous = {}
+        self._quiet = False  # a child process: the trial's process says it for everyone
 
-    def install(self):
+    def install(self, child=False):
         if threading.current_thread() is not threading.main_thread():
             return
-        for signum in self._NAMES:
+        self._quiet = child
+        for signum in (signal.SIGINT,) if child else self._NAMES:
             current = signal.getsignal(signum)
             if current in (signal.SIG_DFL, signal.default_int_handler):
                 self._previous[signum] = current
                 signal.signal(signum, self._on_signal)
+
+    def become_child(self):
+        """In a forked child: SIGTERM back to what the script had (see the class)."""
+        self._quiet = True
+        previous = self._previous.pop(signal.SIGTERM, None)
+        if previous is not None:
+            with contextlib.suppress(ValueError):  # not the main thread: left as it is
+                signal.signal(signal.SIGTERM, previous)
 
     def _on_signal(self, signum, frame):
         if self._reason is not None:
@@ -777,6 +870,8 @@ class _StopSignals:
             os.kill(os.getpid(), signum)
             return
         self._reason = self._NAMES[signum]
+        if self._quiet:
+            return
         sys.stderr.write("\ncairn: %s: stopping at the next checkpoint (again to abort)\n" %
                          signal.Signals(signum).name)
 
@@ -845,14 +940,16 @@ class _StandaloneCheckpoints:
 
 
 class _StandaloneCheckpoint:
-    """./checkpoints/<step>/, written beside it and renamed into place when complete."""
+    """./checkpoints/<step>/, written beside it and renamed into place when complete. The
+    partial directory is this checkpoint's own: two checkpoints of one step may be open at
+    once, and one must not delete or commit the other's files."""
 
     def __init__(self, checkpoints, step):
         self._checkpoints = checkpoints
         self.final = checkpoints.root / str(step)
-        self.path = checkpoints.root / (".partial-%d" % step)
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True)
+        checkpoints.root.mkdir(parents=True, exist_ok=True)
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix=".partial-%d-" % step,
+                                                  dir=checkpoints.root))
 
     def commit(self, metadata):
         _fsync_tree(self.path)

@@ -241,5 +241,34 @@ for op in ctx.operations():
                 self.assertEqual(f.read(), b"w" * 50000)
 
 
+# Saves step 2 four times, then fails once: the restart must get the last of them.
+SAVE_TWICE = r'''
+import os, sys
+import cairn
+ctx = cairn.init()
+if ctx.latest_checkpoint is None:
+    for version in range(4):
+        with ctx.checkpoint(2) as path:
+            (path / "model.txt").write_text("version %d" % version)
+    sys.exit(3)
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "restored.txt"), "w") as f:
+    f.write((ctx.latest_checkpoint / "model.txt").read_text())
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+'''
+
+
+class SameStep(CairnTestCase):
+    def test_a_step_saved_twice_resumes_from_the_checkpoint_saved_last(self):
+        self.write("train.py", SAVE_TWICE)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n"
+                   "reproducibility: {seed: 5}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        with open(os.path.join(self.dir, "restored.txt")) as f:
+            self.assertEqual(f.read(), "version 3")
+
+
 if __name__ == "__main__":
     unittest.main()

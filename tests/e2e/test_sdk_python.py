@@ -770,6 +770,22 @@ class Standalone(TrialTestCase):
                                                CAIRN_CHECKPOINT_PERIOD=2))
         self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "2", "3", "4", "5", "99"])
 
+    def test_checkpoints_of_one_step_open_at_once_keep_their_own_files(self):
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            with ctx.checkpoint(2) as first:
+                (first / "a.txt").write_text("a")
+                with ctx.checkpoint(2) as second:  # used to empty the first one's directory
+                    (second / "b.txt").write_text("b")
+                    print(sorted(p.name for p in first.iterdir()))
+                print(sorted(p.name for p in (first.parent / "2").iterdir()))
+            """, self.env(CAIRN_KEEP_LATEST=0))
+        checkpoints = self.tmp / "checkpoints"
+        # The later commit of the step replaces the earlier: the outer one, with its files.
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".gitignore", "2"])
+        self.assertEqual(sorted(os.listdir(checkpoints / "2")), ["a.txt", "cairn_rng_state.pkl"])
+
     def test_defaults_without_any_cairn_variable(self):
         env = self.env(CAIRN_TRIAL_ID=None, CAIRN_EXPERIMENT_ID=None, CAIRN_SEED=None,
                        CAIRN_HPARAMS=None)
@@ -777,6 +793,123 @@ class Standalone(TrialTestCase):
         seen = self.seen()
         self.assertEqual((seen["operations"], seen["hparams"], seen["seed"]), ([1], {}, 0))
 
+
+
+class Threads(TrialTestCase):
+    def test_a_validation_from_a_thread_while_the_main_thread_checkpoints_does_not_hang(self):
+        # Both threads wait for answers on one socket: one of them used to read both
+        # answers while the other blocked in recv() for good.
+        fake = self.fake()
+        try:
+            self.run_trial_within(20, """
+                import threading
+                import cairn
+                ctx = cairn.init()
+                def evaluate():
+                    for step in range(200):
+                        assert ctx.report_validation(step, {"val_loss": 1.0})
+                        ctx.report_training(step, {"loss": 1.0})
+                thread = threading.Thread(target=evaluate)
+                thread.start()
+                for step in range(200):
+                    with ctx.checkpoint(step) as path:
+                        (path / "model.txt").write_text(str(step))
+                    assert ctx.latest_checkpoint_id is not None
+                    ctx.should_preempt()
+                thread.join()
+                """, self.env(fake))
+        except subprocess.TimeoutExpired:
+            self.fail("the trial hung")
+        self.assertEqual(len(fake.of_type("validation")), 200)
+        self.assertEqual(len(fake.of_type("checkpoint_end")), 200)
+        seqs = [m["seq"] for m in fake.of_type("validation") + fake.of_type("checkpoint_begin") +
+                fake.of_type("checkpoint_end")]
+        self.assertEqual(sorted(seqs), list(range(1, 601)))
+
+    def run_trial_within(self, seconds, source, env):
+        result = subprocess.run([PYTHON, str(self.write_trial(source))], env=env, cwd=self.tmp,
+                                capture_output=True, text=True, timeout=seconds)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result
+
+
+class ChildProcesses(TrialTestCase):
+    def test_a_forked_child_sends_nothing_even_at_exit_and_its_calls_raise(self):
+        fake = self.fake(operations=[2])
+        self.run_trial("""
+            import os, sys
+            import cairn
+            ctx = cairn.init()
+            ctx.report_training(1, {"loss": 1.0})  # buffered when the child is forked
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ctx.report_training(9, {"loss": 9.0})
+                except RuntimeError as e:
+                    sys.stderr.write("child: %s\\n" % e)
+                sys.exit(0)  # a normal exit: atexit runs in the child
+            os.waitpid(pid, 0)
+            ctx.report_training(2, {"loss": 2.0})
+            for op in ctx.operations():
+                ctx.report_validation(2, {"val_loss": 1.0})
+            """, self.env(fake))
+        self.assertEqual([r["step"] for r in fake.training_reports()], [1, 2])
+        self.assertEqual(len(fake.connections), 1)
+
+    def test_a_forked_childs_call_names_the_misuse_in_one_line(self):
+        result = self.run_trial("""
+            import os, sys
+            import cairn
+            ctx = cairn.init()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ctx.checkpoint_due(1)
+                except RuntimeError as e:
+                    sys.stderr.write("child: %s\\n" % e)
+                    os._exit(0)
+                os._exit(1)
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
+            """, self.env())
+        self.assertRegex(result.stderr, r"child: cairn: checkpoint_due\(\) called in process "
+                         r"\d+, a child of the trial's process \d+: only the process that "
+                         r"called cairn.init\(\) talks to cairn\n")
+
+    def test_a_spawned_child_that_calls_init_does_not_connect_as_the_trial(self):
+        # cairn takes a second hello as the same rank for the trial's connection: the
+        # trial's own answers then went to the child, and the trial waited forever.
+        fake = self.fake(operations=[1])
+        self.run_trial("""
+            import multiprocessing
+            import cairn
+            ctx = cairn.init()  # at the top: spawn workers import this module again
+            def double(x):
+                return (cairn.init().hparams["lr"], 2 * x)
+            if __name__ == "__main__":
+                with multiprocessing.get_context("spawn").Pool(2) as pool:
+                    assert pool.map(double, [1, 2]) == [(0.1, 2), (0.1, 4)]
+                for op in ctx.operations():
+                    ctx.report_validation(1, {"val_loss": 1.0})
+            """, self.env(fake))
+        self.assertEqual(len(fake.of_type("hello")), 1)
+        self.assertEqual(len(fake.of_type("validation")), 1)
+
+    def test_a_workers_terminate_stops_it_at_once(self):
+        # Pool.terminate() and Process.terminate() send SIGTERM; a forked worker that had
+        # inherited the trial's stop handler took it for a stop request and lived on.
+        result = self.run_trial("""
+            import multiprocessing, sys, time
+            import cairn
+            ctx = cairn.init()
+            worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+            worker.start()
+            time.sleep(0.2)
+            worker.terminate()
+            worker.join(10)
+            print(worker.exitcode)
+            """, self.env())
+        self.assertEqual(result.stdout.strip(), str(-signal.SIGTERM))
 
 if __name__ == "__main__":
     unittest.main()

@@ -50,14 +50,16 @@ TEST_CASE("one writer, many readers: readers see committed records and catch up"
   StoreBatch batch;
   batch.put_json(schema::kExperiment, Json{{"id", id}, {"state", "ACTIVE"}});
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "RUNNING"}});
-  // Training reports arrive in batches; a step reported again (after a restart) replaces the
-  // earlier report.
+  // Training reports arrive in batches; a step reported again (after a restart) gets the new
+  // values, and two reports of one step are merged.
   Json first{{"type", "training"}, {"reports", Json::array()}};
   for (int step = 1; step <= 12; ++step)
     first["reports"].push_back({{"step", step}, {"metrics", {{"loss", 1.0 / step}}}});
   batch.put_json(schema::training_batch_key(1, 1), first);
   Json again{{"type", "training"}, {"reports", Json::array()}};
   again["reports"].push_back({{"step", 11}, {"metrics", {{"loss", 42.0}}}});
+  // Another call at the same step with other metrics adds to it: nothing is lost.
+  again["reports"].push_back({{"step", 12}, {"metrics", {{"lr", 0.5}}}});
   batch.put_json(schema::training_batch_key(1, 2), again);
   REQUIRE((*writer)->commit(batch, true).ok());
   CHECK(batch.empty());
@@ -71,6 +73,8 @@ TEST_CASE("one writer, many readers: readers see committed records and catch up"
   CHECK((*series)[9].step == 10);  // numeric order, not string order
   CHECK((*series)[10].metrics["loss"] == 42.0);
   CHECK((*series)[11].metrics["loss"] == 1.0 / 12);
+  CHECK((*series)[11].metrics["lr"] == 0.5);
+  CHECK((*series)[10].metrics.size() == 1);
 
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"state", "COMPLETED"}});
   REQUIRE((*writer)->commit(batch, true).ok());

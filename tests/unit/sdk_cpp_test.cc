@@ -720,6 +720,23 @@ TEST_CASE("sdk cpp: standalone runs one operation and keeps checkpoints in ./che
   CHECK_FALSE(ctx->next_operation().has_value());
 }
 
+TEST_CASE("sdk cpp: standalone checkpoints of one step open at once keep their own files") {
+  TempDir dir;
+  ScopedWorkingDirectory cwd(dir.path);
+  auto ctx = must_init({{"CAIRN_MAX_LENGTH", "2"}, {"CAIRN_KEEP_LATEST", "0"}});
+  auto first = ctx->checkpoint(2);
+  std::ofstream(first.path() / "a.txt") << "a";
+  auto second = ctx->checkpoint(2);  // used to empty the first one's directory
+  std::ofstream(second.path() / "b.txt") << "b";
+  CHECK(first.commit());
+  CHECK(list_dir(dir.path / "checkpoints" / "2") ==
+        std::vector<std::string>{"a.txt", "cairn_rng_state.txt"});
+  CHECK(second.commit());  // the later commit of the step replaces the earlier
+  CHECK(list_dir(dir.path / "checkpoints" / "2") ==
+        std::vector<std::string>{"b.txt", "cairn_rng_state.txt"});
+  CHECK(list_dir(dir.path / "checkpoints") == std::vector<std::string>{".gitignore", "2"});
+}
+
 TEST_CASE("sdk cpp: standalone keeps the latest CAIRN_KEEP_LATEST checkpoints it committed") {
   TempDir dir;
   ScopedWorkingDirectory cwd(dir.path);

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -100,7 +101,7 @@ class CheckpointWriter {
   friend class Context;
   enum class Target {
     kCairn,       // a staging directory cairn created
-    kStandalone,  // ./checkpoints/.partial-<step>, renamed to <step> on commit
+    kStandalone,  // ./checkpoints/.partial-<step>-XXXXXX, renamed to <step> on commit
     kOrphan,      // $CAIRN_ORPHAN_DIR/<step>: cairn was gone
     kDiscarded,   // a scratch directory: the checkpoint cannot be kept
   };
@@ -472,17 +473,23 @@ inline CheckpointWriter Context::checkpoint(int64_t step) {
   rng_state << rng_;
   try {
     if (!channel_) {
-      auto partial = settings_.standalone_dir / (".partial-" + std::to_string(step));
       std::error_code ec;
-      std::filesystem::remove_all(partial, ec);
-      std::filesystem::create_directories(partial, ec);
+      std::filesystem::create_directories(settings_.standalone_dir, ec);
+      // A directory of its own: two checkpoints of one step may be open at once, and one
+      // must not delete or commit the other's files.
+      const auto partial =
+          ec ? std::filesystem::path()
+             : sdk_detail::make_unique_dir(settings_.standalone_dir,
+                                           ".partial-" + std::to_string(step) + "-");
+      if (!ec && partial.empty()) ec = std::error_code(errno, std::generic_category());
       // Checkpoints are outputs, not code: git and cairn's code snapshot skip the directory.
       const auto ignore = settings_.standalone_dir / ".gitignore";
       if (!ec && !std::filesystem::exists(ignore))
         std::ofstream(ignore)
             << "# written by the cairn SDK: checkpoints are outputs, not code\n*\n";
       if (!ec) return CheckpointWriter(this, Target::kStandalone, step, partial, rng_state.str());
-      sdk_detail::warn("cannot create " + partial.string() + ": " + ec.message());
+      sdk_detail::warn("cannot create a checkpoint directory in " +
+                       settings_.standalone_dir.string() + ": " + ec.message());
     } else if (auto answer = channel_->request({{"type", "checkpoint_begin"}, {"step", step}})) {
       std::string path = sdk_detail::string_field(*answer, "path");
       if (sdk_detail::string_field(*answer, "type") == "checkpoint_dir" && !path.empty()) {

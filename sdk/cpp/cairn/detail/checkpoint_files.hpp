@@ -108,11 +108,17 @@ inline bool move_contents(const fs::path& from, const fs::path& to, std::string*
 }
 
 // A fresh empty directory under the system's temporary directory.
-inline fs::path make_scratch_dir(const std::string& prefix) {
-  std::error_code ec;
-  std::string pattern = (fs::temp_directory_path(ec) / (prefix + "XXXXXX")).string();
+// A new directory named `prefix` + six random characters in `parent`; empty (errno set)
+// on failure.
+inline fs::path make_unique_dir(const fs::path& parent, const std::string& prefix) {
+  std::string pattern = (parent / (prefix + "XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr) return {};
   return pattern;
+}
+
+inline fs::path make_scratch_dir(const std::string& prefix) {
+  std::error_code ec;
+  return make_unique_dir(fs::temp_directory_path(ec), prefix);
 }
 
 }  // namespace cairn::sdk_detail
