@@ -142,6 +142,9 @@ Status Coordinator::start_trial(Trial& trial) {
   env["CAIRN_MAX_LENGTH"] = std::to_string(config_.searcher.max_length);
   env["CAIRN_ORPHAN_DIR"] = (store_.trial_work(exp_id, trial.index) / "orphans").string();
   env.erase("CAIRN_LATEST_CHECKPOINT");
+  // builtin:mlp keeps the GPU kernels it compiles there, so that the next trial, resume or
+  // promotion loads them instead of compiling them again (gpu/kernel_cache.h).
+  if (is_builtin_entrypoint(config_)) env["CAIRN_KERNEL_CACHE"] = store_.kernel_cache().string();
   // torchrun's variables (SPEC §4): every rank of a data-parallel trial on this machine.
   const int world = config_.resources.slots_per_trial;
   env["RANK"] = "0";

@@ -63,7 +63,7 @@ struct CudaMlpModel::Impl {
   cublas::Handle blas;
   cuda::Module module;
   std::array<CUfunction, kKernelCount> kernels{};
-  std::string compiled_as;  // "cubin sm_90" or "PTX compute_90"
+  std::string compiled_as;  // "cubin" or "PTX", and whether it came from the kernel cache
 
   std::vector<size_t> offsets;  // start of each layer's [W, b], as in MlpModel
   DeviceMemory weights, gradients, optimizer_state;
@@ -185,7 +185,8 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
   // nvrtc.h and Module classify their errors: a compile error, a module the driver refuses
   // or a kernel it lacks is kBadInput (the same source, NVRTC and driver fail the same way
   // on every restart); the rest (out of memory, an internal error) is kFailed (retryable).
-  auto image = nvrtc::compile_for_device(kMlpCudaKernels, "mlp_cuda_kernels.cu", sm);
+  bool from_cache = false;
+  auto image = nvrtc::compile_for_device(kMlpCudaKernels, "mlp_cuda_kernels.cu", sm, &from_cache);
   if (!image.ok()) return image.status();
   // A PTX image is text ending in NUL; a cubin is an ELF file.
   impl->compiled_as = image->rfind(
@@ -194,6 +195,7 @@ Result<std::unique_ptr<CudaMlpModel>> CudaMlpModel::create(const MlpShape& shape
                           0) == 0
                           ? "cubin"
                           : "PTX";
+  if (from_cache) impl->compiled_as += " (from the kernel cache)";
   auto module = cuda::Module::load(impl->context, *image);
   if (!module.ok()) return module.status();
   impl->module = std::move(module).value();

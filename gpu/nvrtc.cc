@@ -3,8 +3,12 @@
 #include "gpu/shared_library.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 
+#include "common/sha256.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/kernel_cache.h"
 
 namespace cairn::nvrtc {
 namespace {
@@ -106,10 +110,19 @@ ErrorKind compile_failure_kind(int result) {
   return result == kErrorCompilation ? ErrorKind::kBadInput : ErrorKind::kFailed;
 }
 
-Result<std::string> compile(std::string_view source, const std::string& name, int sm,
-                            Output output) {
+namespace {
+
+// The options every compile uses: -fmad=false so that the element-wise kernels round like
+// the CPU path (no fused multiply-add contraction).
+std::string architecture_option(int sm, Output output) {
+  return std::string("--gpu-architecture=") + (output == Output::kCubin ? "sm_" : "compute_") +
+         std::to_string(sm);
+}
+constexpr const char* kFixedOptions[] = {"--fmad=false", "--std=c++17"};
+
+Result<std::string> compile_now(std::string_view source, const std::string& name, int sm,
+                                Output output) {
   const Api& a = api();
-  if (!a.info.status.ok()) return a.info.status;
   const std::string text(source);  // NVRTC wants a NUL-terminated string
   ProgramGuard guard;
   nvrtcResult r =
@@ -118,9 +131,8 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
     guard.program = nullptr;
     return nvrtc_error("nvrtcCreateProgram", r);
   }
-  const std::string arch = std::string("--gpu-architecture=") +
-                           (output == Output::kCubin ? "sm_" : "compute_") + std::to_string(sm);
-  const char* options[] = {arch.c_str(), "--fmad=false", "--std=c++17"};
+  const std::string arch = architecture_option(sm, output);
+  const char* options[] = {arch.c_str(), kFixedOptions[0], kFixedOptions[1]};
   r = a.nvrtcCompileProgram(guard.program, 3, options);
   if (r != kSuccess && compile_failure_kind(r) == ErrorKind::kFailed)
     return nvrtc_error("nvrtcCompileProgram", r);  // NVRTC itself failed: it may not again
@@ -155,12 +167,41 @@ Result<std::string> compile(std::string_view source, const std::string& name, in
   return image;
 }
 
+}  // namespace
+
+std::string cache_key(std::string_view source, const std::string& name, int sm, Output output) {
+  std::string key = "cairn kernels 1; NVRTC " + std::to_string(info().major) + "." +
+                    std::to_string(info().minor) + "; " + architecture_option(sm, output);
+  for (const char* option : kFixedOptions) key += std::string(" ") + option;
+  return key + "; " + name + " " + sha256_hex(source);
+}
+
+Result<std::string> compile(std::string_view source, const std::string& name, int sm, Output output,
+                            bool* from_cache) {
+  if (from_cache) *from_cache = false;
+  if (!info().status.ok()) return info().status;
+  const std::filesystem::path cache = kernel_cache::directory();
+  if (cache.empty()) return compile_now(source, name, sm, output);
+  const std::string key = cache_key(source, name, sm, output);
+  std::string problem;
+  if (auto cached = kernel_cache::load(cache, key, &problem)) {
+    if (from_cache) *from_cache = true;
+    return std::move(*cached);
+  }
+  // Printed by the trial into its log: a damaged cache is worth knowing about, and costs
+  // only this compile.
+  if (!problem.empty()) std::fprintf(stderr, "cairn: warning: %s\n", problem.c_str());
+  auto image = compile_now(source, name, sm, output);
+  if (image.ok()) kernel_cache::save(cache, key, *image);
+  return image;
+}
+
 Result<std::string> compile_for_device(std::string_view source, const std::string& name,
-                                       int device_sm) {
+                                       int device_sm, bool* from_cache) {
   const Info& i = info();
   if (!i.status.ok()) return i.status;
   if (i.archs.empty() || std::find(i.archs.begin(), i.archs.end(), device_sm) != i.archs.end())
-    return compile(source, name, device_sm, Output::kCubin);
+    return compile(source, name, device_sm, Output::kCubin, from_cache);
   int best = 0;
   for (int arch : i.archs)
     if (arch < device_sm) best = std::max(best, arch);
@@ -170,7 +211,7 @@ Result<std::string> compile_for_device(std::string_view source, const std::strin
                             " (its oldest architecture is sm_" + std::to_string(i.archs.front()) +
                             ")");
   }
-  return compile(source, name, best, Output::kPtx);
+  return compile(source, name, best, Output::kPtx, from_cache);
 }
 
 }  // namespace cairn::nvrtc

@@ -30,9 +30,14 @@ enum class Output { kCubin, kPtx };
 // the element-wise kernels round like the CPU path (no fused multiply-add contraction).
 // Errors carry the first line of NVRTC's log; a compile error is kBadInput (it repeats on
 // every try), a failure of NVRTC itself (out of memory, an internal error) kFailed: see
-// compile_failure_kind.
-Result<std::string> compile(std::string_view source, const std::string& name, int sm,
-                            Output output);
+// compile_failure_kind. With a kernel cache directory (gpu/kernel_cache.h) an image compiled
+// before is read from there (`*from_cache` set to true), and one compiled now is kept there.
+Result<std::string> compile(std::string_view source, const std::string& name, int sm, Output output,
+                            bool* from_cache = nullptr);
+
+// What names compile()'s image in the kernel cache: NVRTC's version, the target, the options,
+// `name` and the SHA-256 of `source`. Public for tests.
+std::string cache_key(std::string_view source, const std::string& name, int sm, Output output);
 
 // What a failed nvrtcCompileProgram means for a trial: kBadInput for
 // NVRTC_ERROR_COMPILATION only (the source does not compile with this NVRTC, on any
@@ -44,6 +49,6 @@ ErrorKind compile_failure_kind(int result);
 // architecture; otherwise PTX for the newest architecture NVRTC knows below it (a device
 // newer than the NVRTC library), which the driver JIT-compiles when loading.
 Result<std::string> compile_for_device(std::string_view source, const std::string& name,
-                                       int device_sm);
+                                       int device_sm, bool* from_cache = nullptr);
 
 }  // namespace cairn::nvrtc

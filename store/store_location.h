@@ -23,6 +23,8 @@ class StoreLayout {
   std::filesystem::path sdk() const { return root_ / "sdk"; }
   // Workdirs `cairn reproduce` checks recorded code and data out into, one per re-run.
   std::filesystem::path reproduce() const { return root_ / "reproduce"; }
+  // GPU kernels builtin:mlp compiled, kept for the next trial (gpu/kernel_cache.h).
+  std::filesystem::path kernel_cache() const { return root_ / "cache" / "kernels"; }
   // Per-trial scratch space: restored checkpoints, orphaned checkpoints.
   std::filesystem::path trial_work(int64_t exp, int64_t trial) const {
     return root_ / "work" / std::to_string(exp) / std::to_string(trial);

@@ -110,6 +110,38 @@ class BuiltinMlpGpuTest(CairnTestCase):
         self.assertEqual(a["training"], b["training"])
         self.assertEqual(a["validation"], b["validation"])
 
+    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    def test_later_trials_load_the_kernels_from_the_store_and_a_damaged_entry_is_replaced(self):
+        cache = os.path.join(self.dir, ".cairn", "cache", "kernels")
+
+        def run_and_log(n):
+            self.run_config("cuda", length=1)
+            self.assertEqual(self.cairn_json("show", "%d.1" % n, "--json")["state"], "COMPLETED")
+            return self.cairn("logs", "%d.1" % n, check=0).stdout
+
+        first = run_and_log(1)
+        self.assertIn("kernels compiled by NVRTC ", first)
+        self.assertNotIn("from the kernel cache", first)
+        entries = os.listdir(cache)
+        self.assertEqual(len(entries), 1, entries)
+        self.assertIn("(from the kernel cache)", run_and_log(2))
+        # A damaged entry is not loaded: the trial says so, compiles, and writes it afresh.
+        entry = os.path.join(cache, entries[0])
+        with open(entry, "r+b") as f:
+            f.seek(os.path.getsize(entry) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        third = run_and_log(3)
+        self.assertIn("cairn: warning: the cached kernels %s are damaged; compiling them again"
+                      % entry, third)
+        self.assertNotIn("from the kernel cache", third)
+        self.assertIn("(from the kernel cache)", run_and_log(4))
+        # All four trained the same: the cached image is the compiled one.
+        curves = [self.cairn_json("metrics", "%d.1" % n, "--json")["training"] for n in range(1, 5)]
+        for curve in curves[1:]:
+            self.assertEqual(curve, curves[0])
+
     @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
     def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
         # (what the emulated GPU does, samples, exit status, the line the trial ends with)
