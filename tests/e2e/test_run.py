@@ -514,6 +514,72 @@ class RunTest(CairnTestCase):
         self.assertEqual(proc.stderr.splitlines()[0],
                          "cairn: error: --rank 1: trial 1.1 has one rank (0)")
 
+    def test_a_second_connection_as_a_connected_rank_is_refused_and_the_trial_goes_on(self):
+        # A process started by the trial with its environment (here without the Python
+        # SDK's CAIRN_SDK_OWNER guard, as a script in another language would be) that
+        # connects as the trial's rank: cairn took its hello for the rank's connection, and
+        # the trial, whose answers went to the other process, waited for ever.
+        self.write("dup.py", r"""
+import json, os, socket, subprocess, sys
+import cairn
+
+ctx = cairn.init()
+env = dict(os.environ)
+env.pop("CAIRN_SDK_OWNER", None)
+child = subprocess.run([sys.executable, "-c", "import cairn; cairn.init(); print('connected')"],
+                       env=env, capture_output=True, text=True, timeout=120)
+# A raw client too, which stays connected while the trial works.
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": ctx.trial_id,
+                        "rank": 0}).encode() + b"\n")
+answer = raw.makefile().readline()
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "dup.json"), "w") as f:
+    json.dump({"code": child.returncode, "stdout": child.stdout, "stderr": child.stderr,
+               "raw": json.loads(answer)}, f)
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+raw.close()
+""")
+        self.write("dup.yaml", "entrypoint: /usr/bin/python3 dup.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 0\nliveness_timeout: 10\n")
+        run = self.cairn("run", "dup.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+        with open(os.path.join(self.dir, "dup.json")) as f:
+            dup = json.load(f)
+        self.assertEqual(dup["code"], 1, dup)
+        self.assertEqual(dup["stdout"], "")
+        self.assertRegex(dup["stderr"], r"^cairn: error: cairn refused the trial: rank 0 of "
+                         r"trial 1\.1 is already connected \(process \d+\); [^\n]*\n$")
+        self.assertEqual(dup["raw"]["type"], "error")
+        self.assertIn("rank 0 of trial 1.1 is already connected", dup["raw"]["message"])
+
+    def test_a_rank_that_closed_its_connection_may_connect_again(self):
+        # The refusal above is for a rank whose connection is open: a process that closed
+        # its connection (cairn may not have read the close yet) and connects again is welcome.
+        self.write("again.py", r"""
+import json, os, socket
+import cairn
+
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0}).encode() + b"\n")
+assert json.loads(raw.makefile().readline())["type"] == "welcome"
+raw.close()
+ctx = cairn.init()
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("again.yaml", "entrypoint: /usr/bin/python3 again.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 0\nliveness_timeout: 10\n")
+        run = self.cairn("run", "again.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+
     def test_version_names_the_commit_built_from(self):
         source = os.environ.get("CAIRN_SOURCE_DIR", ".")
         head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,
