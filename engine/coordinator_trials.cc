@@ -17,6 +17,7 @@
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
 #include "store/checkpoint_files.h"
+#include "store/retention.h"
 #include "store/schema.h"
 
 namespace cairn {
@@ -73,31 +74,32 @@ Result<fs::path> write_python_sdk(const StoreLayout& store, Stamp& verified) {
 
 Status Coordinator::restore_latest_checkpoint(Trial& trial,
                                               std::map<std::string, std::string>& env) {
-  // Newest first: a corrupt checkpoint is reported and the one before it is used.
-  auto candidates = std::vector<Json>();
+  // Newest first: a corrupt checkpoint is reported and the one before it is used. Of two
+  // checkpoints of one step (the trial saved the step twice) the one registered last is the
+  // trial's latest; the others of that step are older states of it. The order is
+  // retention's "latest" (store/retention.h), so keep_trial_latest keeps what a restart
+  // resumes from.
+  const Json& latest_json = trial.record["latest_checkpoint"];
+  const std::string latest = latest_json.is_string() ? latest_json.get<std::string>() : "";
+  std::vector<std::pair<CheckpointSummary, Json>> candidates;
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
     if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
-        !j.value("corrupt", false) && schema::checkpoint_is_kept(j))
-      candidates.push_back(std::move(j));
+        !j.value("corrupt", false) && schema::checkpoint_is_kept(j)) {
+      CheckpointSummary summary = CheckpointSummary::from_record(j);
+      summary.registered_last = summary.id == latest;
+      candidates.emplace_back(std::move(summary), std::move(j));
+    }
     return true;
   });
   if (!scan.ok()) return scan;
-  // Of two checkpoints of one step (the trial saved the step twice) the one registered
-  // last is the trial's latest; the others of that step are older states of it.
-  const Json& latest_json = trial.record["latest_checkpoint"];
-  const std::string latest = latest_json.is_string() ? latest_json.get<std::string>() : "";
-  std::sort(candidates.begin(), candidates.end(), [&](const Json& a, const Json& b) {
-    const int64_t a_steps = a.value("steps_completed", int64_t{0});
-    const int64_t b_steps = b.value("steps_completed", int64_t{0});
-    if (a_steps != b_steps) return a_steps > b_steps;
-    return a.value("id", "") == latest && b.value("id", "") != latest;
-  });
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return newer_checkpoint(a.first, b.first); });
   const fs::path dest =
       store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";
   std::error_code ec;
   fs::remove_all(dest, ec);
-  for (Json& ckpt : candidates) {
+  for (auto& [summary, ckpt] : candidates) {
     const std::string id = ckpt["id"].get<std::string>();
     auto manifest = load_manifest(objects_, id);
     Status st =
