@@ -185,6 +185,18 @@ Status Coordinator::start_trial(Trial& trial) {
   spec.output = trial.output_file;
   std::error_code ec;
   fs::create_directories(trial.output_file.parent_path(), ec);
+  // Output files are opened for appending: what this attempt writes begins at the file's
+  // end as it is before the spawn (measured after it, the first bytes could be past it).
+  auto size_now = [](const fs::path& file) {
+    std::error_code size_ec;
+    const uint64_t size = fs::file_size(file, size_ec);
+    return size_ec ? uint64_t{0} : size;
+  };
+  // From where the last read stopped, so that what is past it (written after the previous
+  // attempt's last read) is read first; but never past the end: a file removed or
+  // truncated since (someone cleaned .cairn/work) would hide this attempt's first bytes.
+  const uint64_t chief_offset =
+      std::min(trial.record.value("output_offset", uint64_t{0}), size_now(trial.output_file));
   spec.env = std::move(env);
   spec.argv = is_builtin_entrypoint(config_)
                   ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
@@ -208,6 +220,7 @@ Status Coordinator::start_trial(Trial& trial) {
         store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
     rank_spec.output = worker.output_file;
     worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
+    const uint64_t start = size_now(worker.output_file);
     auto spawned = TrialProcess::spawn(rank_spec);
     if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
       trial.gang_failure = ExitInfo{127, 0};
@@ -217,17 +230,13 @@ Status Coordinator::start_trial(Trial& trial) {
       break;
     }
     worker.process.emplace(std::move(*spawned));
-    std::error_code size_ec;
-    const uint64_t start = fs::file_size(worker.output_file, size_ec);
-    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file,
-                               size_ec ? 0 : start);
+    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file, start);
     if (!f.ok()) terminal_.warn("warning: " + f.message());
     trial.workers.push_back(std::move(worker));
   }
   if (trial.gang_failure) signal_ranks(trial, SIGKILL);
   trial.last_heard = Clock::now();
-  Status followed = output_->follow(trial.index, trial.output_file,
-                                    trial.record.value("output_offset", uint64_t{0}));
+  Status followed = output_->follow(trial.index, trial.output_file, chief_offset);
   if (!followed.ok()) terminal_.warn("warning: " + followed.message());
   trial.exit.reset();
   trial.released = false;

@@ -580,6 +580,54 @@ for op in ctx.operations():
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
 
+    def test_output_after_output_log_was_removed_or_truncated_is_kept(self):
+        # cairn follows output.log from the offset it had read up to. A new attempt of a
+        # trial whose output.log was removed (someone cleaned .cairn/work) or a file
+        # truncated while the trial ran (to reclaim its space: it is a copy of what the
+        # store holds) was read from that old offset: everything before it was never seen.
+        self.write("trunc.py", r"""
+import os, subprocess, sys, time
+import cairn
+
+ctx = cairn.init()
+log = os.path.join(os.path.dirname(os.environ["CAIRN_ORPHAN_DIR"]), "output.log")
+if ctx.steps_completed == 0:
+    for i in range(200):
+        print("first attempt line", i, flush=True)
+    with ctx.checkpoint(1) as path:
+        (path / "w").write_text("1")
+    os.remove(log)  # this process writes on into the removed file
+    print("first attempt after the removal", flush=True)
+    sys.exit(3)
+print("second attempt", flush=True)
+for op in ctx.operations():
+    for i in range(200):
+        print("second attempt line", i, flush=True)
+    # Truncated once cairn has stored all of it (truncating unread output loses it).
+    deadline = time.monotonic() + 60
+    while "second attempt line 199" not in subprocess.run(
+            [os.environ["E2E_CAIRN"], "logs", ctx.trial_id], capture_output=True,
+            text=True).stdout:
+        assert time.monotonic() < deadline, "cairn did not store the output"
+        time.sleep(0.05)
+    os.truncate(log, 0)
+    print("after the truncation", flush=True)
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("trunc.yaml", "entrypoint: /usr/bin/python3 trunc.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n"
+                   "environment: {E2E_CAIRN: %s}\n" % json.dumps(os.path.abspath(CAIRN)))
+        run = self.cairn("run", "trunc.yaml", check=0)
+        for line in ("first attempt line 199", "first attempt after the removal",
+                     "second attempt", "second attempt line 199", "after the truncation"):
+            self.assertIn("[1.1] %s\n" % line, run.stdout)
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertEqual(logs.count("after the truncation\n"), 1, logs[-2000:])
+        self.assertEqual(logs.count("second attempt\n"), 1)
+        self.assertEqual(logs.count("second attempt line 0\n"), 1)
+        self.assertEqual(logs.count("first attempt line 0\n"), 1)
+
     def test_version_names_the_commit_built_from(self):
         source = os.environ.get("CAIRN_SOURCE_DIR", ".")
         head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,
