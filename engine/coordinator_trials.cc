@@ -220,7 +220,9 @@ Status Coordinator::start_trial(Trial& trial) {
         store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
     rank_spec.output = worker.output_file;
     worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
-    const uint64_t start = size_now(worker.output_file);
+    // As the chief's (a record written before ranks' offsets were kept: the file's end).
+    const uint64_t start = std::min(trial.record.value(worker_offset_field(rank), UINT64_MAX),
+                                    size_now(worker.output_file));
     auto spawned = TrialProcess::spawn(rank_spec);
     if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
       trial.gang_failure = ExitInfo{127, 0};
@@ -324,6 +326,8 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
                            worker.partial_line.substr(start, nl - start));
     worker.partial_line.erase(0, start);
     trial.record[rank_key] = worker.log_seq;
+    // With the log, in one batch: a resumed coordinator reads on from here.
+    trial.record[worker_offset_field(worker.rank)] = output_->offset(key);
     trial.dirty = true;
   }
   if (final) {
