@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "store/retention.h"
 #include "store/schema.h"
 
 namespace cairn::cli {
@@ -24,7 +25,23 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   for (auto& c : *ckpts)
     if (!c.value("corrupt", false) && schema::checkpoint_is_kept(c)) usable.push_back(std::move(c));
   if (usable.empty()) return Status::NotFound("trial " + trial_text + " has no checkpoints");
-  if (which == "latest") return ResolvedCheckpoint{id->experiment, usable.back()};
+  // The latest is what a restart of the trial resumes from: of two saves of its last step,
+  // the one it registered last (store/retention.h, newer_checkpoint).
+  auto trial = (*reader)->trial(id->trial);
+  if (!trial.ok()) return trial.status();
+  const Json named = trial->value("latest_checkpoint", Json());
+  const std::string registered_last = named.is_string() ? named.get<std::string>() : "";
+  size_t latest = 0;
+  CheckpointSummary newest;
+  for (size_t i = 0; i < usable.size(); ++i) {
+    CheckpointSummary c = CheckpointSummary::from_record(usable[i]);
+    c.registered_last = c.id == registered_last;
+    if (i == 0 || newer_checkpoint(c, newest)) {
+      latest = i;
+      newest = std::move(c);
+    }
+  }
+  if (which == "latest") return ResolvedCheckpoint{id->experiment, usable[latest]};
   if (which != "best")
     return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
   const Json searcher = (*exp)["config"].value("searcher", Json::object());
@@ -43,7 +60,7 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
     if (smaller ? v < b : v > b) best = i;
   }
   // No checkpoint was validated: the latest is the best we know of.
-  return ResolvedCheckpoint{id->experiment, usable[best.value_or(usable.size() - 1)]};
+  return ResolvedCheckpoint{id->experiment, usable[best.value_or(latest)]};
 }
 
 }  // namespace

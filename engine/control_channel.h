@@ -31,6 +31,7 @@ class ControlConnection {
   // Set once the trial said hello.
   int64_t trial = 0;
   int rank = 0;
+  int64_t pid = 0;  // as the hello said, for messages; 0 when it did not
 
  private:
   UniqueFd fd_;

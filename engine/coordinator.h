@@ -86,6 +86,8 @@ class Coordinator {
   void handle_message(ControlConnection& conn, const Json& msg);
   void dispatch_message(ControlConnection& conn, const Json& msg);
   void handle_hello(ControlConnection& conn, const Json& msg);
+  // The fd of the connection that speaks for `rank` of `trial`, -1 when it has none.
+  int rank_connection_fd(const Trial& trial, int rank) const;
   void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_training(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_validation(Trial& trial, ControlConnection& conn, const Json& msg);

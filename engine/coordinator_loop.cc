@@ -29,9 +29,15 @@ void Coordinator::read_connection(int fd) {
   const bool open = conn.read_available();
   for (const std::string& line : conn.take_lines()) handle_line(conn, line);
   if (!open) {
-    if (Trial* trial = trial_by_index(conn.trial); trial && trial->connection_fd == fd) {
-      trial->connection_fd = -1;
-      trial->pending_operation_seq.reset();
+    if (Trial* trial = trial_by_index(conn.trial)) {
+      if (trial->connection_fd == fd) {
+        trial->connection_fd = -1;
+        trial->pending_operation_seq.reset();
+      }
+      // Forgotten, or a later connection given this fd number would pass for the rank's
+      // (handle_hello refuses a second connection for a rank).
+      for (Worker& w : trial->workers)
+        if (w.connection_fd == fd) w.connection_fd = -1;
     }
     // Replies still queued for it have nowhere to go.
     std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });

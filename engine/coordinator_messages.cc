@@ -150,8 +150,28 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
                {"message", "rank " + std::to_string(rank) + " is not a rank of trial " + id}});
     return;
   }
+  if (const int first = rank_connection_fd(*trial, rank); first >= 0 && first != conn.fd()) {
+    // The rank's connection may have closed with its end not read yet (a process that
+    // closes and connects again): read it now, so that a reconnect is not refused.
+    read_connection(first);
+    if (auto it = connections_.find(first);
+        it != connections_.end() && it->second->trial == trial->index && it->second->rank == rank) {
+      // Another process (a child that inherited the trial's environment) connecting as this
+      // rank would take the trial's place: the trial's answers would go to it, and the trial
+      // would wait for ever. The connection that came first keeps the rank.
+      const int64_t pid = it->second->pid;
+      reply(conn, Json{{"type", "error"},
+                       {"message", "rank " + std::to_string(rank) + " of trial " + id +
+                                       " is already connected" +
+                                       (pid > 0 ? " (process " + std::to_string(pid) + ")" : "") +
+                                       "; only the trial's own process may talk to cairn, not "
+                                       "a process it started with its environment"}});
+      return;
+    }
+  }
   conn.trial = trial->index;
   conn.rank = rank;
+  conn.pid = msg.contains("pid") && msg["pid"].is_number_integer() ? msg["pid"].get<int64_t>() : 0;
   if (rank == 0)
     trial->connection_fd = conn.fd();
   else
@@ -161,6 +181,12 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
                    {"checkpoint_period", config_.checkpoint.period},
                    {"deterministic", config_.reproducibility.deterministic}});
   if (trial->stop_requested) reply(conn, Json{{"type", "stop"}, {"reason", "pause"}});
+}
+
+int Coordinator::rank_connection_fd(const Trial& trial, int rank) const {
+  if (rank == 0) return trial.connection_fd;
+  if (rank < 0 || rank >= trial.world_size()) return -1;
+  return trial.workers[static_cast<size_t>(rank - 1)].connection_fd;
 }
 
 Json Coordinator::operation_answer(Trial& trial, size_t n) {

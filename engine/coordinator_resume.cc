@@ -172,6 +172,22 @@ void Coordinator::recover_trial(Trial& trial) {
           .ok()) {
     drain_output(trial, /*final=*/true);
   }
+  // The other ranks' likewise, where their offsets were recorded (a record from before
+  // they were had none; their output since the last commit is not known to be unread).
+  for (int rank = 1; rank < config_.resources.slots_per_trial; ++rank) {
+    Worker worker;
+    worker.rank = rank;
+    worker.output_file =
+        store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
+    worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
+    const Json offset = trial.record.value(worker_offset_field(rank), Json());
+    if (!offset.is_number_integer() || !fs::exists(worker.output_file, ec)) continue;
+    if (output_
+            ->follow(worker_output_key(trial.index, rank), worker.output_file,
+                     offset.get<uint64_t>())
+            .ok())
+      drain_worker_output(trial, worker, /*final=*/true);
+  }
   trial.orphan_process.reset();
   adopt_orphan_checkpoints(trial);
   // Not the trial's failure: the coordinator went away. It does not count as a restart.

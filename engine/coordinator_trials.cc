@@ -17,6 +17,7 @@
 #include "engine/coordinator.h"
 #include "engine/trial_state.h"
 #include "store/checkpoint_files.h"
+#include "store/retention.h"
 #include "store/schema.h"
 
 namespace cairn {
@@ -73,31 +74,32 @@ Result<fs::path> write_python_sdk(const StoreLayout& store, Stamp& verified) {
 
 Status Coordinator::restore_latest_checkpoint(Trial& trial,
                                               std::map<std::string, std::string>& env) {
-  // Newest first: a corrupt checkpoint is reported and the one before it is used.
-  auto candidates = std::vector<Json>();
+  // Newest first: a corrupt checkpoint is reported and the one before it is used. Of two
+  // checkpoints of one step (the trial saved the step twice) the one registered last is the
+  // trial's latest; the others of that step are older states of it. The order is
+  // retention's "latest" (store/retention.h), so keep_trial_latest keeps what a restart
+  // resumes from.
+  const Json& latest_json = trial.record["latest_checkpoint"];
+  const std::string latest = latest_json.is_string() ? latest_json.get<std::string>() : "";
+  std::vector<std::pair<CheckpointSummary, Json>> candidates;
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
     if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
-        !j.value("corrupt", false) && schema::checkpoint_is_kept(j))
-      candidates.push_back(std::move(j));
+        !j.value("corrupt", false) && schema::checkpoint_is_kept(j)) {
+      CheckpointSummary summary = CheckpointSummary::from_record(j);
+      summary.registered_last = summary.id == latest;
+      candidates.emplace_back(std::move(summary), std::move(j));
+    }
     return true;
   });
   if (!scan.ok()) return scan;
-  // Of two checkpoints of one step (the trial saved the step twice) the one registered
-  // last is the trial's latest; the others of that step are older states of it.
-  const Json& latest_json = trial.record["latest_checkpoint"];
-  const std::string latest = latest_json.is_string() ? latest_json.get<std::string>() : "";
-  std::sort(candidates.begin(), candidates.end(), [&](const Json& a, const Json& b) {
-    const int64_t a_steps = a.value("steps_completed", int64_t{0});
-    const int64_t b_steps = b.value("steps_completed", int64_t{0});
-    if (a_steps != b_steps) return a_steps > b_steps;
-    return a.value("id", "") == latest && b.value("id", "") != latest;
-  });
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return newer_checkpoint(a.first, b.first); });
   const fs::path dest =
       store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "restore";
   std::error_code ec;
   fs::remove_all(dest, ec);
-  for (Json& ckpt : candidates) {
+  for (auto& [summary, ckpt] : candidates) {
     const std::string id = ckpt["id"].get<std::string>();
     auto manifest = load_manifest(objects_, id);
     Status st =
@@ -186,6 +188,18 @@ Status Coordinator::start_trial(Trial& trial) {
   spec.output = trial.output_file;
   std::error_code ec;
   fs::create_directories(trial.output_file.parent_path(), ec);
+  // Output files are opened for appending: what this attempt writes begins at the file's
+  // end as it is before the spawn (measured after it, the first bytes could be past it).
+  auto size_now = [](const fs::path& file) {
+    std::error_code size_ec;
+    const uint64_t size = fs::file_size(file, size_ec);
+    return size_ec ? uint64_t{0} : size;
+  };
+  // From where the last read stopped, so that what is past it (written after the previous
+  // attempt's last read) is read first; but never past the end: a file removed or
+  // truncated since (someone cleaned .cairn/work) would hide this attempt's first bytes.
+  const uint64_t chief_offset =
+      std::min(trial.record.value("output_offset", uint64_t{0}), size_now(trial.output_file));
   spec.env = std::move(env);
   spec.argv = is_builtin_entrypoint(config_)
                   ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
@@ -209,6 +223,9 @@ Status Coordinator::start_trial(Trial& trial) {
         store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
     rank_spec.output = worker.output_file;
     worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
+    // As the chief's (a record written before ranks' offsets were kept: the file's end).
+    const uint64_t start = std::min(trial.record.value(worker_offset_field(rank), UINT64_MAX),
+                                    size_now(worker.output_file));
     auto spawned = TrialProcess::spawn(rank_spec);
     if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
       trial.gang_failure = ExitInfo{127, 0};
@@ -218,17 +235,13 @@ Status Coordinator::start_trial(Trial& trial) {
       break;
     }
     worker.process.emplace(std::move(*spawned));
-    std::error_code size_ec;
-    const uint64_t start = fs::file_size(worker.output_file, size_ec);
-    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file,
-                               size_ec ? 0 : start);
+    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file, start);
     if (!f.ok()) terminal_.warn("warning: " + f.message());
     trial.workers.push_back(std::move(worker));
   }
   if (trial.gang_failure) signal_ranks(trial, SIGKILL);
   trial.last_heard = Clock::now();
-  Status followed = output_->follow(trial.index, trial.output_file,
-                                    trial.record.value("output_offset", uint64_t{0}));
+  Status followed = output_->follow(trial.index, trial.output_file, chief_offset);
   if (!followed.ok()) terminal_.warn("warning: " + followed.message());
   trial.exit.reset();
   trial.released = false;
@@ -316,6 +329,8 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
                            worker.partial_line.substr(start, nl - start));
     worker.partial_line.erase(0, start);
     trial.record[rank_key] = worker.log_seq;
+    // With the log, in one batch: a resumed coordinator reads on from here.
+    trial.record[worker_offset_field(worker.rank)] = output_->offset(key);
     trial.dirty = true;
   }
   if (final) {

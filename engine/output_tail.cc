@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,17 +56,30 @@ std::vector<int64_t> OutputTail::changed() {
   return keys;
 }
 
+ssize_t OutputTail::read_at(Followed& f) {
+  ssize_t n;
+  do {
+    n = ::pread(f.fd.get(), buffer_.get(), kReadLimit, static_cast<off_t>(f.offset));
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 std::string_view OutputTail::read_new(int64_t key) {
   auto it = followed_.find(key);
   if (it == followed_.end()) return {};
   if (!buffer_) buffer_ = std::make_unique_for_overwrite<char[]>(kReadLimit);
-  ssize_t n;
-  do {
-    n = ::pread(it->second.fd.get(), buffer_.get(), kReadLimit,
-                static_cast<off_t>(it->second.offset));
-  } while (n < 0 && errno == EINTR);
+  Followed& f = it->second;
+  ssize_t n = read_at(f);
+  struct stat st {};
+  if (n == 0 && ::fstat(f.fd.get(), &st) == 0 && static_cast<uint64_t>(st.st_size) < f.offset) {
+    // Shorter than what was read: truncated (someone reclaimed its space; the store holds
+    // a copy). Its writers append, so what it holds now was written since: read from the
+    // start, or that output would be skipped until the file grew past the old offset.
+    f.offset = 0;
+    n = read_at(f);
+  }
   if (n <= 0) return {};
-  it->second.offset += static_cast<uint64_t>(n);
+  f.offset += static_cast<uint64_t>(n);
   return {buffer_.get(), static_cast<size_t>(n)};
 }
 

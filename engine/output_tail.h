@@ -2,6 +2,8 @@
 // coordinator's poll loop wakes for output without polling the files themselves.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -25,7 +27,8 @@ class OutputTail {
   // The keys whose files changed since the last call (drains the inotify queue).
   std::vector<int64_t> changed();
   // Reads what was appended since the last read, at most kReadLimit bytes. Empty when
-  // nothing. The view is into a buffer reused by the next call.
+  // nothing. The view is into a buffer reused by the next call. A file found shorter than
+  // what was read of it was truncated: it is read again from its start.
   std::string_view read_new(int64_t key);
   static constexpr size_t kReadLimit = 1 << 20;
   uint64_t offset(int64_t key) const;
@@ -36,6 +39,8 @@ class OutputTail {
     int watch = -1;
     uint64_t offset = 0;
   };
+  ssize_t read_at(Followed& f);  // pread at f.offset into buffer_
+
   UniqueFd inotify_;
   std::map<int64_t, Followed> followed_;
   // One buffer for every read, allocated on first use and never zeroed: a fresh zeroed

@@ -31,6 +31,12 @@ inline int output_key_rank(int64_t key) {
   return key >= 0 ? 0 : static_cast<int>(-key % 4096);
 }
 
+// The trial record's field holding how much of rank `rank`'s (> 0) output file is stored
+// (rank 0's is "output_offset").
+inline std::string worker_offset_field(int rank) {
+  return "output_offset_rank" + std::to_string(rank);
+}
+
 // What a coordinator that died left running of one trial: {"processes": [{"pid": P,
 // "start_time": T}, …] (rank 0 first), "boot_id": B}. Alive while any of them is.
 inline bool orphan_alive(const Json& orphan) {

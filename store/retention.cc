@@ -34,10 +34,8 @@ void keep_first(const std::vector<const CheckpointSummary*>& candidates, int n,
 }
 
 std::vector<const CheckpointSummary*> by_latest(std::vector<const CheckpointSummary*> list) {
-  std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
-    if (a->steps_completed != b->steps_completed) return a->steps_completed > b->steps_completed;
-    return a->id < b->id;
-  });
+  std::sort(list.begin(), list.end(),
+            [](const auto* a, const auto* b) { return newer_checkpoint(*a, *b); });
   return list;
 }
 
@@ -60,6 +58,12 @@ std::vector<const CheckpointSummary*> by_best(const std::vector<const Checkpoint
 }
 
 }  // namespace
+
+bool newer_checkpoint(const CheckpointSummary& a, const CheckpointSummary& b) {
+  if (a.steps_completed != b.steps_completed) return a.steps_completed > b.steps_completed;
+  if (a.registered_last != b.registered_last) return a.registered_last;
+  return a.id < b.id;
+}
 
 RetentionPolicy RetentionPolicy::from_config(const Json& config) {
   RetentionPolicy p;
@@ -156,14 +160,22 @@ Result<std::vector<std::string>> checkpoints_to_delete(const ExperimentDb& db) {
   auto records = scan_records(db, schema::kCheckpointPrefix);
   if (!records.ok()) return records.status();
 
+  std::map<int64_t, std::string> registered_last;  // by trial: its latest_checkpoint
+  for (const Json& trial : *trials)
+    if (trial.contains("latest_checkpoint") && trial["latest_checkpoint"].is_string())
+      registered_last[trial.value("index", int64_t{0})] =
+          trial["latest_checkpoint"].get<std::string>();
   std::vector<CheckpointSummary> usable;
   std::vector<std::string> doomed;
   for (const Json& r : *records) {
     if (!schema::checkpoint_is_kept(r)) continue;
-    if (r.value("corrupt", false))
+    if (r.value("corrupt", false)) {
       doomed.push_back(r.value("id", ""));
-    else
-      usable.push_back(CheckpointSummary::from_record(r));
+      continue;
+    }
+    CheckpointSummary& c = usable.emplace_back(CheckpointSummary::from_record(r));
+    auto latest = registered_last.find(c.trial);
+    c.registered_last = latest != registered_last.end() && latest->second == c.id;
   }
   const RetentionDecision decision =
       decide_retention(policy, usable, resume_points(*trials, usable));

@@ -3,7 +3,10 @@
 // finished would resume from. Everything else may be deleted (store/garbage_collector.h).
 //
 // Order, so that ties are decided the same way every time:
-//   latest  more steps first; equal steps: smaller id first.
+//   latest  more steps first; equal steps: the one its trial registered last (the trial
+//           record's `latest_checkpoint`) first, then smaller id first. Restore resumes
+//           from the first usable one in this order (newer_checkpoint), so the checkpoint
+//           keep_trial_latest keeps is the one the trial would resume from.
 //   best    better metric first; equal metric: fewer steps first (the earlier checkpoint
 //           reached it), then smaller id first.
 // Only a finite number under the searcher's metric makes a checkpoint a candidate for best;
@@ -39,10 +42,17 @@ struct CheckpointSummary {
   int64_t trial = 0;  // the trial's index within its experiment
   int64_t steps_completed = 0;
   Json metrics = Json::object();  // validation metrics at that step, if any
+  // Its trial's record names it `latest_checkpoint`: of the trial's checkpoints at this step,
+  // it is the one registered last (a trial may save one step more than once).
+  bool registered_last = false;
 
   // From a stored `ckpt/` record.
   static CheckpointSummary from_record(const Json& record);
 };
+
+// True when `a` comes before `b` in the "latest" order above (two checkpoints of one
+// trial). Shared by retention, restore and TRIAL@latest, so all three name the same one.
+bool newer_checkpoint(const CheckpointSummary& a, const CheckpointSummary& b);
 
 struct RetentionDecision {
   std::set<std::string> keep;

@@ -49,8 +49,8 @@ _UNACKED_REPORTS = 1000000
 # Only the process that called init() talks to cairn (one connection per rank). init()
 # records "PID CAIRN_CONTROL" here, so that a process started from it with its
 # environment (multiprocessing "spawn" workers, a subprocess) knows it is a child and
-# does not open a second connection as the same rank, which would take the trial's
-# place at cairn's end. Forked children are told by _after_fork_in_child.
+# does not open a second connection as the same rank, which cairn would refuse (and the
+# child would exit with that error). Forked children are told by _after_fork_in_child.
 _OWNER_VARIABLE = "CAIRN_SDK_OWNER"
 
 _context = None  # init() is idempotent: one control connection per process

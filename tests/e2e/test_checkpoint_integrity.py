@@ -269,6 +269,40 @@ class SameStep(CairnTestCase):
         with open(os.path.join(self.dir, "restored.txt")) as f:
             self.assertEqual(f.read(), "version 3")
 
+    def test_retention_keeps_the_save_of_the_last_step_the_trial_registered_last(self):
+        # keep_trial_latest kept the smallest id among a finished trial's saves of its last
+        # step, deleting the one it had registered last (its latest_checkpoint).
+        self.write("train.py", SAVE_TWICE)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n"
+                   "checkpoint: {keep_trial_latest: 1, keep_trial_best: 0}\n"
+                   "reproducibility: {seed: 5}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        kept = self.cairn_json("checkpoints", "1.1", "--json")
+        self.assertEqual([c["id"] for c in kept], [trial["latest_checkpoint"]])
+        dest = os.path.join(self.dir, "export-latest")
+        self.cairn("export", "1.1@latest", dest, check=0)
+        with open(os.path.join(dest, "model.txt")) as f:
+            self.assertEqual(f.read(), "version 3")
+
+    def test_trial_at_latest_is_the_save_the_trial_registered_last(self):
+        # With every save kept, TRIAL@latest took any of the saves of the last step.
+        self.write("train.py", SAVE_TWICE)
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n"
+                   "checkpoint: {keep_trial_latest: 4, keep_trial_best: 0}\n"
+                   "reproducibility: {seed: 5}\n")
+        self.cairn("run", "exp.yaml", check=0)
+        self.assertEqual(len(self.cairn_json("checkpoints", "1.1", "--json")), 4)
+        dest = os.path.join(self.dir, "export-latest")
+        self.cairn("export", "1.1@latest", dest, check=0)
+        with open(os.path.join(dest, "model.txt")) as f:
+            self.assertEqual(f.read(), "version 3")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -49,6 +49,7 @@ for op in ctx.operations():
                 if shards:
                     (path / ("shard-%d" % rank)).write_text("%d %d" % (rank, step))
             if ctx.should_preempt():
+                print("rank", rank, "stops at", step, flush=True)
                 # HOLD: an orphan (cairn is gone) waits for the test's go-ahead to exit.
                 while os.environ.get("HOLD") and not os.path.exists(os.path.join(out, "release")):
                     time.sleep(0.02)
@@ -292,6 +293,11 @@ class DataParallelTest(CairnTestCase):
             self.assertRegex(text, r"orphaned checkpoint \d+ not adopted: rank 1 of 2 did not "
                              r"finish writing it")
         print("orphan adopted" if adopted else "orphan not adopted", file=sys.stderr)
+        # What every rank wrote while cairn was away is in its log: the rank's output file
+        # is read on from where the dead coordinator's last commit had stored it.
+        for rank in (0, 1):
+            self.assertRegex(self.cairn("logs", "1.1", "--rank", rank, check=0).stdout,
+                             r"rank %d stops at \d+\n" % rank)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED")
         metrics = self.cairn_json("metrics", "1.1", "--json")

@@ -514,6 +514,120 @@ class RunTest(CairnTestCase):
         self.assertEqual(proc.stderr.splitlines()[0],
                          "cairn: error: --rank 1: trial 1.1 has one rank (0)")
 
+    def test_a_second_connection_as_a_connected_rank_is_refused_and_the_trial_goes_on(self):
+        # A process started by the trial with its environment (here without the Python
+        # SDK's CAIRN_SDK_OWNER guard, as a script in another language would be) that
+        # connects as the trial's rank: cairn took its hello for the rank's connection, and
+        # the trial, whose answers went to the other process, waited for ever.
+        self.write("dup.py", r"""
+import json, os, socket, subprocess, sys
+import cairn
+
+ctx = cairn.init()
+env = dict(os.environ)
+env.pop("CAIRN_SDK_OWNER", None)
+child = subprocess.run([sys.executable, "-c", "import cairn; cairn.init(); print('connected')"],
+                       env=env, capture_output=True, text=True, timeout=120)
+# A raw client too, which stays connected while the trial works.
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": ctx.trial_id,
+                        "rank": 0}).encode() + b"\n")
+answer = raw.makefile().readline()
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "dup.json"), "w") as f:
+    json.dump({"code": child.returncode, "stdout": child.stdout, "stderr": child.stderr,
+               "raw": json.loads(answer)}, f)
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+raw.close()
+""")
+        self.write("dup.yaml", "entrypoint: /usr/bin/python3 dup.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 0\nliveness_timeout: 10\n")
+        run = self.cairn("run", "dup.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+        with open(os.path.join(self.dir, "dup.json")) as f:
+            dup = json.load(f)
+        self.assertEqual(dup["code"], 1, dup)
+        self.assertEqual(dup["stdout"], "")
+        self.assertRegex(dup["stderr"], r"^cairn: error: cairn refused the trial: rank 0 of "
+                         r"trial 1\.1 is already connected \(process \d+\); [^\n]*\n$")
+        self.assertEqual(dup["raw"]["type"], "error")
+        self.assertIn("rank 0 of trial 1.1 is already connected", dup["raw"]["message"])
+
+    def test_a_rank_that_closed_its_connection_may_connect_again(self):
+        # The refusal above is for a rank whose connection is open: a process that closed
+        # its connection (cairn may not have read the close yet) and connects again is welcome.
+        self.write("again.py", r"""
+import json, os, socket
+import cairn
+
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0}).encode() + b"\n")
+assert json.loads(raw.makefile().readline())["type"] == "welcome"
+raw.close()
+ctx = cairn.init()
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("again.yaml", "entrypoint: /usr/bin/python3 again.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 0\nliveness_timeout: 10\n")
+        run = self.cairn("run", "again.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+
+    def test_output_after_output_log_was_removed_or_truncated_is_kept(self):
+        # cairn follows output.log from the offset it had read up to. A new attempt of a
+        # trial whose output.log was removed (someone cleaned .cairn/work) or a file
+        # truncated while the trial ran (to reclaim its space: it is a copy of what the
+        # store holds) was read from that old offset: everything before it was never seen.
+        self.write("trunc.py", r"""
+import os, subprocess, sys, time
+import cairn
+
+ctx = cairn.init()
+log = os.path.join(os.path.dirname(os.environ["CAIRN_ORPHAN_DIR"]), "output.log")
+if ctx.steps_completed == 0:
+    for i in range(200):
+        print("first attempt line", i, flush=True)
+    with ctx.checkpoint(1) as path:
+        (path / "w").write_text("1")
+    os.remove(log)  # this process writes on into the removed file
+    print("first attempt after the removal", flush=True)
+    sys.exit(3)
+print("second attempt", flush=True)
+for op in ctx.operations():
+    for i in range(200):
+        print("second attempt line", i, flush=True)
+    # Truncated once cairn has stored all of it (truncating unread output loses it).
+    deadline = time.monotonic() + 60
+    while "second attempt line 199" not in subprocess.run(
+            [os.environ["E2E_CAIRN"], "logs", ctx.trial_id], capture_output=True,
+            text=True).stdout:
+        assert time.monotonic() < deadline, "cairn did not store the output"
+        time.sleep(0.05)
+    os.truncate(log, 0)
+    print("after the truncation", flush=True)
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("trunc.yaml", "entrypoint: /usr/bin/python3 trunc.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n"
+                   "environment: {E2E_CAIRN: %s}\n" % json.dumps(os.path.abspath(CAIRN)))
+        run = self.cairn("run", "trunc.yaml", check=0)
+        for line in ("first attempt line 199", "first attempt after the removal",
+                     "second attempt", "second attempt line 199", "after the truncation"):
+            self.assertIn("[1.1] %s\n" % line, run.stdout)
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertEqual(logs.count("after the truncation\n"), 1, logs[-2000:])
+        self.assertEqual(logs.count("second attempt\n"), 1)
+        self.assertEqual(logs.count("second attempt line 0\n"), 1)
+        self.assertEqual(logs.count("first attempt line 0\n"), 1)
+
     def test_version_names_the_commit_built_from(self):
         source = os.environ.get("CAIRN_SOURCE_DIR", ".")
         head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,

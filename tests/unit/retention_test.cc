@@ -22,6 +22,12 @@ CheckpointSummary ckpt(const std::string& id, int64_t trial, int64_t steps,
   return c;
 }
 
+// `c`, named latest_checkpoint by its trial's record (registered last).
+CheckpointSummary registered_last(CheckpointSummary c) {
+  c.registered_last = true;
+  return c;
+}
+
 RetentionPolicy policy(int latest, int best, int experiment_best, bool smaller = true) {
   return RetentionPolicy{latest, best, experiment_best, "val_loss", smaller};
 }
@@ -80,6 +86,21 @@ const std::vector<Row> kRows = {
      {ckpt("a", 1, 1, {}), ckpt("q", 1, 2, {}), ckpt("p", 1, 2, {})},
      {},
      {"p"}},
+    {"equal steps at the end: the one the trial registered last is the latest",
+     policy(1, 0, 0),
+     {ckpt("a", 1, 1, {}), ckpt("p", 1, 2, {}), registered_last(ckpt("q", 1, 2, {}))},
+     {},
+     {"q"}},
+    {"keep_trial_latest 2 with two saves of the last step keeps both",
+     policy(2, 0, 0),
+     {ckpt("a", 1, 1, {}), registered_last(ckpt("p", 1, 2, {})), ckpt("q", 1, 2, {})},
+     {},
+     {"p", "q"}},
+    {"the trial's registered-last at a lower step does not outrank more steps",
+     policy(1, 0, 0),
+     {registered_last(ckpt("a", 1, 1, {})), ckpt("b", 1, 2, {})},
+     {},
+     {"b"}},
     {"keep_trial_latest 2 keeps the two newest",
      policy(2, 0, 0),
      {ckpt("c", 1, 3, {}), ckpt("a", 1, 1, {}), ckpt("d", 1, 4, {}), ckpt("b", 1, 2, {})},
@@ -209,6 +230,36 @@ TEST_CASE("checkpoints_to_delete reads the policy, pins resumable trials, drops 
   REQUIRE(doomed.ok());
   // Kept: '2' (trial 1's best usable), '5' (trial 2's best), '6' (trial 2's resume point).
   CHECK(*doomed == std::vector<std::string>{std::string(64, '1'), std::string(64, '3')});
+}
+
+TEST_CASE("a trial that saved its last step twice keeps the save it registered last") {
+  // Restore resumes from the trial's latest_checkpoint among equal steps; retention kept the
+  // smaller id instead, deleting what the trial (finished, so nothing pinned it) called its
+  // latest: TRIAL@latest and a later `cairn resume` of the experiment lost it.
+  testing::TestDir dir;
+  auto store = init_store(dir.path());
+  REQUIRE(store.ok());
+  REQUIRE(*allocate_experiment_id(*store) == 1);
+  auto db = ExperimentDb::open(store->experiment(1), ExperimentDb::Mode::kWrite, store->tmp());
+  REQUIRE(db.ok());
+  StoreBatch batch;
+  batch.put_json(schema::kExperiment,
+                 Json{{"id", 1},
+                      {"config",
+                       {{"searcher", {{"metric", "val_loss"}}},
+                        {"checkpoint", {{"keep_trial_latest", 1}, {"keep_trial_best", 0}}}}}});
+  const std::string older(64, 'a'), newer(64, 'b');  // the older save has the smaller id
+  batch.put_json(
+      schema::trial_key(1),
+      Json{{"id", "1.1"}, {"index", 1}, {"state", "COMPLETED"}, {"latest_checkpoint", newer}});
+  for (const std::string& id : {older, newer})
+    batch.put_json(schema::checkpoint_key(id),
+                   Json{{"id", id}, {"trial_index", 1}, {"steps_completed", 4}});
+  REQUIRE((*db)->commit(batch, true).ok());
+
+  auto doomed = checkpoints_to_delete(**db);
+  REQUIRE(doomed.ok());
+  CHECK(*doomed == std::vector<std::string>{older});
 }
 
 }  // namespace cairn
