@@ -126,6 +126,15 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
 }
 
 void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
+  if (conn.trial != 0) {
+    // One connection speaks for one rank: a second hello naming another rank or trial would
+    // leave the first one's slot pointing at a connection that now speaks for someone else.
+    reply(conn,
+          Json{{"type", "error"},
+               {"message", "this connection already said hello, as rank " +
+                               std::to_string(conn.rank) + " of trial " + trial_id(conn.trial)}});
+    return;
+  }
   if (msg.value("protocol", 0) != kProtocolVersion) {
     reply(conn, Json{{"type", "error"},
                      {"message",

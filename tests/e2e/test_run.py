@@ -567,7 +567,16 @@ raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
 raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
                         "rank": 0}).encode() + b"\n")
-assert json.loads(raw.makefile().readline())["type"] == "welcome"
+answers = raw.makefile()
+assert json.loads(answers.readline())["type"] == "welcome"
+# One connection speaks for one rank: a second hello on it is refused.
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0}).encode() + b"\n")
+again = json.loads(answers.readline())
+assert again["type"] == "error", again
+assert again["message"] == ("this connection already said hello, as rank 0 of trial "
+                            + os.environ["CAIRN_TRIAL_ID"]), again
+answers.close()  # the socket's file descriptor stays open while a makefile() object does
 raw.close()
 ctx = cairn.init()
 for op in ctx.operations():
