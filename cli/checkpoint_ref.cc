@@ -30,35 +30,24 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   auto trial = (*reader)->trial(id->trial);
   if (!trial.ok()) return trial.status();
   const Json named = trial->value("latest_checkpoint", Json());
-  const std::string registered_last = named.is_string() ? named.get<std::string>() : "";
-  size_t latest = 0;
-  CheckpointSummary newest;
-  for (size_t i = 0; i < usable.size(); ++i) {
-    CheckpointSummary c = CheckpointSummary::from_record(usable[i]);
-    c.registered_last = c.id == registered_last;
-    if (i == 0 || newer_checkpoint(c, newest)) {
-      latest = i;
-      newest = std::move(c);
-    }
+  std::vector<CheckpointSummary> summaries;
+  for (const Json& c : usable) {
+    CheckpointSummary& summary = summaries.emplace_back(CheckpointSummary::from_record(c));
+    summary.registered_last = named.is_string() && summary.id == named.get<std::string>();
   }
+  size_t latest = 0;
+  for (size_t i = 1; i < summaries.size(); ++i)
+    if (newer_checkpoint(summaries[i], summaries[latest])) latest = i;
   if (which == "latest") return ResolvedCheckpoint{id->experiment, usable[latest]};
   if (which != "best")
     return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
-  const Json searcher = (*exp)["config"].value("searcher", Json::object());
-  const std::string metric = searcher.value("metric", "");
-  const bool smaller = searcher.value("smaller_is_better", true);
+  // Retention's "best" order (store/retention.h), so that TRIAL@best is the checkpoint
+  // keep_trial_best keeps, ties included.
+  std::vector<const CheckpointSummary*> pointers;
+  for (const CheckpointSummary& c : summaries) pointers.push_back(&c);
+  const auto ranked = by_best(pointers, RetentionPolicy::from_config((*exp)["config"]));
   std::optional<size_t> best;
-  for (size_t i = 0; i < usable.size(); ++i) {
-    const Json& m = usable[i]["metrics"];
-    if (!m.is_object() || !m.contains(metric) || !m[metric].is_number()) continue;
-    double v = m[metric].get<double>();
-    if (!best) {
-      best = i;
-      continue;
-    }
-    double b = usable[*best]["metrics"][metric].get<double>();
-    if (smaller ? v < b : v > b) best = i;
-  }
+  if (!ranked.empty()) best = static_cast<size_t>(ranked.front() - summaries.data());
   // No checkpoint was validated: the latest is the best we know of.
   return ResolvedCheckpoint{id->experiment, usable[best.value_or(latest)]};
 }

@@ -39,7 +39,8 @@ std::vector<const CheckpointSummary*> by_latest(std::vector<const CheckpointSumm
   return list;
 }
 
-// Only the checkpoints with a finite metric, best first.
+}  // namespace
+
 std::vector<const CheckpointSummary*> by_best(const std::vector<const CheckpointSummary*>& list,
                                               const RetentionPolicy& policy) {
   std::vector<std::pair<double, const CheckpointSummary*>> scored;
@@ -56,8 +57,6 @@ std::vector<const CheckpointSummary*> by_best(const std::vector<const Checkpoint
   for (const auto& [score, c] : scored) out.push_back(c);
   return out;
 }
-
-}  // namespace
 
 bool newer_checkpoint(const CheckpointSummary& a, const CheckpointSummary& b) {
   if (a.steps_completed != b.steps_completed) return a.steps_completed > b.steps_completed;

@@ -54,6 +54,11 @@ struct CheckpointSummary {
 // trial). Shared by retention, restore and TRIAL@latest, so all three name the same one.
 bool newer_checkpoint(const CheckpointSummary& a, const CheckpointSummary& b);
 
+// The checkpoints of `list` that have a finite value of `policy.metric`, in the "best" order
+// above (by `policy.smaller_is_better`). Shared by retention and TRIAL@best.
+std::vector<const CheckpointSummary*> by_best(const std::vector<const CheckpointSummary*>& list,
+                                              const RetentionPolicy& policy);
+
 struct RetentionDecision {
   std::set<std::string> keep;
   std::set<std::string> remove;  // every input id not in `keep`
