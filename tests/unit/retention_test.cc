@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <optional>
 
 #include "store/schema.h"
@@ -160,6 +161,27 @@ const std::vector<Row> kRows = {
     {"no checkpoints: nothing to decide", policy(1, 1, 1), {}, {"a"}, {}},
 };
 
+// A store in `dir` with experiment 1, whose config keeps the given checkpoints (metric
+// val_loss), for checkpoints_to_delete to read.
+std::unique_ptr<ExperimentDb> experiment_with_policy(const testing::TestDir& dir,
+                                                     int keep_trial_latest, int keep_trial_best) {
+  auto store = init_store(dir.path());
+  REQUIRE(store.ok());
+  REQUIRE(*allocate_experiment_id(*store) == 1);
+  auto db = ExperimentDb::open(store->experiment(1), ExperimentDb::Mode::kWrite, store->tmp());
+  REQUIRE(db.ok());
+  StoreBatch batch;
+  batch.put_json(
+      schema::kExperiment,
+      Json{{"id", 1},
+           {"config",
+            {{"searcher", {{"metric", "val_loss"}}},
+             {"checkpoint",
+              {{"keep_trial_latest", keep_trial_latest}, {"keep_trial_best", keep_trial_best}}}}}});
+  REQUIRE((*db)->commit(batch, true).ok());
+  return std::move(*db);
+}
+
 }  // namespace
 
 TEST_CASE("retention keeps exactly the union of latest, best, experiment best and pinned") {
@@ -193,17 +215,8 @@ TEST_CASE("the policy comes from the experiment's config, with SPEC defaults") {
 
 TEST_CASE("checkpoints_to_delete reads the policy, pins resumable trials, drops corrupt ones") {
   testing::TestDir dir;
-  auto store = init_store(dir.path());
-  REQUIRE(store.ok());
-  REQUIRE(*allocate_experiment_id(*store) == 1);
-  auto db = ExperimentDb::open(store->experiment(1), ExperimentDb::Mode::kWrite, store->tmp());
-  REQUIRE(db.ok());
+  auto db = experiment_with_policy(dir, /*keep_trial_latest=*/0, /*keep_trial_best=*/1);
   StoreBatch batch;
-  batch.put_json(schema::kExperiment,
-                 Json{{"id", 1},
-                      {"config",
-                       {{"searcher", {{"metric", "val_loss"}}},
-                        {"checkpoint", {{"keep_trial_latest", 0}, {"keep_trial_best", 1}}}}}});
   // Trial 1 finished; trial 2 is paused and would resume from its step-3 checkpoint.
   batch.put_json(schema::trial_key(1), Json{{"id", "1.1"}, {"index", 1}, {"state", "COMPLETED"}});
   batch.put_json(schema::trial_key(2), Json{{"id", "1.2"},
@@ -224,9 +237,9 @@ TEST_CASE("checkpoints_to_delete reads the policy, pins resumable trials, drops 
   put('4', 1, 4, {{"val_loss", 0.9}}, {{"deleted", true}});  // already gone: not a candidate
   put('5', 2, 1, {{"val_loss", 0.3}});
   put('6', 2, 3, Json::object());
-  REQUIRE((*db)->commit(batch, true).ok());
+  REQUIRE(db->commit(batch, true).ok());
 
-  auto doomed = checkpoints_to_delete(**db);
+  auto doomed = checkpoints_to_delete(*db);
   REQUIRE(doomed.ok());
   // Kept: '2' (trial 1's best usable), '5' (trial 2's best), '6' (trial 2's resume point).
   CHECK(*doomed == std::vector<std::string>{std::string(64, '1'), std::string(64, '3')});
@@ -237,17 +250,8 @@ TEST_CASE("a trial that saved its last step twice keeps the save it registered l
   // smaller id instead, deleting what the trial (finished, so nothing pinned it) called its
   // latest: TRIAL@latest and a later `cairn resume` of the experiment lost it.
   testing::TestDir dir;
-  auto store = init_store(dir.path());
-  REQUIRE(store.ok());
-  REQUIRE(*allocate_experiment_id(*store) == 1);
-  auto db = ExperimentDb::open(store->experiment(1), ExperimentDb::Mode::kWrite, store->tmp());
-  REQUIRE(db.ok());
+  auto db = experiment_with_policy(dir, /*keep_trial_latest=*/1, /*keep_trial_best=*/0);
   StoreBatch batch;
-  batch.put_json(schema::kExperiment,
-                 Json{{"id", 1},
-                      {"config",
-                       {{"searcher", {{"metric", "val_loss"}}},
-                        {"checkpoint", {{"keep_trial_latest", 1}, {"keep_trial_best", 0}}}}}});
   const std::string older(64, 'a'), newer(64, 'b');  // the older save has the smaller id
   batch.put_json(
       schema::trial_key(1),
@@ -255,9 +259,9 @@ TEST_CASE("a trial that saved its last step twice keeps the save it registered l
   for (const std::string& id : {older, newer})
     batch.put_json(schema::checkpoint_key(id),
                    Json{{"id", id}, {"trial_index", 1}, {"steps_completed", 4}});
-  REQUIRE((*db)->commit(batch, true).ok());
+  REQUIRE(db->commit(batch, true).ok());
 
-  auto doomed = checkpoints_to_delete(**db);
+  auto doomed = checkpoints_to_delete(*db);
   REQUIRE(doomed.ok());
   CHECK(*doomed == std::vector<std::string>{older});
 }
