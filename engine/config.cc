@@ -127,7 +127,10 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   if (const ConfigNode* node = top.get("reproducibility")) {
     out.reproducibility = config::read_reproducibility(*node);
   }
-  if (const ConfigNode* node = top.get("data")) out.data = config::read_data(*node);
+  if (const ConfigNode* node = top.get("data")) {
+    out.data = config::read_data(*node);
+    if (use == ConfigUse::kNewExperiment) config::check_data_exists(*node, out.workdir);
+  }
   if (const ConfigNode* node = top.get("environment")) {
     out.environment = config::read_environment(*node);
   }

@@ -47,6 +47,7 @@ MISTAKES = [
     ("categorical without vals", GOOD.replace("searcher:\n", "  opt: {type: categorical, vals: []}\nsearcher:\n"), 6, "hyperparameters.opt.vals"),
     ("divisor 1", GOOD.replace("  max_length: 3", "  max_length: 3\n  divisor: 1"), 10, "searcher.divisor"),
     ("workdir missing", GOOD + "workdir: does/not/exist\n", 12, "workdir"),
+    ("data path missing", GOOD + "data: [train.py, no/such/dir]\n", 12, "data[1]"),
 ]
 
 
