@@ -126,6 +126,7 @@ using Type = HyperparameterSpec::Type;
 TEST_CASE("config: the SPEC example parses into the right values") {
   TempDir dir;
   fs::path file = dir.write("configs/digits.yaml", kSpecExample);
+  fs::create_directories(dir.path() / "configs/data");  // data: must exist for a new experiment
   Result<ExperimentConfig> loaded = load_experiment_config(file, {});
   INFO(loaded.status().message());
   REQUIRE(loaded.ok());
@@ -221,7 +222,7 @@ TEST_CASE("config: defaults for everything left out") {
 
 TEST_CASE("config: values in their other accepted forms") {
   TempDir dir;
-  fs::create_directories(dir.path() / "code");
+  dir.write("code/data/train.csv", "x\n");
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: [python3, train.py, --epochs, 5]
 workdir: code/
 hyperparameters:
@@ -518,6 +519,8 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: data: ", "expected a path or a list"},
       {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"),
        "exp.yaml:9: data[1]: ", "expected a string"},
+      {"data path missing", with_extra("data:\n  - no/such/file.csv\n"),
+       "exp.yaml:8: data[0]: ", "no/such/file.csv does not exist"},
       {"environment sets CAIRN_", with_extra("environment:\n  CAIRN_SEED: 3\n"),
        "exp.yaml:8: environment.CAIRN_SEED: ", "set by cairn"},
       {"environment bad name", with_extra("environment:\n  1ABC: x\n"),
