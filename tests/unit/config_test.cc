@@ -316,6 +316,43 @@ TEST_CASE("config: searcher aliases") {
   CHECK(parse_ok(dir, single).searcher.max_trials == 1);
 }
 
+TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+hyperparameters:
+  lr: &range {type: double, minval: 0.1, maxval: 0.5}
+  momentum:
+    <<: *range
+    maxval: 0.9
+  wd:
+    <<: [{minval: 0.01}, *range]
+searcher:
+  <<: {name: single, metric: loss, max_length: 99}
+  max_length: 3
+)");
+  CHECK(c.hyperparameters.at("momentum").minval == 0.1);
+  CHECK(c.hyperparameters.at("momentum").maxval == 0.9);  // the map's own key wins
+  CHECK(c.hyperparameters.at("wd").minval == 0.01);       // the first map of the list wins
+  CHECK(c.hyperparameters.at("wd").maxval == 0.5);
+  CHECK(c.searcher.name == "single");
+  CHECK(c.searcher.max_length == 3);
+  // A mistake in a merged value is named where it is written: the anchor's line.
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  <<: &s {name: bayes}\n"),
+                  "exp.yaml:3: searcher.name: ", "must be one of");
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  <<: 3\n"),
+                  "exp.yaml:3: searcher.<<: ", "a merge key takes a map");
+  // Quoted, "<<" is an ordinary key.
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  \"<<\": {name: single}\n"),
+                  "exp.yaml:3: searcher.<<: ", "unknown key");
+}
+
+TEST_CASE("config: a file that ends with --- is one document") {
+  TempDir dir;
+  CHECK(parse_ok(dir, std::string(kMinimal) + "---\n").searcher.max_trials == 4);
+  check_bad_input(parse(dir, std::string(kMinimal) + "---\nname: x\n"),
+                  "exp.yaml:8: ", "a second YAML document");
+}
+
 TEST_CASE("config: --set overrides") {
   TempDir dir;
   const std::string yaml = std::string(kMinimal) + R"(hyperparameters:
