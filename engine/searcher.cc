@@ -23,7 +23,10 @@ Status check_searcher_config(const ExperimentConfig& config) {
     if (!plan.ok()) st = plan.status();
   }
   if (st.ok()) return st;
-  return Status::BadInput(config.config_path.string() + ": " + st.message());
+  // A config read from a file names the line of `searcher:`, as the parser's errors do.
+  const std::string& where =
+      config.searcher_where.empty() ? config.config_path.string() : config.searcher_where;
+  return Status::BadInput(where + ": " + st.message());
 }
 
 }  // namespace
