@@ -486,6 +486,12 @@ const std::vector<Mistake>& mistakes() {
       {"minval above maxval",
        with_extra("hyperparameters:\n  hidden: {type: int, minval: 256, maxval: 16}\n"),
        "exp.yaml:8: hyperparameters.hidden.minval: ", "256 is greater than maxval 16"},
+      {"log range beyond a double",
+       with_extra("hyperparameters:\n  lr: {type: log, minval: 400, maxval: 401}\n"),
+       "exp.yaml:8: hyperparameters.lr.minval: ", "base^400 is infinite"},
+      {"double range too wide",
+       with_extra("hyperparameters:\n  x: {type: double, minval: -1e308, maxval: 1e308}\n"),
+       "exp.yaml:8: hyperparameters.x.maxval: ", "too wide for a double"},
       {"nested error path",
        with_extra("hyperparameters:\n  arch:\n    depth:\n      type: int\n      minval: 1.5\n"
                   "      maxval: 4\n"),
