@@ -14,6 +14,9 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   if (!id.ok()) return id.status();
   if (!id->trial)
     return Status::BadInput("'" + trial_text + "@" + which + "': expected a trial id before '@'");
+  // A misspelt @latest/@best is bad input whatever the trial holds.
+  if (which != "latest" && which != "best")
+    return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
   auto reader = ExperimentReader::open(store, id->experiment);
   if (!reader.ok()) return reader.status();
   auto exp = (*reader)->experiment();
@@ -25,8 +28,6 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
     if (!c.value("corrupt", false) && schema::checkpoint_is_kept(c)) usable.push_back(std::move(c));
   if (usable.empty()) return Status::NotFound("trial " + trial_text + " has no checkpoints");
   if (which == "latest") return ResolvedCheckpoint{id->experiment, usable.back()};
-  if (which != "best")
-    return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
   const Json searcher = (*exp)["config"].value("searcher", Json::object());
   const std::string metric = searcher.value("metric", "");
   const bool smaller = searcher.value("smaller_is_better", true);

@@ -28,6 +28,17 @@ class CommandLineMistakesTest(CairnTestCase):
                 proc = self.cairn("logs", "1.1", option, "-1")
                 self.assert_one_line_error(proc, 2, option + ": ")
 
+    def test_a_name_of_two_lines(self):
+        self.write("exp.yaml", MLP)
+        proc = self.cairn("run", "exp.yaml", "--name", "two\nlines")
+        self.assert_one_line_error(proc, 2, "--name: must be one line")
+        self.assertEqual(proc.stdout, "", "nothing starts")
+
+    def test_a_misspelt_latest_is_named_before_the_trial_is_looked_up(self):
+        self.cairn("init", check=0)
+        proc = self.cairn("export", "1.1@lastest", "out")
+        self.assert_one_line_error(proc, 2, "'1.1@lastest': expected @latest or @best")
+
     def test_export_to_an_empty_dir_name(self):
         self.write("exp.yaml", MLP)
         self.cairn("run", "exp.yaml", check=0)
