@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* kFormatFile = "FORMAT";
 constexpr const char* kFormat = "cairn-store 1\n";
+constexpr size_t kMaxIdDigits = 12;
 
 Result<StoreLayout> open_existing(const fs::path& dotcairn) {
   std::error_code ec;
@@ -136,7 +137,11 @@ std::vector<int64_t> list_experiment_ids(const StoreLayout& store) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(store.experiments(), ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    // Ids have at most 12 digits, as on the command line (cli parse_id): a stray longer name
+    // overflowed stoll here, or made the next id wrap to a negative number.
+    if (name.empty() || name.size() > kMaxIdDigits ||
+        !std::all_of(name.begin(), name.end(), ::isdigit))
+      continue;
     ids.push_back(std::stoll(name));
   }
   std::sort(ids.begin(), ids.end());

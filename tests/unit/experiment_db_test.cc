@@ -35,6 +35,11 @@ TEST_CASE("experiment ids are allocated once each") {
   fs::create_directories(store->experiment(7));
   CHECK(*allocate_experiment_id(*store) == 8);
   CHECK(list_experiment_ids(*store) == std::vector<int64_t>{1, 2, 7, 8});
+  // A stray directory with a name no id has (too long for one) is not an experiment.
+  fs::create_directories(store->experiments() / "99999999999999999999");
+  fs::create_directories(store->experiments() / "9223372036854775807");
+  CHECK(list_experiment_ids(*store) == std::vector<int64_t>{1, 2, 7, 8});
+  CHECK(*allocate_experiment_id(*store) == 9);
 }
 
 TEST_CASE("one writer, many readers: readers see committed records and catch up") {
