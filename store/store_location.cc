@@ -24,6 +24,13 @@ Result<StoreLayout> open_existing(const fs::path& dotcairn) {
   if (!fs::is_directory(dotcairn, ec))
     return Status::NotFound("no cairn store at " + dotcairn.string());
   auto format = read_file(dotcairn / kFormatFile);
+  // Another version's store is not damage: say which format it is, so the fix is plain.
+  if (format.ok() && *format != kFormat && format->starts_with("cairn-store ")) {
+    std::string version = format->substr(0, format->find('\n'));
+    return Status::Failed(dotcairn.string() + " is a store of another cairn version (its " +
+                          kFormatFile + " says '" + version.substr(0, 40) +
+                          "'; this cairn reads 'cairn-store 1')");
+  }
   if (!format.ok() || *format != kFormat)
     return Status::Corrupt(dotcairn.string() + " is not a cairn store (missing or unknown " +
                            kFormatFile + ")");

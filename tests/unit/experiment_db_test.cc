@@ -26,6 +26,16 @@ TEST_CASE("store discovery walks upwards and honours an explicit directory") {
   CHECK(init_store(dir.path()).ok());  // idempotent
 }
 
+TEST_CASE("a store of another format version is named as such, not as damage") {
+  testing::TestDir dir;
+  REQUIRE(init_store(dir.path()).ok());
+  std::ofstream(dir / ".cairn/FORMAT", std::ios::trunc) << "cairn-store 2\n";
+  auto found = find_store(dir.path(), "/");
+  REQUIRE_FALSE(found.ok());
+  CHECK(found.status().message().find("another cairn version (its FORMAT says 'cairn-store 2'") !=
+        std::string::npos);
+}
+
 TEST_CASE("experiment ids are allocated once each") {
   testing::TestDir dir;
   auto store = init_store(dir.path());
