@@ -15,6 +15,9 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   if (!id.ok()) return id.status();
   if (!id->trial)
     return Status::BadInput("'" + trial_text + "@" + which + "': expected a trial id before '@'");
+  // A misspelt @latest/@best is bad input whatever the trial holds.
+  if (which != "latest" && which != "best")
+    return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
   auto reader = ExperimentReader::open(store, id->experiment);
   if (!reader.ok()) return reader.status();
   auto exp = (*reader)->experiment();
@@ -39,8 +42,6 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   for (size_t i = 1; i < summaries.size(); ++i)
     if (newer_checkpoint(summaries[i], summaries[latest])) latest = i;
   if (which == "latest") return ResolvedCheckpoint{id->experiment, usable[latest]};
-  if (which != "best")
-    return Status::BadInput("'" + trial_text + "@" + which + "': expected @latest or @best");
   // Retention's "best" order (store/retention.h), so that TRIAL@best is the checkpoint
   // keep_trial_best keeps, ties included.
   std::vector<const CheckpointSummary*> pointers;

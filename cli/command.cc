@@ -9,7 +9,11 @@ namespace cairn::cli {
 
 int fail(const Status& status, const std::string& hint) {
   std::fflush(stdout);
-  std::cerr << "cairn: error: " << status.message() << "\n";
+  // An id or a path as the user typed it may hold an escape sequence: shown, not obeyed.
+  std::string message = status.message();
+  for (char& c : message)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) c = '?';
+  std::cerr << "cairn: error: " << message << "\n";
   if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
   return status.exit_code();
 }

@@ -16,6 +16,7 @@ int export_checkpoint(const GlobalOptions& global, const std::string& ref, const
   auto ckpt = resolve_checkpoint(*store, ref);
   if (!ckpt.ok()) return fail(ckpt.status(), "`cairn checkpoints ID` lists checkpoints");
   std::error_code ec;
+  if (dir.empty()) return fail(Status::BadInput("DIR is empty: give a new or empty directory"));
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     return fail(Status::BadInput(dir + " is a file: give a new or empty directory"));
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))

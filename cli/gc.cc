@@ -41,8 +41,10 @@ struct Collected {
 Result<Collected> collect(const StoreLayout& store, int64_t id) {
   Collected out;
   out.id = id;
-  std::error_code ec;
-  if (!fs::exists(store.experiment(id) / "db" / "CURRENT", ec)) return out;  // being created
+  if (Status st = database_presence(store.experiment(id)); !st.ok()) {
+    if (st.kind() == ErrorKind::kNotFound) return out;  // being created
+    return st;
+  }
   if (experiment_is_driven(store.experiment(id))) {
     out.running = true;
     return out;

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <iostream>
+#include <limits>
 
 #include "cli/command.h"
 
@@ -87,10 +88,12 @@ void add_logs(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   CLI::App* cmd = app.add_subcommand("logs", "Print a trial's output (stdout and stderr)");
   cmd->add_option("trial", opts->id, "Trial id (7.3)")->required()->type_name("TRIAL");
   cmd->add_flag("-f,--follow", opts->follow, "Keep printing new output while the trial runs");
+  // Integer ranges: CLI::NonNegativeNumber checks against a double and prints its 300-digit
+  // maximum in the message for --rank -1.
+  constexpr int kMax = std::numeric_limits<int>::max();
   cmd->add_option("--rank", opts->rank, "Rank of a data-parallel trial (default 0)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--tail", opts->tail, "Print only the last N lines")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, kMax));
+  cmd->add_option("--tail", opts->tail, "Print only the last N lines")->check(CLI::Range(0, kMax));
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = logs(global, *opts); });
 }
 

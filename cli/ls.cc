@@ -13,11 +13,24 @@ int ls(const GlobalOptions& global, bool all, bool json) {
   auto store = open_store(global);
   if (!store.ok()) return fail(store.status());
   Json out = Json::array();
+  int exit_code = 0;
+  // An experiment being created right now has no database or record yet: not listed. One
+  // that cannot be read is named on stderr, with a failing exit status: left out silently,
+  // a damaged experiment would look deleted.
+  auto unreadable = [&](const Status& st) {
+    if (st.kind() != ErrorKind::kNotFound) exit_code = fail(st);
+  };
   for (int64_t id : list_experiment_ids(*store)) {
     auto reader = ExperimentReader::open(*store, id);
-    if (!reader.ok()) continue;  // being created right now
+    if (!reader.ok()) {
+      unreadable(reader.status());
+      continue;
+    }
     auto exp = (*reader)->experiment();
-    if (!exp.ok()) continue;
+    if (!exp.ok()) {
+      unreadable(exp.status());
+      continue;
+    }
     const std::string state = exp->value("state", "");
     if (!all && state == "CANCELED") continue;
     auto trials = (*reader)->trials();
@@ -36,7 +49,7 @@ int ls(const GlobalOptions& global, bool all, bool json) {
   }
   if (json) {
     print_json(out);
-    return 0;
+    return exit_code;
   }
   Table table({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST"});
   for (const Json& row : out)
@@ -44,7 +57,7 @@ int ls(const GlobalOptions& global, bool all, bool json) {
                row["searcher"].get<std::string>(), row["trials"].dump(),
                row["best_trial"].is_string() ? row["best_trial"].get<std::string>() : "-"});
   table.print(std::cout);
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

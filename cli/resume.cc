@@ -98,8 +98,13 @@ int resume_one(const StoreLayout& store, int64_t id) {
 // by its own detached process. Deliberately paused experiments stay paused.
 int resume_all(const StoreLayout& store) {
   int resumed = 0;
+  int exit_code = 0;
   for (int64_t id : list_experiment_ids(store)) {
     auto status = experiment_status(store, id);
+    // One being created has no record yet; one that cannot be read is reported, not passed
+    // over as if there were nothing to resume.
+    if (!status.ok() && status.status().kind() != ErrorKind::kNotFound)
+      exit_code = fail(status.status());
     if (!status.ok() || status->driven || status->record.value("state", "") != "ACTIVE") continue;
     std::cout << id << std::endl;
     pid_t pid = ::fork();
@@ -111,7 +116,7 @@ int resume_all(const StoreLayout& store) {
     ++resumed;
   }
   std::cerr << "cairn: resumed " << resumed << " interrupted experiment(s) in the background\n";
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <random>
 
@@ -61,6 +62,10 @@ namespace {
 int run(const GlobalOptions& global, const RunOptions& opts) {
   auto config = load_experiment_config(opts.config_file, opts.sets);
   if (!config.ok()) return fail(config.status());
+  // One line of text, as `name:` in the config must be: a newline in it broke `cairn ls`.
+  if (std::any_of(opts.name.begin(), opts.name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return fail(Status::BadInput("--name: must be one line of text"));
   if (!opts.name.empty()) config->name = opts.name;
   // Accepted because SPEC §2 names them, but not built yet: say so rather than let a user
   // wait for peers or a notification that never come.

@@ -114,8 +114,10 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   const ConfigNode* hyperparameters = top.get("hyperparameters");
   if (hyperparameters != nullptr)
     out.hyperparameters = config::read_hyperparameters(*hyperparameters);
-  out.searcher = config::read_searcher(
-      top.require("searcher", "for one trial: {name: single, metric: val_loss, max_length: 10}"));
+  const ConfigNode& searcher =
+      top.require("searcher", "for one trial: {name: single, metric: val_loss, max_length: 10}");
+  out.searcher = config::read_searcher(searcher);
+  out.searcher_where = searcher.where;
   if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
   if (const ConfigNode* node = top.get("resources")) out.resources = config::read_resources(*node);
   out.max_restarts = top.int_or("max_restarts", 3, 0);
@@ -127,7 +129,10 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   if (const ConfigNode* node = top.get("reproducibility")) {
     out.reproducibility = config::read_reproducibility(*node);
   }
-  if (const ConfigNode* node = top.get("data")) out.data = config::read_data(*node);
+  if (const ConfigNode* node = top.get("data")) {
+    out.data = config::read_data(*node);
+    if (use == ConfigUse::kNewExperiment) config::check_data_exists(*node, out.workdir);
+  }
   if (const ConfigNode* node = top.get("environment")) {
     out.environment = config::read_environment(*node);
   }

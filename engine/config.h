@@ -77,6 +77,7 @@ struct ExperimentConfig {
   std::filesystem::path workdir;        // absolute; an existing directory
   std::map<std::string, HyperparameterSpec> hyperparameters;
   SearcherConfig searcher;
+  std::string searcher_where;  // "FILE:LINE" of `searcher:`, for what the searcher refuses
   ResourcesConfig resources;
   int max_restarts = 3;  // >= 0
   // Exit statuses with which a trial declares a failure permanent: not restarted (builtin:mlp

@@ -1,6 +1,7 @@
 // `hyperparameters`: constants, distributions ({type: int|double|log|categorical|const})
 // and nested maps of them, plus the grid searcher's rules over them.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -101,6 +102,18 @@ void read_range(const MapReader& spec, HyperparameterSpec& out) {
       fail(*spec.get("base"), spec.key_path("base"),
            "must be greater than 0 and not 1, got " + spec.get("base")->text);
     }
+    // minval and maxval are exponents: a value the trial would get as null (infinity) or 0
+    // is refused here rather than in every trial.
+    for (std::string_view key : {"minval", "maxval"}) {
+      const double value = std::pow(out.base, key == "minval" ? out.minval : out.maxval);
+      if (!std::isfinite(value) || value == 0)
+        fail(*spec.get(key), spec.key_path(key),
+             "base^" + spec.get(key)->text + " is " + (value == 0 ? "0" : "infinite") +
+                 " as a double; log ranges take exponents, such as -4 for 1e-4");
+    }
+  } else if (out.type == Type::kDouble && !std::isfinite(out.maxval - out.minval)) {
+    fail(*spec.get("maxval"), spec.key_path("maxval"),
+         "the range from minval to maxval is too wide for a double");
   }
   if (std::optional<int64_t> count = spec.get_int("count")) {
     out.count = checked_int(*count, *spec.get("count"), spec.key_path("count"), 1);

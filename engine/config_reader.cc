@@ -51,6 +51,15 @@ void fail(const std::string& where, std::string_view key, std::string_view what)
   std::string message = where + ": ";
   if (!key.empty()) message += std::string(key) + ": ";
   message += what;
+  // One line, and no control character from a value reaches the terminal (an escape in a
+  // quoted YAML string could recolour it or move the cursor).
+  for (char& c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r' || c == '\t')
+      c = ' ';
+    else if (u < 0x20 || u == 0x7f)
+      c = '?';
+  }
   throw ConfigError(message);
 }
 

@@ -160,6 +160,22 @@ std::vector<std::string> read_data(const ConfigNode& node) {
   return paths;
 }
 
+void check_data_exists(const ConfigNode& node, const std::filesystem::path& workdir) {
+  const std::vector<std::string> paths = read_data(node);
+  const bool single = node.kind == ConfigNode::Kind::kScalar;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::filesystem::path path(paths[i]);
+    const std::filesystem::path full = path.is_absolute() ? path : workdir / path;
+    std::error_code error;
+    if (std::filesystem::exists(full, error)) continue;
+    std::string hint = paths[i].starts_with("~") ? " (~ is not expanded; write the full path)"
+                       : path.is_absolute()      ? ""
+                                                 : " (data paths are relative to the workdir)";
+    fail(single ? node : node.items[i], single ? "data" : "data[" + std::to_string(i) + "]",
+         full.lexically_normal().string() + " does not exist" + hint);
+  }
+}
+
 std::vector<int> read_permanent_exit_codes(const ConfigNode& node) {
   const char* key = "permanent_exit_codes";
   if (node.kind != ConfigNode::Kind::kList)

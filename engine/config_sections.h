@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -39,6 +40,9 @@ ResourcesConfig read_resources(const ConfigNode& node);
 CheckpointConfig read_checkpoint(const ConfigNode& node);
 ReproducibilityConfig read_reproducibility(const ConfigNode& node);
 std::vector<std::string> read_data(const ConfigNode& node);
+// Each `data:` entry exists under `workdir`, checked for a new experiment only: a stored one
+// may have lost its data since, and resume and reproduce fingerprint what is left.
+void check_data_exists(const ConfigNode& node, const std::filesystem::path& workdir);
 std::vector<int> read_permanent_exit_codes(const ConfigNode& node);
 std::map<std::string, std::string> read_environment(const ConfigNode& node);
 std::string read_notify(const ConfigNode& node);

@@ -71,9 +71,21 @@ class TreeBuilder {
     return from_set_ ? label_ : label_ + ":" + std::to_string(line);
   }
 
+  // YAML's merge key: `<<: *base` (or a list of them) adds the keys of those maps that this
+  // map does not write itself; yaml-cpp leaves it to us. Shared settings written once under
+  // an anchor are common in configs brought from elsewhere.
+  static bool is_merge_key(const YAML::Node& key) {
+    return key.IsScalar() && key.Scalar() == "<<" && key.Tag() != "!" && key.Tag() != kStringTag;
+  }
+
   void add_entries(const YAML::Node& yaml, const std::string& path, ConfigNode& map) {
+    std::vector<std::pair<YAML::Node, int>> merges;
     for (const auto& pair : yaml) {
       int key_line = line_of(pair.first.Mark());
+      if (is_merge_key(pair.first)) {
+        merges.emplace_back(pair.second, key_line);
+        continue;
+      }
       std::string key = key_text(pair.first, path, key_line);
       for (const MapEntry& earlier : map.entries) {
         if (earlier.key != key) continue;
@@ -87,6 +99,26 @@ class TreeBuilder {
       int value_line = value.IsScalar() ? line_of(value.Mark()) : key_line;
       map.entries.push_back(MapEntry{key, where_at(key_line), from_set_ ? 0 : key_line,
                                      build(value, join_key(path, key), value_line)});
+    }
+    for (const auto& [value, key_line] : merges) merge_into(value, key_line, path, map);
+  }
+
+  // The maps of one `<<:` value, the first ones winning over later ones as YAML says; a key
+  // this map writes itself wins over all of them.
+  void merge_into(const YAML::Node& value, int key_line, const std::string& path, ConfigNode& map) {
+    std::vector<YAML::Node> sources;
+    if (value.IsMap()) sources.push_back(value);
+    if (value.IsSequence())
+      for (size_t i = 0; i < value.size(); ++i) sources.push_back(value[i]);
+    if (sources.empty() || !std::all_of(sources.begin(), sources.end(),
+                                        [](const YAML::Node& n) { return n.IsMap(); })) {
+      fail(where_at(key_line), join_key(path, "<<"),
+           "a merge key takes a map (<<: *name) or a list of maps (<<: [*a, *b])");
+    }
+    for (const YAML::Node& source : sources) {
+      ConfigNode merged = build(source, path, line_of(source.Mark()));
+      for (MapEntry& entry : merged.entries)
+        if (map.find(entry.key) == nullptr) map.entries.push_back(std::move(entry));
     }
   }
 
@@ -122,6 +154,8 @@ ConfigNode parse_yaml_document(std::string_view text, const std::string& file_la
     throw ConfigError(file_label + ":" + std::to_string(line_of(e.mark)) +
                       ": yaml syntax error: " + e.msg);
   }
+  // A file that ends with `---` has an empty document after it: nothing to refuse.
+  while (documents.size() > 1 && documents.back().IsNull()) documents.pop_back();
   if (documents.empty()) {
     return ConfigNode{.where = file_label + ":1", .line = 1};
   }

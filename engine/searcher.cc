@@ -12,18 +12,20 @@ namespace cairn {
 namespace {
 
 // What only the searcher can judge (the parser has checked everything else), as
-// "FILE: KEY: what is wrong".
+// "WHERE: KEY: what is wrong".
 Status check_searcher_config(const ExperimentConfig& config) {
-  Status st;
+  const std::string file = config.config_path.string();
   if (config.searcher.name == "grid") {
+    // The parser checks the grid at each hyperparameter's line; this is a backstop.
     auto grid = HyperparameterGrid::build(config.hyperparameters);
-    if (!grid.ok()) st = grid.status();
+    if (!grid.ok()) return Status::BadInput(file + ": " + grid.status().message());
   } else if (config.searcher.name == "hyperband") {
+    // The shape of the whole search: named at `searcher:`, with its line when it has one.
     auto plan = hyperband_plan(config.searcher);
-    if (!plan.ok()) st = plan.status();
+    const std::string& where = config.searcher_where.empty() ? file : config.searcher_where;
+    if (!plan.ok()) return Status::BadInput(where + ": " + plan.status().message());
   }
-  if (st.ok()) return st;
-  return Status::BadInput(config.config_path.string() + ": " + st.message());
+  return Status::Ok();
 }
 
 }  // namespace

@@ -52,6 +52,11 @@ rocksdb::Options base_options() {
   options.keep_log_file_num = 2;
   options.max_log_file_size = 1 << 20;
   options.max_open_files = 64;
+  // The default, point-in-time recovery, stops replaying the WAL at a corrupt record and
+  // opens what came before: a writer would then roll the experiment back silently (states,
+  // metrics, checkpoint records after the damage gone for good once it flushes), while
+  // readers already refuse it. An incomplete last record, all a crash leaves, still opens.
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   return options;
 }
 
@@ -75,6 +80,23 @@ bool experiment_is_driven(const fs::path& exp_dir) {
   return errno == EWOULDBLOCK;
 }
 
+// RocksDB writes CURRENT before the first WAL or table file, so such files without it are
+// damage, not a database being created: "no database yet" there would hide the experiment
+// from `ls`, drop its checkpoints from `gc`'s references, and let a writer create an empty
+// database over it.
+Status database_presence(const fs::path& exp_dir) {
+  const fs::path db_path = exp_dir / "db";
+  std::error_code ec;
+  if (fs::exists(db_path / "CURRENT", ec)) return Status::Ok();
+  for (fs::directory_iterator it(db_path, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path ext = it->path().extension();
+    if (ext == ".log" || ext == ".sst")
+      return Status::Corrupt("cannot read " + db_path.string() +
+                             ": store corrupt: its CURRENT file is missing");
+  }
+  return Status::NotFound("experiment " + exp_dir.filename().string() + " has no database yet");
+}
+
 Result<std::unique_ptr<ExperimentDb>> ExperimentDb::open(const fs::path& exp_dir, Mode mode,
                                                          const fs::path& tmp_dir) {
   std::unique_ptr<ExperimentDb> db(new ExperimentDb());
@@ -82,6 +104,7 @@ Result<std::unique_ptr<ExperimentDb>> ExperimentDb::open(const fs::path& exp_dir
   const fs::path db_path = exp_dir / "db";
   rocksdb::Options options = base_options();
   rocksdb::DB* raw = nullptr;
+  if (Status st = database_presence(exp_dir); st.kind() == ErrorKind::kCorrupt) return st;
   if (mode == Mode::kWrite) {
     UniqueFd fd(::open((exp_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     if (!fd) return Status::Io("cannot open " + (exp_dir / "lock").string() + ": " + errno_text());
@@ -102,9 +125,7 @@ Result<std::unique_ptr<ExperimentDb>> ExperimentDb::open(const fs::path& exp_dir
     rocksdb::Status s = rocksdb::DB::Open(options, db_path.string(), &raw);
     if (!s.ok()) return from_rocks(s, "cannot open " + db_path.string());
   } else {
-    std::error_code ec;
-    if (!fs::exists(db_path / "CURRENT", ec))
-      return Status::NotFound("experiment " + exp_dir.filename().string() + " has no database yet");
+    if (Status st = database_presence(exp_dir); !st.ok()) return st;
     auto secondary = make_unique_dir(tmp_dir, "secondary-");
     if (!secondary.ok()) return secondary.status();
     db->secondary_dir_ = *secondary;

@@ -81,4 +81,8 @@ class ExperimentDb {
 // True when some process holds the experiment's write lock (it is being driven right now).
 bool experiment_is_driven(const std::filesystem::path& exp_dir);
 
+// Whether the experiment's database exists: Ok; kNotFound while it is being created (no
+// CURRENT file yet); kCorrupt when its files are there but CURRENT is not.
+Status database_presence(const std::filesystem::path& exp_dir);
+
 }  // namespace cairn

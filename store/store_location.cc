@@ -17,12 +17,20 @@ namespace {
 
 constexpr const char* kFormatFile = "FORMAT";
 constexpr const char* kFormat = "cairn-store 1\n";
+constexpr size_t kMaxIdDigits = 12;
 
 Result<StoreLayout> open_existing(const fs::path& dotcairn) {
   std::error_code ec;
   if (!fs::is_directory(dotcairn, ec))
     return Status::NotFound("no cairn store at " + dotcairn.string());
   auto format = read_file(dotcairn / kFormatFile);
+  // Another version's store is not damage: say which format it is, so the fix is plain.
+  if (format.ok() && *format != kFormat && format->starts_with("cairn-store ")) {
+    std::string version = format->substr(0, format->find('\n'));
+    return Status::Failed(dotcairn.string() + " is a store of another cairn version (its " +
+                          kFormatFile + " says '" + version.substr(0, 40) +
+                          "'; this cairn reads 'cairn-store 1')");
+  }
   if (!format.ok() || *format != kFormat)
     return Status::Corrupt(dotcairn.string() + " is not a cairn store (missing or unknown " +
                            kFormatFile + ")");
@@ -136,7 +144,11 @@ std::vector<int64_t> list_experiment_ids(const StoreLayout& store) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(store.experiments(), ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    // Ids have at most 12 digits, as on the command line (cli parse_id): a stray longer name
+    // overflowed stoll here, or made the next id wrap to a negative number.
+    if (name.empty() || name.size() > kMaxIdDigits ||
+        !std::all_of(name.begin(), name.end(), ::isdigit))
+      continue;
     ids.push_back(std::stoll(name));
   }
   std::sort(ids.begin(), ids.end());

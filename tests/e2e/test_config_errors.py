@@ -47,6 +47,12 @@ MISTAKES = [
     ("categorical without vals", GOOD.replace("searcher:\n", "  opt: {type: categorical, vals: []}\nsearcher:\n"), 6, "hyperparameters.opt.vals"),
     ("divisor 1", GOOD.replace("  max_length: 3", "  max_length: 3\n  divisor: 1"), 10, "searcher.divisor"),
     ("workdir missing", GOOD + "workdir: does/not/exist\n", 12, "workdir"),
+    ("data path missing", GOOD + "data: [train.py, no/such/dir]\n", 12, "data[1]"),
+    # What only the searcher judges is named at `searcher:`, like the rest.
+    ("hyperband with too many trials", GOOD.replace("name: single", "name: hyperband")
+     .replace("max_length: 3", "max_length: 2147483647"), 6, "searcher.max_trials"),
+    # An escape sequence in a value is shown, not sent to the terminal.
+    ("an escape in a value", GOOD.replace("name: single", 'name: "\\e[31msingle"'), 7, "searcher.name"),
 ]
 
 
@@ -63,6 +69,7 @@ class ConfigErrorsTest(CairnTestCase):
                 self.assertEqual(len(lines), 1, proc.stderr)
                 self.assertTrue(lines[0].startswith("cairn: error: exp.yaml:%d: %s: " % (line, key)),
                                 "%s: %s" % (description, lines[0]))
+                self.assertNotIn("\x1b", proc.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")),
                          "no experiment was created for a bad config")
 

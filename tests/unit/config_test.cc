@@ -126,6 +126,7 @@ using Type = HyperparameterSpec::Type;
 TEST_CASE("config: the SPEC example parses into the right values") {
   TempDir dir;
   fs::path file = dir.write("configs/digits.yaml", kSpecExample);
+  fs::create_directories(dir.path() / "configs/data");  // data: must exist for a new experiment
   Result<ExperimentConfig> loaded = load_experiment_config(file, {});
   INFO(loaded.status().message());
   REQUIRE(loaded.ok());
@@ -221,7 +222,7 @@ TEST_CASE("config: defaults for everything left out") {
 
 TEST_CASE("config: values in their other accepted forms") {
   TempDir dir;
-  fs::create_directories(dir.path() / "code");
+  dir.write("code/data/train.csv", "x\n");
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: [python3, train.py, --epochs, 5]
 workdir: code/
 hyperparameters:
@@ -313,6 +314,43 @@ TEST_CASE("config: searcher aliases") {
   std::string single = std::string(kMinimal);
   single.replace(single.find("random"), 6, "single");
   CHECK(parse_ok(dir, single).searcher.max_trials == 1);
+}
+
+TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+hyperparameters:
+  lr: &range {type: double, minval: 0.1, maxval: 0.5}
+  momentum:
+    <<: *range
+    maxval: 0.9
+  wd:
+    <<: [{minval: 0.01}, *range]
+searcher:
+  <<: {name: single, metric: loss, max_length: 99}
+  max_length: 3
+)");
+  CHECK(c.hyperparameters.at("momentum").minval == 0.1);
+  CHECK(c.hyperparameters.at("momentum").maxval == 0.9);  // the map's own key wins
+  CHECK(c.hyperparameters.at("wd").minval == 0.01);       // the first map of the list wins
+  CHECK(c.hyperparameters.at("wd").maxval == 0.5);
+  CHECK(c.searcher.name == "single");
+  CHECK(c.searcher.max_length == 3);
+  // A mistake in a merged value is named where it is written: the anchor's line.
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  <<: &s {name: bayes}\n"),
+                  "exp.yaml:3: searcher.name: ", "must be one of");
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  <<: 3\n"),
+                  "exp.yaml:3: searcher.<<: ", "a merge key takes a map");
+  // Quoted, "<<" is an ordinary key.
+  check_bad_input(parse(dir, "entrypoint: x\nsearcher:\n  \"<<\": {name: single}\n"),
+                  "exp.yaml:3: searcher.<<: ", "unknown key");
+}
+
+TEST_CASE("config: a file that ends with --- is one document") {
+  TempDir dir;
+  CHECK(parse_ok(dir, std::string(kMinimal) + "---\n").searcher.max_trials == 4);
+  check_bad_input(parse(dir, std::string(kMinimal) + "---\nname: x\n"),
+                  "exp.yaml:8: ", "a second YAML document");
 }
 
 TEST_CASE("config: --set overrides") {
@@ -448,6 +486,12 @@ const std::vector<Mistake>& mistakes() {
       {"minval above maxval",
        with_extra("hyperparameters:\n  hidden: {type: int, minval: 256, maxval: 16}\n"),
        "exp.yaml:8: hyperparameters.hidden.minval: ", "256 is greater than maxval 16"},
+      {"log range beyond a double",
+       with_extra("hyperparameters:\n  lr: {type: log, minval: 400, maxval: 401}\n"),
+       "exp.yaml:8: hyperparameters.lr.minval: ", "base^400 is infinite"},
+      {"double range too wide",
+       with_extra("hyperparameters:\n  x: {type: double, minval: -1e308, maxval: 1e308}\n"),
+       "exp.yaml:8: hyperparameters.x.maxval: ", "too wide for a double"},
       {"nested error path",
        with_extra("hyperparameters:\n  arch:\n    depth:\n      type: int\n      minval: 1.5\n"
                   "      maxval: 4\n"),
@@ -518,6 +562,8 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: data: ", "expected a path or a list"},
       {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"),
        "exp.yaml:9: data[1]: ", "expected a string"},
+      {"data path missing", with_extra("data:\n  - no/such/file.csv\n"),
+       "exp.yaml:8: data[0]: ", "no/such/file.csv does not exist"},
       {"environment sets CAIRN_", with_extra("environment:\n  CAIRN_SEED: 3\n"),
        "exp.yaml:8: environment.CAIRN_SEED: ", "set by cairn"},
       {"environment bad name", with_extra("environment:\n  1ABC: x\n"),

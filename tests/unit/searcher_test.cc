@@ -88,12 +88,12 @@ TEST_CASE("make_searcher refuses what only the searcher can judge, naming file a
       make_searcher(config_for("name: hyperband, max_length: 1000, divisor: 1.01"), 1, 1);
   REQUIRE_FALSE(hyperband.ok());
   CHECK(hyperband.status().exit_code() == 2);
-  CHECK(hyperband.status().message().find("exp.yaml: searcher.divisor: hyperband with max_length "
+  CHECK(hyperband.status().message().find("exp.yaml:7: searcher.divisor: hyperband with max_length "
                                           "1000, min_length 1 and divisor 1.01 has") !=
         std::string::npos);
   auto huge = make_searcher(config_for("name: hyperband, max_length: 1000000, divisor: 2"), 1, 1);
   REQUIRE_FALSE(huge.ok());
-  CHECK(huge.status().message().find("exp.yaml: searcher.max_trials: ") != std::string::npos);
+  CHECK(huge.status().message().find("exp.yaml:7: searcher.max_trials: ") != std::string::npos);
   CHECK(make_searcher(
             config_for("name: hyperband, max_length: 1000000, divisor: 2, max_trials: 50"), 1, 1)
             .ok());
