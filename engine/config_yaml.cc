@@ -169,12 +169,17 @@ ConfigNode parse_yaml_document(std::string_view text, const std::string& file_la
 
 ConfigNode parse_set_value(std::string_view value_text, const std::string& where,
                            const std::string& key) {
-  YAML::Node yaml;
+  std::vector<YAML::Node> documents;
   try {
-    yaml = YAML::Load(std::string(value_text));
+    documents = YAML::LoadAll(std::string(value_text));
   } catch (const YAML::Exception& e) {
     fail(where, key, "yaml syntax error: " + e.msg);
   }
+  // YAML::Load kept the first of several documents and dropped the rest without a word.
+  while (documents.size() > 1 && documents.back().IsNull()) documents.pop_back();
+  if (documents.size() > 1)
+    fail(where, key, "the value holds a second YAML document (---); a value is one document");
+  const YAML::Node yaml = documents.empty() ? YAML::Node() : documents[0];
   TreeBuilder builder(where, /*from_set=*/true);
   return builder.build(yaml, key, 0);
 }
