@@ -407,8 +407,8 @@ TEST_CASE("config: --set overrides") {
                     "--set entrypoint.program=x: entrypoint: ", "not a map");
     check_bad_input(parse(dir, yaml, {"searcher.max_trials=[1,"}),
                     "--set searcher.max_trials=[1,: searcher.max_trials: ", "yaml syntax error");
-    check_bad_input(parse(dir, yaml, {"name=a\n---\nb"}), "--set name=a --- b: name: ",
-                    "a second YAML document");
+    check_bad_input(parse(dir, yaml, {"name=a\n---\nb"}),
+                    "--set name=a --- b: name: ", "a second YAML document");
     check_bad_input(parse(dir, yaml, {"searcher"}), "--set searcher: ", "expected KEY=VALUE");
     check_bad_input(parse(dir, yaml, {"searcher..name=grid"}),
                     "--set searcher..name=grid: ", "empty part");
