@@ -63,6 +63,7 @@ void add_pause(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_kill(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_best(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_watch(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_report(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_version(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_completion(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);

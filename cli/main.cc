@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   cairn::cli::add_checkpoints(app, global, outcome);
   cairn::cli::add_best(app, global, outcome);
   cairn::cli::add_watch(app, global, outcome);
+  cairn::cli::add_report(app, global, outcome);
   cairn::cli::add_export(app, global, outcome);
   cairn::cli::add_version(app, global, outcome);
   cairn::cli::add_completion(app, global, outcome);

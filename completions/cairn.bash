@@ -80,7 +80,7 @@ _cairn_positional_index() {
 }
 
 _cairn() {
-  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce doctor version help completion"
+  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor version help completion"
   local global_options="--store -h --help --version"
   local -a _cairn_words
   local _cairn_cword _cairn_command_at=0
@@ -136,6 +136,14 @@ _cairn() {
       ;;
     metrics) options="--json --csv" ;;
     best) options="--checkpoint" ;;
+    report)
+      options="-o --output"
+      if [[ $prev == -o || $prev == --output ]]; then
+        _cairn_complete_files "$cur" "html|htm"
+        return 0
+      fi
+      takes_value="-o --output"
+      ;;
     watch)
       options="--interval"
       takes_value="--interval"
@@ -169,7 +177,7 @@ _cairn() {
       ids=$(_cairn_ids | grep -vF .)
       _cairn_compgen_words "--all $ids" "$cur"
       ;;
-    pause:1 | kill:1 | best:1 | watch:1 | gc:1)
+    pause:1 | kill:1 | best:1 | watch:1 | gc:1 | report:1)
       ids=$(_cairn_ids | grep -vF .)
       _cairn_compgen_words "$ids" "$cur"
       ;;

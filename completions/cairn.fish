@@ -41,7 +41,7 @@ function __cairn_at_argument
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --store --set --name --slots --rank --tail --interval
+            case --store --set --name --slots --rank --tail --interval -o --output
                 set i (math $i + 1)
             case '-*'
             case '*'
@@ -110,6 +110,7 @@ complete -c cairn -n __cairn_needs_command -a logs -d 'Print the output of a tri
 complete -c cairn -n __cairn_needs_command -a metrics -d 'Print the metric series of a trial'
 complete -c cairn -n __cairn_needs_command -a checkpoints -d 'List checkpoints'
 complete -c cairn -n __cairn_needs_command -a best -d 'Print the best trial (or its best checkpoint, exported)'
+complete -c cairn -n __cairn_needs_command -a report -d 'Write an experiment as one self-contained HTML file'
 complete -c cairn -n __cairn_needs_command -a watch -d 'Live view of an experiment'
 complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
@@ -159,6 +160,9 @@ complete -c cairn -n '__cairn_using_command metrics; and __cairn_at_argument 1' 
 complete -c cairn -n '__cairn_using_command checkpoints' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command checkpoints; and __cairn_at_argument 1' -a '(__cairn_ids all)' -d 'Experiment or trial'
 
+# report EXP -o FILE.html
+complete -c cairn -n '__cairn_using_command report' -s o -l output -r -F -d 'The HTML file to write'
+complete -c cairn -n '__cairn_using_command report; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
 # best EXP [--checkpoint]
 complete -c cairn -n '__cairn_using_command best' -l checkpoint -d 'Export the best checkpoint and print its path'
 complete -c cairn -n '__cairn_using_command best; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
@@ -192,7 +196,7 @@ complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch export gc reproduce doctor version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

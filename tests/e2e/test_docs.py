@@ -316,7 +316,7 @@ class BashCompletion(unittest.TestCase):
         cls.fake.chmod(0o755)
         cls.workdir = root / "work"
         (cls.workdir / "configs").mkdir(parents=True)
-        for name in ("quick.yaml", "other.yml", "notes.txt"):
+        for name in ("quick.yaml", "other.yml", "notes.txt", "page.html"):
             (cls.workdir / name).write_text("")
 
     @classmethod
@@ -350,6 +350,12 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(self.complete("cairn run "), ["configs", "other.yml", "quick.yaml"])
         self.assertEqual(self.complete("cairn run --set a.b=1 q"), ["quick.yaml"])
         self.assertEqual(self.complete("cairn run quick.yaml "), [])
+
+    def test_report_takes_an_experiment_and_an_html_file(self):
+        self.assertEqual(self.complete("cairn report "), ["1", "2"])
+        self.assertEqual(self.complete("cairn report 1 --"), ["--help", "--output"])
+        self.assertEqual(self.complete("cairn report 1 -o "), ["configs", "page.html"])
+        self.assertEqual(self.complete("cairn report -o page.html "), ["1", "2"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1"])
