@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Benchmark: builtin:mlp training throughput on one GPU against PyTorch on the same GPU.
 
-NOT YET RUN: written on a machine without a GPU (see bench/README.md). It needs a CUDA GPU,
+Last run on an H100 (bench/RESULTS.md, 2026-11-26), through tests/gpu/device_checks.sh. It needs a CUDA GPU,
 cairn finding the driver, cuBLAS and NVRTC (`cairn doctor`), and a CUDA build of PyTorch
 for /usr/bin/python3 (Debian's python3-torch is CPU only); it exits 77 saying what is
 missing otherwise.

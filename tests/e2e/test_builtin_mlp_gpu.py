@@ -4,7 +4,8 @@ where there is no GPU.
 
 With build/fake_cuda on LD_LIBRARY_PATH (tests/fake_cuda: the driver and cuBLAS emulated
 on the host) the GPU tests run without a GPU, through `cairn run`, on the emulation; ctest
-does that as e2e_test_builtin_mlp_gpu_fake. NOTE: they have not run on a real GPU yet."""
+does that as e2e_test_builtin_mlp_gpu_fake. On a GPU machine tests/gpu/device_checks.sh runs
+them on the real libraries (they passed on an H100, 2026-11-26)."""
 import json
 import os
 import subprocess

@@ -207,7 +207,7 @@ TEST_CASE("device choice: cpu always works; auto falls back to the CPU and says 
 }
 
 TEST_CASE("mlp hyperparameter device: auto by default, cpu or cuda, nothing else") {
-  CHECK(parse(Json::object()).device == MlpDevice::kCpu);  // until the GPU path has run on a GPU
+  CHECK(parse(Json::object()).device == MlpDevice::kAuto);
   CHECK(parse({{"device", "cpu"}}).device == MlpDevice::kCpu);
   CHECK(parse({{"device", "cuda"}}).device == MlpDevice::kCuda);
   auto bad = MlpHparams::from_json({{"device", "gpu"}});
@@ -442,6 +442,49 @@ TEST_CASE(
   REQUIRE(gpu->allreduce_host(**nccl, loss, 2).ok());
   CHECK(loss[0] == 1.5f);
   CHECK(loss[1] == 2.5f);
+}
+
+// NCCL refuses two ranks on one GPU, so on a one-GPU machine the trainer's NCCL path (the
+// communicator, bucketed gradient all-reduce, the loss all-reduce) runs with one rank: it
+// must train exactly as the trainer does with no collective at all.
+TEST_CASE("builtin:mlp over NCCL with one rank trains as it does alone (needs a GPU and NCCL)") {
+  if (skip_without_gpu()) return;
+  if (!nccl_available()) {
+    MESSAGE("SKIPPED (needs NCCL)");
+    return;
+  }
+  if (running_on_fake_gpu()) {
+    MESSAGE("SKIPPED (NCCL needs a real GPU, not tests/fake_cuda's host emulation)");
+    return;
+  }
+  const MlpHparams hparams = parse(
+      {{"device", "cuda"}, {"hidden", 32}, {"batch_size", 37}, {"bucket_kb", 1}, {"samples", 600}});
+  const MlpDeviceChoice gpu{.cuda = true, .note = "cuda"};
+  auto train = [&](Collective* collective) {
+    testing::TestDir dir;
+    auto trainer =
+        MlpTrainer::create(hparams, 7, /*deterministic=*/true, dir.path(), gpu, collective);
+    REQUIRE_MESSAGE(trainer.ok(), trainer.status().message());
+    REQUIRE((*trainer)->on_gpu());
+    testing::RankRun run;
+    for (int e = 0; e < 3; ++e) {
+      auto loss = (*trainer)->train_epoch();
+      REQUIRE_MESSAGE(loss.ok(), loss.status().message());
+      run.losses.push_back(*loss);
+    }
+    run.weights = (*trainer)->flat_weights();
+    return run;
+  };
+  MemoryKeyValueStore kv;
+  NcclOptions options;
+  options.key_prefix = "mlp-trainer-nccl-1";
+  auto nccl = make_nccl_collective(kv, 0, 1, options);
+  REQUIRE_MESSAGE(nccl.ok(), nccl.status().message());
+  const testing::RankRun alone = train(nullptr);
+  const testing::RankRun ranked = train(nccl->get());
+  CHECK(ranked.losses == alone.losses);
+  CHECK(bit_equal(ranked.weights, alone.weights));
+  CHECK(ranked.losses.back() < ranked.losses.front());
 }
 
 // Gloo under NCCL's name: on tests/fake_cuda "device" memory is host memory, so Gloo can
