@@ -61,8 +61,8 @@ def builtin_config(args, threads, epochs):
         "name": "mlp-bench",
         "entrypoint": "builtin:mlp",
         "hyperparameters": {
-            "dataset": "teacher", "features": args.features, "classes": args.classes,
-            "samples": args.samples, "val_fraction": VAL_FRACTION, "hidden": args.hidden,
+            "device": "cpu", "dataset": "teacher", "features": args.features,
+            "classes": args.classes, "samples": args.samples, "val_fraction": VAL_FRACTION, "hidden": args.hidden,
             "layers": args.layers, "batch_size": args.batch_size, "optimizer": "sgd",
             "lr": args.lr, "momentum": 0.9, "threads": threads,
         },

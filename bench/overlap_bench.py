@@ -40,7 +40,7 @@ def parse_args():
 
 CONFIG = """name: overlap-{mode}-{epochs}
 entrypoint: builtin:mlp
-hyperparameters: {{dataset: teacher, features: 64, classes: 10, samples: {samples}, hidden: {hidden},
+hyperparameters: {{device: cpu, dataset: teacher, features: 64, classes: 10, samples: {samples}, hidden: {hidden},
   layers: {layers}, batch_size: {batch}, threads: {threads}, allreduce: {mode}, bucket_kb: {bucket}}}
 searcher: {{name: single, metric: val_loss, max_length: {epochs}}}
 resources: {{slots_per_trial: 2}}

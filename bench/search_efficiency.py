@@ -100,7 +100,7 @@ MAX_RUNGS = 5
 SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "tpe": 300}
 
 # The problem every searcher tunes: constants passed to builtin:mlp as hyperparameters.
-PROBLEM = {"dataset": "spirals", "classes": 5, "noise": 0.4}
+PROBLEM = {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4}
 LR_EXPONENTS = (-4.5, 0.0)
 CHOICES = {
     "optimizer": ["sgd", "adam"],

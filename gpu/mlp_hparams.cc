@@ -208,7 +208,7 @@ Result<MlpHparams> parse(const Json& hparams, Reader& r) {
       !s.ok()) {
     return s;
   }
-  std::string device = "cpu";  // see MlpDevice
+  std::string device = "auto";  // see MlpDevice
   if (Status s = r.text("device", &device); !s.ok()) return s;
   if (device == "auto")
     hp.device = MlpDevice::kAuto;

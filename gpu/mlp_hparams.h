@@ -17,9 +17,8 @@
 namespace cairn {
 
 // Where builtin:mlp trains: kAuto picks CUDA when the driver sees a device and NVRTC and
-// cuBLAS load (and, with several ranks, NCCL), else the CPU. The default is kCpu, not
-// kAuto, until the GPU path has run on a real GPU: a path never executed on a device must
-// not become what every GPU user's first `cairn run` takes (docs/builtin-mlp.md, "GPU").
+// cuBLAS load (and, with several ranks, NCCL), else the CPU. The default is kAuto since the
+// GPU path passed its tests on a real GPU (an H100, 2026-11-26; docs/builtin-mlp.md, "GPU").
 enum class MlpDevice { kAuto, kCpu, kCuda };
 
 // The keys whose validity depends on another key's value (read_dataset in mlp_hparams.cc):
@@ -42,7 +41,7 @@ struct MlpHparams {
   bool overlap_allreduce = true;
   int bucket_kb = 512;             // gradient bytes per all-reduce bucket, at least
   double collective_timeout = 60;  // seconds a rank waits for the others in a collective
-  MlpDevice device = MlpDevice::kCpu;
+  MlpDevice device = MlpDevice::kAuto;
 
   // kBadInput with a one-line message naming the key on an unknown key, a wrong type or a
   // value out of range. Then `*key_at_fault` (when given) is that key, so that the config

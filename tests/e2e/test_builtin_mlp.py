@@ -3,7 +3,9 @@ resume after its process is killed mid-run.
 
 CAIRN_TEST_MLP_DEVICE=cuda (ctest's e2e_test_builtin_mlp_fake, with tests/fake_cuda on
 LD_LIBRARY_PATH) runs the same tests with the trainer's `device` hyperparameter set, so
-they cover the GPU path too; unset, the trainer's default (cpu) is used."""
+they cover the GPU path too (and `resources.devices=auto`, since the quickstart pins the CPU,
+which hides the GPUs); unset, each config's own device is used: the quickstart's `cpu`,
+elsewhere the trainer's default, `auto`."""
 import json
 import os
 import shutil
@@ -16,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, SOURCE, CairnTestCase, wait_until  # noqa: E402
 
 DEVICE = os.environ.get("CAIRN_TEST_MLP_DEVICE")
-DEVICE_SET = ["--set", "hyperparameters.device=" + DEVICE] if DEVICE else []
+DEVICE_SET = (["--set", "hyperparameters.device=" + DEVICE, "--set", "resources.devices=auto"]
+              if DEVICE else [])
 
 # Big enough that an epoch takes a noticeable moment, so the kill lands mid-run.
 SLOW_CONFIG = """name: mlp-resume
