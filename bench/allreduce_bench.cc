@@ -1,4 +1,4 @@
-// CPU all-reduce bandwidth through cairn's Gloo path (gpu/gloo_collective.h): N ranks as N
+// CPU all-reduce bandwidth through cairn's Gloo path (collective/gloo_collective.h): N ranks as N
 // processes forked by this program, meeting through a FileKeyValueStore in a temporary
 // directory. bench/allreduce_mpi.c measures MPI_Allreduce the same way and
 // bench/allreduce_bench.py runs both and compares; see bench/README.md.
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/file_kv_store.h"
-#include "gpu/gloo_collective.h"
+#include "collective/file_kv_store.h"
+#include "collective/gloo_collective.h"
 
 namespace {
 

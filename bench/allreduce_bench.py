@@ -2,7 +2,7 @@
 """CPU all-reduce bus bandwidth: cairn's Gloo path vs Open MPI's MPI_Allreduce.
 
 Runs, for each size in turn and in rotating order, --rounds times, on this machine:
-  gloo     build/bench_allreduce_bench (gpu/gloo_collective.h, TCP over 127.0.0.1)
+  gloo     build/bench_allreduce_bench (collective/gloo_collective.h, TCP over 127.0.0.1)
   mpi-tcp  bench/allreduce_mpi.c under mpirun --mca pml ob1 --mca btl tcp,self
   mpi-shm  the same with --mca btl self,vader (shared memory: the single-machine ceiling)
 and prints the median busbw per size (busbw = algbw * 2(n-1)/n, nccl-tests' definition)

@@ -58,7 +58,7 @@ import time
 from bench_common import SOURCE, default_cairn, machine_summary
 
 TRIAL = SOURCE / "bench" / "checkpoint_trial.py"
-BACKOFF_S = 1.0  # the first restart's back-off (engine/coordinator_trials.cc)
+BACKOFF_S = 1.0  # the first restart's back-off (engine/coordinator/coordinator_trials.cc)
 GOAL = 0.9
 MIB = 1 << 20
 # Nothing the benchmark writes is deleted before its case ends. On ext4 without a journal

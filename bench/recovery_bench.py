@@ -20,7 +20,7 @@ event in a file. Measured:
                first training step: Python start-up, `import cairn`, the checkpoint
                read and one 50 ms step. The baseline both figures are net of.
 
-net (trial kill) = raw - 1 s back-off (deliberate: engine/coordinator_trials.cc) - standalone
+net (trial kill) = raw - 1 s back-off (deliberate: engine/coordinator/coordinator_trials.cc) - standalone
 net (resume)     = raw - standalone
 Goal: net <= 1 s each. The checkpoint is ~4 KB (the trial's state and the SDK's random
 generator state), so reading it (cairn copying it out of the object store with its hash

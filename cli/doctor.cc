@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "collective/gloo_collective.h"
 #include "common/embedded.h"
 #include "common/file_util.h"
-#include "engine/subprocess.h"
-#include "engine/trial_process.h"
-#include "gpu/gloo_collective.h"
+#include "engine/coordinator/subprocess.h"
+#include "engine/coordinator/trial_process.h"
 #include "gpu/runtime_probe.h"
 #include "gpu/version_text.h"
 

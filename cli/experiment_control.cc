@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "engine/config.h"
-#include "engine/trial_process.h"
+#include "engine/config/config.h"
+#include "engine/coordinator/trial_process.h"
 #include "store/experiment_db.h"
 
 namespace cairn::cli {

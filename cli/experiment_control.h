@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "cli/command.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace cairn::cli {
 

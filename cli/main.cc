@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "common/build_info.h"
-#include "gpu/mlp_main.h"
+#include "trainer/mlp_main.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "cli/experiment_control.h"
 #include "common/build_info.h"
 #include "common/file_util.h"
-#include "engine/coordinator.h"
-#include "engine/provenance.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/provenance.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 

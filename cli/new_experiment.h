@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "store/data_fingerprint.h"
 #include "store/store_location.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/experiment_control.h"
-#include "engine/trial_process.h"
+#include "engine/coordinator/trial_process.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 

@@ -11,9 +11,9 @@
 #include "cli/table.h"
 #include "cli/trial_ref.h"
 #include "common/file_util.h"
-#include "engine/dependency_fingerprint.h"
-#include "engine/machine_resources.h"
-#include "engine/provenance.h"
+#include "engine/coordinator/dependency_fingerprint.h"
+#include "engine/coordinator/machine_resources.h"
+#include "engine/coordinator/provenance.h"
 #include "store/data_fingerprint.h"
 #include "store/reproduce_workdir.h"
 

@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "cli/experiment_control.h"
-#include "engine/config.h"
-#include "engine/coordinator.h"
-#include "engine/machine_resources.h"
+#include "engine/config/config.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/machine_resources.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 
@@ -72,8 +72,8 @@ int resume_one(const StoreLayout& store, int64_t id) {
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
     // Data too large to keep is read through links in the run directory, which follow the
-    // move when the data lies inside the project (engine/provenance.cc); a link made before
-    // they did, or to data that did not move with the project, may no longer find it.
+    // move when the data lies inside the project (engine/coordinator/provenance.cc); a link made
+    // before they did, or to data that did not move with the project, may no longer find it.
     const fs::path run_dir = store.experiment(id) / "code";
     std::error_code ec;
     for (const std::string& entry : config->data)

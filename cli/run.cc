@@ -11,11 +11,11 @@
 #include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
 #include "common/build_info.h"
-#include "engine/config.h"
-#include "engine/coordinator.h"
-#include "engine/entrypoint_check.h"
-#include "engine/machine_resources.h"
-#include "engine/searcher.h"
+#include "engine/config/config.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/entrypoint_check.h"
+#include "engine/coordinator/machine_resources.h"
+#include "engine/search/searcher_factory.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 
@@ -47,7 +47,7 @@ void start_session_with_output(const fs::path& log_file) {
 
 void keep_driving_without_stdout() {
   // SIG_IGN survives the fork of `--detach` and `resume --all`; trials get the default back
-  // (engine/trial_process.cc), so a trial's own pipes behave as usual.
+  // (engine/coordinator/trial_process.cc), so a trial's own pipes behave as usual.
   ::signal(SIGPIPE, SIG_IGN);
 }
 

@@ -8,5 +8,5 @@ extern const std::string_view kPythonSdkSource;
 extern const std::string_view kBashCompletion;
 extern const std::string_view kZshCompletion;
 extern const std::string_view kFishCompletion;
-extern const std::string_view kMlpCudaKernels;  // gpu/mlp_cuda_kernels.cu
+extern const std::string_view kMlpCudaKernels;  // trainer/mlp_cuda_kernels.cu
 }  // namespace cairn

@@ -61,8 +61,8 @@ Status cublas_error(const char* what, cublasStatus_t r) {
                         (text ? text : "status " + std::to_string(r)));
 }
 
-int to_cublas(blas::Op op) {
-  return op == blas::Op::kTranspose ? kOpT : kOpN;
+int to_cublas(Op op) {
+  return op == Op::kTranspose ? kOpT : kOpN;
 }
 
 }  // namespace
@@ -71,8 +71,8 @@ const Info& info() {
   return api().info;
 }
 
-ColumnMajorGemm to_column_major(blas::Op op_a, blas::Op op_b, int m, int n, int k, const float* a,
-                                int lda, const float* b, int ldb, float* c, int ldc) {
+ColumnMajorGemm to_column_major(Op op_a, Op op_b, int m, int n, int k, const float* a, int lda,
+                                const float* b, int ldb, float* c, int ldc) {
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B comes first.
   return ColumnMajorGemm{.op_a = op_b,
                          .op_b = op_a,
@@ -124,8 +124,8 @@ void Handle::reset() {
   handle_ = nullptr;
 }
 
-Status Handle::sgemm(blas::Op op_a, blas::Op op_b, int m, int n, int k, float alpha, const float* a,
-                     int lda, const float* b, int ldb, float beta, float* c, int ldc) const {
+Status Handle::sgemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda,
+                     const float* b, int ldb, float beta, float* c, int ldc) const {
   if (m == 0 || n == 0) return Status::Ok();
   cuda::driver().cuCtxSetCurrent(context_);
   const ColumnMajorGemm g = to_column_major(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc);

@@ -1,8 +1,8 @@
 // cuBLAS, loaded with dlopen (libcublas.so.13, .12, or unversioned) on first use and never
 // linked. Only what builtin:mlp needs: a handle bound to a stream, and sgemm.
 //
-// Row-major vs column-major: cairn keeps matrices row-major (as gpu/blas.h does); cuBLAS is
-// column-major. A row-major M×N matrix with row stride ld is, byte for byte, the
+// Row-major vs column-major: cairn keeps matrices row-major (as the CPU's trainer/blas.h does);
+// cuBLAS is column-major. A row-major M×N matrix with row stride ld is, byte for byte, the
 // column-major N×M matrix (its transpose) with leading dimension ld. So the row-major
 //   C = op(A)·op(B)           (C is m×n)
 // is computed as the column-major
@@ -23,10 +23,13 @@
 #include <memory>
 
 #include "common/status.h"
-#include "gpu/blas.h"
 #include "gpu/cuda_driver.h"
 
 namespace cairn::cublas {
+
+// Whether an operand is used as stored or transposed. cuBLAS's own (cublasOperation_t) is
+// not declared here, since cuBLAS's headers are not needed to build cairn.
+enum class Op { kNone, kTranspose };
 
 struct Info {
   Status status = Status::NotFound("cuBLAS not found (libcublas.so.13 or .12)");
@@ -36,7 +39,7 @@ const Info& info();
 
 // The column-major call equivalent to a row-major sgemm (see the top of this file).
 struct ColumnMajorGemm {
-  blas::Op op_a, op_b;
+  Op op_a, op_b;
   int m, n, k;
   const float* a;
   int lda;
@@ -45,8 +48,8 @@ struct ColumnMajorGemm {
   float* c;
   int ldc;
 };
-ColumnMajorGemm to_column_major(blas::Op op_a, blas::Op op_b, int m, int n, int k, const float* a,
-                                int lda, const float* b, int ldb, float* c, int ldc);
+ColumnMajorGemm to_column_major(Op op_a, Op op_b, int m, int n, int k, const float* a, int lda,
+                                const float* b, int ldb, float* c, int ldc);
 
 // A cuBLAS handle whose work goes to one stream. The context and stream must outlive it.
 class Handle {
@@ -59,8 +62,8 @@ class Handle {
 
   // Row-major, the same contract as blas::sgemm, on device pointers; enqueued on the
   // handle's stream (returns before the product is computed).
-  Status sgemm(blas::Op op_a, blas::Op op_b, int m, int n, int k, float alpha, const float* a,
-               int lda, const float* b, int ldb, float beta, float* c, int ldc) const;
+  Status sgemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) const;
 
  private:
   void reset();

@@ -4,7 +4,7 @@
 // entry points) rather than taken from cuda.h, which CI machines do not have.
 //
 // The driver API stands in for cudart: it is present wherever a GPU driver is, cudart is
-// not. Everything GPU in cairn (gpu/nccl_collective.cc, the builtin:mlp CUDA path) goes
+// not. Everything GPU in cairn (collective/nccl_collective.cc, the builtin:mlp CUDA path) goes
 // through cuda_driver(), so the library is loaded once per process.
 //
 // Also here: RAII owners for the driver's handles. None of them throws; errors come back as

@@ -2,7 +2,7 @@
 
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
-#include "gpu/nccl_collective.h"
+#include "gpu/nccl_library.h"
 #include "gpu/nvrtc.h"
 #include "gpu/version_text.h"
 

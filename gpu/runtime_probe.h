@@ -3,7 +3,7 @@
 // executable runs on machines without them.
 //
 // The probe has no loader of its own: it reads gpu/cuda_driver.h's driver() and
-// gpu/nccl_collective.h's nccl_library() (and, when asked, gpu/cublas.h and gpu/nvrtc.h),
+// collective/nccl_collective.h's nccl_library() (and, when asked, gpu/cublas.h and gpu/nvrtc.h),
 // the loaders the trainer and the collective use, so what `cairn doctor` calls usable is
 // exactly what a trial can use: every entry point checked, not a few.
 #pragma once

@@ -65,7 +65,7 @@ searcher: {name: single, metric: val_loss, max_length: 2}
 resources: {slots_per_trial: 2}
 max_restarts: 0
 """
-# What gpu/gpu_memory_reserve.h leaves to the CUDA context on a GPU smaller than 10 GiB.
+# What trainer/gpu_memory_reserve.h leaves to the CUDA context on a GPU smaller than 10 GiB.
 RESERVE = 512 << 20
 # tests/fake_cuda's emulation is on the library path: it can be told to fail (FAKE_CUDA_*).
 FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
@@ -147,7 +147,7 @@ class BuiltinMlpGpuTest(CairnTestCase):
     def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
         # (what the emulated GPU does, samples, exit status, the line the trial ends with)
         cases = [
-            # 512 MiB of each "GPU" is the CUDA context's share (gpu/gpu_memory_reserve.h):
+            # 512 MiB of each "GPU" is the CUDA context's share (trainer/gpu_memory_reserve.h):
             # the model needs less than the GPU has in all, but more than the rest.
             ({"FAKE_CUDA_MEMORY": str(RESERVE + 65536)}, 300, 2,
              "cannot train on the GPU: the model 2→64→64→3 needs "),

@@ -1,7 +1,7 @@
 // A host emulation of the slice of the CUDA driver API cairn uses (gpu/cuda_driver.h), built
 // as libcuda.so.1 for tests only: put its directory on LD_LIBRARY_PATH and cairn's GPU path
 // runs on the CPU. "Device memory" is host memory, streams and events are synchronous, and
-// a kernel launch calls the kernel of gpu/mlp_cuda_kernels.cu compiled as host C++ on the
+// a kernel launch calls the kernel of trainer/mlp_cuda_kernels.cu compiled as host C++ on the
 // calling thread (the module image NVRTC built is accepted and ignored). So the tests exercise
 // everything of builtin:mlp's GPU path except the GPU: the driver calls, buffer layout, kernel
 // arguments, the cuBLAS operand mapping (with fake_cublas.cc), the trainer's wiring, checkpoints.
@@ -48,7 +48,7 @@ inline void __syncthreads() {
 
 #define __global__
 #define __shared__ static  // one block at a time: static is "shared by the block"
-#include "gpu/mlp_cuda_kernels.cu"
+#include "trainer/mlp_cuda_kernels.cu"
 #undef __shared__
 #undef __global__
 

@@ -1,13 +1,13 @@
 // ASHA (SPEC §3) driven by instant trials: golden tables for every mode and two
 // concurrencies, the promotion rule checked at every promotion, and trials that error.
-#include "engine/asha_searcher.h"
+#include "engine/search/asha_searcher.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/bracket_plan.h"
+#include "engine/search/bracket_plan.h"
 #include "searcher_simulation.h"
 
 namespace cairn {

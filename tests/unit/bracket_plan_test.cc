@@ -1,6 +1,6 @@
 // How Hyperband and ASHA lay out brackets and rungs: SPEC §3's numbers, rounding of
 // lengths and counts, caps, and the plans too large to run.
-#include "engine/bracket_plan.h"
+#include "engine/search/bracket_plan.h"
 
 #include <doctest/doctest.h>
 

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include <cairn/detail/gloo_ring.hpp>
-#include "gpu/collective.h"
+#include "collective/collective.h"
+#include "collective/file_kv_store.h"
+#include "collective/gloo_collective.h"
+#include "collective/nccl_collective.h"
+#include "gpu/cuda_device_buffer.h"
 #include "gpu/cuda_driver.h"
-#include "gpu/file_kv_store.h"
-#include "gpu/gloo_collective.h"
-#include "gpu/nccl_collective.h"
 #include "test_dir.h"
 
 namespace cairn {

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli/experiment_control.h"
-#include "engine/config.h"
-#include "engine/config_sections.h"
+#include "engine/config/config.h"
+#include "engine/config/config_sections.h"
 
 namespace cairn {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/sha256.h"
-#include "engine/dependency_fingerprint.h"
+#include "engine/coordinator/dependency_fingerprint.h"
 #include "store/data_fingerprint.h"
 #include "store/object_store.h"
 #include "store/store_location.h"

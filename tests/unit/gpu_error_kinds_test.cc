@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "gpu/cuda_driver.h"
-#include "gpu/mlp_trainer.h"
 #include "gpu/nvrtc.h"
+#include "trainer/mlp_trainer.h"
 
 namespace cairn {
 namespace {

@@ -1,7 +1,7 @@
-// gpu/gpu_memory_reserve.h: what "can never fit" is measured against.
+// trainer/gpu_memory_reserve.h: what "can never fit" is measured against.
 #include <doctest/doctest.h>
 
-#include "gpu/gpu_memory_reserve.h"
+#include "trainer/gpu_memory_reserve.h"
 
 namespace cairn {
 namespace {

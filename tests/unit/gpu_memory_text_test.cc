@@ -1,7 +1,7 @@
-// gpu/gpu_memory_text.h: sizes in "does not fit" messages, exact to the digit shown.
+// trainer/gpu_memory_text.h: sizes in "does not fit" messages, exact to the digit shown.
 #include <doctest/doctest.h>
 
-#include "gpu/gpu_memory_text.h"
+#include "trainer/gpu_memory_text.h"
 
 namespace cairn {
 namespace {

@@ -1,10 +1,10 @@
-#include "engine/hparam_sampler.h"
+#include "engine/search/hparam_sampler.h"
 #include <cmath>
 
 #include <doctest/doctest.h>
 
-#include "engine/config.h"
-#include "engine/single_searcher.h"
+#include "engine/config/config.h"
+#include "engine/search/single_searcher.h"
 #include "test_dir.h"
 
 namespace cairn {

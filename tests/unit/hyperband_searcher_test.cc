@@ -1,6 +1,6 @@
 // Hyperband (SPEC §3) driven by instant trials: the golden R=81, η=3 iteration — brackets,
 // trials, rung populations, units trained, who is promoted — and trials that error.
-#include "engine/hyperband_searcher.h"
+#include "engine/search/hyperband_searcher.h"
 
 #include <doctest/doctest.h>
 

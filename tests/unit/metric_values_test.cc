@@ -1,4 +1,4 @@
-#include "engine/metric_values.h"
+#include "engine/coordinator/metric_values.h"
 
 #include <doctest/doctest.h>
 

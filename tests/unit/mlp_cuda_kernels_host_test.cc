@@ -1,5 +1,5 @@
-// builtin:mlp's CUDA kernels (gpu/mlp_cuda_kernels.cu) compiled as host C++ and run on the
-// CPU, against the CPU kernels they mirror (gpu/mlp_cpu_kernels.h). This checks the
+// builtin:mlp's CUDA kernels (trainer/mlp_cuda_kernels.cu) compiled as host C++ and run on the
+// CPU, against the CPU kernels they mirror (trainer/mlp_cpu_kernels.h). This checks the
 // kernels' logic — indexing, formulas, the order of operations — on any machine, GPU or
 // not; what it cannot check is the GPU itself (CUDA's expf/logf, the launch
 // configuration), which tests/unit/mlp_cuda_test.cc does where there is a GPU.
@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/mlp_cpu_kernels.h"
-#include "gpu/mlp_optimizer.h"
 #include "optimizer_cases.h"
+#include "trainer/mlp_cpu_kernels.h"
+#include "trainer/mlp_optimizer.h"
 
 namespace cairn::cuda_host {
 
@@ -35,7 +35,7 @@ inline void __syncthreads() {
 
 #define __global__
 #define __shared__ static  // one block at a time: static is exactly "shared by the block"
-#include "gpu/mlp_cuda_kernels.cu"
+#include "trainer/mlp_cuda_kernels.cu"
 #undef __shared__
 #undef __global__
 

@@ -18,24 +18,24 @@
 #include <thread>
 #include <vector>
 
+#include "collective/file_kv_store.h"
+#include "collective/gloo_collective.h"
+#include "collective/memory_kv_store.h"
+#include "collective/nccl_collective.h"
 #include "common/embedded.h"
-#include "gpu/blas.h"
 #include "gpu/cublas.h"
 #include "gpu/cuda_driver.h"
-#include "gpu/file_kv_store.h"
-#include "gpu/gloo_collective.h"
-#include "gpu/gradient_buckets.h"
-#include "gpu/memory_kv_store.h"
-#include "gpu/mlp_cuda_model.h"
-#include "gpu/mlp_hparams.h"
-#include "gpu/mlp_model.h"
-#include "gpu/mlp_optimizer.h"
-#include "gpu/mlp_trainer.h"
-#include "gpu/nccl_collective.h"
 #include "gpu/nvrtc.h"
 #include "optimizer_cases.h"
 #include "tests/unit/rank_threads.h"
 #include "tests/unit/test_dir.h"
+#include "trainer/blas.h"
+#include "trainer/gradient_buckets.h"
+#include "trainer/mlp_cuda_model.h"
+#include "trainer/mlp_hparams.h"
+#include "trainer/mlp_model.h"
+#include "trainer/mlp_optimizer.h"
+#include "trainer/mlp_trainer.h"
 
 namespace cairn {
 namespace {
@@ -152,8 +152,8 @@ void reference_column_major(const cublas::ColumnMajorGemm& g, float alpha, float
     for (int i = 0; i < g.m; ++i) {
       double sum = 0;
       for (int p = 0; p < g.k; ++p) {
-        sum += static_cast<double>(at(g.a, g.lda, g.op_a == blas::Op::kTranspose, i, p)) *
-               at(g.b, g.ldb, g.op_b == blas::Op::kTranspose, p, j);
+        sum += static_cast<double>(at(g.a, g.lda, g.op_a == cublas::Op::kTranspose, i, p)) *
+               at(g.b, g.ldb, g.op_b == cublas::Op::kTranspose, p, j);
       }
       float& c = g.c[i + static_cast<size_t>(j) * g.ldc];
       c = static_cast<float>(alpha * sum + beta * c);
@@ -177,8 +177,11 @@ TEST_CASE("the row-major sgemm handed to cuBLAS is the column-major transpose") 
       std::vector<float> got = expected;
       blas::sgemm(op_a, op_b, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, expected.data(),
                   ldc);
-      reference_column_major(cublas::to_column_major(op_a, op_b, m, n, k, a.data(), lda, b.data(),
-                                                     ldb, got.data(), ldc),
+      const auto cu = [](blas::Op op) {
+        return op == blas::Op::kTranspose ? cublas::Op::kTranspose : cublas::Op::kNone;
+      };
+      reference_column_major(cublas::to_column_major(cu(op_a), cu(op_b), m, n, k, a.data(), lda,
+                                                     b.data(), ldb, got.data(), ldc),
                              0.5f, 0.25f);
       CHECK(relative_error(got, expected) < 1e-6);
     }

@@ -7,12 +7,12 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/file_kv_store.h"
-#include "gpu/gloo_collective.h"
-#include "gpu/gradient_buckets.h"
-#include "gpu/mlp_hparams.h"
-#include "gpu/mlp_trainer.h"
+#include "collective/file_kv_store.h"
+#include "collective/gloo_collective.h"
 #include "rank_threads.h"
+#include "trainer/gradient_buckets.h"
+#include "trainer/mlp_hparams.h"
+#include "trainer/mlp_trainer.h"
 
 namespace cairn {
 namespace {

@@ -1,12 +1,12 @@
-// gpu/mlp_device_agreement.h: with `device: auto` every rank of a trial trains where rank 0
+// trainer/mlp_device_agreement.h: with `device: auto` every rank of a trial trains where rank 0
 // decided, whatever its own machine has; ranks stand in for machines through a chooser.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <string>
 
-#include "gpu/memory_kv_store.h"
-#include "gpu/mlp_device_agreement.h"
+#include "collective/memory_kv_store.h"
+#include "trainer/mlp_device_agreement.h"
 
 namespace cairn {
 namespace {

@@ -11,13 +11,13 @@
 
 #include "common/file_util.h"
 #include "common/json.h"
-#include "gpu/mlp_checkpoint.h"
-#include "gpu/mlp_cpu_kernels.h"
-#include "gpu/mlp_dataset.h"
-#include "gpu/mlp_hparams.h"
-#include "gpu/mlp_model.h"
-#include "gpu/mlp_random.h"
-#include "gpu/mlp_trainer.h"
+#include "trainer/mlp_checkpoint.h"
+#include "trainer/mlp_cpu_kernels.h"
+#include "trainer/mlp_dataset.h"
+#include "trainer/mlp_hparams.h"
+#include "trainer/mlp_model.h"
+#include "trainer/mlp_random.h"
+#include "trainer/mlp_trainer.h"
 
 namespace cairn {
 namespace {

@@ -2,7 +2,7 @@
 // L2, SGD with momentum, and AdamW, so every update kernel runs with weight decay.
 #pragma once
 
-#include "gpu/mlp_optimizer.h"
+#include "trainer/mlp_optimizer.h"
 
 namespace cairn::testing {
 

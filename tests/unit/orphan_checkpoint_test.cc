@@ -1,4 +1,4 @@
-#include "engine/orphan_checkpoint.h"
+#include "engine/coordinator/orphan_checkpoint.h"
 
 #include <doctest/doctest.h>
 

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/file_kv_store.h"
-#include "gpu/gloo_collective.h"
-#include "gpu/mlp_hparams.h"
-#include "gpu/mlp_trainer.h"
+#include "collective/file_kv_store.h"
+#include "collective/gloo_collective.h"
 #include "test_dir.h"
+#include "trainer/mlp_hparams.h"
+#include "trainer/mlp_trainer.h"
 
 namespace cairn::testing {
 

@@ -1,6 +1,6 @@
 // The searcher behind `cairn reproduce`: one trial with the recorded hyperparameters and
 // seed, asked to train to the recorded lengths in order, then closed.
-#include "engine/replay_searcher.h"
+#include "engine/search/replay_searcher.h"
 
 #include <doctest/doctest.h>
 

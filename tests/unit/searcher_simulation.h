@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/searcher.h"
+#include "engine/config/config.h"
+#include "engine/search/searcher.h"
 #include "test_dir.h"
 
 namespace cairn::testing {

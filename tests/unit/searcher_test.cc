@@ -1,7 +1,7 @@
 // Every searcher through make_searcher: which one each name builds, the configs only a
 // searcher can refuse, and crash safety — a searcher rebuilt by replaying the calls the
 // coordinator logged makes exactly the decisions of the one that never stopped.
-#include "engine/searcher.h"
+#include "engine/search/searcher_factory.h"
 
 #include <doctest/doctest.h>
 

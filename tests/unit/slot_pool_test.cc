@@ -1,4 +1,4 @@
-#include "engine/slot_pool.h"
+#include "engine/coordinator/slot_pool.h"
 
 #include <doctest/doctest.h>
 

@@ -2,10 +2,10 @@
 // lazy creation, and that random search is a pure function of the seed.
 #include <doctest/doctest.h>
 
-#include "engine/grid_points.h"
-#include "engine/grid_searcher.h"
-#include "engine/hparam_sampler.h"
-#include "engine/random_searcher.h"
+#include "engine/search/grid_points.h"
+#include "engine/search/grid_searcher.h"
+#include "engine/search/hparam_sampler.h"
+#include "engine/search/random_searcher.h"
 #include "searcher_simulation.h"
 
 namespace cairn {

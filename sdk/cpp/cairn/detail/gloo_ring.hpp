@@ -1,7 +1,7 @@
 // Collectives on Gloo's TCP pairs in synchronous mode: the calling thread itself writes to
 // and reads from the sockets (optionally busy-polling), with no hand-off to Gloo's event
 // loop thread. Used by cairn/gloo.hpp (C++ trials) and by cairn's own builtin:mlp
-// (gpu/gloo_collective.cc): one ring for both. Header-only, as the rest of the SDK.
+// (collective/gloo_collective.cc): one ring for both. Header-only, as the rest of the SDK.
 //
 // Why not Gloo's own algorithms: its current ones (gloo::allreduce) run on "unbound
 // buffers", which need the event loop thread: every segment costs a notification round

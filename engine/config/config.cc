@@ -1,0 +1,189 @@
+// Loading an experiment config: YAML -> tree -> --set overrides -> validated ExperimentConfig.
+// Validation throws ConfigError inside the module; this file is where it becomes a Status.
+#include "engine/config/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "engine/config/config_reader.h"
+#include "engine/config/config_sections.h"
+#include "engine/config/config_tree.h"
+
+namespace cairn {
+namespace {
+
+namespace fs = std::filesystem;
+using config::ConfigNode;
+using config::fail;
+using config::MapReader;
+
+// A top-level key that names a key of a section was most likely meant to be inside it.
+std::optional<std::string> section_of(std::string_view key) {
+  auto holds = [&](const auto& keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  if (holds(config::kSearcherKeys)) return "searcher";
+  if (holds(config::kResourcesKeys)) return "resources";
+  if (holds(config::kCheckpointKeys)) return "checkpoint";
+  if (holds(config::kReproducibilityKeys)) return "reproducibility";
+  if (holds(config::kNotifyKeys)) return "notify";
+  return std::nullopt;
+}
+
+void reject_unknown_top_level(const MapReader& top) {
+  for (const config::MapEntry& entry : top.node().entries) {
+    const auto& known = config::kTopLevelKeys;
+    if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
+    if (auto section = section_of(entry.key)) {
+      fail(entry.key_where, entry.key,
+           "unknown top-level key; did you mean " + *section + "." + entry.key +
+               "? (it goes "
+               "under '" +
+               *section + ":')");
+    }
+  }
+  top.reject_unknown(config::kTopLevelKeys);
+}
+
+void check_root(const ConfigNode& root) {
+  if (root.kind == ConfigNode::Kind::kNull) {
+    fail(root, "", "the config is empty; it needs at least entrypoint and searcher");
+  }
+  if (!root.is_map()) {
+    fail(root, "",
+         "the top level must be a map of keys (entrypoint:, searcher:, …), got " +
+             config::describe(root));
+  }
+}
+
+std::string read_name(const MapReader& top, const std::string& file_label) {
+  const ConfigNode* node = top.get("name");
+  if (node == nullptr) {
+    std::string stem = fs::path(file_label).stem().string();
+    return stem.empty() ? "experiment" : stem;
+  }
+  std::string name = config::read_string(*node, "name");
+  if (name.empty()) fail(*node, "name", "is empty");
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20) fail(*node, "name", "must be one line of text");
+  }
+  return name;
+}
+
+fs::path read_workdir(const MapReader& top, const fs::path& base_dir) {
+  const ConfigNode* node = top.get("workdir");
+  const ConfigNode& at = node != nullptr ? *node : top.node();
+  std::string text = node != nullptr ? config::read_string(*node, "workdir") : ".";
+  if (text.empty()) fail(at, "workdir", "is empty; write . for the config file's directory");
+  std::error_code error;
+  fs::path dir = fs::absolute(base_dir / text, error).lexically_normal();
+  if (!dir.has_filename() && dir.has_parent_path() && dir != dir.root_path()) {
+    dir = dir.parent_path();  // drop the trailing separator that "dir/." leaves
+  }
+  fs::file_status status = fs::status(dir, error);
+  if (!fs::exists(status)) {
+    std::string hint = text.starts_with("~") ? " (~ is not expanded; write the full path)" : "";
+    fail(at, "workdir", dir.string() + " does not exist" + hint);
+  }
+  if (!fs::is_directory(status)) fail(at, "workdir", dir.string() + " is not a directory");
+  return dir;
+}
+
+fs::path config_path_of(const std::string& file_label, const fs::path& base_dir) {
+  fs::path label(file_label);
+  if (label.is_absolute()) return label.lexically_normal();
+  std::error_code error;
+  return fs::absolute(base_dir / label.filename(), error).lexically_normal();
+}
+
+ExperimentConfig build_config(const ConfigNode& root, const std::string& file_label,
+                              const fs::path& base_dir, ConfigUse use) {
+  MapReader top(root, "");
+  reject_unknown_top_level(top);
+  ExperimentConfig out;
+  out.name = read_name(top, file_label);
+  const ConfigNode& entrypoint = top.require(
+      "entrypoint", "the command that starts a trial, such as python3 train.py, or builtin:mlp");
+  out.entrypoint = config::read_entrypoint(entrypoint);
+  out.entrypoint_where = entrypoint.where;
+  out.config_path = config_path_of(file_label, base_dir);
+  out.workdir = read_workdir(top, base_dir);
+  const ConfigNode* hyperparameters = top.get("hyperparameters");
+  if (hyperparameters != nullptr)
+    out.hyperparameters = config::read_hyperparameters(*hyperparameters);
+  const ConfigNode& searcher =
+      top.require("searcher", "for one trial: {name: single, metric: val_loss, max_length: 10}");
+  out.searcher = config::read_searcher(searcher);
+  out.searcher_where = searcher.where;
+  if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
+  if (const ConfigNode* node = top.get("resources")) out.resources = config::read_resources(*node);
+  out.max_restarts = top.int_or("max_restarts", 3, 0);
+  out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);
+  if (const ConfigNode* node = top.get("permanent_exit_codes"))
+    out.permanent_exit_codes = config::read_permanent_exit_codes(*node);
+  if (const ConfigNode* node = top.get("checkpoint"))
+    out.checkpoint = config::read_checkpoint(*node);
+  if (const ConfigNode* node = top.get("reproducibility")) {
+    out.reproducibility = config::read_reproducibility(*node);
+  }
+  if (const ConfigNode* node = top.get("data")) {
+    out.data = config::read_data(*node);
+    if (use == ConfigUse::kNewExperiment) config::check_data_exists(*node, out.workdir);
+  }
+  if (const ConfigNode* node = top.get("environment")) {
+    out.environment = config::read_environment(*node);
+  }
+  if (const ConfigNode* node = top.get("notify")) out.notify_webhook = config::read_notify(*node);
+  if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
+  out.resolved = config::to_json(root);
+  return out;
+}
+
+}  // namespace
+
+Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
+                                                 const std::string& file_label,
+                                                 const fs::path& base_dir,
+                                                 const std::vector<std::string>& sets,
+                                                 ConfigUse use) {
+  try {
+    ConfigNode root = config::parse_yaml_document(yaml_text, file_label);
+    check_root(root);
+    for (const std::string& set : sets) config::apply_set(root, set);
+    return build_config(root, file_label, base_dir, use);
+  } catch (const config::ConfigError& error) {
+    return Status::BadInput(error.what());
+  } catch (const std::exception& error) {  // a bug here must not abort the program
+    return Status::Failed(file_label + ": reading the config failed: " + error.what());
+  }
+}
+
+Result<ExperimentConfig> load_experiment_config(const fs::path& file,
+                                                const std::vector<std::string>& sets) {
+  const std::string label = file.string();
+  std::error_code error;
+  if (fs::is_directory(file, error)) {
+    return Status::BadInput(label + ": is a directory, not a config file");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return Status::BadInput(label +
+                            ": cannot read the config: " + std::generic_category().message(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  fs::path absolute = fs::absolute(file, error).lexically_normal();
+  Result<ExperimentConfig> config = parse_experiment_config(
+      text.str(), label, absolute.parent_path(), sets, ConfigUse::kNewExperiment);
+  if (config.ok()) config->config_path = absolute;
+  return config;
+}
+
+bool is_builtin_entrypoint(const ExperimentConfig& config) {
+  return config.entrypoint.size() == 1 && config.entrypoint[0] == "builtin:mlp";
+}
+
+}  // namespace cairn

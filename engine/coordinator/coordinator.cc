@@ -1,0 +1,300 @@
+#include "engine/coordinator/coordinator.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "common/build_info.h"
+#include "common/file_util.h"
+#include "engine/coordinator/machine_resources.h"
+#include "engine/coordinator/provenance.h"
+#include "engine/coordinator/signal_pipe.h"
+#include "engine/coordinator/trial_state.h"
+#include "engine/search/replay_searcher.h"
+#include "engine/search/searcher_factory.h"
+#include "store/checkpoint_files.h"
+#include "store/schema.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string now_iso8601() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
+                         ExperimentConfig config, Json experiment, CoordinatorOptions options)
+    : store_(std::move(store)),
+      db_(std::move(db)),
+      objects_(store_.objects()),
+      config_(std::move(config)),
+      experiment_(std::move(experiment)),
+      options_(std::move(options)) {
+  // Slots are GPUs on a GPU machine (unless the config says cpu), CPU cores otherwise.
+  const int gpus = usable_gpus(config_);
+  gpu_slots_ = gpus > 0;
+  gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
+  options_.slots = machine_slots(options_.slots, gpus);
+  slots_.emplace(options_.slots);
+}
+
+Coordinator::~Coordinator() = default;
+
+std::string Coordinator::trial_id(int64_t index) const {
+  return std::to_string(experiment_["id"].get<int64_t>()) + "." + std::to_string(index);
+}
+
+Trial* Coordinator::trial_by_index(int64_t index) {
+  auto it = trials_.find(index);
+  return it == trials_.end() ? nullptr : it->second.get();
+}
+
+void Coordinator::record_event(const std::string& type, Json fields) {
+  fields["type"] = type;
+  fields["time"] = now_iso8601();
+  Json ordered = Json{{"seq", next_event_seq_}};
+  ordered.update(fields);
+  batch_.put_json(schema::event_key(next_event_seq_++), ordered);
+  batch_needs_sync_ = true;
+}
+
+void Coordinator::reply(ControlConnection& conn, Json message) {
+  deferred_replies_.emplace_back(conn.fd(), std::move(message));
+}
+
+void Coordinator::reply_to(int fd, Json message) {
+  deferred_replies_.emplace_back(fd, std::move(message));
+}
+
+void Coordinator::set_trial_state(Trial& trial, const char* state) {
+  if (trial.record.value("state", "") == state) return;
+  trial.record["state"] = state;
+  trial.dirty = true;
+  record_event("trial_state", {{"trial", trial.index}, {"state", state}});
+}
+
+Status Coordinator::commit() {
+  if (searcher_changed_ && searcher_) {
+    // What `show` and `watch` display of the search: brackets, rungs, best so far. Its own
+    // record: rewriting the experiment's (kilobytes of config and provenance) every round
+    // that a trial validates or ends was most of what a trivial trial wrote.
+    batch_.put_json(schema::kSearcherState, searcher_->describe());
+    searcher_changed_ = false;
+  }
+  for (auto& [index, trial] : trials_) {
+    if (!trial->dirty) continue;
+    batch_.put_json(schema::trial_key(index), trial->record);
+    trial->dirty = false;
+  }
+  // Synced when the round recorded an event or a validation: every reply that acknowledges
+  // a report (validation, checkpoint) and every decision a reply passes on (a length to
+  // train to, a stop) records an event in the same round. Replies that promise nothing
+  // (welcome, an answer already decided and durable, errors) no longer force an fsync.
+  Status st = db_->commit(batch_, batch_needs_sync_);
+  batch_needs_sync_ = false;
+  if (!st.ok()) return st;
+  batch_has_checkpoint_ = false;
+  // Only now, with the batch durable, may the trials hear that their reports are safe.
+  for (auto& [fd, message] : deferred_replies_) {
+    auto it = connections_.find(fd);
+    if (it != connections_.end()) {
+      it->second->send(message);
+      it->second->flush();
+    }
+  }
+  deferred_replies_.clear();
+  std::error_code ec;
+  for (const auto& dir : staging_to_remove_) std::filesystem::remove_all(dir, ec);
+  staging_to_remove_.clear();
+  return Status::Ok();
+}
+
+int trial_concurrency(const ExperimentConfig& config, int slots) {
+  int concurrency = std::max(1, slots / std::max(1, config.resources.slots_per_trial));
+  if (config.searcher.max_concurrent_trials > 0)
+    concurrency = std::min(concurrency, config.searcher.max_concurrent_trials);
+  return concurrency;
+}
+
+Status Coordinator::start() {
+  // `cairn run`, `reproduce` and `resume` checked this already, before creating or changing
+  // anything; again here, with the slots this coordinator really has, before it writes.
+  const int gpus = static_cast<int>(gpu_names_.size());
+  if (Status st = check_machine_resources(config_, gpus, slots_->size()); !st.ok()) return st;
+  // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
+  // state: fixed when the experiment is created and reused on every resume.
+  // A resume of an experiment whose search never started (no first commit) decides it
+  // now, from the slots its `run` was given (`slots`, recorded with the experiment).
+  if (!experiment_.contains("concurrency"))
+    experiment_["concurrency"] =
+        trial_concurrency(config_, experiment_.value("slots", options_.slots));
+  auto run_dir =
+      prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
+  if (!run_dir.ok()) return run_dir.status();
+  run_dir_ = *run_dir;
+  if (experiment_.contains("reproduces")) {
+    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
+    auto plan = replay_plan_from_json(experiment_["reproduces"]);
+    if (!plan.ok()) return plan.status();
+    searcher_ = std::make_unique<ReplaySearcher>(std::move(*plan));
+  } else {
+    auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
+                                  experiment_["concurrency"].get<int>());
+    if (!searcher.ok()) return searcher.status();
+    searcher_ = std::move(*searcher);
+  }
+  auto listener =
+      ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() + "-" +
+                                                std::to_string(::getpid()) + ".sock");
+  if (!listener.ok()) return listener.status();
+  listener_.emplace(std::move(*listener));
+  auto output = OutputTail::create();
+  if (!output.ok()) return output.status();
+  output_.emplace(std::move(*output));
+  // Who drives the experiment, so `cairn pause`/`kill` can reach this process and a later
+  // `resume` can tell a live driver from a dead one.
+  experiment_["driver"] = {{"pid", ::getpid()},
+                           {"start_time", process_start_time(::getpid()).value_or(0)},
+                           {"boot_id", boot_id()}};
+  experiment_["state"] = "ACTIVE";
+  experiment_.erase("searcher_state");  // a store from before it had its own record
+  searcher_changed_ = true;             // so the search state's record exists from now on
+  batch_.put_json(schema::kExperiment, experiment_);
+  if (options_.resume) {
+    Status st = load_for_resume();
+    if (!st.ok()) return st;
+    record_event("experiment_resumed", {{"pid", ::getpid()}});
+  } else {
+    apply(searcher_->start());
+  }
+  return commit();
+}
+
+void Coordinator::close_in_searcher(Trial& trial) {
+  record_event("searcher_trial_closed", {{"trial", trial.index}});
+  apply(searcher_->on_trial_closed(trial.index));
+}
+
+void Coordinator::apply(const std::vector<SearcherAction>& actions) {
+  searcher_changed_ = true;
+  for (const SearcherAction& action : actions) {
+    switch (action.kind) {
+      case SearcherAction::Kind::kCreateTrial: {
+        auto trial = std::make_unique<Trial>();
+        trial->index = action.trial;
+        trial->record = Json{{"id", trial_id(action.trial)},
+                             {"index", action.trial},
+                             {"state", "QUEUED"},
+                             {"hparams", action.hparams},
+                             {"seed", action.seed},
+                             {"steps_completed", 0},
+                             {"restarts", 0},
+                             {"best_validation", nullptr},
+                             {"latest_checkpoint", nullptr},
+                             {"created_at", now_iso8601()}};
+        trial->dirty = true;
+        record_event("trial_created",
+                     {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
+        trials_[action.trial] = std::move(trial);
+        break;
+      }
+      case SearcherAction::Kind::kTrain: {
+        Trial* trial = trial_by_index(action.trial);
+        if (!trial) break;
+        trial->target = action.length;
+        trial->record["target_length"] = action.length;
+        if (trial->finished) break;  // errored meanwhile: nothing to train
+        if (trial->record.value("state", "") == "PAUSED" && !pausing_)
+          set_trial_state(*trial, "QUEUED");
+        trial->dirty = true;
+        record_event("train", {{"trial", action.trial}, {"length", action.length}});
+        answer_pending_operation(*trial);
+        break;
+      }
+      case SearcherAction::Kind::kClose: {
+        Trial* trial = trial_by_index(action.trial);
+        if (!trial) break;
+        trial->closed = true;
+        trial->record["closed"] = true;
+        trial->dirty = true;
+        record_event("close", {{"trial", action.trial}});
+        answer_pending_operation(*trial);
+        if (!trial->running() && !trial->finished && !trial->orphan_process) {
+          trial->finished = true;
+          set_trial_state(*trial,
+                          trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+          close_in_searcher(*trial);
+        }
+        break;
+      }
+    }
+  }
+}
+
+int Coordinator::slots_free() const {
+  int running = 0;
+  for (const auto& [index, trial] : trials_)
+    if (trial->running()) ++running;
+  int free = slots_->free();
+  if (config_.searcher.max_concurrent_trials > 0)
+    free = std::min(free, (config_.searcher.max_concurrent_trials - running) *
+                              config_.resources.slots_per_trial);
+  return free;
+}
+
+void Coordinator::schedule() {
+  if (pausing_) return;
+  const auto now = Clock::now();
+  for (auto& [index, trial] : trials_) {
+    if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
+    if (trial->orphan_process) {
+      if (orphan_alive(*trial->orphan_process)) continue;
+      // Children it left running in its group would run beside the trial started again.
+      if (trial->orphan_process->value("boot_id", "") == boot_id())
+        for (const Json& p : trial->orphan_process->value("processes", Json::array()))
+          kill_leftover_group(p.value("pid", 0), p.value("start_time", uint64_t{0}));
+      recover_trial(*trial);
+      // What recovery adopted (an orphaned checkpoint) is in this round's batch, not yet in
+      // the database that restore reads: start the trial next round, after the commit.
+      continue;
+    }
+    if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
+    if (slots_free() < config_.resources.slots_per_trial) return;
+    Status st = start_trial(*trial);
+    if (!st.ok() && st.kind() == ErrorKind::kIo) {
+      // The store failed (a full disk while restoring its checkpoint, an I/O error), not the
+      // trial: marking it ERROR would end an experiment that a resume can continue once the
+      // disk has room. Stop as after a failed commit; the experiment stays ACTIVE.
+      const std::string exp = experiment_["id"].dump();
+      fatal_ = Status::Io("trial " + trial_id(index) + " cannot start: " + st.message() +
+                          "; the experiment stays ACTIVE (`cairn resume " + exp +
+                          "` once that is fixed)");
+      return;
+    }
+    if (!st.ok()) {
+      terminal_.warn("error: trial " + trial_id(index) + ": " + st.message());
+      trial->record["error"] = st.message();
+      trial->finished = true;
+      set_trial_state(*trial, "ERROR");
+      close_in_searcher(*trial);
+    }
+  }
+}
+
+}  // namespace cairn

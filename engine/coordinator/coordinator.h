@@ -1,0 +1,187 @@
+// The coordinator drives one experiment to its end (DESIGN.md, "The flow of one
+// experiment"). It is a single-threaded event loop: it owns the searcher, the trial
+// processes and their control connections, and reacts to events — a control message, trial
+// output, a process exit, a signal, a timer. Writes made while handling one round of events
+// are committed as one RocksDB batch, and answers that promise durability (validation and
+// checkpoint acks) are sent only after that batch is on disk.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "engine/config/config.h"
+#include "engine/coordinator/control_channel.h"
+#include "engine/coordinator/output_tail.h"
+#include "engine/coordinator/signal_pipe.h"
+#include "engine/coordinator/slot_pool.h"
+#include "engine/coordinator/terminal.h"
+#include "engine/coordinator/trial_process.h"
+#include "engine/search/searcher.h"
+#include "store/checkpoint_files.h"
+#include "store/experiment_db.h"
+#include "store/object_store.h"
+#include "store/store_location.h"
+
+namespace cairn {
+
+struct CoordinatorOptions {
+  int slots = 0;                // 0: the number of CPU cores
+  std::string self_executable;  // re-executed for builtin:mlp
+  bool resume = false;          // continue an experiment from its records and event log
+};
+
+// How many trials run at once: the slots divided among trials, capped by
+// searcher.max_concurrent_trials.
+int trial_concurrency(const ExperimentConfig& config, int slots);
+
+// The coordinator's run-time state of one trial and of its ranks (defined in
+// engine/coordinator/trial_state.h, which the coordinator's own files include).
+struct Trial;
+struct Worker;
+struct RankRound;
+
+class Coordinator {
+ public:
+  Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db, ExperimentConfig config,
+              Json experiment, CoordinatorOptions options);
+  ~Coordinator();
+
+  // Drives the experiment until it completes, errors or is paused. Returns the exit status
+  // of `cairn run`: 0 completed or paused, 1 when the experiment ended in ERROR.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  Status start();
+  Status load_for_resume();
+  // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
+  // store holds none of them (the coordinator died before its first commit), to be applied.
+  Status replay_searcher(std::vector<SearcherAction>* unstarted);
+  void recover_trial(Trial& trial);
+  void adopt_orphan_checkpoints(Trial& trial);
+  void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
+  void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
+                           uint64_t new_bytes, const Json& metadata);
+  void close_in_searcher(Trial& trial);
+  void cancel();
+  void check_liveness();
+  void apply_retention();
+  void apply(const std::vector<SearcherAction>& actions);
+  void schedule();
+  Status start_trial(Trial& trial);
+  Status restore_latest_checkpoint(Trial& trial, std::map<std::string, std::string>& env);
+  void poll_once();
+  void accept_connections();
+  void read_connection(int fd);
+  void handle_line(ControlConnection& conn, const std::string& line);
+  // Returns what was not stored (non-numeric metric values, said once per metric and trial),
+  // empty when the whole batch was.
+  std::string store_training_batch(Trial& trial, std::string_view batch_json);
+  void tell_dropped_metrics(ControlConnection& conn, const std::string& problem);
+  void handle_message(ControlConnection& conn, const Json& msg);
+  void dispatch_message(ControlConnection& conn, const Json& msg);
+  void handle_hello(ControlConnection& conn, const Json& msg);
+  // The fd of the connection that speaks for `rank` of `trial`, -1 when it has none.
+  int rank_connection_fd(const Trial& trial, int rank) const;
+  void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_training(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_validation(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_checkpoint_abort(Trial& trial, const Json& msg);
+  void answer_pending_operation(Trial& trial);
+  // The answer to a trial's n-th next_operation in this attempt: decided at the first
+  // rank's request, the same for every rank.
+  Json operation_answer(Trial& trial, size_t n);
+  void handle_sync(Trial& trial, ControlConnection& conn, const Json& msg);
+  // Data-parallel checkpoints: one staging directory per step for every rank, registered
+  // once every rank has ended it.
+  void handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  // The ranks' rendezvous table (engine/coordinator/coordinator_rendezvous.cc).
+  void handle_kv_set(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_kv_get(Trial& trial, ControlConnection& conn, const Json& msg);
+  void reply_to(int fd, Json message);
+  // Signals every rank's process group.
+  void signal_ranks(Trial& trial, int sig);
+  // A rank ended: the first failure stops the others; the trial ends with the last rank.
+  void rank_exited(Trial& trial, int rank, ExitInfo info);
+  void drain_worker_output(Trial& trial, Worker& worker, bool final);
+  void drain_output(Trial& trial, bool final);
+  void log_output(Trial& trial, std::string_view chunk);
+  void reap_children();
+  // Whether `pid` is a running trial's chief or one of its ranks (not yet reaped).
+  bool is_trial_process(pid_t pid) const;
+  // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
+  void handle_exit(Trial& trial, ExitInfo info, bool permanent);
+  bool declares_permanent(const ExitInfo& info) const;
+  void handle_signal(int sig);
+  void request_stop(Trial& trial, const char* reason);
+  void set_trial_state(Trial& trial, const char* state);
+  void record_event(const std::string& type, Json fields);
+  void reply(ControlConnection& conn, Json message);
+  Status commit();
+  bool finished() const;
+  // Not finished, yet nothing runs and nothing is queued: no event can ever come.
+  bool stalled() const;
+  int finish();
+  Trial* trial_by_index(int64_t index);
+  std::string trial_id(int64_t index) const;
+  int slots_free() const;
+
+  StoreLayout store_;
+  std::unique_ptr<ExperimentDb> db_;
+  ObjectStore objects_;
+  ExperimentConfig config_;
+  // Where trials run: a checkout of the experiment's code snapshot
+  // (engine/coordinator/provenance.h).
+  std::filesystem::path run_dir_;
+  Json experiment_;
+  CoordinatorOptions options_;
+  Terminal terminal_;
+  std::unique_ptr<Searcher> searcher_;
+  std::unique_ptr<SignalPipe> signals_;
+  std::optional<SlotPool> slots_;
+  bool gpu_slots_ = false;              // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
+  std::vector<std::string> gpu_names_;  // what CUDA_VISIBLE_DEVICES calls them (gpu_names)
+  std::optional<ControlListener> listener_;
+  std::optional<OutputTail> output_;
+  std::map<int, std::unique_ptr<ControlConnection>> connections_;
+  std::map<int64_t, std::unique_ptr<Trial>> trials_;
+  StoreBatch batch_;
+  bool batch_needs_sync_ = false;
+  std::vector<std::pair<int, Json>> deferred_replies_;  // (connection fd, message)
+  std::vector<std::string> staging_to_remove_;          // ingested, removed after the commit
+  int64_t next_event_seq_ = 1;
+  int64_t next_training_batch_seq_ = 1;
+  int interrupts_ = 0;
+  bool pausing_ = false;
+  bool canceling_ = false;
+  bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
+  // The searcher's state changed this round: its describe() is saved (schema::kSearcherState).
+  bool searcher_changed_ = false;
+  // This round's batch registers a checkpoint: trials are not started before it is
+  // committed, since a start reads the latest checkpoint from the database.
+  bool batch_has_checkpoint_ = false;
+  // Size and mtime of .cairn/sdk/python/cairn.py when its content was last verified: a
+  // trial start then costs a stat, not a read and compare of the file.
+  struct FileStamp {
+    int64_t size = -1;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  FileStamp python_sdk_verified_;
+  bool retention_due_ = false;          // a checkpoint arrived since retention last ran
+  Clock::time_point next_retention_{};  // retention reads the whole store: not every round
+  Status fatal_ = Status::Ok();
+};
+
+}  // namespace cairn

@@ -1,0 +1,43 @@
+#include "engine/coordinator/orphan_checkpoint.h"
+
+#include <vector>
+
+#include "cairn/detail/checkpoint_files.hpp"
+#include "common/file_util.h"
+#include "common/json.h"
+
+namespace cairn {
+
+namespace {
+
+bool has_step(const Json& marker) {
+  return marker.is_object() && marker.contains("step") && marker["step"].is_number_integer();
+}
+
+}  // namespace
+
+Result<int64_t> orphan_step(const std::filesystem::path& dir, int world_size) {
+  auto marker_of = [&](int rank) {
+    auto text = read_file(dir / sdk_detail::orphan_marker_name(rank));
+    return text.ok() ? Json::parse(*text, nullptr, false) : Json();
+  };
+  const Json first = marker_of(0);
+  if (!has_step(first)) return Status::Failed("rank 0 did not finish writing it");
+  const int64_t step = first["step"].get<int64_t>();
+  const Json written_by = first.value("world_size", Json(1));
+  if (!written_by.is_number_integer() || written_by.get<int64_t>() != world_size)
+    return Status::Failed("written by " + written_by.dump() + " ranks, but the trial has " +
+                          std::to_string(world_size));
+  std::vector<int> unfinished;
+  for (int rank = 1; rank < world_size; ++rank) {
+    const Json m = marker_of(rank);
+    if (!has_step(m) || m["step"].get<int64_t>() != step) unfinished.push_back(rank);
+  }
+  if (unfinished.empty()) return step;
+  std::string ranks;
+  for (int r : unfinished) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return Status::Failed("rank" + std::string(unfinished.size() == 1 ? " " : "s ") + ranks + " of " +
+                        std::to_string(world_size) + " did not finish writing it");
+}
+
+}  // namespace cairn

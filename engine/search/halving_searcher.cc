@@ -1,0 +1,149 @@
+#include "engine/search/halving_searcher.h"
+
+#include <algorithm>
+
+#include "engine/search/hparam_sampler.h"
+
+namespace cairn {
+
+HalvingSearcher::HalvingSearcher(std::string name, const ExperimentConfig& config, uint64_t seed,
+                                 int concurrency, std::vector<BracketPlan> plan)
+    : name_(std::move(name)),
+      config_(config.searcher),
+      specs_(config.hyperparameters),
+      seed_(seed),
+      concurrency_(std::max(concurrency, 1)) {
+  for (BracketPlan& bracket_plan : plan) {
+    Bracket b;
+    for (const RungPlan& rung : bracket_plan.rungs) b.rungs.emplace_back(rung.length);
+    b.training.assign(b.rungs.size(), 0);
+    planned_ += bracket_plan.trials;
+    b.plan = std::move(bracket_plan);
+    brackets_.push_back(std::move(b));
+  }
+}
+
+HalvingSearcher::Trial* HalvingSearcher::find(int64_t trial) {
+  if (trial < 1 || trial > static_cast<int64_t>(trials_.size())) return nullptr;
+  return &trials_[trial - 1];
+}
+
+std::vector<SearcherAction> HalvingSearcher::start() {
+  Actions out;
+  create_while_room(out);
+  return out;
+}
+
+void HalvingSearcher::create_while_room(Actions& out) {
+  while (busy_ < concurrency_ && static_cast<int64_t>(trials_.size()) < planned_) {
+    const int index = next_bracket();
+    Bracket& b = brackets_[index];
+    ++b.created;
+    ++b.training[0];
+    ++busy_;
+    trials_.push_back(Trial{index, 0, true, false, false});
+    const auto trial = static_cast<int64_t>(trials_.size());
+    out.push_back(SearcherAction::create(trial, sample_hparams(specs_, seed_, trial),
+                                         trial_seed(seed_, trial)));
+    out.push_back(SearcherAction::train(trial, b.rungs[0].length()));
+  }
+}
+
+std::vector<SearcherAction> HalvingSearcher::on_validation(int64_t trial, int64_t length,
+                                                           double metric) {
+  Trial* t = find(trial);
+  if (t == nullptr || !t->training) return {};
+  Bracket& b = brackets_[t->bracket];
+  Rung& rung = b.rungs[t->rung];
+  if (length < rung.length()) return {};  // not a rung boundary: nothing to decide
+  t->training = false;
+  --busy_;
+  --b.training[t->rung];
+  const double loss = searcher_loss(metric, config_.smaller_is_better);
+  best_.offer(trial, rung.length(), metric, loss);
+  rung.add(trial, metric, loss);
+  Actions out;
+  if (t->rung == b.last_rung()) {  // max_length reached: the trial is complete
+    rung.mark_closed(trial);
+    close({trial}, out);
+  }
+  on_rung_changed(t->bracket, t->rung, out);
+  create_while_room(out);
+  return out;
+}
+
+std::vector<SearcherAction> HalvingSearcher::on_trial_closed(int64_t trial) {
+  Trial* t = find(trial);
+  if (t == nullptr || t->closed) return {};
+  t->closed = true;
+  ++closed_;
+  Actions out;
+  Bracket& b = brackets_[t->bracket];
+  if (t->training) {  // it errored out on its way to the rung: the rung's worst
+    t->training = false;
+    --busy_;
+    --b.training[t->rung];
+    b.rungs[t->rung].add_errored(trial);
+    on_rung_changed(t->bracket, t->rung, out);
+  } else if (!t->close_sent) {  // it ended while waiting: never promote it
+    b.rungs[t->rung].mark_errored(trial);
+    on_rung_changed(t->bracket, t->rung, out);
+  }
+  create_while_room(out);
+  return out;
+}
+
+void HalvingSearcher::promote(int bracket, int rung, const std::vector<int64_t>& trials,
+                              Actions& out) {
+  Bracket& b = brackets_[bracket];
+  for (int64_t trial : trials) {
+    Trial& t = trials_[trial - 1];
+    t.rung = rung + 1;
+    t.training = true;
+    ++busy_;
+    ++b.training[rung + 1];
+    out.push_back(SearcherAction::train(trial, b.rungs[rung + 1].length()));
+  }
+}
+
+void HalvingSearcher::close(const std::vector<int64_t>& trials, Actions& out) {
+  for (int64_t trial : trials) {
+    trials_[trial - 1].close_sent = true;
+    out.push_back(SearcherAction::close(trial));
+  }
+}
+
+std::vector<SearcherAction> HalvingSearcher::set_concurrency(int concurrency) {
+  concurrency_ = std::max(concurrency, 1);
+  Actions out;
+  create_while_room(out);
+  return out;
+}
+
+bool HalvingSearcher::finished() const {
+  return static_cast<int64_t>(trials_.size()) == planned_ && closed_ == planned_;
+}
+
+Json HalvingSearcher::describe() const {
+  Json brackets = Json::array();
+  for (size_t i = 0; i < brackets_.size(); ++i) {
+    const Bracket& b = brackets_[i];
+    Json rungs = Json::array();
+    for (size_t r = 0; r < b.rungs.size(); ++r) {
+      Json rung{{"length", b.rungs[r].length()},
+                {"expected", b.plan.rungs[r].trials},
+                {"training", b.training[r]}};
+      rung.update(b.rungs[r].describe());
+      rungs.push_back(std::move(rung));
+    }
+    brackets.push_back(Json{{"bracket", i + 1},
+                            {"trials_planned", b.plan.trials},
+                            {"trials_created", b.created},
+                            {"rungs", std::move(rungs)}});
+  }
+  return Json{
+      {"searcher", name_},        {"trials_planned", planned_}, {"trials_created", trials_.size()},
+      {"trials_closed", closed_}, {"best", best_.describe()},   {"brackets", std::move(brackets)}};
+}
+
+}  // namespace cairn
