@@ -21,7 +21,7 @@ Options:
                 short of memory)
   --no-deps     do not install Debian packages (the machine is already set up)
   --test        also install the test dependencies (PyTorch, scikit-learn, NumPy,
-                zsh and fish),
+                zsh, fish, and clang with libFuzzer),
                 build the tests and run them with ctest; installs only when --prefix
                 is given as well
   -h, --help    print this help and exit
@@ -51,8 +51,9 @@ BUILD_PACKAGES=(
   python3 man-db
 )
 # End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3, and
-# load the zsh and fish completions in those shells.
-TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish)
+# load the zsh and fish completions in those shells; clang and its libFuzzer runtime build
+# the control-channel fuzzer (tests/fuzz/).
+TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev)
 
 PREFIX=/usr/local
 PREFIX_GIVEN=0

@@ -56,6 +56,9 @@ class Result {
   const T* operator->() const { return &*value_; }
   T& operator*() { return *value_; }
   const T& operator*() const { return *value_; }
+  // The value, or `fallback` when there is none.
+  T value_or(T fallback) const& { return value_ ? *value_ : std::move(fallback); }
+  T value_or(T fallback) && { return value_ ? std::move(*value_) : std::move(fallback); }
 
  private:
   std::optional<T> value_;

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "common/file_util.h"
+#include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
 #include "engine/coordinator/trial_state.h"
@@ -40,12 +41,14 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
       tell_dropped_metrics(conn, store_training_batch(*trial, line));
     return;
   }
-  Json msg = Json::parse(line, nullptr, false);
-  if (msg.is_discarded() || !msg.is_object()) {
-    reply(conn, Json{{"type", "error"}, {"message", "malformed message: " + line.substr(0, 200)}});
+  Result<Json> msg = parse_untrusted_json(line);
+  if (!msg.ok() || !msg->is_object()) {
+    const std::string why = msg.ok() ? "" : " (" + msg.status().message() + ")";
+    reply(conn, Json{{"type", "error"},
+                     {"message", "malformed message" + why + ": " + line.substr(0, 200)}});
     return;
   }
-  handle_message(conn, msg);
+  handle_message(conn, *msg);
 }
 
 std::string Coordinator::store_training_batch(Trial& trial, std::string_view batch_json) {
@@ -55,12 +58,14 @@ std::string Coordinator::store_training_batch(Trial& trial, std::string_view bat
   }
   // A raw client's batch, or one with values that are not numbers: what readers cannot
   // use is dropped here, and said once per metric in the trial's log.
-  Json batch = Json::parse(batch_json, nullptr, false);
-  if (batch.is_discarded() || !batch.is_object() || !batch.contains("reports") ||
-      !batch["reports"].is_array()) {
+  Result<Json> parsed = parse_untrusted_json(batch_json);
+  Json batch = parsed.ok() ? std::move(*parsed) : Json();
+  if (!batch.is_object() || !batch.contains("reports") || !batch["reports"].is_array()) {
     // Stored, it would make every reader of the trial's metrics fail.
+    const std::string why = parsed.ok() ? "" : " (" + parsed.status().message() + ")";
     const std::string problem =
-        "a training batch that is not a JSON object with a \"reports\" list was not stored";
+        "a training batch that is not a JSON object with a \"reports\" list" + why +
+        " was not stored";
     log_output(trial, "cairn: warning: " + problem + "\n");
     return problem;
   }

@@ -7,6 +7,7 @@
 
 #include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
+#include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
 #include "engine/coordinator/orphan_checkpoint.h"
@@ -215,7 +216,7 @@ void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
       if (nl == std::string::npos) nl = lines->size();
       std::string_view line(lines->data() + start, nl - start);
       start = nl + 1;
-      if (line.empty() || Json::parse(line, nullptr, false).is_discarded()) continue;
+      if (line.empty() || !parse_untrusted_json(line).ok()) continue;
       if (!first) batch += ',';
       batch += line;
       first = false;
@@ -228,8 +229,8 @@ void Coordinator::adopt_orphan_metrics(Trial& trial, const fs::path& orphan) {
     while (start < lines->size()) {
       size_t nl = lines->find('\n', start);
       if (nl == std::string::npos) nl = lines->size();
-      Json report =
-          Json::parse(std::string_view(lines->data() + start, nl - start), nullptr, false);
+      Json report = parse_untrusted_json(std::string_view(lines->data() + start, nl - start))
+                        .value_or(Json());
       start = nl + 1;
       if (!report.is_object() || !report.contains("step") || !report["step"].is_number_integer())
         continue;
@@ -265,7 +266,9 @@ void Coordinator::adopt_orphan_checkpoints(Trial& trial) {
   for (const auto& [step, path] : complete) {
     if (step <= trial.latest_checkpoint_step) continue;
     // Rank 0's marker carries the metadata and says whether its metrics are complete.
-    auto marker = Json::parse(*read_file(path / sdk_detail::orphan_marker_name(0)), nullptr, false);
+    const Json marker =
+        parse_untrusted_json(read_file(path / sdk_detail::orphan_marker_name(0)).value_or(""))
+            .value_or(Json());
     adopt_orphan_metrics(trial, path);
     if (!marker.value("metrics_complete", true))
       terminal_.warn("warning: trial " + trial_id(trial.index) +

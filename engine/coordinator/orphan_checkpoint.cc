@@ -5,6 +5,7 @@
 #include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/untrusted_json.h"
 
 namespace cairn {
 
@@ -19,7 +20,7 @@ bool has_step(const Json& marker) {
 Result<int64_t> orphan_step(const std::filesystem::path& dir, int world_size) {
   auto marker_of = [&](int rank) {
     auto text = read_file(dir / sdk_detail::orphan_marker_name(rank));
-    return text.ok() ? Json::parse(*text, nullptr, false) : Json();
+    return text.ok() ? parse_untrusted_json(*text).value_or(Json()) : Json();
   };
   const Json first = marker_of(0);
   if (!has_step(first)) return Status::Failed("rank 0 did not finish writing it");

@@ -589,6 +589,49 @@ for op in ctx.operations():
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
 
+    def test_deeply_nested_messages_are_refused_not_a_crash(self):
+        # nlohmann's serializer recurses once per level: a checkpoint's metadata 100,000
+        # levels deep, stored as sent, crashed `cairn run` (SIGSEGV). Every message is
+        # refused above 64 levels, with a line saying so, and the trial carries on.
+        self.write("deep.py", r"""
+import json, os, socket
+import cairn
+
+deep = "[" * 100000 + "]" * 100000
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+answers = raw.makefile()
+def ask(message):
+    raw.sendall(message.encode() + b"\n")
+    return json.loads(answers.readline())
+assert ask(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                       "rank": 0}))["type"] == "welcome"
+staging = ask('{"type":"checkpoint_begin","seq":1,"step":1}')["path"]
+open(os.path.join(staging, "w"), "w").write("1")
+for i, line in enumerate([
+        '{"type":"checkpoint_end","seq":2,"step":1,"path":%s,"metadata":{"a":%s}}'
+        % (json.dumps(staging), deep),
+        deep,
+        '{"type":"validation","seq":3,"step":1,"metrics":{"val_loss":%s}}' % deep,
+        '{"type":"training","reports":[{"step":1,"metrics":{"loss":1},"x":%s}]}' % deep]):
+    answer = ask(line)
+    assert answer["type"] == "error", (i, answer)
+    assert "nested deeper than 64 levels" in answer["message"], (i, answer["message"][:300])
+print("all refused", flush=True)
+answers.close()
+raw.close()
+ctx = cairn.init()
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("deep.yaml", "entrypoint: /usr/bin/python3 deep.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 1}\n"
+                   "max_restarts: 0\nliveness_timeout: 30\n")
+        run = self.cairn("run", "deep.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr[-2000:])
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+        self.assertIn("all refused", self.cairn("logs", "1.1", check=0).stdout)
+
     def test_output_after_output_log_was_removed_or_truncated_is_kept(self):
         # cairn follows output.log from the offset it had read up to. A new attempt of a
         # trial whose output.log was removed (someone cleaned .cairn/work) or a file
