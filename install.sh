@@ -7,9 +7,10 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 Usage: ./install.sh [--prefix DIR] [--jobs N] [--no-deps] [--test]
+       ./install.sh --runtime [--binary FILE] [--prefix DIR] [--no-deps]
 
 Install the build dependencies (Debian packages), build cairn into build/, and install
-  PREFIX/bin/cairn
+  PREFIX/bin/cairn (stripped: build/cairn keeps its debug information)
   PREFIX/share/man/man1/cairn.1
   PREFIX/share/bash-completion/completions/cairn
   PREFIX/share/zsh/site-functions/_cairn
@@ -24,6 +25,10 @@ Options:
                 zsh, fish, and clang with libFuzzer),
                 build the tests and run them with ctest; installs only when --prefix
                 is given as well
+  --runtime     set up a machine that only runs cairn (a peer, say): install the
+                packages the binary loads (no build tools) and install a cairn built
+                elsewhere, with its man page and completions; nothing is built
+  --binary FILE with --runtime: the cairn to install (default: build/cairn)
   -h, --help    print this help and exit
 EOF
 }
@@ -53,6 +58,10 @@ BUILD_PACKAGES=(
 # End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3, and
 # load the zsh and fish completions in those shells; clang and its libFuzzer runtime build
 # the control-channel fuzzer (tests/fuzz/).
+# What the installed binary loads at run time (see docs/install.md): Debian ships Gloo as a
+# shared library only, and libgloo0 brings hiredis, ibverbs and libnl; libstdc++ stays shared
+# (CMakeLists.txt says why).
+RUNTIME_PACKAGES=(libgloo0 libstdc++6)
 TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev)
 
 PREFIX=/usr/local
@@ -60,6 +69,8 @@ PREFIX_GIVEN=0
 JOBS=""
 WITH_DEPS=1
 RUN_TESTS=0
+RUNTIME_ONLY=0
+BINARY=""
 
 parse_args() {
   while (($# > 0)); do
@@ -86,11 +97,24 @@ parse_args() {
         ;;
       --no-deps) WITH_DEPS=0 && shift ;;
       --test) RUN_TESTS=1 && shift ;;
+      --runtime) RUNTIME_ONLY=1 && shift ;;
+      --binary)
+        (($# >= 2)) || usage_error "--binary needs a file"
+        BINARY=$2
+        shift 2
+        ;;
+      --binary=*)
+        BINARY=${1#--binary=}
+        shift
+        ;;
       -h | --help) usage && exit 0 ;;
       *) usage_error "unknown argument: $1" ;;
     esac
   done
   [[ -n $PREFIX ]] || usage_error "--prefix needs a directory"
+  if ((RUNTIME_ONLY && RUN_TESTS)); then usage_error "--runtime and --test exclude each other"; fi
+  if [[ -n $BINARY ]] && ((!RUNTIME_ONLY)); then usage_error "--binary goes with --runtime"; fi
+  if [[ -n $BINARY && $BINARY != /* ]]; then BINARY="$PWD/$BINARY"; fi
   if [[ -n $JOBS && ! $JOBS =~ ^[1-9][0-9]*$ ]]; then
     usage_error "--jobs needs a positive number, got '$JOBS'"
   fi
@@ -122,6 +146,7 @@ missing_packages() {
 install_packages() {
   local packages=("${BUILD_PACKAGES[@]}")
   ((RUN_TESTS)) && packages+=("${TEST_PACKAGES[@]}")
+  ((RUNTIME_ONLY)) && packages=("${RUNTIME_PACKAGES[@]}")
   command -v apt-get >/dev/null 2>&1 ||
     die "apt-get not found: install.sh installs Debian packages; on another system install the packages it lists and run it with --no-deps"
 
@@ -170,14 +195,22 @@ existing_ancestor() {
   echo "$dir"
 }
 
+# Installs $1 (default build/cairn), stripped, with the man page and completions.
 install_files() {
-  local root=""
+  local binary=${1:-build/cairn} root=""
   if [[ ! -w $(existing_ancestor "$PREFIX") ]]; then
     root=$(root_runner "installing into $PREFIX" "or choose a writable --prefix")
   fi
   say "installing into $PREFIX"
   local share=$PREFIX/share
-  $root install -D -m 755 build/cairn "$PREFIX/bin/cairn"
+  # Stripped: the debug information is most of build/cairn's ~200 MB; build/ keeps it. A
+  # machine set up with --runtime may have no binutils: then the copy is installed as it is.
+  local strip=(-s)
+  if ! command -v strip >/dev/null 2>&1; then
+    strip=()
+    say "note: strip (binutils) not found: installing $binary as it is"
+  fi
+  $root install -D -m 755 "${strip[@]}" "$binary" "$PREFIX/bin/cairn"
   $root install -D -m 644 man/cairn.1 "$share/man/man1/cairn.1"
   $root install -D -m 644 completions/cairn.bash "$share/bash-completion/completions/cairn"
   $root install -D -m 644 completions/_cairn "$share/zsh/site-functions/_cairn"
@@ -197,6 +230,14 @@ run_tests() {
 main() {
   parse_args "$@"
   cd "$(dirname "${BASH_SOURCE[0]}")"
+  if ((RUNTIME_ONLY)); then
+    local binary=${BINARY:-build/cairn}
+    [[ -f $binary ]] || die "no cairn binary at $binary: build one (./install.sh) or give --binary FILE"
+    if ((WITH_DEPS)); then install_packages; else say "skipping Debian packages (--no-deps)"; fi
+    install_files "$binary"
+    say "done"
+    return
+  fi
   if ((WITH_DEPS)); then
     install_packages
   else
