@@ -86,6 +86,10 @@ struct ExperimentConfig {
   // Seconds a running trial may go without a message on its control channel (or output)
   // before it is killed and counted as failed; 0: never.
   int liveness_timeout = 0;
+  // Seconds `cairn run`/`resume` gives its trials to checkpoint and exit after SIGTERM or
+  // SIGHUP before it kills the ones still running; 0: at once. Within systemd's default 90 s
+  // stop timeout, so cairn exits by itself before systemd kills it.
+  int stop_grace_period = 60;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;                   // as written (relative to workdir)

@@ -124,6 +124,11 @@ class Coordinator {
   void handle_exit(Trial& trial, ExitInfo info, bool permanent);
   bool declares_permanent(const ExitInfo& info) const;
   void handle_signal(int sig);
+  // SIGKILLs every rank of every running trial (a second Ctrl-C, stop_grace_period passed);
+  // their trials stay resumable from their latest checkpoint.
+  void kill_running_trials();
+  // Kills what still runs once stop_deadline_ has passed, saying which trials and why.
+  void enforce_stop_deadline();
   void request_stop(Trial& trial, const char* reason);
   void set_trial_state(Trial& trial, const char* state);
   void record_event(const std::string& type, Json fields);
@@ -166,6 +171,8 @@ class Coordinator {
   bool pausing_ = false;
   bool canceling_ = false;
   bool shutting_down_ = false;  // SIGTERM/SIGHUP: stop, but leave the experiment resumable by --all
+  // When shutting down: the moment trials still running are killed (stop_grace_period).
+  std::optional<Clock::time_point> stop_deadline_;
   // The searcher's state changed this round: its describe() is saved (schema::kSearcherState).
   bool searcher_changed_ = false;
   // This round's batch registers a checkpoint: trials are not started before it is

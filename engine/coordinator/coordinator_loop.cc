@@ -62,6 +62,11 @@ void Coordinator::poll_once() {
         std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
     timeout_ms = std::min<int>(timeout_ms, static_cast<int>(wait) + 1);
   }
+  if (stop_deadline_) {
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*stop_deadline_ - now).count();
+    timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<int64_t>(wait, 0)) + 1);
+  }
   int n = ::poll(fds.data(), fds.size(), timeout_ms);
   if (n < 0 && errno != EINTR) {
     fatal_ = Status::Io("poll: " + errno_text());
@@ -96,6 +101,7 @@ void Coordinator::poll_once() {
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
   reap_children();
   check_liveness();
+  enforce_stop_deadline();
 }
 
 bool Coordinator::finished() const {

@@ -590,17 +590,41 @@ void Coordinator::handle_signal(int sig) {
     // decision to pause: the experiment stays ACTIVE, so `cairn resume --all` at boot
     // continues it. Ctrl-C and `cairn pause` (SIGINT) pause it deliberately.
     shutting_down_ = sig == SIGTERM || sig == SIGHUP;
+    // A supervisor that sent SIGTERM (systemd, `timeout`, make) waits only so long: trials
+    // that do not cooperate are killed after stop_grace_period, and cairn exits by itself
+    // with the experiment resumable. Ctrl-C and `cairn pause` wait, as documented, since a
+    // person is there to press Ctrl-C again.
+    if (shutting_down_)
+      stop_deadline_ = Clock::now() + std::chrono::seconds(config_.stop_grace_period);
     terminal_.note(
         shutting_down_
-            ? "shutting down: trials checkpoint and exit"
+            ? "shutting down: trials checkpoint and exit (those still running in " +
+                  std::to_string(config_.stop_grace_period) + " s are killed: stop_grace_period)"
             : "pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
     for (auto& [index, trial] : trials_)
       if (trial->running()) request_stop(*trial, "pause");
     return;
   }
   terminal_.note("stopping at once");
+  kill_running_trials();
+}
+
+void Coordinator::kill_running_trials() {
   for (auto& [index, trial] : trials_)
     if (trial->running()) signal_ranks(*trial, SIGKILL);
+}
+
+void Coordinator::enforce_stop_deadline() {
+  if (!stop_deadline_ || Clock::now() < *stop_deadline_) return;
+  stop_deadline_.reset();
+  std::string running;
+  for (const auto& [index, trial] : trials_)
+    if (trial->running()) running += (running.empty() ? "" : ", ") + trial_id(index);
+  if (running.empty()) return;
+  terminal_.note("stop_grace_period (" + std::to_string(config_.stop_grace_period) +
+                 " s) passed: killing " + running +
+                 ", still running; they resume from their latest checkpoints");
+  kill_running_trials();
 }
 
 }  // namespace cairn

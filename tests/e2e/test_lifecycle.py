@@ -240,6 +240,50 @@ class LifecycleTest(CairnTestCase):
                    timeout=120, what="the background resume to complete the experiment")
         self.assert_completed_exactly_once()
 
+    def test_sigterm_kills_trials_that_do_not_stop_within_stop_grace_period(self):
+        # A trial that ignores the request to checkpoint and exit (here: it stops calling the
+        # SDK and ignores SIGTERM) made a SIGTERMed `cairn run` wait for ever. After
+        # stop_grace_period it is killed; cairn exits with the experiment resumable, and the
+        # trial resumes from its latest checkpoint, its kill not counted as a failure.
+        self.write("stubborn.py", r"""
+import os, signal, time
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if step == 2 and not ctx.latest_checkpoint:
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open(os.path.join(os.environ["CAIRN_WORKDIR"], "stubborn"), "w").close()
+            deadline = time.monotonic() + 120  # never outlives a failed test for long
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+""")
+        self.write("stubborn.yaml", "entrypoint: /usr/bin/python3 stubborn.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 4}\n"
+                   "stop_grace_period: 1\n")
+        run = self.start("run", "stubborn.yaml")
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "stubborn")), timeout=60,
+                   what="the trial to checkpoint and stop cooperating")
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
+        self.assertIn("those still running in 1 s are killed: stop_grace_period", out)
+        self.assertIn("stop_grace_period (1 s) passed: killing 1.1, still running", out)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "ACTIVE")
+        resumed = self.cairn("resume", "1", timeout=120)
+        self.assertEqual(resumed.returncode, 0, resumed.stdout + resumed.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["restarts"], 0, "a kill at shutdown is not a failure")
+        steps = [p["step"] for p in self.cairn_json("metrics", "1.1", "--json")["training"]]
+        self.assertEqual(steps[-2:], [3, 4], "resumed from the checkpoint at step 2")
+
     def test_kill_cancels_for_good(self):
         run = self.start("run", "exp.yaml")
         wait_until(lambda: self.steps_reported() >= 2, what="training to start")
