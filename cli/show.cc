@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
+#include "common/metric_order.h"
 #include "store/data_fingerprint.h"
 #include "store/schema.h"
 
@@ -68,7 +69,7 @@ int show_experiment(ExperimentReader& reader, bool json) {
             << exp->value("state", "") << "\n";
   std::cout << "searcher    " << exp->value("searcher", "") << " (metric "
             << searcher.value("metric", "") << ", "
-            << (searcher.value("smaller_is_better", true) ? "smaller" : "larger")
+            << MetricOrder(searcher.value("smaller_is_better", true)).better_word()
             << " is better)\n";
   std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
   std::cout << "config      " << exp->value("config_file", "") << "\n";

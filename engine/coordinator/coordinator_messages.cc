@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "common/file_util.h"
+#include "common/metric_order.h"
 #include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
@@ -367,9 +368,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   } else {
     const Json& best = trial.record["best_validation"];
     std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
-    const bool better =
-        !old || (config_.searcher.smaller_is_better ? *value < *old : *value > *old);
-    if (better) {
+    if (!old || MetricOrder(config_.searcher.smaller_is_better).better(*value, *old)) {
       trial.record["best_validation"] = metrics;
       trial.record["best_validation_step"] = step;
     }
@@ -390,7 +389,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
     trial.record["validated_target"] = trial.target;
-    const double m = value ? *value : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
+    const double m = value ? *value : MetricOrder(config_.searcher.smaller_is_better).worst();
     // What the searcher is told is logged with the decisions it leads to (same batch), so a
     // resumed coordinator rebuilds the searcher by replaying exactly these calls.
     record_event("searcher_validation", {{"trial", trial.index},
