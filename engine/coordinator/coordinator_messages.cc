@@ -191,10 +191,9 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
     trial->connection_fd = conn.fd();
   else
     trial->workers[static_cast<size_t>(rank - 1)].connection_fd = conn.fd();
-  reply(conn, Json{{"type", "welcome"},
-                   {"protocol", kProtocolVersion},
-                   {"checkpoint_period", config_.checkpoint.period},
-                   {"deterministic", config_.reproducibility.deterministic}});
+  // The trial's settings (checkpoint period, deterministic mode, …) reach it once, in its
+  // environment (CAIRN_*; docs/protocol.md, "Environment"), not again here.
+  reply(conn, Json{{"type", "welcome"}, {"protocol", kProtocolVersion}});
   if (trial->stop_requested) reply(conn, Json{{"type", "stop"}, {"reason", "pause"}});
 }
 
