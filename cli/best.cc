@@ -5,6 +5,7 @@
 
 #include "cli/checkpoint_ref.h"
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
 
@@ -17,13 +18,11 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
   if (id->trial) return fail(Status::BadInput("best needs an experiment id, not a trial"));
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
-  auto exp = (*reader)->experiment();
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
+  auto exp = (*view)->experiment();
   if (!exp.ok()) return fail(exp.status());
-  auto trials = (*reader)->trials();
+  auto trials = (*view)->trials();
   if (!trials.ok()) return fail(trials.status());
   const Json* record = best_trial_record(*exp, *trials);
   if (!record) {
@@ -40,18 +39,18 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
     std::cout << *trial << "\n";
     return 0;
   }
-  auto ckpt = resolve_checkpoint(*store, *trial + "@best");
+  auto ckpt = resolve_checkpoint(view->store, *trial + "@best");
   if (!ckpt.ok()) return fail(ckpt.status());
   const std::string ckpt_id = ckpt->record["id"].get<std::string>();
   // Exported once per checkpoint under the store, so repeated calls (make) are cheap and the
   // path is stable.
-  const fs::path dir = store->root() / "exports" / ckpt_id;
+  const fs::path dir = view->store.root() / "exports" / ckpt_id;
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
-    ObjectStore objects(store->objects());
+    ObjectStore objects(view->store.objects());
     auto manifest = load_manifest(objects, ckpt_id);
     if (!manifest.ok()) return fail(manifest.status());
-    auto tmp = make_unique_dir(store->root() / "exports", "tmp-");
+    auto tmp = make_unique_dir(view->store.root() / "exports", "tmp-");
     if (!tmp.ok()) return fail(tmp.status());
     fs::remove(*tmp, ec);
     Status st = materialize_checkpoint(objects, *manifest, *tmp);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 #include "cli/table.h"
 #include "store/schema.h"
 
@@ -12,15 +13,13 @@ namespace {
 int checkpoints(const GlobalOptions& global, const std::string& id_text, bool json) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
   if (id->trial) {
-    auto trial = (*reader)->trial(id->trial);
+    auto trial = (*view)->trial(id->trial);
     if (!trial.ok()) return fail(trial.status());
   }
-  auto ckpts = (*reader)->checkpoints(id->trial);
+  auto ckpts = (*view)->checkpoints(id->trial);
   if (!ckpts.ok()) return fail(ckpts.status());
   Json out = Json::array();
   for (const Json& c : *ckpts)

@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include "common/metric_order.h"
 #include "store/best_trial.h"
 
 #include <cstdio>
@@ -79,7 +80,7 @@ const Json* best_trial_record(const Json& experiment, const std::vector<Json>& t
   std::vector<const Json*> records;
   for (const Json& t : trials) records.push_back(&t);
   return best_trial(records, searcher.value("metric", ""),
-                    searcher.value("smaller_is_better", true));
+                    MetricOrder(searcher.value("smaller_is_better", true)));
 }
 
 }  // namespace cairn::cli

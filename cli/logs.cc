@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 
 namespace cairn::cli {
 
@@ -28,15 +29,13 @@ int logs(const GlobalOptions& global, const LogsOptions& opts) {
   auto id = parse_id(opts.id);
   if (!id.ok()) return fail(id.status());
   if (!id->trial) return fail(Status::BadInput("logs needs a trial id such as " + opts.id + ".1"));
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
-  auto trial = (*reader)->trial(id->trial);
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
+  auto trial = (*view)->trial(id->trial);
   if (!trial.ok()) return fail(trial.status());
   // Every trial of an experiment has the config's number of ranks; a rank beyond them has
   // no output, which is worth an error rather than silence.
-  if (auto exp = (*reader)->experiment(); exp.ok()) {
+  if (auto exp = (*view)->experiment(); exp.ok()) {
     const Json resources = exp->value("config", Json::object()).value("resources", Json::object());
     const int ranks = resources.is_object() ? resources.value("slots_per_trial", 1) : 1;
     if (opts.rank >= ranks)
@@ -48,11 +47,10 @@ int logs(const GlobalOptions& global, const LogsOptions& opts) {
 
   int64_t last = 0;
   std::string text;
-  Status st =
-      (*reader)->read_log(id->trial, opts.rank, 0, [&](int64_t seq, std::string_view chunk) {
-        text.append(chunk);
-        last = seq;
-      });
+  Status st = (*view)->read_log(id->trial, opts.rank, 0, [&](int64_t seq, std::string_view chunk) {
+    text.append(chunk);
+    last = seq;
+  });
   if (!st.ok()) return fail(st);
   if (opts.tail > 0) {
     size_t pos = text.size();
@@ -67,16 +65,16 @@ int logs(const GlobalOptions& global, const LogsOptions& opts) {
   // experiment is not being driven.
   for (;;) {
     ::poll(nullptr, 0, 250);
-    if (!(*reader)->refresh().ok()) continue;
-    st = (*reader)->read_log(id->trial, opts.rank, last, [&](int64_t seq, std::string_view chunk) {
+    if (!(*view)->refresh().ok()) continue;
+    st = (*view)->read_log(id->trial, opts.rank, last, [&](int64_t seq, std::string_view chunk) {
       std::cout.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
       last = seq;
     });
     std::cout << std::flush;
     if (!st.ok()) return fail(st);
-    auto now = (*reader)->trial(id->trial);
+    auto now = (*view)->trial(id->trial);
     if (now.ok() && !trial_is_live(*now)) break;
-    if (!experiment_is_driven(store->experiment(id->experiment))) break;
+    if (!experiment_is_driven(view->store.experiment(id->experiment))) break;
   }
   return 0;
 }

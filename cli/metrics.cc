@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/csv.h"
+#include "cli/experiment_view.h"
 #include "cli/table.h"
 
 namespace cairn::cli {
@@ -27,14 +28,12 @@ int metrics(const GlobalOptions& global, const std::string& id_text, bool json, 
   if (!id.ok()) return fail(id.status());
   if (!id->trial)
     return fail(Status::BadInput("metrics needs a trial id such as " + id_text + ".1"));
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
-  auto trial = (*reader)->trial(id->trial);
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
+  auto trial = (*view)->trial(id->trial);
   if (!trial.ok()) return fail(trial.status());
-  auto training = (*reader)->metrics(id->trial, schema::MetricKind::kTraining);
-  auto validation = (*reader)->metrics(id->trial, schema::MetricKind::kValidation);
+  auto training = (*view)->metrics(id->trial, schema::MetricKind::kTraining);
+  auto validation = (*view)->metrics(id->trial, schema::MetricKind::kValidation);
   if (!training.ok()) return fail(training.status());
   if (!validation.ok()) return fail(validation.status());
   if (json) {

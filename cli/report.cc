@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 #include "cli/report_html.h"
 #include "common/file_util.h"
 
@@ -22,20 +23,18 @@ int report(const GlobalOptions& global, const std::string& id_text, const std::s
   const fs::path parent = fs::path(output).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
     return fail(Status::BadInput("-o " + output + ": there is no directory " + parent.string()));
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
-  auto exp = (*reader)->experiment();
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
+  auto exp = (*view)->experiment();
   if (!exp.ok()) return fail(exp.status());
-  auto records = (*reader)->trials();
+  auto records = (*view)->trials();
   if (!records.ok()) return fail(records.status());
   std::vector<ReportTrial> trials;
   for (Json& record : *records) {
     const int64_t index = record.value("index", int64_t{0});
-    auto training = (*reader)->metrics(index, schema::MetricKind::kTraining);
+    auto training = (*view)->metrics(index, schema::MetricKind::kTraining);
     if (!training.ok()) return fail(training.status());
-    auto validation = (*reader)->metrics(index, schema::MetricKind::kValidation);
+    auto validation = (*view)->metrics(index, schema::MetricKind::kValidation);
     if (!validation.ok()) return fail(validation.status());
     trials.push_back({std::move(record), std::move(*training), std::move(*validation)});
   }

@@ -9,6 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "common/metric_order.h"
+
 namespace cairn::cli {
 
 namespace {
@@ -222,7 +224,7 @@ std::string render_report_html(const Json& experiment, const std::vector<ReportT
   const Json config = experiment.value("config", Json::object());
   const Json searcher = config.value("searcher", Json::object());
   const std::string metric = searcher.value("metric", "");
-  const bool smaller = searcher.value("smaller_is_better", true);
+  const MetricOrder order(searcher.value("smaller_is_better", true));
   const std::string exp_id = experiment.value("id", Json(0)).dump();
   const std::string name = experiment.value("name", "");
 
@@ -236,10 +238,9 @@ std::string render_report_html(const Json& experiment, const std::vector<ReportT
                                                                    : std::nullopt;
       if (!v) continue;
       auto it = best.find(id);
-      if (it == best.end() || (smaller ? *v < it->second : *v > it->second)) best[id] = *v;
+      if (it == best.end() || order.better(*v, it->second)) best[id] = *v;
     }
-    if (best.count(id) && (best_trial.empty() ||
-                           (smaller ? best[id] < best[best_trial] : best[id] > best[best_trial])))
+    if (best.count(id) && (best_trial.empty() || order.better(best[id], best[best_trial])))
       best_trial = id;
   }
 
@@ -251,8 +252,8 @@ std::string render_report_html(const Json& experiment, const std::vector<ReportT
           "</h1>\n<p>";
   html += "state <b>" + html_escape(experiment.value("state", "")) + "</b> · searcher <b>" +
           html_escape(searcher.value("name", "")) + "</b> · metric <b>" + html_escape(metric) +
-          "</b> (" + (smaller ? "smaller" : "larger") + " is better) · " +
-          std::to_string(trials.size()) + " trials";
+          "</b> (" + order.better_word() + " is better) · " + std::to_string(trials.size()) +
+          " trials";
   if (experiment.contains("seed")) html += " · seed " + html_escape(experiment["seed"].dump());
   if (!best_trial.empty())
     html += " · best trial <b>" + html_escape(best_trial) + "</b> (" + html_escape(metric) + " " +

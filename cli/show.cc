@@ -2,8 +2,10 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
+#include "common/metric_order.h"
 #include "store/data_fingerprint.h"
 #include "store/schema.h"
 
@@ -68,7 +70,7 @@ int show_experiment(ExperimentReader& reader, bool json) {
             << exp->value("state", "") << "\n";
   std::cout << "searcher    " << exp->value("searcher", "") << " (metric "
             << searcher.value("metric", "") << ", "
-            << (searcher.value("smaller_is_better", true) ? "smaller" : "larger")
+            << MetricOrder(searcher.value("smaller_is_better", true)).better_word()
             << " is better)\n";
   std::cout << "seed        " << exp->value("seed", Json(nullptr)).dump() << "\n";
   std::cout << "config      " << exp->value("config_file", "") << "\n";
@@ -158,11 +160,12 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
 int show(const GlobalOptions& global, const std::string& id_text, bool json) {
   auto id = parse_id(id_text);
   if (!id.ok()) return fail(id.status());
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status(), "`cairn ls` lists the experiments");
-  return id->trial ? show_trial(**reader, id->trial, json) : show_experiment(**reader, json);
+  ViewStep failed = ViewStep::kStore;
+  auto view = open_experiment_view(global, id->experiment, &failed);
+  if (!view.ok())
+    return fail(view.status(),
+                failed == ViewStep::kExperiment ? "`cairn ls` lists the experiments" : "");
+  return id->trial ? show_trial(**view, id->trial, json) : show_experiment(**view, json);
 }
 
 }  // namespace

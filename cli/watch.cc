@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/experiment_view.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
 
@@ -50,18 +51,16 @@ int watch(const GlobalOptions& global, const std::string& id_text, double interv
   if (!id.ok()) return fail(id.status());
   if (id->trial) return fail(Status::BadInput("watch needs an experiment id, not a trial"));
   if (interval <= 0) return fail(Status::BadInput("--interval must be positive"));
-  auto store = open_store(global);
-  if (!store.ok()) return fail(store.status());
-  auto reader = ExperimentReader::open(*store, id->experiment);
-  if (!reader.ok()) return fail(reader.status());
+  auto view = open_experiment_view(global, id->experiment);
+  if (!view.ok()) return fail(view.status());
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   for (;;) {
-    (void)(*reader)->refresh();
-    auto exp = (*reader)->experiment();
+    (void)(*view)->refresh();
+    auto exp = (*view)->experiment();
     if (!exp.ok()) return fail(exp.status());
-    auto trials = (*reader)->trials();
+    auto trials = (*view)->trials();
     if (!trials.ok()) return fail(trials.status());
-    const bool driven = experiment_is_driven(store->experiment(id->experiment));
+    const bool driven = experiment_is_driven(view->store.experiment(id->experiment));
     const std::string view = render(*exp, *trials, driven);
     if (!tty) {
       std::cout << view;

@@ -3,14 +3,14 @@
 namespace cairn {
 
 const Json* best_trial(const std::vector<const Json*>& trials, const std::string& metric,
-                       bool smaller_is_better) {
+                       MetricOrder order) {
   const Json* best = nullptr;
   double best_value = 0;
   for (const Json* t : trials) {
     const Json bv = t->value("best_validation", Json());
     if (!bv.is_object() || !bv.contains(metric) || !bv[metric].is_number()) continue;
     const double v = bv[metric].get<double>();
-    if (!best || (smaller_is_better ? v < best_value : v > best_value)) {
+    if (!best || order.better(v, best_value)) {
       best = t;
       best_value = v;
     }

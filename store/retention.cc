@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/metric_order.h"
 #include "store/schema.h"
 
 namespace cairn {
@@ -43,10 +44,10 @@ std::vector<const CheckpointSummary*> by_latest(std::vector<const CheckpointSumm
 
 std::vector<const CheckpointSummary*> by_best(const std::vector<const CheckpointSummary*>& list,
                                               const RetentionPolicy& policy) {
-  std::vector<std::pair<double, const CheckpointSummary*>> scored;
+  const MetricOrder order(policy.smaller_is_better);
+  std::vector<std::pair<double, const CheckpointSummary*>> scored;  // (order.key, checkpoint)
   for (const auto* c : list)
-    if (auto v = metric_value(c->metrics, policy.metric))
-      scored.emplace_back(policy.smaller_is_better ? *v : -*v, c);
+    if (auto v = metric_value(c->metrics, policy.metric)) scored.emplace_back(order.key(*v), c);
   std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first < b.first;
     if (a.second->steps_completed != b.second->steps_completed)

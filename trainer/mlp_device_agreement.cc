@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/exit_status.h"
+
 namespace cairn {
 
 Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_size,
@@ -30,7 +32,7 @@ Result<MlpDeviceChoice> agree_mlp_device(MlpDevice wanted, int rank, int world_s
                                 std::to_string(rank) + " cannot: " + mine.message() +
                                 " (every rank of a trial needs a GPU, or set device: cpu)";
     // As choose_mlp_device: exit 2 only when this rank's answer would repeat.
-    return mine.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
+    return is_permanent_failure(mine) ? Status::BadInput(message) : Status::Failed(message);
   }
   return MlpDeviceChoice{.cuda = true, .note = "cuda (auto, as rank 0)"};
 }

@@ -14,6 +14,7 @@
 #include "collective/gloo_collective.h"
 #include "collective/nccl_collective.h"
 #include "collective/sdk_kv_store.h"
+#include "common/exit_status.h"
 #include "common/json.h"
 #include "trainer/mlp_device_agreement.h"
 #include "trainer/mlp_hparams.h"
@@ -53,7 +54,8 @@ class BuiltinMlpTrial {
       // retryable (exit 1): a rank lost or a CUDA error once training runs (a launch
       // failure, an ECC or Xid error that poisons the context) may not recur in a fresh
       // process with a fresh context; what repeats for sure (a missing library, a refused
-      // module, a model larger than the GPU) ended the trial with exit 2 before training.
+      // module, a model larger than the GPU) ended the trial with kPermanentFailureExit (2) before
+      // training.
       const std::string what = trainer_.on_gpu() ? "" : "the ranks lost each other: ";
       return fail(1, "epoch " + std::to_string(trainer_.epochs_completed() + 1) + ": " + what +
                          epoch_loss.status().message());
@@ -65,8 +67,8 @@ class BuiltinMlpTrial {
     // A diverged model stays diverged; restarting would repeat it, so it is reported (the
     // SDK sends NaN as null) and ends as bad hyperparameters, without a checkpoint.
     if (!std::isfinite(loss)) {
-      return fail(2, "training diverged at epoch " + std::to_string(step) +
-                         " (the loss is not finite); try a smaller lr");
+      return fail(kPermanentFailureExit, "training diverged at epoch " + std::to_string(step) +
+                                             " (the loss is not finite); try a smaller lr");
     }
     if (!ctx_.checkpoint_due(step)) return std::nullopt;
     if (std::optional<int> exit_code = checkpoint(step)) return exit_code;
@@ -122,7 +124,7 @@ int run_builtin_mlp() {
 
   // The SDK speaks nlohmann::json; the rest of cairn uses the ordered flavour.
   auto hparams = MlpHparams::from_json(Json::parse(ctx->hparams().dump()));
-  if (!hparams.ok()) return fail(2, hparams.status().message());
+  if (!hparams.ok()) return fail(kPermanentFailureExit, hparams.status().message());
   // Decided once, before the ranks connect: CPU ranks talk over Gloo, GPU ranks over NCCL.
   // With several ranks and `auto`, rank 0 decides for all (trainer/mlp_device_agreement.h), so
   // that ranks on machines that differ do not wait for each other in two rendezvous. The
@@ -131,7 +133,7 @@ int run_builtin_mlp() {
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(hparams->collective_timeout * 1000.0));
   auto device = agree_mlp_device(hparams->device, ctx->rank(), ctx->world_size(), kv, timeout);
-  if (!device.ok()) return fail(device.status().exit_code(), device.status().message());
+  if (!device.ok()) return fail(trial_exit_status(device.status()), device.status().message());
   std::unique_ptr<Collective> collective;
   if (ctx->world_size() > 1) {
     Result<std::unique_ptr<Collective>> made = Status::Ok();
@@ -152,11 +154,11 @@ int run_builtin_mlp() {
   auto trainer =
       MlpTrainer::create(*hparams, static_cast<uint64_t>(ctx->seed()), ctx->deterministic(),
                          std::filesystem::current_path(), *device, collective.get());
-  if (!trainer.ok()) return fail(trainer.status().exit_code(), trainer.status().message());
+  if (!trainer.ok()) return fail(trial_exit_status(trainer.status()), trainer.status().message());
 
   if (const auto checkpoint = ctx->latest_checkpoint()) {
     if (Status s = (*trainer)->load(*checkpoint); !s.ok()) {
-      return fail(s.exit_code(), "cannot resume: " + s.message());
+      return fail(trial_exit_status(s), "cannot resume: " + s.message());
     }
   }
   const std::string ranks = collective ? "; rank " + std::to_string(ctx->rank()) + " of " +

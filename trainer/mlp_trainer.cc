@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "common/exit_status.h"
 #include "gpu/nccl_library.h"
 #include "trainer/blas.h"
 #include "trainer/mlp_checkpoint.h"
@@ -61,7 +62,7 @@ Result<MlpDeviceChoice> choose_mlp_device(MlpDevice wanted, const Status& usable
     const std::string message =
         "hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU: " +
         usable.message();
-    return usable.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
+    return is_permanent_failure(usable) ? Status::BadInput(message) : Status::Failed(message);
   }
   return MlpDeviceChoice{.cuda = false, .note = "cpu (auto: " + usable.message() + ")"};
 }
@@ -113,7 +114,7 @@ Result<std::unique_ptr<MlpTrainer>> MlpTrainer::create(const MlpHparams& hparams
       // what may pass (memory other processes hold, a context the driver could not create
       // now) stays kFailed, exit 1, and cairn restarts the trial.
       const std::string message = "cannot train on the GPU: " + st.message();
-      return st.exit_code() == 2 ? Status::BadInput(message) : Status::Failed(message);
+      return is_permanent_failure(st) ? Status::BadInput(message) : Status::Failed(message);
     }
   }
   return trainer;

@@ -80,8 +80,9 @@ struct ExperimentConfig {
   std::string searcher_where;  // "FILE:LINE" of `searcher:`, for what the searcher refuses
   ResourcesConfig resources;
   int max_restarts = 3;  // >= 0
-  // Exit statuses with which a trial declares a failure permanent: not restarted (builtin:mlp
-  // always uses 2 this way; docs/fault-tolerance.md).
+  // Exit statuses with which a trial declares a failure permanent: not restarted. Empty by
+  // default; builtin:mlp's kPermanentFailureExit (common/exit_status.h) counts whatever this
+  // says (docs/fault-tolerance.md).
   std::vector<int> permanent_exit_codes;
   // Seconds a running trial may go without a message on its control channel (or output)
   // before it is killed and counted as failed; 0: never.

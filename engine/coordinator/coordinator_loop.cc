@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "common/metric_order.h"
 #include "common/number_text.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/trial_state.h"
@@ -148,7 +149,7 @@ int Coordinator::finish() {
   std::vector<const Json*> records;
   for (const auto& [index, trial] : trials_) records.push_back(&trial->record);
   const std::string& metric = config_.searcher.metric;
-  const Json* best = best_trial(records, metric, config_.searcher.smaller_is_better);
+  const Json* best = best_trial(records, metric, MetricOrder(config_.searcher.smaller_is_better));
   if (best) experiment_["best_trial"] = best->value("id", "");
   batch_.put_json(schema::kExperiment, experiment_);
   record_event("experiment_state", {{"state", state}});

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "common/file_util.h"
+#include "common/metric_order.h"
 #include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
@@ -190,10 +191,9 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
     trial->connection_fd = conn.fd();
   else
     trial->workers[static_cast<size_t>(rank - 1)].connection_fd = conn.fd();
-  reply(conn, Json{{"type", "welcome"},
-                   {"protocol", kProtocolVersion},
-                   {"checkpoint_period", config_.checkpoint.period},
-                   {"deterministic", config_.reproducibility.deterministic}});
+  // The trial's settings (checkpoint period, deterministic mode, …) reach it once, in its
+  // environment (CAIRN_*; docs/protocol.md, "Environment"), not again here.
+  reply(conn, Json{{"type", "welcome"}, {"protocol", kProtocolVersion}});
   if (trial->stop_requested) reply(conn, Json{{"type", "stop"}, {"reason", "pause"}});
 }
 
@@ -367,9 +367,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   } else {
     const Json& best = trial.record["best_validation"];
     std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
-    const bool better =
-        !old || (config_.searcher.smaller_is_better ? *value < *old : *value > *old);
-    if (better) {
+    if (!old || MetricOrder(config_.searcher.smaller_is_better).better(*value, *old)) {
       trial.record["best_validation"] = metrics;
       trial.record["best_validation_step"] = step;
     }
@@ -390,7 +388,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
     trial.record["validated_target"] = trial.target;
-    const double m = value ? *value : (config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL);
+    const double m = value ? *value : MetricOrder(config_.searcher.smaller_is_better).worst();
     // What the searcher is told is logged with the decisions it leads to (same batch), so a
     // resumed coordinator rebuilds the searcher by replaying exactly these calls.
     record_event("searcher_validation", {{"trial", trial.index},

@@ -7,6 +7,7 @@
 
 #include "cairn/detail/checkpoint_files.hpp"
 #include "common/file_util.h"
+#include "common/metric_order.h"
 #include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
@@ -24,7 +25,7 @@ Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
   // the fix, a power cut) left an experiment whose search never started. Its trial_created
   // events say which: replaying start() then drops decisions that are not in the store.
   const std::vector<SearcherAction> first = searcher_->start();
-  const double worst = config_.searcher.smaller_is_better ? HUGE_VAL : -HUGE_VAL;
+  const double worst = MetricOrder(config_.searcher.smaller_is_better).worst();
   std::set<int64_t> recorded;  // trials with a trial_created event
   // Trials the replayed searcher created in reaction to a replayed event: each must have been
   // recorded in the same batch as that event.

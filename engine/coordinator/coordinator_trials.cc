@@ -12,6 +12,7 @@
 #include <cerrno>
 
 #include "common/embedded.h"
+#include "common/exit_status.h"
 #include "common/file_util.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
@@ -402,7 +403,7 @@ void Coordinator::signal_ranks(Trial& trial, int sig) {
 
 bool Coordinator::declares_permanent(const ExitInfo& info) const {
   if (info.signal != 0 || info.code == 0) return false;
-  if (is_builtin_entrypoint(config_) && info.code == kBuiltinPermanentStatus) return true;
+  if (is_builtin_entrypoint(config_) && info.code == kPermanentFailureExit) return true;
   const std::vector<int>& codes = config_.permanent_exit_codes;
   return std::find(codes.begin(), codes.end(), info.code) != codes.end();
 }

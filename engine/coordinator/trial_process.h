@@ -27,11 +27,6 @@ struct ProcessSpec {
 };
 
 // How a process ended, in the words `show` and the terminal use.
-// The exit status with which builtin:mlp says its failure is permanent (bad hyperparameters
-// or data, divergence): cairn does not restart it. Other trials name theirs in the config's
-// permanent_exit_codes (docs/fault-tolerance.md).
-inline constexpr int kBuiltinPermanentStatus = 2;
-
 struct ExitInfo {
   int code = 0;    // exit code, when it exited
   int signal = 0;  // the signal that killed it, when it was killed

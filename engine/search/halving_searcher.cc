@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/metric_order.h"
 #include "engine/search/hparam_sampler.h"
 
 namespace cairn {
@@ -59,7 +60,7 @@ std::vector<SearcherAction> HalvingSearcher::on_validation(int64_t trial, int64_
   t->training = false;
   --busy_;
   --b.training[t->rung];
-  const double loss = searcher_loss(metric, config_.smaller_is_better);
+  const double loss = MetricOrder(config_.smaller_is_better).key(metric);
   best_.offer(trial, rung.length(), metric, loss);
   rung.add(trial, metric, loss);
   Actions out;

@@ -6,11 +6,6 @@
 
 namespace cairn {
 
-double searcher_loss(double metric, bool smaller_is_better) {
-  if (std::isnan(metric)) return HUGE_VAL;
-  return smaller_is_better ? metric : -metric;
-}
-
 Json metric_json(double metric) {
   return std::isfinite(metric) ? Json(metric) : Json(nullptr);
 }

@@ -12,10 +12,6 @@
 
 namespace cairn {
 
-// The searchers rank by a loss: lower is better whatever the metric's direction. NaN (a
-// missing metric) is the worst value, +inf.
-double searcher_loss(double metric, bool smaller_is_better);
-
 // A metric as JSON: a number, or null when it is not finite (JSON has no infinities).
 Json metric_json(double metric);
 
@@ -23,7 +19,9 @@ struct RungEntry {
   enum class State { kWaiting, kPromoted, kClosed, kErrored };
   int64_t trial = 0;
   double metric = 0;  // as reported
-  double loss = 0;    // searcher_loss(metric)
+  // What the rung ranks by, lower is better whatever the metric's direction:
+  // MetricOrder::key(metric), so a NaN (missing) metric is the worst, +inf.
+  double loss = 0;
   State state = State::kWaiting;
 };
 

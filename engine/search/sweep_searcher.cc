@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/metric_order.h"
 #include "engine/search/hparam_sampler.h"
 
 namespace cairn {
@@ -31,7 +32,7 @@ std::vector<SearcherAction> SweepSearcher::create_while_room() {
 std::vector<SearcherAction> SweepSearcher::on_validation(int64_t trial, int64_t length,
                                                          double metric) {
   if (trial < 1 || trial > created_ || closed_.count(trial) || close_sent_.count(trial)) return {};
-  best_.offer(trial, length, metric, searcher_loss(metric, config_.smaller_is_better));
+  best_.offer(trial, length, metric, MetricOrder(config_.smaller_is_better).key(metric));
   if (length < config_.max_length) return {};
   close_sent_.insert(trial);
   return {SearcherAction::close(trial)};

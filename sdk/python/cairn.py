@@ -121,6 +121,8 @@ class Context:
             # cairn records only rank 0's metrics, so only rank 0 keeps them for an orphan.
             channel = _Channel.connect_or_exit(settings, agree_on_stop=settings["world_size"] > 1,
                                                keep_unacked=settings["rank"] == 0)
+            # An older cairn sent these in `welcome` too, besides CAIRN_CHECKPOINT_PERIOD and
+            # CAIRN_DETERMINISTIC: still understood (its values win, as they did).
             settings["checkpoint_period"] = channel.welcome.get(
                 "checkpoint_period", settings["checkpoint_period"])
             settings["deterministic"] = bool(

@@ -589,6 +589,40 @@ for op in ctx.operations():
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
 
+    def test_welcome_is_the_handshake_only_settings_come_from_the_environment(self):
+        # checkpoint_period and deterministic reach a trial once, as CAIRN_* variables;
+        # `welcome` no longer repeats them (docs/protocol.md), and the SDK still sees them.
+        self.write("settings.py", r"""
+import json, os, socket
+import cairn
+
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0}).encode() + b"\n")
+answers = raw.makefile()
+welcome = json.loads(answers.readline())
+assert welcome == {"type": "welcome", "protocol": 1}, welcome
+answers.close()
+raw.close()
+assert os.environ["CAIRN_CHECKPOINT_PERIOD"] == "3", os.environ["CAIRN_CHECKPOINT_PERIOD"]
+assert os.environ["CAIRN_DETERMINISTIC"] == "1", os.environ["CAIRN_DETERMINISTIC"]
+ctx = cairn.init()
+assert ctx.checkpoint_period == 3, ctx.checkpoint_period
+assert ctx.deterministic is True, ctx.deterministic
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("settings.yaml", "entrypoint: /usr/bin/python3 settings.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "checkpoint: {period: 3}\n"
+                   "reproducibility: {deterministic: true}\n"
+                   "environment: {PYTHONHASHSEED: '0'}\n"
+                   "max_restarts: 0\nliveness_timeout: 10\n")
+        run = self.cairn("run", "settings.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+
     def test_deeply_nested_messages_are_refused_not_a_crash(self):
         # nlohmann's serializer recurses once per level: a checkpoint's metadata 100,000
         # levels deep, stored as sent, crashed `cairn run` (SIGSEGV). Every message is

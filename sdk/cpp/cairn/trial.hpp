@@ -284,6 +284,8 @@ inline bool Context::connect(std::string* error) {
                           {"pid", static_cast<int64_t>(::getpid())},
                           {"sdk", sdk_detail::kSdkVersion}};
   if (!channel_->handshake(hello, std::chrono::seconds(60), error)) return false;
+  // An older cairn sent these settings in `welcome` too, besides CAIRN_CHECKPOINT_PERIOD and
+  // CAIRN_DETERMINISTIC; such a cairn is still understood (its values win, as they did).
   const auto& welcome = channel_->welcome();
   auto period = welcome.find("checkpoint_period");
   if (period != welcome.end() && period->is_number_integer()) {
