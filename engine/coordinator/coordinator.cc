@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,39 @@ Trial* Coordinator::trial_by_index(int64_t index) {
   return it == trials_.end() ? nullptr : it->second.get();
 }
 
+Trial* Coordinator::running_trial_by_id(const std::string& id) {
+  // "EXP.INDEX": looked up by its index, not by formatting every trial's id.
+  const size_t dot = id.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  int64_t index = 0;
+  const char* first = id.data() + dot + 1;
+  const char* last = id.data() + id.size();
+  auto [end, ec] = std::from_chars(first, last, index);
+  if (ec != std::errc() || end != last) return nullptr;
+  Trial* trial = trial_by_index(index);
+  return trial && trial->running() && trial_id(index) == id ? trial : nullptr;
+}
+
+void Coordinator::add_trial(std::unique_ptr<Trial> trial) {
+  const int64_t index = trial->index;
+  if (!trial->finished) live_.insert(index);
+  trials_[index] = std::move(trial);
+}
+
+void Coordinator::mark_dirty(Trial& trial) {
+  dirty_.insert(trial.index);
+}
+
+std::vector<Trial*> Coordinator::live_trials() const {
+  std::vector<Trial*> out;
+  out.reserve(live_.size());
+  for (int64_t index : live_) {
+    auto it = trials_.find(index);
+    if (it != trials_.end() && !it->second->finished) out.push_back(it->second.get());
+  }
+  return out;
+}
+
 void Coordinator::record_event(const std::string& type, Json fields) {
   fields["type"] = type;
   fields["time"] = now_iso8601();
@@ -85,7 +119,7 @@ void Coordinator::reply_to(int fd, Json message) {
 void Coordinator::set_trial_state(Trial& trial, const char* state) {
   if (trial.record.value("state", "") == state) return;
   trial.record["state"] = state;
-  trial.dirty = true;
+  mark_dirty(trial);
   record_event("trial_state", {{"trial", trial.index}, {"state", state}});
 }
 
@@ -97,11 +131,15 @@ Status Coordinator::commit() {
     batch_.put_json(schema::kSearcherState, searcher_->describe());
     searcher_changed_ = false;
   }
-  for (auto& [index, trial] : trials_) {
-    if (!trial->dirty) continue;
-    batch_.put_json(schema::trial_key(index), trial->record);
-    trial->dirty = false;
-  }
+  for (int64_t index : dirty_)
+    if (Trial* trial = trial_by_index(index))
+      batch_.put_json(schema::trial_key(index), trial->record);
+  dirty_.clear();
+  // Finished trials leave the live set only now, after their final record is in the batch.
+  std::erase_if(live_, [&](int64_t index) {
+    const Trial* trial = trial_by_index(index);
+    return !trial || trial->finished;
+  });
   // Synced when the round recorded an event or a validation: every reply that acknowledges
   // a report (validation, checkpoint) and every decision a reply passes on (a length to
   // train to, a stop) records an event in the same round. Replies that promise nothing
@@ -208,10 +246,10 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
                              {"best_validation", nullptr},
                              {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
-        trial->dirty = true;
+        mark_dirty(*trial);
         record_event("trial_created",
                      {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
-        trials_[action.trial] = std::move(trial);
+        add_trial(std::move(trial));
         break;
       }
       case SearcherAction::Kind::kTrain: {
@@ -222,7 +260,7 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         if (trial->finished) break;  // errored meanwhile: nothing to train
         if (trial->record.value("state", "") == "PAUSED" && !pausing_)
           set_trial_state(*trial, "QUEUED");
-        trial->dirty = true;
+        mark_dirty(*trial);
         record_event("train", {{"trial", action.trial}, {"length", action.length}});
         answer_pending_operation(*trial);
         break;
@@ -232,7 +270,7 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         if (!trial) break;
         trial->closed = true;
         trial->record["closed"] = true;
-        trial->dirty = true;
+        mark_dirty(*trial);
         record_event("close", {{"trial", action.trial}});
         answer_pending_operation(*trial);
         if (!trial->running() && !trial->finished && !trial->orphan_process) {
@@ -249,7 +287,7 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
 
 int Coordinator::slots_free() const {
   int running = 0;
-  for (const auto& [index, trial] : trials_)
+  for (const Trial* trial : live_trials())
     if (trial->running()) ++running;
   int free = slots_->free();
   if (config_.searcher.max_concurrent_trials > 0)
@@ -261,7 +299,8 @@ int Coordinator::slots_free() const {
 void Coordinator::schedule() {
   if (pausing_) return;
   const auto now = Clock::now();
-  for (auto& [index, trial] : trials_) {
+  for (Trial* trial : live_trials()) {
+    const int64_t index = trial->index;
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
     if (trial->orphan_process) {
       if (orphan_alive(*trial->orphan_process)) continue;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,14 @@ class Coordinator {
   bool stalled() const;
   int finish();
   Trial* trial_by_index(int64_t index);
+  // The running trial whose id ("7.3") is `id`, or null.
+  Trial* running_trial_by_id(const std::string& id);
+  // Adds a trial (created, or loaded on resume) to trials_, and to live_ unless finished.
+  void add_trial(std::unique_ptr<Trial> trial);
+  // Its record changed: commit() writes it this round.
+  void mark_dirty(Trial& trial);
+  // The trials not finished, in index order: what a round's loops visit.
+  std::vector<Trial*> live_trials() const;
   std::string trial_id(int64_t index) const;
   int slots_free() const;
 
@@ -161,6 +170,13 @@ class Coordinator {
   std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;
   std::map<int64_t, std::unique_ptr<Trial>> trials_;
+  // The indices of the trials not yet finished: what every round visits, so that the work
+  // per event stays independent of how many trials the search has ended (a search of 50,000
+  // trials has a handful live). A trial's `finished` never goes back to false; commit()
+  // drops finished trials from here after writing their records.
+  std::set<int64_t> live_;
+  // The trials whose record changed this round (mark_dirty), written by commit().
+  std::set<int64_t> dirty_;
   StoreBatch batch_;
   bool batch_needs_sync_ = false;
   std::vector<std::pair<int, Json>> deferred_replies_;  // (connection fd, message)

@@ -56,7 +56,7 @@ void Coordinator::poll_once() {
 
   int timeout_ms = config_.liveness_timeout > 0 ? 250 : 1000;
   const auto now = Clock::now();
-  for (auto& [index, trial] : trials_) {
+  for (const Trial* trial : live_trials()) {
     if (trial->orphan_process) timeout_ms = std::min(timeout_ms, 100);  // no SIGCHLD for those
     if (trial->finished || trial->running() || trial->not_before <= now) continue;
     auto wait =
@@ -106,10 +106,11 @@ void Coordinator::poll_once() {
 }
 
 bool Coordinator::finished() const {
-  for (const auto& [index, trial] : trials_)
+  const std::vector<Trial*> live = live_trials();
+  for (const Trial* trial : live)
     if (trial->running()) return false;
   if (canceling_) return true;
-  for (const auto& [index, trial] : trials_)
+  for (const Trial* trial : live)
     if (trial->orphan_process && !pausing_) return false;
   if (pausing_) return true;
   return searcher_->finished();
@@ -118,7 +119,7 @@ bool Coordinator::finished() const {
 bool Coordinator::stalled() const {
   // Called every round: a held slot (a trial runs) answers at once, without the walk below.
   if (pausing_ || searcher_->finished() || slots_->free() < slots_->size()) return false;
-  for (const auto& [index, trial] : trials_) {
+  for (const Trial* trial : live_trials()) {
     if (trial->running() || trial->orphan_process) return false;
     // Queued (perhaps in a restart back-off): schedule() starts it when a slot is free.
     if (!trial->finished && !trial->closed && trial->target > trial->validated_target) return false;
@@ -238,7 +239,7 @@ int Coordinator::run() {
   }
   if (!fatal_.ok()) {
     terminal_.warn("error: " + fatal_.message());
-    for (auto& [index, trial] : trials_)
+    for (Trial* trial : live_trials())
       if (trial->running()) request_stop(*trial, "shutdown");
     return 1;
   }

@@ -149,9 +149,7 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   }
   const std::string id =
       msg.contains("trial") && msg["trial"].is_string() ? msg["trial"].get<std::string>() : "";
-  Trial* trial = nullptr;
-  for (auto& [index, t] : trials_)
-    if (trial_id(index) == id && t->running()) trial = t.get();
+  Trial* trial = running_trial_by_id(id);
   if (!trial) {
     reply(conn,
           Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
@@ -356,7 +354,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   trial.record["steps_completed"] =
       std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.record["latest_validation"] = Json{{"step", step}, {"metrics", metrics}};
-  trial.dirty = true;
+  mark_dirty(trial);
 
   const std::string& name = config_.searcher.metric;
   std::optional<double> value = finite_metric(metrics, name);
@@ -458,7 +456,7 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   trial.latest_checkpoint_step = step;
   trial.failures_in_a_row = 0;
   retention_due_ = true;
-  trial.dirty = true;
+  mark_dirty(trial);
   record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
 }
 

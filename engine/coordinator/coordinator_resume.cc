@@ -114,7 +114,7 @@ Status Coordinator::load_for_resume() {
     trial->log_seq = record.value("log_seq", int64_t{0});
     trial->latest_checkpoint_step = record.value("latest_checkpoint_steps", int64_t{-1});
     trial->record = std::move(record);
-    trials_[trial->index] = std::move(trial);
+    add_trial(std::move(trial));
     return true;
   });
   if (!st.ok()) return st;

@@ -305,7 +305,7 @@ void Coordinator::drain_output(Trial& trial, bool final) {
   if (offset != trial.record.value("output_offset", uint64_t{0})) {
     trial.record["output_offset"] = offset;
     trial.record["log_seq"] = trial.log_seq;
-    trial.dirty = true;
+    mark_dirty(trial);
   }
   if (final) {
     if (!trial.partial_line.empty()) log_output(trial, "\n");
@@ -332,7 +332,7 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
     trial.record[rank_key] = worker.log_seq;
     // With the log, in one batch: a resumed coordinator reads on from here.
     trial.record[worker_offset_field(worker.rank)] = output_->offset(key);
-    trial.dirty = true;
+    mark_dirty(trial);
   }
   if (final) {
     if (!worker.partial_line.empty())
@@ -352,7 +352,7 @@ void Coordinator::reap_children() {
     int status = 0;
     pid_t pid = ::waitpid(ended.si_pid, &status, WNOHANG);
     if (pid <= 0) return;
-    for (auto& [index, trial] : trials_) {
+    for (Trial* trial : live_trials()) {
       if (trial->process && !trial->chief_exit && trial->process->pid() == pid) {
         drain_output(*trial, /*final=*/true);
         rank_exited(*trial, 0, ExitInfo::from_wait_status(status));
@@ -372,7 +372,7 @@ void Coordinator::reap_children() {
 }
 
 bool Coordinator::is_trial_process(pid_t pid) const {
-  for (const auto& [index, trial] : trials_) {
+  for (const Trial* trial : live_trials()) {
     if (trial->process && !trial->chief_exit && trial->process->pid() == pid) return true;
     for (const Worker& w : trial->workers)
       if (w.process && w.process->pid() == pid) return true;
@@ -455,7 +455,7 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
   trial.record["exit"] = {
       {"code", info.code}, {"signal", info.signal}, {"description", info.describe()}};
   trial.record["ended_at"] = Json(nullptr);
-  trial.dirty = true;
+  mark_dirty(trial);
   record_event("trial_exited",
                {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
   const std::string id = trial_id(trial.index);
@@ -548,7 +548,8 @@ void Coordinator::request_stop(Trial& trial, const char* reason) {
 void Coordinator::check_liveness() {
   if (config_.liveness_timeout <= 0) return;
   const auto limit = std::chrono::seconds(config_.liveness_timeout);
-  for (auto& [index, trial] : trials_) {
+  for (Trial* trial : live_trials()) {
+    const int64_t index = trial->index;
     if (!trial->running() || trial->liveness_killed || Clock::now() - trial->last_heard < limit)
       continue;
     terminal_.warn("trial " + trial_id(index) + " sent nothing for " +
@@ -565,7 +566,7 @@ void Coordinator::cancel() {
   canceling_ = true;
   pausing_ = true;
   terminal_.note("canceling the experiment: stopping its trials");
-  for (auto& [index, trial] : trials_) {
+  for (Trial* trial : live_trials()) {
     if (trial->running()) {
       signal_ranks(*trial, SIGKILL);
     } else if (!trial->finished) {
@@ -602,7 +603,7 @@ void Coordinator::handle_signal(int sig) {
             ? "shutting down: trials checkpoint and exit (those still running in " +
                   std::to_string(config_.stop_grace_period) + " s are killed: stop_grace_period)"
             : "pausing: trials checkpoint and exit (press Ctrl-C again to stop at once)");
-    for (auto& [index, trial] : trials_)
+    for (Trial* trial : live_trials())
       if (trial->running()) request_stop(*trial, "pause");
     return;
   }
@@ -611,7 +612,7 @@ void Coordinator::handle_signal(int sig) {
 }
 
 void Coordinator::kill_running_trials() {
-  for (auto& [index, trial] : trials_)
+  for (Trial* trial : live_trials())
     if (trial->running()) signal_ranks(*trial, SIGKILL);
 }
 
@@ -619,8 +620,8 @@ void Coordinator::enforce_stop_deadline() {
   if (!stop_deadline_ || Clock::now() < *stop_deadline_) return;
   stop_deadline_.reset();
   std::string running;
-  for (const auto& [index, trial] : trials_)
-    if (trial->running()) running += (running.empty() ? "" : ", ") + trial_id(index);
+  for (const Trial* trial : live_trials())
+    if (trial->running()) running += (running.empty() ? "" : ", ") + trial_id(trial->index);
   if (running.empty()) return;
   terminal_.note("stop_grace_period (" + std::to_string(config_.stop_grace_period) +
                  " s) passed: killing " + running +

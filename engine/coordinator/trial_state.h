@@ -71,8 +71,7 @@ struct Trial {
   using Clock = std::chrono::steady_clock;
 
   int64_t index = 0;
-  Json record;  // persisted at the end of the loop iteration when `dirty`
-  bool dirty = false;
+  Json record;  // persisted at the end of the round in which Coordinator::mark_dirty named it
   int64_t target = 0;            // train until this many units (the searcher's current operation)
   int64_t validated_target = 0;  // the target the searcher has been told about
   bool closed = false;           // the searcher has no more work for it
