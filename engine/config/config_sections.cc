@@ -113,9 +113,12 @@ CheckpointConfig read_checkpoint(const ConfigNode& node) {
   checkpoint.reject_unknown(kCheckpointKeys);
   CheckpointConfig out;
   if (std::optional<int64_t> period = checkpoint.get_int("period")) {
-    if (*period < 1) {
+    // 0 is what the protocol already meant by a period below 1 (CAIRN_CHECKPOINT_PERIOD, the
+    // SDKs' checkpoint_due): no periodic checkpoints, only at the searcher's decision points
+    // and when the trial is asked to stop. Below 0 means nothing more.
+    if (*period < 0) {
       fail(*checkpoint.get("period"), "checkpoint.period",
-           "must be at least 1, got " + std::to_string(*period));
+           "must be 0 (only at decision points and stops) or more, got " + std::to_string(*period));
     }
     out.period = *period;
   }

@@ -50,6 +50,39 @@ for op in ctx.operations():
 
 
 class CheckpointIntegrityTest(CairnTestCase):
+    def test_period_zero_checkpoints_only_at_decision_points(self):
+        # checkpoint.period: 0 is what the protocol already meant by a period below 1: no
+        # periodic checkpoints, only where the searcher decides (the end of an operation).
+        self.write("due.py", r"""
+import os
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+            with open(os.path.join(os.environ["CAIRN_WORKDIR"], "due.txt"), "a") as f:
+                f.write("%d\n" % step)
+    ctx.report_validation(step, {"val_loss": 1.0 / step})
+""")
+        for period, expected in [(0, [6]), (2, [2, 4, 6])]:
+            with self.subTest(period=period):
+                due = os.path.join(self.dir, "due.txt")
+                if os.path.exists(due):
+                    os.remove(due)
+                self.write("due.yaml", "entrypoint: /usr/bin/python3 due.py\n"
+                           "searcher: {name: single, metric: val_loss, max_length: 6}\n"
+                           "checkpoint: {period: %d}\n" % period)
+                run = self.cairn("run", "due.yaml", timeout=120)
+                self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+                with open(due) as f:
+                    self.assertEqual([int(line) for line in f], expected)
+
     def test_flipped_byte_is_detected_and_the_previous_checkpoint_used(self):
         self.write("train.py", TRAIN)
         self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
