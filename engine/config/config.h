@@ -86,6 +86,10 @@ struct ExperimentConfig {
   // Seconds a running trial may go without a message on its control channel (or output)
   // before it is killed and counted as failed; 0: never.
   int liveness_timeout = 0;
+  // Seconds a rank of a multi-rank trial may wait in cairn on the other ranks (a
+  // checkpoint_due, a checkpoint, a rendezvous key) before the attempt fails; 0: never.
+  // Rank 0 alone may evaluate for minutes while the others wait, hence the long default.
+  int rank_wait_timeout = 600;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;                   // as written (relative to workdir)

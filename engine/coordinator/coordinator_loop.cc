@@ -38,6 +38,10 @@ void Coordinator::read_connection(int fd) {
       // (handle_hello refuses a second connection for a rank).
       for (Worker& w : trial->workers)
         if (w.connection_fd == fd) w.connection_fd = -1;
+      // Its pending request will never be answered: the rank waits in nothing of cairn's.
+      if (trial->world_size() > 1 && conn.rank >= 0 && conn.rank < trial->world_size() &&
+          trial->wait_of(conn.rank).call != RankCall::kExited)
+        trial->wait_of(conn.rank).call = RankCall::kOutside;
     }
     // Replies still queued for it have nowhere to go.
     std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });
@@ -96,6 +100,7 @@ void Coordinator::poll_once() {
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
   reap_children();
   check_liveness();
+  check_rank_waits();
 }
 
 bool Coordinator::finished() const {

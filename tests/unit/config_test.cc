@@ -184,6 +184,7 @@ TEST_CASE("config: the SPEC example parses into the right values") {
   CHECK(c.resources.peers_mode == "none");
   CHECK(c.resources.peers.empty());
   CHECK(c.max_restarts == 3);
+  CHECK(c.rank_wait_timeout == 600);
   CHECK(c.checkpoint.period == 1);
   CHECK(c.checkpoint.keep_trial_latest == 1);
   CHECK(c.checkpoint.keep_trial_best == 1);
@@ -550,6 +551,10 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:8: resources.slots: ", "unknown key"},
       {"negative max_restarts", with_extra("max_restarts: -1\n"),
        "exp.yaml:7: max_restarts: ", "must be at least 0"},
+      {"negative rank_wait_timeout", with_extra("rank_wait_timeout: -1\n"),
+       "exp.yaml:7: rank_wait_timeout: ", "must be at least 0"},
+      {"text rank_wait_timeout", with_extra("rank_wait_timeout: soon\n"),
+       "exp.yaml:7: rank_wait_timeout: ", "integer"},
       {"checkpoint period zero", with_extra("checkpoint:\n  period: 0\n"),
        "exp.yaml:8: checkpoint.period: ", "must be at least 1"},
       {"negative keep", with_extra("checkpoint:\n  keep_trial_best: -1\n"),
