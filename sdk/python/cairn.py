@@ -159,7 +159,10 @@ class Context:
         if self._child:
             self._refuse_in_child("operations()")
         try:
-            while self._leave_checkpoint("operations") or self._stop_reason() is None:
+            while True:
+                self._leave_checkpoint("operations")
+                if self._stop_reason() is not None:
+                    break
                 length = self._next_operation_length()
                 if length is None:
                     break
@@ -270,10 +273,9 @@ class Context:
         entering checkpoint(step) is not part of that checkpoint (rank 0 alone may save
         it). cairn is told, with this rank's generator state to keep with the checkpoint,
         and answers once the checkpoint is committed; cairn gone, the state and a marker
-        go to the orphan checkpoint so that it is complete (docs/protocol.md). Returns
-        False, so that it can precede a condition."""
+        go to the orphan checkpoint so that it is complete (docs/protocol.md)."""
         if self._due is None:
-            return False
+            return
         step, rng_state = self._due
         self._due = None
         channel = self._channel
@@ -287,7 +289,6 @@ class Context:
                 channel.knows_skip = False  # an older cairn: ranks enter checkpoints together
         if answer is None and channel.closed:
             _OrphanCheckpoint.skip(self, step, rng_state)
-        return False
 
     def _stop_reason(self):
         if self._channel is not None:
