@@ -123,6 +123,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.max_restarts = top.int_or("max_restarts", 3, 0);
   out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);
   out.stop_grace_period = top.int_or("stop_grace_period", 60, 0);
+  out.rank_wait_timeout = top.int_or("rank_wait_timeout", 600, 0);
   if (const ConfigNode* node = top.get("permanent_exit_codes"))
     out.permanent_exit_codes = config::read_permanent_exit_codes(*node);
   if (const ConfigNode* node = top.get("checkpoint"))

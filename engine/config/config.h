@@ -91,6 +91,10 @@ struct ExperimentConfig {
   // SIGHUP before it kills the ones still running; 0: at once. Within systemd's default 90 s
   // stop timeout, so cairn exits by itself before systemd kills it.
   int stop_grace_period = 60;
+  // Seconds a rank of a multi-rank trial may wait in cairn on the other ranks (a
+  // checkpoint_due, a checkpoint, a rendezvous key) before the attempt fails; 0: never.
+  // Rank 0 alone may evaluate for minutes while the others wait, hence the long default.
+  int rank_wait_timeout = 600;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;                   // as written (relative to workdir)

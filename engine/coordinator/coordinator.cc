@@ -109,10 +109,11 @@ void Coordinator::record_event(const std::string& type, Json fields) {
 }
 
 void Coordinator::reply(ControlConnection& conn, Json message) {
-  deferred_replies_.emplace_back(conn.fd(), std::move(message));
+  reply_to(conn.fd(), std::move(message));
 }
 
 void Coordinator::reply_to(int fd, Json message) {
+  if (message.contains("re")) rank_answered(fd);
   deferred_replies_.emplace_back(fd, std::move(message));
 }
 

@@ -107,6 +107,20 @@ class Coordinator {
   // once every rank has ended it.
   void handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  void handle_rank_checkpoint_abort(Trial& trial, ControlConnection& conn, const Json& msg);
+  // A rank made its next call for a step without entering checkpoint(step): it is not part
+  // of that checkpoint; its random-generator state is stored with it.
+  void handle_checkpoint_skip(Trial& trial, ControlConnection& conn, const Json& msg);
+  // Every message of a rank of a multi-rank trial: what it now waits in, and which
+  // checkpoints it has left (engine/coordinator/rank_waits.h). Before the message's handler.
+  void note_rank_call(Trial& trial, int rank, const std::string& type, const Json& msg);
+  // Registers (or fails) every checkpoint round all ranks are accounted for.
+  void settle_checkpoint_rounds(Trial& trial);
+  void finish_checkpoint_round(Trial& trial, int64_t step);
+  // A request of the connection's rank was answered: it waits in nothing.
+  void rank_answered(int fd);
+  // Fails the attempt of a gang that is deadlocked or waited past rank_wait_timeout.
+  void check_rank_waits();
   // The ranks' rendezvous table (engine/coordinator/coordinator_rendezvous.cc).
   void handle_kv_set(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_kv_get(Trial& trial, ControlConnection& conn, const Json& msg);

@@ -39,6 +39,10 @@ void Coordinator::read_connection(int fd) {
       // (handle_hello refuses a second connection for a rank).
       for (Worker& w : trial->workers)
         if (w.connection_fd == fd) w.connection_fd = -1;
+      // Its pending request will never be answered: the rank waits in nothing of cairn's.
+      if (trial->world_size() > 1 && conn.rank >= 0 && conn.rank < trial->world_size() &&
+          trial->wait_of(conn.rank).call != RankCall::kExited)
+        trial->wait_of(conn.rank).call = RankCall::kOutside;
     }
     // Replies still queued for it have nowhere to go.
     std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });
@@ -103,6 +107,7 @@ void Coordinator::poll_once() {
   reap_children();
   check_liveness();
   enforce_stop_deadline();
+  check_rank_waits();
 }
 
 bool Coordinator::finished() const {

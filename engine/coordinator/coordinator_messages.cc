@@ -38,8 +38,9 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
   if (Trial* heard = trial_by_index(conn.trial)) heard->last_heard = Clock::now();
   if (conn.trial > 0 && std::string_view(line).starts_with(kTrainingPrefix)) {
     // Rank 0's reports are the trial's; the other ranks' are dropped (SPEC §4).
-    if (Trial* trial = trial_by_index(conn.trial); trial && conn.rank == 0)
-      tell_dropped_metrics(conn, store_training_batch(*trial, line));
+    Trial* trial = trial_by_index(conn.trial);
+    if (trial && trial->world_size() > 1) note_rank_call(*trial, conn.rank, "training", Json());
+    if (trial && conn.rank == 0) tell_dropped_metrics(conn, store_training_batch(*trial, line));
     return;
   }
   Result<Json> msg = parse_untrusted_json(line);
@@ -107,6 +108,7 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
     reply(conn, Json{{"type", "error"}, {"message", "say hello first"}});
     return;
   }
+  if (trial->world_size() > 1) note_rank_call(*trial, conn.rank, type, msg);
   if (type == "next_operation") return handle_next_operation(*trial, conn, msg);
   if (type == "sync") return handle_sync(*trial, conn, msg);
   if (type == "kv_set") return handle_kv_set(*trial, conn, msg);
@@ -122,6 +124,9 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
     return handle_rank_checkpoint_begin(*trial, conn, msg);
   if (trial->world_size() > 1 && type == "checkpoint_end")
     return handle_rank_checkpoint_end(*trial, conn, msg);
+  if (trial->world_size() > 1 && type == "checkpoint_abort")
+    return handle_rank_checkpoint_abort(*trial, conn, msg);
+  if (type == "checkpoint_skip") return handle_checkpoint_skip(*trial, conn, msg);
   if (type == "checkpoint_begin") return handle_checkpoint_begin(*trial, conn, msg);
   if (type == "checkpoint_end") return handle_checkpoint_end(*trial, conn, msg);
   if (type == "checkpoint_abort") return handle_checkpoint_abort(*trial, msg);
@@ -245,85 +250,6 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
   Json answer{{"type", "operation"}, {"re", msg.value("seq", int64_t{0})}};
   answer.update(operation_answer(trial, worker.operations_asked++));
   reply(conn, std::move(answer));
-}
-
-void Coordinator::handle_sync(Trial& trial, ControlConnection& conn, const Json& msg) {
-  const int64_t step = msg.value("step", int64_t{0});
-  RankRound& round = trial.syncs[step];
-  round.ranks.insert(conn.rank);
-  round.waiting.emplace_back(conn.fd(), msg.value("seq", Json(0)));
-  if (msg.contains("stop") && msg["stop"].is_string() && round.stop_reason.empty())
-    round.stop_reason = msg["stop"].get<std::string>();
-  if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
-  // Every rank has reached this step: one decision for all of them.
-  if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
-  const bool stop = trial.stop_requested;
-  const std::string reason = !round.stop_reason.empty() ? round.stop_reason : "pause";
-  for (auto& [fd, seq] : round.waiting) {
-    Json answer{{"type", "sync"}, {"re", seq}, {"stop", stop}};
-    if (stop) answer["reason"] = reason;
-    reply_to(fd, std::move(answer));
-  }
-  trial.syncs.erase(step);
-}
-
-void Coordinator::handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn,
-                                               const Json& msg) {
-  const int64_t step = msg.value("step", int64_t{0});
-  RankRound& round = trial.checkpoint_rounds[step];
-  if (round.staging_dir.empty()) {
-    auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
-    if (!dir.ok()) {
-      trial.checkpoint_rounds.erase(step);
-      reply(conn, Json{{"type", "error"},
-                       {"re", msg.value("seq", 0)},
-                       {"message", dir.status().message()}});
-      return;
-    }
-    round.staging_dir = dir->string();
-    trial.staging_dirs.insert(round.staging_dir);
-  }
-  reply(conn,
-        Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", round.staging_dir}});
-}
-
-void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn,
-                                             const Json& msg) {
-  const int64_t step = msg.value("step", int64_t{0});
-  auto it = trial.checkpoint_rounds.find(step);
-  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "")) {
-    reply(conn, Json{{"type", "error"},
-                     {"re", msg.value("seq", 0)},
-                     {"message", "checkpoint_end for a directory cairn did not hand out"}});
-    return;
-  }
-  RankRound& round = it->second;
-  round.ranks.insert(conn.rank);
-  round.waiting.emplace_back(conn.fd(), msg.value("seq", Json(0)));
-  if (conn.rank == 0) round.metadata = msg.value("metadata", Json::object());
-  if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
-  // Every rank has written its part: the checkpoint is registered once, for all of them.
-  RankRound done = std::move(round);
-  trial.checkpoint_rounds.erase(it);
-  trial.staging_dirs.erase(done.staging_dir);
-  uint64_t new_bytes = 0;
-  auto manifest = ingest_checkpoint_dir(objects_, done.staging_dir, {trial_id(trial.index), step},
-                                        &new_bytes, /*remove_staging=*/false);
-  if (!manifest.ok()) {
-    std::error_code ec;
-    fs::remove_all(done.staging_dir, ec);
-    log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
-                          " was not saved: " + manifest.status().message() + "\n");
-    record_event("checkpoint_failed",
-                 {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
-    for (auto& [fd, seq] : done.waiting)
-      reply_to(fd, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
-    return;
-  }
-  staging_to_remove_.push_back(done.staging_dir);
-  register_checkpoint(trial, *manifest, step, new_bytes, done.metadata);
-  for (auto& [fd, seq] : done.waiting)
-    reply_to(fd, Json{{"type", "ack"}, {"re", seq}, {"checkpoint", manifest->id}});
 }
 
 void Coordinator::handle_training(Trial& trial, ControlConnection& conn, const Json& msg) {

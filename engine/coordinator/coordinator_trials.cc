@@ -410,6 +410,11 @@ bool Coordinator::declares_permanent(const ExitInfo& info) const {
 
 void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   if (rank == 0) trial.chief_exit = info;
+  if (trial.world_size() > 1) {
+    trial.wait_of(rank).enter(RankCall::kExited, 0, "", Clock::now());
+    // A rank that ended cleanly takes part in no more checkpoints: the others' may be whole.
+    if (info.ok() && !trial.gang_failure) settle_checkpoint_rounds(trial);
+  }
   // A rank cairn killed to stop the gang says nothing of why the trial failed; every rank
   // that failed by itself must have declared its failure permanent (the order in which the
   // ranks are reaped is not the order in which they failed).
@@ -419,7 +424,7 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   if (!info.ok() && !trial.gang_failure) {
     // Gang semantics: the other ranks would wait forever in their next collective.
     trial.gang_failure = info;
-    if (!trial.workers.empty()) {
+    if (!trial.workers.empty() && !trial.gang_fault) {  // else cairn said why it killed them
       log_output(trial, "cairn: rank " + std::to_string(rank) + " " + info.describe() +
                             "; stopping the other ranks\n");
       signal_ranks(trial, SIGKILL);
@@ -443,6 +448,13 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
   slots_->release(trial.index);
   if (trial.liveness_killed) {
     trial.liveness_killed = false;
+    info.code = 0;
+    info.signal = SIGKILL;
+  }
+  // cairn killed the gang (deadlocked, rank_wait_timeout): that is the failure, whatever
+  // the ranks' exit statuses say.
+  const std::optional<std::string> fault = std::exchange(trial.gang_fault, std::nullopt);
+  if (fault) {
     info.code = 0;
     info.signal = SIGKILL;
   }
@@ -491,7 +503,8 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
     set_trial_state(trial, trial.target > trial.validated_target ? "QUEUED" : "PAUSED");
     return;
   }
-  std::string why = info.ok()
+  std::string why = fault ? *fault
+                    : info.ok()
                         ? "exited with status 0 before finishing its work (" +
                               std::to_string(trial.record.value("steps_completed", int64_t{0})) +
                               " of " + std::to_string(trial.target) + " units)"

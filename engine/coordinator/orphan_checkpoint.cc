@@ -30,10 +30,17 @@ Result<int64_t> orphan_step(const std::filesystem::path& dir, int world_size) {
     return Status::Failed("written by " + written_by.dump() + " ranks, but the trial has " +
                           std::to_string(world_size));
   std::vector<int> unfinished;
+  // A rank that did not enter the checkpoint leaves a marker with "entered": false (and its
+  // generator state): the checkpoint is the other ranks', but one that no rank entered is none.
+  bool entered = first.value("entered", Json(true)) != Json(false);
   for (int rank = 1; rank < world_size; ++rank) {
     const Json m = marker_of(rank);
-    if (!has_step(m) || m["step"].get<int64_t>() != step) unfinished.push_back(rank);
+    if (!has_step(m) || m["step"].get<int64_t>() != step)
+      unfinished.push_back(rank);
+    else if (m.value("entered", Json(true)) != Json(false))
+      entered = true;
   }
+  if (unfinished.empty() && !entered) return Status::Failed("no rank wrote a checkpoint into it");
   if (unfinished.empty()) return step;
   std::string ranks;
   for (int r : unfinished) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "engine/coordinator/rank_waits.h"
 #include "engine/coordinator/trial_process.h"
 
 namespace cairn {
@@ -58,13 +59,25 @@ struct Worker {
   size_t operations_asked = 0;  // next_operation requests answered in this attempt
 };
 
+// A request of one rank that waits for the round to be decided.
+struct RoundWaiter {
+  int fd = -1;  // the rank's connection
+  Json seq;     // the request's
+  int rank = 0;
+};
+
 // Multi-rank agreement for one step (docs/protocol.md, "Multi-rank trials").
 struct RankRound {
-  std::set<int> ranks;                        // ranks heard from
-  std::vector<std::pair<int, Json>> waiting;  // (connection fd, request seq) to answer
-  std::string stop_reason;                    // sync: a rank's local stop
-  std::string staging_dir;                    // checkpoint: shared by every rank
-  Json metadata = Json::object();             // checkpoint: the chief's
+  std::set<int> ranks;               // sync: ranks heard from; checkpoint: ranks that ended it
+  std::vector<RoundWaiter> waiting;  // to answer when the round is decided
+  std::string stop_reason;           // sync: a rank's local stop
+  // Checkpoint rounds. A rank takes part when it sends checkpoint_begin; one that makes its
+  // next call for the step without it (checkpoint_skip, or any other message) does not.
+  std::set<int> begun;                     // ranks that sent checkpoint_begin
+  std::string staging_dir;                 // shared by every rank that takes part
+  Json metadata = Json::object();          // the chief's
+  std::map<std::string, std::string> rng;  // file name → bytes, of ranks that skipped
+  std::optional<int> aborted_by;           // a rank sent checkpoint_abort: it fails
 };
 
 struct Trial {
@@ -111,13 +124,22 @@ struct Trial {
   std::vector<Json> operations;   // next_operation answers, in order, this attempt
   size_t operations_asked = 0;    // by the chief
   std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
+  // What each rank is waiting in (index: rank), for deadlock detection and rank_wait_timeout.
+  std::vector<RankWait> waits;
   // The ranks' rendezvous (Gloo addresses, the NCCL unique id): keys set this attempt, and
   // kv_get requests waiting for a key, as (connection fd, request seq). Per attempt, so a
   // restarted gang never reads an address its dead predecessor published.
   std::map<std::string, std::string> kv;
   std::multimap<std::string, std::pair<int, Json>> kv_waiting;
+  // Why cairn killed the gang (a deadlock, rank_wait_timeout): the failure's description.
+  // Kept across reset_attempt(); handle_exit() takes it.
+  std::optional<std::string> gang_fault;
 
   int world_size() const { return 1 + static_cast<int>(workers.size()); }
+  RankWait& wait_of(int rank) {
+    if (waits.size() < static_cast<size_t>(world_size())) waits.resize(world_size());
+    return waits[static_cast<size_t>(rank)];
+  }
   void reset_attempt() {
     workers.clear();
     chief_exit.reset();
@@ -128,6 +150,7 @@ struct Trial {
     operations_asked = 0;
     syncs.clear();
     checkpoint_rounds.clear();
+    waits.clear();
     kv.clear();
     kv_waiting.clear();
   }

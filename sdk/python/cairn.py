@@ -105,6 +105,10 @@ class Context:
         self.latest_checkpoint_id = None  # cairn's id of the last checkpoint committed
         self._op_length = None
         self._rng_pending = self.latest_checkpoint is not None
+        # Multi-rank: (step, generator state) from the last checkpoint_due() that was true,
+        # until this rank enters checkpoint(step) or makes another call instead (then it is
+        # not part of that checkpoint: see _leave_checkpoint).
+        self._due = None
         self._signals = _StopSignals()
         # Rank 0: validation reports made once cairn was gone, kept for an orphan.
         self._undelivered_validations = []
@@ -157,7 +161,10 @@ class Context:
         if self._child:
             self._refuse_in_child("operations()")
         try:
-            while self._stop_reason() is None:
+            while True:
+                self._leave_checkpoint("operations")
+                if self._stop_reason() is not None:
+                    break
                 length = self._next_operation_length()
                 if length is None:
                     break
@@ -194,6 +201,8 @@ class Context:
         if self._channel is None:
             _print_metrics("training", step, metrics)
             return
+        if self._due is not None:
+            self._leave_checkpoint("report_training")
         self._channel.add_training_report(step, metrics)
 
     def report_validation(self, step, metrics):
@@ -207,6 +216,7 @@ class Context:
             _print_metrics("validation", step, metrics)
             return True
         metrics = _finite_metrics(metrics)
+        self._leave_checkpoint("report_validation")
         answer = self._channel.request(
             {"type": "validation", "step": int(step), "metrics": metrics})
         if answer is None:
@@ -233,15 +243,21 @@ class Context:
         step = int(step)
         if self._channel is not None:
             if self._channel.agree_on_stop:
+                self._leave_checkpoint("checkpoint_due")
                 self._channel.sync(step, self._signals.stop_requested())
             else:
                 self._channel.poll()
-        if self._stop_reason() is not None:
-            return True
+        due = self._stop_reason() is not None
         period = self.checkpoint_period
-        if step > 0 and period > 0 and step % period == 0:
-            return True
-        return self._op_length is not None and step >= self._op_length
+        if not due and step > 0 and period > 0 and step % period == 0:
+            due = True
+        if not due:
+            due = self._op_length is not None and step >= self._op_length
+        if due and self.world_size > 1 and self._channel is not None:
+            # Captured now, where checkpoint(step) would capture it: a rank that does not
+            # enter checkpoint(step) still resumes with the numbers it would have drawn.
+            self._due = (step, _capture_rng())
+        return due
 
     def should_preempt(self):
         """True when the trial must checkpoint and exit: paused, pre-empted, Ctrl-C,
@@ -249,9 +265,32 @@ class Context:
         all ranks agreed on at the last checkpoint_due()."""
         if self._child:
             self._refuse_in_child("should_preempt()")
+        self._leave_checkpoint("should_preempt")
         if self._channel is not None and not self._channel.agree_on_stop:
             self._channel.poll()
         return self._stop_reason() is not None
+
+    def _leave_checkpoint(self, call):
+        """In a multi-rank trial, a rank that makes its next call for a due step without
+        entering checkpoint(step) is not part of that checkpoint (rank 0 alone may save
+        it). cairn is told, with this rank's generator state to keep with the checkpoint,
+        and answers once the checkpoint is committed; cairn gone, the state and a marker
+        go to the orphan checkpoint so that it is complete (docs/protocol.md)."""
+        if self._due is None:
+            return
+        step, rng_state = self._due
+        self._due = None
+        channel = self._channel
+        answer = None
+        if not channel.closed and channel.knows_skip:
+            data = pickle.dumps(rng_state, protocol=4)
+            answer = channel.request({"type": "checkpoint_skip", "step": step, "call": call,
+                                      "rng": {"name": _rng_file_name(self.rank),
+                                              "hex": data.hex()}})
+            if answer is not None and answer.get("type") == "error":
+                channel.knows_skip = False  # an older cairn: ranks enter checkpoints together
+        if answer is None and channel.closed:
+            _OrphanCheckpoint.skip(self, step, rng_state)
 
     def _stop_reason(self):
         if self._channel is not None:
@@ -271,6 +310,9 @@ class Context:
         if self._child:
             self._refuse_in_child("checkpoint()")
         step = int(step)
+        if self._due is not None and self._due[0] != step:
+            self._leave_checkpoint("checkpoint")
+        self._due = None  # this rank takes part in the checkpoint of `step`
         rng_state = _capture_rng()
         target = self._checkpoint_target(step)
         try:
@@ -322,6 +364,8 @@ class Context:
 
     def _close(self):
         if self._channel is not None and not self._child:
+            if self._due is not None and self._channel.closed:
+                self._leave_checkpoint("exit")  # the orphan checkpoint needs its marker
             self._channel.close()
 
 
@@ -497,6 +541,7 @@ class _Channel:
         # Ranks of one trial must stop at the same step, so their stop comes from the
         # answer to `sync`, never straight from a `stop` message.
         self.agree_on_stop = agree_on_stop
+        self.knows_skip = True  # False once cairn answered checkpoint_skip with an error
         self._cairn_stop = None  # a `stop` waiting for the ranks to agree
         self._lock = threading.Lock()
         self._reading = threading.Lock()
@@ -980,6 +1025,23 @@ class _OrphanCheckpoint:
     def commit(self, metadata):
         return _OrphanCheckpoint._mark(self._context, self.path, self.step, metadata)
 
+    @staticmethod
+    def skip(context, step, rng_state):
+        """This rank did not enter the checkpoint of ``step``: its generator state and a
+        marker saying so, so that the orphan the other ranks write is complete."""
+        settings = context._settings
+        if not settings["orphan_dir"]:
+            return
+        path = pathlib.Path(settings["orphan_dir"]) / str(step)
+        try:
+            _prepare_orphan_dir(path, settings)
+            _write_rng_file(path, context.rank, rng_state)
+            _mark_orphan(path, settings, step, {}, context._orphan_metrics(step),
+                         entered=False)
+        except OSError as e:
+            _warn("cannot keep this rank's part of the checkpoint for step %d in %s: %s" %
+                  (step, path, e))
+
     def abort(self):
         _remove_quietly(self.path / _orphan_marker_name(self._context.rank))
 
@@ -1066,7 +1128,7 @@ class _OrphanMetrics:
         self.complete = complete  # False: old training reports were dropped for memory
 
 
-def _mark_orphan(path, settings, step, metadata, metrics):
+def _mark_orphan(path, settings, step, metadata, metrics, entered=True):
     if metrics is not None:
         for name, reports in ((_ORPHAN_TRAINING, metrics.training),
                               (_ORPHAN_VALIDATIONS, metrics.validations)):
@@ -1079,6 +1141,8 @@ def _mark_orphan(path, settings, step, metadata, metrics):
               "metadata": metadata, "created": time.time()}
     if metrics is not None:
         marker["metrics_complete"] = metrics.complete
+    if not entered:
+        marker["entered"] = False
     _write_atomically(path / _orphan_marker_name(settings["rank"]),
                       json.dumps(marker, allow_nan=False).encode())
 

@@ -64,6 +64,7 @@ class FakeControl:
         self.die_after_training_step = die_after_training_step
         self.sync_stop = None  # a reason: `sync` answers tell every rank to stop
         self.knows_sync = True  # False: answer `sync` like a cairn that predates it
+        self.knows_skip = True  # False: answer `checkpoint_skip` like a cairn that predates it
         self.messages = []
         self.connections = []
         self.staging_dirs = []
@@ -199,6 +200,11 @@ class FakeControl:
             connection.send({"type": "ack", "re": seq, "checkpoint": checkpoint_id})
         elif kind == "checkpoint_abort":
             shutil.rmtree(message["path"], ignore_errors=True)
+        elif kind == "checkpoint_skip":
+            if self.knows_skip:
+                connection.send({"type": "ack", "re": seq})
+            else:
+                connection.send({"type": "error", "re": seq, "message": "unknown message type"})
         elif kind == "sync" and not self.knows_sync:
             connection.send({"type": "error", "re": seq, "message": "unknown message type"})
         elif kind == "sync":

@@ -607,6 +607,31 @@ class Stopping(TrialTestCase):
         self.assertEqual([m["step"] for m in fake.of_type("sync")], [1], "asked once only")
 
 
+    def test_a_rank_that_does_not_enter_the_checkpoint_says_so_with_its_generators(self):
+        chief_only = PATTERN_TRIAL.replace(
+            "with ctx.checkpoint(step, {\"epoch\": step}) as path:",
+            "for path in ([] if ctx.rank else [0]):")
+        fake = self.fake(operations=[4], checkpoint_period=2)
+        self.run_trial(chief_only, self.env(fake, RANK=1, WORLD_SIZE=2))
+        skips = fake.of_type("checkpoint_skip")
+        self.assertEqual([(m["step"], m["call"]) for m in skips],
+                         [(2, "should_preempt"), (4, "should_preempt")])
+        self.assertEqual(fake.of_type("checkpoint_begin"), [])
+        self.assertEqual(skips[0]["rng"]["name"], "cairn_rng_state.rank1.pkl")
+        state = pickle.loads(bytes.fromhex(skips[0]["rng"]["hex"]))
+        self.assertEqual(state["version"], 1)
+        self.assertIn("python", state)
+
+    def test_a_cairn_without_checkpoint_skip_is_asked_once(self):
+        chief_only = PATTERN_TRIAL.replace(
+            "with ctx.checkpoint(step, {\"epoch\": step}) as path:",
+            "for path in ([] if ctx.rank else [0]):")
+        fake = self.fake(operations=[4], checkpoint_period=1)
+        fake.knows_skip = False
+        self.run_trial(chief_only, self.env(fake, RANK=1, WORLD_SIZE=2))
+        self.assertEqual(len(fake.of_type("checkpoint_skip")), 1)
+        self.assertEqual(self.seen()["validations"], [True])
+
 # Reports every step until it notices cairn is gone (optionally validating at step
 # $VALIDATED, which cairn acks, and waiting at step $WAIT_AT until cairn is gone, so that
 # it goes at exactly that step), then two more steps, a validation that cannot be
@@ -738,6 +763,25 @@ class OrphanMetrics(TrialTestCase):
                          ["cairn_orphan.rank1.json", "cairn_rng_state.rank1.pkl", "model.txt"])
         marker = json.loads((orphans / "1" / "cairn_orphan.rank1.json").read_text())
         self.assertNotIn("metrics_complete", marker)
+
+    def test_a_rank_that_does_not_enter_an_orphan_checkpoint_leaves_its_part(self):
+        def die_at_next_operation(fake, connection, message):
+            if message["type"] == "next_operation":
+                connection.close()
+                return True
+        fake = self.fake(on_message=die_at_next_operation)
+        orphans = self.tmp / "orphans"
+        self.run_trial("""
+            import cairn
+            ctx = cairn.init()
+            assert list(ctx.operations()) == []
+            assert ctx.checkpoint_due(3)  # cairn is gone: due, and rank 1 leaves it to rank 0
+            assert ctx.should_preempt()
+            """, self.env(fake, CAIRN_ORPHAN_DIR=orphans, RANK=1, WORLD_SIZE=2))
+        self.assertEqual(sorted(os.listdir(orphans / "3")),
+                         ["cairn_orphan.rank1.json", "cairn_rng_state.rank1.pkl"])
+        marker = json.loads((orphans / "3" / "cairn_orphan.rank1.json").read_text())
+        self.assertEqual((marker["step"], marker["rank"], marker["entered"]), (3, 1, False))
 
 
 class Standalone(TrialTestCase):

@@ -184,6 +184,7 @@ TEST_CASE("config: the SPEC example parses into the right values") {
   CHECK(c.resources.peers_mode == "none");
   CHECK(c.resources.peers.empty());
   CHECK(c.max_restarts == 3);
+  CHECK(c.rank_wait_timeout == 600);
   CHECK(c.checkpoint.period == 1);
   CHECK(c.checkpoint.keep_trial_latest == 1);
   CHECK(c.checkpoint.keep_trial_best == 1);
@@ -552,6 +553,10 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: max_restarts: ", "must be at least 0"},
       {"negative checkpoint period", with_extra("checkpoint:\n  period: -1\n"),
        "exp.yaml:8: checkpoint.period: ", "must be 0 (only at decision points and stops) or more"},
+      {"negative rank_wait_timeout", with_extra("rank_wait_timeout: -1\n"),
+       "exp.yaml:7: rank_wait_timeout: ", "must be at least 0"},
+      {"text rank_wait_timeout", with_extra("rank_wait_timeout: soon\n"),
+       "exp.yaml:7: rank_wait_timeout: ", "integer"},
       {"negative keep", with_extra("checkpoint:\n  keep_trial_best: -1\n"),
        "exp.yaml:8: checkpoint.keep_trial_best: ", "must be at least 0"},
       {"negative seed", with_extra("reproducibility:\n  seed: -5\n"),

@@ -43,6 +43,20 @@ TEST_CASE("an orphan checkpoint is finished when every rank marked the same step
     REQUIRE_FALSE(step.ok());
     CHECK(step.status().message() == "rank 0 did not finish writing it");
   }
+  SUBCASE("a rank that did not enter it marks its part, and it is complete") {
+    mark(dir.path(), 0, marker(8, 2));
+    mark(dir.path(), 1, R"({"step":8,"world_size":2,"entered":false})");
+    auto step = orphan_step(dir.path(), 2);
+    REQUIRE(step.ok());
+    CHECK(*step == 8);
+  }
+  SUBCASE("no rank entered it: no checkpoint") {
+    mark(dir.path(), 0, R"({"step":8,"world_size":2,"entered":false})");
+    mark(dir.path(), 1, R"({"step":8,"world_size":2,"entered":false})");
+    auto step = orphan_step(dir.path(), 2);
+    REQUIRE_FALSE(step.ok());
+    CHECK(step.status().message() == "no rank wrote a checkpoint into it");
+  }
   SUBCASE("ranks missing or at another step are named") {
     mark(dir.path(), 0, marker(8, 4));
     mark(dir.path(), 1, marker(8, 4));

@@ -120,6 +120,7 @@ class FakeCairn {
 
   std::optional<std::string> sync_stop;  // set from a hook: `sync` answers say stop
   bool knows_sync = true;                // false: answer `sync` like a cairn that predates it
+  bool knows_skip = true;  // false: answer `checkpoint_skip` like a cairn that predates it
   std::vector<fs::path> staging_dirs;
   bool fail_checkpoint_end = false;
   bool reject_validation = false;
@@ -188,6 +189,11 @@ class FakeCairn {
     } else if (type == "kv_get") {  // an unknown key is never answered: the SDK times out
       auto it = kv_.find(message.value("key", ""));
       if (it != kv_.end()) send({{"type", "kv"}, {"re", re}, {"value", it->second}});
+    } else if (type == "checkpoint_skip") {
+      if (knows_skip)
+        send({{"type", "ack"}, {"re", re}});
+      else
+        send({{"type", "error"}, {"re", re}, {"message", "unknown message type"}});
     } else if (type == "sync" && !knows_sync) {
       send({{"type", "error"}, {"re", re}, {"message", "unknown message type"}});
     } else if (type == "sync") {
@@ -680,6 +686,49 @@ TEST_CASE("sdk cpp: ranks stop at the step cairn answers to sync, not on a bare 
   auto writer = ctx->checkpoint(3);
   REQUIRE(writer.commit());
   CHECK(list_dir(fake.staging_dirs.at(0)) == std::vector<std::string>{"cairn_rng_state.rank1.txt"});
+}
+
+TEST_CASE("sdk cpp: a rank that does not enter a due checkpoint says so with rng()'s state") {
+  FakeCairn fake({4});
+  auto env = fake.environment();
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  ctx->rng()();
+  std::ostringstream expected;
+  expected << ctx->rng();
+  CHECK(ctx->checkpoint_due(1));  // period 1; rank 0 alone saves it
+  ctx->rng()();                   // drawn after the due step: not part of its state
+  CHECK_FALSE(ctx->should_preempt());
+  ctx->report_training(2, {{"loss", 1.0}});  // not due: nothing to leave
+  CHECK(ctx->checkpoint_due(2));
+  auto writer = ctx->checkpoint(2);  // this one it enters
+  REQUIRE(writer.commit());
+  auto skips = fake.of_type("checkpoint_skip");
+  REQUIRE(skips.size() == 1);
+  CHECK(skips[0]["step"] == 1);
+  CHECK(skips[0]["call"] == "should_preempt");
+  CHECK(skips[0]["rng"]["name"] == "cairn_rng_state.rank1.txt");
+  const std::string hex = skips[0]["rng"]["hex"];
+  std::vector<char> bytes;
+  REQUIRE(cairn::sdk_detail::from_hex(hex, bytes));
+  CHECK(std::string(bytes.begin(), bytes.end()) == expected.str());
+}
+
+TEST_CASE("sdk cpp: a cairn without checkpoint_skip is asked once") {
+  FakeCairn fake({10});
+  fake.knows_skip = false;
+  auto env = fake.environment();
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  auto ctx = must_init(env);
+  REQUIRE(ctx->next_operation());
+  for (int64_t step = 1; step <= 3; ++step) {
+    CHECK(ctx->checkpoint_due(step));
+    CHECK_FALSE(ctx->should_preempt());
+  }
+  CHECK(fake.of_type("checkpoint_skip").size() == 1);
 }
 
 TEST_CASE("sdk cpp: ranks fall back to a bare stop when cairn does not know sync") {

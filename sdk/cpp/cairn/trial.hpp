@@ -50,6 +50,7 @@
 
 #include "cairn/detail/checkpoint_files.hpp"
 #include "cairn/detail/control_channel.hpp"
+#include "cairn/detail/hex.hpp"
 #include "cairn/detail/metrics_json.hpp"
 #include "cairn/detail/stop_signals.hpp"
 #include "cairn/detail/trial_settings.hpp"
@@ -157,7 +158,11 @@ class Context {
   explicit Context(Passkey) {}
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
-  ~Context() = default;  // sends buffered training reports and closes the channel
+  // Sends buffered training reports and closes the channel.
+  ~Context() {
+    // cairn gone: the orphan checkpoint of a due step this rank did not enter needs its marker.
+    if (due_ && channel_ && channel_->closed()) leave_checkpoint("exit");
+  }
 
   const nlohmann::json& hparams() const { return settings_.hparams; }
   uint64_t seed() const { return settings_.seed; }
@@ -188,6 +193,9 @@ class Context {
   bool checkpoint_due(int64_t step);
   CheckpointWriter checkpoint(int64_t step);
   // Paused, pre-empted, Ctrl-C, or cairn went away: checkpoint and exit 0.
+  // In a multi-rank trial rank 0 alone may call checkpoint(step): a rank whose next call
+  // after a true checkpoint_due(step) is another one is not part of that checkpoint (its
+  // rng() state is kept with it all the same; docs/protocol.md, "Multi-rank trials").
   bool should_preempt();
 
   // Seeded from seed(); saved in every checkpoint and restored on a resume.
@@ -211,6 +219,10 @@ class Context {
   std::optional<std::string> stop_reason() const;
   std::optional<int64_t> next_operation_length();
   CheckpointWriter orphan_or_discarded(int64_t step, std::string rng_state);
+  // Multi-rank: this rank made `call` instead of entering the checkpoint of the due step:
+  // tells cairn (with rng()'s state), or, cairn gone, marks its part of the orphan.
+  void leave_checkpoint(const char* call) noexcept;
+  void write_orphan_skip(int64_t step, const std::string& rng_state);
   void restore_rng();
   // Rank 0: the metrics cairn may not have stored, for an orphan checkpoint at `step`.
   bool write_orphan_metrics(const std::filesystem::path& dir, int64_t step, bool* complete,
@@ -223,6 +235,10 @@ class Context {
   std::mt19937_64 rng_;
   std::optional<int64_t> op_length_;
   bool rng_pending_ = false;
+  // Multi-rank: the step of the last true checkpoint_due() and rng()'s state then, until
+  // this rank enters checkpoint(step) or makes another call (leave_checkpoint).
+  std::optional<std::pair<int64_t, std::string>> due_;
+  bool cairn_knows_skip_ = true;  // false once cairn answered checkpoint_skip with an error
   // Rank 0: validation reports made once cairn was gone, as {"step":S,"metrics":{…}}.
   std::vector<std::pair<int64_t, std::string>> undelivered_validations_;
   // Standalone checkpoints this process committed, oldest first, for CAIRN_KEEP_LATEST.
@@ -307,6 +323,7 @@ inline std::optional<std::string> Context::stop_reason() const {
 }
 
 inline std::optional<Operation> Context::next_operation() {
+  leave_checkpoint("next_operation");
   try {
     std::optional<int64_t> length;
     if (!stop_reason()) length = next_operation_length();
@@ -345,6 +362,7 @@ inline std::optional<int64_t> Context::next_operation_length() {
 }
 
 inline void Context::report_training(int64_t step, const Metrics& metrics) {
+  if (due_) leave_checkpoint("report_training");
   try {
     if (channel_) {
       channel_->add_training_report(step, metrics);
@@ -419,6 +437,7 @@ inline bool Context::report_validation(int64_t step, const Metrics& metrics) {
       sdk_detail::print_metrics("validation", step, metrics);
       return true;
     }
+    leave_checkpoint("report_validation");
     auto answer = channel_->request({{"type", "validation"},
                                      {"step", step},
                                      {"metrics", sdk_detail::metrics_to_json(metrics)}});
@@ -447,6 +466,7 @@ inline bool Context::report_validation(int64_t step, const Metrics& metrics) {
 inline bool Context::checkpoint_due(int64_t step) {
   try {
     if (channel_ && channel_->agrees_on_stop()) {
+      leave_checkpoint("checkpoint_due");
       channel_->sync(step, sdk_detail::stop_signal_reason());
     } else if (channel_) {
       channel_->poll();
@@ -454,13 +474,21 @@ inline bool Context::checkpoint_due(int64_t step) {
   } catch (const std::exception& e) {
     sdk_detail::warn(std::string("checkpoint_due: ") + e.what());
   }
-  if (stop_reason()) return true;
-  int64_t period = settings_.checkpoint_period;
-  if (step > 0 && period > 0 && step % period == 0) return true;
-  return op_length_ && step >= *op_length_;
+  const int64_t period = settings_.checkpoint_period;
+  const bool due = stop_reason() || (step > 0 && period > 0 && step % period == 0) ||
+                   (op_length_ && step >= *op_length_);
+  if (due && settings_.world_size > 1 && channel_) {
+    // Captured where checkpoint(step) would capture it: a rank that does not enter it still
+    // resumes with the numbers it would have drawn.
+    std::ostringstream rng_state;
+    rng_state << rng_;
+    due_.emplace(step, rng_state.str());
+  }
+  return due;
 }
 
 inline bool Context::should_preempt() {
+  leave_checkpoint("should_preempt");
   try {
     if (channel_ && !channel_->agrees_on_stop()) channel_->poll();
   } catch (const std::exception& e) {
@@ -469,8 +497,59 @@ inline bool Context::should_preempt() {
   return stop_reason().has_value();
 }
 
+inline void Context::leave_checkpoint(const char* call) noexcept {
+  if (!due_) return;
+  const auto [step, rng_state] = std::move(*due_);
+  due_.reset();
+  try {
+    std::optional<nlohmann::json> answer;
+    if (!channel_->closed() && cairn_knows_skip_) {
+      nlohmann::json rng = {{"name", sdk_detail::rng_file_name(settings_.rank)},
+                            {"hex", sdk_detail::to_hex(rng_state.data(), rng_state.size())}};
+      // Answered once the checkpoint is committed (or known to have no rank).
+      answer = channel_->request(
+          {{"type", "checkpoint_skip"}, {"step", step}, {"call", call}, {"rng", std::move(rng)}});
+      // An older cairn: its ranks enter checkpoints together; say nothing more.
+      if (answer && sdk_detail::string_field(*answer, "type") == "error") cairn_knows_skip_ = false;
+    }
+    if (!answer && channel_->closed()) write_orphan_skip(step, rng_state);
+  } catch (const std::exception& e) {
+    sdk_detail::warn(std::string(call) + ": " + e.what());
+  }
+}
+
+// This rank's part of an orphan checkpoint it did not enter: its rng() state and a marker
+// saying so, so that the checkpoint the other ranks write there is complete.
+inline void Context::write_orphan_skip(int64_t step, const std::string& rng_state) {
+  if (!settings_.orphan_dir) return;
+  const auto dir = *settings_.orphan_dir / std::to_string(step);
+  std::string error;
+  std::optional<bool> metrics_complete;
+  bool ok =
+      sdk_detail::prepare_orphan_dir(dir, settings_.rank, settings_.world_size, &error) &&
+      sdk_detail::write_file(dir / sdk_detail::rng_file_name(settings_.rank), rng_state, &error);
+  if (ok && settings_.rank == 0) {
+    bool complete = true;
+    ok = write_orphan_metrics(dir, step, &complete, &error);
+    metrics_complete = complete;
+  }
+  if (ok) {
+    sdk_detail::fsync_tree(dir);
+    nlohmann::json marker = orphan_marker(step, nlohmann::json::object(), metrics_complete);
+    marker["entered"] = false;
+    ok = sdk_detail::write_file_atomically(
+        dir / sdk_detail::orphan_marker_name(settings_.rank),
+        marker.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), &error);
+  }
+  if (!ok)
+    sdk_detail::warn("cannot keep this rank's part of the checkpoint for step " +
+                     std::to_string(step) + ": " + error);
+}
+
 inline CheckpointWriter Context::checkpoint(int64_t step) {
   using Target = CheckpointWriter::Target;
+  if (due_ && due_->first != step) leave_checkpoint("checkpoint");
+  due_.reset();  // this rank takes part in the checkpoint of `step`
   std::ostringstream rng_state;
   rng_state << rng_;
   try {

@@ -1,0 +1,265 @@
+// The coordinator's side of multi-rank trials (docs/protocol.md, "Multi-rank trials"): the
+// ranks' agreement on stopping (sync), checkpoints that the ranks which enter them take part
+// in, and what each rank waits in, so that a gang that can no longer move fails at once
+// instead of hanging (engine/coordinator/rank_waits.h).
+#include <signal.h>
+
+#include <algorithm>
+
+#include "cairn/detail/hex.hpp"
+#include "common/file_util.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/trial_state.h"
+#include "store/checkpoint_files.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t step_of(const Json& msg) {
+  return msg.is_object() && msg.contains("step") && msg["step"].is_number_integer()
+             ? msg["step"].get<int64_t>()
+             : 0;
+}
+
+// The only files cairn writes into a checkpoint for a rank: that rank's generator state, under
+// the name its SDK reads back (docs/protocol.md, "Files in a checkpoint that belong to the SDK").
+bool is_rng_file_of(const std::string& name, int rank) {
+  const std::string stem =
+      rank == 0 ? "cairn_rng_state." : "cairn_rng_state.rank" + std::to_string(rank) + ".";
+  return name == stem + "pkl" || name == stem + "txt";
+}
+
+// A generator state is a few kilobytes; the bound keeps a confused client from filling memory.
+constexpr size_t kMaxRngBytes = 1 << 20;
+
+}  // namespace
+
+void Coordinator::note_rank_call(Trial& trial, int rank, const std::string& type, const Json& msg) {
+  if (rank < 0 || rank >= trial.world_size()) return;
+  RankWait& w = trial.wait_of(rank);
+  const auto now = Clock::now();
+  const int64_t step = step_of(msg);
+  if (type == "sync") {
+    w.reached(step);
+    w.enter(RankCall::kSync, step, "", now);
+  } else if (type == "checkpoint_begin" || type == "checkpoint_abort") {
+    w.reached(step);
+  } else if (type == "checkpoint_end") {
+    w.reached(step);
+    w.enter(RankCall::kCheckpoint, step, "", now);
+  } else if (type == "checkpoint_skip") {
+    w.reached(step);
+    w.left_through = std::max(w.left_through, step);
+    w.enter(RankCall::kCheckpointSkip, step, msg.value("call", ""), now);
+  } else if (type == "kv_get") {
+    const Json key = msg.value("key", Json(""));
+    w.enter(RankCall::kKvGet, 0, key.is_string() ? key.get<std::string>() : "", now);
+  } else if (type == "kv_set" || type == "hello") {
+    // The rendezvous happens before training: it says nothing about checkpoints.
+  } else if (type == "next_operation") {
+    w.moved_on();
+    w.enter(RankCall::kNextOperation, 0, "", now);
+  } else {
+    w.moved_on();  // a report, or anything else: the rank's next call for its step
+  }
+  // A checkpoint message's own handler settles the rounds once it has recorded what the
+  // message brings (a skipping rank's generator state must be in the round before it is whole).
+  if (!type.starts_with("checkpoint_")) settle_checkpoint_rounds(trial);
+}
+
+void Coordinator::rank_answered(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Trial* trial = trial_by_index(it->second->trial);
+  const int rank = it->second->rank;
+  if (!trial || trial->world_size() < 2 || rank < 0 || rank >= trial->world_size()) return;
+  RankWait& w = trial->wait_of(rank);
+  if (w.call != RankCall::kExited) w.call = RankCall::kOutside;
+}
+
+void Coordinator::handle_sync(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  RankRound& round = trial.syncs[step];
+  round.ranks.insert(conn.rank);
+  round.waiting.push_back({conn.fd(), msg.value("seq", Json(0)), conn.rank});
+  if (msg.contains("stop") && msg["stop"].is_string() && round.stop_reason.empty())
+    round.stop_reason = msg["stop"].get<std::string>();
+  if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
+  // Every rank has reached this step: one decision for all of them.
+  if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
+  const bool stop = trial.stop_requested;
+  const std::string reason = !round.stop_reason.empty() ? round.stop_reason : "pause";
+  for (const RoundWaiter& w : round.waiting) {
+    Json answer{{"type", "sync"}, {"re", w.seq}, {"stop", stop}};
+    if (stop) answer["reason"] = reason;
+    reply_to(w.fd, std::move(answer));
+  }
+  trial.syncs.erase(step);
+}
+
+void Coordinator::handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn,
+                                               const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  RankRound& round = trial.checkpoint_rounds[step];
+  if (round.staging_dir.empty()) {
+    auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
+    if (!dir.ok()) {
+      if (round.waiting.empty() && round.begun.empty()) trial.checkpoint_rounds.erase(step);
+      reply(conn, Json{{"type", "error"},
+                       {"re", msg.value("seq", 0)},
+                       {"message", dir.status().message()}});
+      return;
+    }
+    round.staging_dir = dir->string();
+    trial.staging_dirs.insert(round.staging_dir);
+  }
+  round.begun.insert(conn.rank);
+  reply(conn,
+        Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", round.staging_dir}});
+}
+
+void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& conn,
+                                             const Json& msg) {
+  const int64_t step = msg.value("step", int64_t{0});
+  auto it = trial.checkpoint_rounds.find(step);
+  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "") ||
+      !it->second.begun.count(conn.rank)) {
+    reply(conn, Json{{"type", "error"},
+                     {"re", msg.value("seq", 0)},
+                     {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    return;
+  }
+  RankRound& round = it->second;
+  round.ranks.insert(conn.rank);
+  round.waiting.push_back({conn.fd(), msg.value("seq", Json(0)), conn.rank});
+  if (conn.rank == 0) round.metadata = msg.value("metadata", Json::object());
+  settle_checkpoint_rounds(trial);
+}
+
+void Coordinator::handle_rank_checkpoint_abort(Trial& trial, ControlConnection& conn,
+                                               const Json& msg) {
+  auto it = trial.checkpoint_rounds.find(step_of(msg));
+  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "") ||
+      !it->second.begun.count(conn.rank))
+    return;
+  // The other ranks' parts are no checkpoint without this one's: the round fails, once every
+  // rank is accounted for (they are told so in the answer to their checkpoint_end).
+  if (!it->second.aborted_by) it->second.aborted_by = conn.rank;
+  it->second.ranks.insert(conn.rank);
+  settle_checkpoint_rounds(trial);
+}
+
+void Coordinator::handle_checkpoint_skip(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const Json seq = msg.value("seq", Json(0));
+  if (!msg.contains("step") || !msg["step"].is_number_integer()) {
+    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", "checkpoint_skip needs a step"}});
+    return;
+  }
+  if (trial.world_size() < 2) {  // nothing to agree on
+    reply(conn, Json{{"type", "ack"}, {"re", seq}});
+    return;
+  }
+  const int64_t step = msg["step"].get<int64_t>();
+  RankRound& round = trial.checkpoint_rounds[step];
+  if (const Json rng = msg.value("rng", Json()); rng.is_object()) {
+    const std::string name = rng.value("name", "");
+    const std::string hex = rng.value("hex", "");
+    std::vector<char> bytes;
+    if (is_rng_file_of(name, conn.rank) && hex.size() <= 2 * kMaxRngBytes &&
+        sdk_detail::from_hex(hex, bytes))
+      round.rng[name] = std::string(bytes.begin(), bytes.end());
+    else
+      log_output(trial, "cairn: warning: rank " + std::to_string(conn.rank) +
+                            " sent a random-generator state cairn cannot store (file '" +
+                            name.substr(0, 64) + "'); it is not kept with checkpoint " +
+                            std::to_string(step) + "\n");
+  }
+  round.waiting.push_back({conn.fd(), seq, conn.rank});
+  settle_checkpoint_rounds(trial);
+}
+
+void Coordinator::settle_checkpoint_rounds(Trial& trial) {
+  // A gang that failed (a rank died, cairn killed it) commits nothing more: a rank that died
+  // before saying whether it takes part has not left the checkpoint, it is missing from it.
+  if (trial.gang_failure || trial.gang_fault) return;
+  std::vector<int64_t> whole;
+  for (const auto& [step, round] : trial.checkpoint_rounds) {
+    bool accounted = true;
+    for (int rank = 0; rank < trial.world_size() && accounted; ++rank) {
+      const RankWait& w = trial.wait_of(rank);
+      if (round.ranks.count(rank)) continue;  // ended (or aborted) its part
+      // A rank that began must end its part, unless it has exited.
+      accounted = round.begun.count(rank) ? w.call == RankCall::kExited : left_checkpoint(w, step);
+    }
+    if (accounted) whole.push_back(step);
+  }
+  for (int64_t step : whole) finish_checkpoint_round(trial, step);
+}
+
+void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
+  auto it = trial.checkpoint_rounds.find(step);
+  if (it == trial.checkpoint_rounds.end()) return;
+  RankRound done = std::move(it->second);
+  trial.checkpoint_rounds.erase(it);
+  if (done.staging_dir.empty()) {
+    // No rank entered checkpoint(step): there is no checkpoint at this step.
+    for (const RoundWaiter& w : done.waiting) reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}});
+    return;
+  }
+  trial.staging_dirs.erase(done.staging_dir);
+  std::string failure;
+  if (done.aborted_by)
+    failure = "rank " + std::to_string(*done.aborted_by) + " abandoned its part of it";
+  else if (done.ranks.empty())
+    failure = "no rank that began it finished it";
+  // Ranks that did not take part still resume with the random numbers they would have drawn.
+  for (const auto& [name, bytes] : done.rng) {
+    if (!failure.empty()) break;
+    if (fs::exists(fs::path(done.staging_dir) / name)) continue;  // the rank wrote it itself
+    if (Status st = write_file_atomic(fs::path(done.staging_dir) / name, bytes); !st.ok())
+      failure = st.message();
+  }
+  Result<CheckpointManifest> manifest = Status::Failed(failure);
+  uint64_t new_bytes = 0;
+  if (failure.empty())
+    manifest = ingest_checkpoint_dir(objects_, done.staging_dir, {trial_id(trial.index), step},
+                                     &new_bytes, /*remove_staging=*/false);
+  if (!manifest.ok()) {
+    std::error_code ec;
+    fs::remove_all(done.staging_dir, ec);
+    log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
+                          " was not saved: " + manifest.status().message() + "\n");
+    record_event("checkpoint_failed",
+                 {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
+    for (const RoundWaiter& w : done.waiting)
+      reply_to(w.fd,
+               Json{{"type", "error"}, {"re", w.seq}, {"message", manifest.status().message()}});
+    return;
+  }
+  staging_to_remove_.push_back(done.staging_dir);
+  register_checkpoint(trial, *manifest, step, new_bytes, done.metadata);
+  for (const RoundWaiter& w : done.waiting)
+    reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}, {"checkpoint", manifest->id}});
+}
+
+void Coordinator::check_rank_waits() {
+  const auto now = Clock::now();
+  for (Trial* trial : live_trials()) {
+    const int64_t index = trial->index;
+    if (!trial->running() || trial->world_size() < 2 || trial->gang_failure || trial->gang_fault)
+      continue;
+    trial->wait_of(trial->world_size() - 1);  // one wait per rank
+    std::optional<std::string> line = gang_deadlock(trial->waits);
+    if (!line)
+      line = rank_wait_expired(trial->waits, std::chrono::seconds(config_.rank_wait_timeout), now);
+    if (!line) continue;
+    terminal_.warn("trial " + trial_id(index) + ": " + *line);
+    log_output(*trial, "cairn: error: " + *line + "; the ranks were killed\n");
+    trial->gang_fault = *line;
+    signal_ranks(*trial, SIGKILL);
+  }
+}
+
+}  // namespace cairn
