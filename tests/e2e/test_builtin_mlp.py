@@ -15,7 +15,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, SOURCE, CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, SOURCE, CairnTestCase, read_line_until, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 DEVICE = os.environ.get("CAIRN_TEST_MLP_DEVICE")
 DEVICE_SET = (["--set", "hyperparameters.device=" + DEVICE, "--set", "resources.devices=auto"]
@@ -81,7 +82,8 @@ class BuiltinMlpTest(CairnTestCase):
         proc = subprocess.Popen([CAIRN, "run", "mlp.yaml"] + DEVICE_SET, cwd=self.dir, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=dict(os.environ, NO_COLOR="1"))
         self.addCleanup(proc.kill)
-        exp_id = int(proc.stdout.readline())
+        exp_id = int(read_line_until(proc.stdout, lambda line: True, timeout=120,
+                                     what="the experiment id"))
         trial = "%d.1" % exp_id
         if kill_after_checkpoint:
             wait_until(lambda: self.cairn("checkpoints", trial, "--json").returncode == 0 and
@@ -138,4 +140,4 @@ class BuiltinMlpTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

@@ -1,6 +1,6 @@
-"""End to end: builtin:mlp on a GPU (hyperparameter `device`). The GPU tests skip, saying
-why, where `cairn doctor` finds no usable CUDA device, cuBLAS or NVRTC; the fallback tests run
-where there is no GPU.
+"""End to end: builtin:mlp on a GPU (hyperparameter `device`). The GPU tests (needs("gpu"))
+run in ctest entries of their own, listed as Skipped where `cairn doctor` finds no usable
+CUDA device, cuBLAS or NVRTC; the fallback test hides the GPU and runs everywhere.
 
 With build/fake_cuda on LD_LIBRARY_PATH (tests/fake_cuda: the driver and cuBLAS emulated
 on the host) the GPU tests run without a GPU, through `cairn run`, on the emulation; ctest
@@ -13,7 +13,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 CONFIG = """name: mlp-gpu
 entrypoint: builtin:mlp
@@ -34,13 +35,13 @@ def gpu_runtime():
     """(usable, why): whether builtin:mlp can train on a GPU here, by the loaders a trial
     uses. `cairn version` says whether the driver is usable; cuBLAS and NVRTC only `cairn
     doctor` looks for, and with a usable driver it marks either missing as "warn"."""
-    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
+    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         return False, "cairn version failed: " + out.stderr
     version = json.loads(out.stdout)
     if not version["cuda"]["usable"]:
         return False, version["gpu"]
-    out = subprocess.run([CAIRN, "doctor", "--json"], capture_output=True, text=True)
+    out = subprocess.run([CAIRN, "doctor", "--json"], capture_output=True, text=True, timeout=120)
     if not out.stdout.startswith("["):
         return False, "cairn doctor failed: " + out.stderr
     checks = {c["check"]: c for c in json.loads(out.stdout)}
@@ -54,7 +55,7 @@ USABLE, WHY = gpu_runtime()
 
 
 def nccl_usable():
-    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True)
+    out = subprocess.run([CAIRN, "version", "--json"], capture_output=True, text=True, timeout=120)
     return out.returncode == 0 and json.loads(out.stdout)["nccl"]["usable"]
 
 
@@ -73,11 +74,11 @@ FAKE = any(os.path.basename(p.rstrip("/")) == "fake_cuda"
 
 
 class BuiltinMlpGpuTest(CairnTestCase):
-    def run_config(self, device, length=6, restarts=0, check=0):
+    def run_config(self, device, length=6, restarts=0, check=0, env=None):
         self.write("mlp.yaml", CONFIG % {"device": device, "length": length, "restarts": restarts})
-        return self.cairn("run", "mlp.yaml", check=check)
+        return self.cairn("run", "mlp.yaml", check=check, env=env, timeout=300)
 
-    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    @needs("gpu", USABLE, WHY)
     def test_trains_on_one_gpu(self):
         self.run_config("cuda")
         trial = self.cairn_json("show", "1.1", "--json")
@@ -89,7 +90,7 @@ class BuiltinMlpGpuTest(CairnTestCase):
         self.assertLess(losses[-1], 0.8 * losses[0], "training loss falls")
         self.assertGreater(metrics["validation"][-1]["metrics"]["val_accuracy"], 0.6)  # chance 1/3
 
-    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    @needs("gpu", USABLE, WHY)
     def test_auto_picks_the_gpu_and_follows_the_cpu_curve(self):
         self.run_config("auto")
         self.run_config("cpu")
@@ -102,7 +103,7 @@ class BuiltinMlpGpuTest(CairnTestCase):
         for g, c in zip(gpu, cpu):
             self.assertAlmostEqual(g, c, delta=0.05 * c)
 
-    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    @needs("gpu", USABLE, WHY)
     def test_gpu_run_repeats_bit_for_bit(self):
         self.run_config("cuda")
         self.run_config("cuda")
@@ -111,7 +112,7 @@ class BuiltinMlpGpuTest(CairnTestCase):
         self.assertEqual(a["training"], b["training"])
         self.assertEqual(a["validation"], b["validation"])
 
-    @unittest.skipUnless(USABLE, "needs a GPU: " + WHY)
+    @needs("gpu", USABLE, WHY)
     def test_later_trials_load_the_kernels_from_the_store_and_a_damaged_entry_is_replaced(self):
         cache = os.path.join(self.dir, ".cairn", "cache", "kernels")
 
@@ -143,7 +144,8 @@ class BuiltinMlpGpuTest(CairnTestCase):
         for curve in curves[1:]:
             self.assertEqual(curve, curves[0])
 
-    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    # tests/fake_cuda can be told to fail (FAKE_CUDA_*): these run on it only.
+    @needs("fake_gpu", USABLE and FAKE, "tests/fake_cuda on the library path: " + WHY)
     def test_gpu_failures_a_restart_cannot_fix_exit_2_and_others_1(self):
         # (what the emulated GPU does, samples, exit status, the line the trial ends with)
         cases = [
@@ -181,7 +183,8 @@ class BuiltinMlpGpuTest(CairnTestCase):
                                   if "FAKE_CUDA_MEMORY" in env
                                   else "refuses", logs)
 
-    @unittest.skipUnless(USABLE and FAKE, "needs tests/fake_cuda, which can be told to fail")
+    # tests/fake_cuda can be told to fail (FAKE_CUDA_*): these run on it only.
+    @needs("fake_gpu", USABLE and FAKE, "tests/fake_cuda on the library path: " + WHY)
     def test_cuinit_no_device_ends_the_trial_and_an_unknown_error_is_retried(self):
         # (the cuInit error, exit status, the line the trial ends with)
         cases = [
@@ -201,8 +204,8 @@ class BuiltinMlpGpuTest(CairnTestCase):
     # `auto` with two ranks whose machines differ (FAKE_CUDA_NO_DEVICE_RANK hides the
     # emulated GPU from one rank). NCCL must be found, or `auto` picks the CPU on every rank
     # with several ranks whatever the GPU, and the ranks never disagree.
-    @unittest.skipUnless(USABLE and FAKE and nccl_usable(),
-                         "needs tests/fake_cuda and libnccl (found, not used)")
+    @needs("fake_gpu_nccl", USABLE and FAKE and nccl_usable(),
+           "tests/fake_cuda and libnccl (found, not used)")
     def test_auto_ranks_follow_rank_0_and_fail_at_once_when_they_cannot(self):
         self.write("mlp.yaml", RANKS_CONFIG)
         # Rank 0 has no GPU: it picks the CPU, and rank 1, which has one, follows it.
@@ -226,18 +229,20 @@ class BuiltinMlpGpuTest(CairnTestCase):
                       "1 cannot: CUDA driver 13.0 found but no CUDA device",
                       self.cairn("logs", "2.1", "--rank", "1", check=0).stdout)
 
-    @unittest.skipIf(USABLE, "tests the machine without a GPU")
+    # Runs everywhere: CUDA_VISIBLE_DEVICES="" hides a GPU, real or emulated, from cairn
+    # and its trials.
     def test_cuda_without_a_gpu_fails_clearly_and_auto_falls_back(self):
-        run = self.run_config("cuda", length=2, check=None)
+        hidden = {"CUDA_VISIBLE_DEVICES": ""}
+        run = self.run_config("cuda", length=2, check=None, env=hidden)
         self.assertEqual(run.returncode, 1)
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["exit"]["code"], 2)
         logs = self.cairn("logs", "1.1", check=0).stdout + run.stderr
         self.assertIn("hyperparameter 'device' is \"cuda\" but this machine cannot train on a GPU",
                       logs)
-        self.run_config("auto", length=2)
+        self.run_config("auto", length=2, env=hidden)
         self.assertEqual(self.cairn_json("show", "2.1", "--json")["state"], "COMPLETED")
         self.assertIn("device cpu (auto: ", self.cairn("logs", "2.1", check=0).stdout)
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

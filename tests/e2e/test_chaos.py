@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 PYTHON_TRIAL = r'''
 import os, sys, time
@@ -93,7 +94,7 @@ class ChaosTest(CairnTestCase):
                     pass
             else:
                 proc.send_signal(signal.SIGKILL)
-                proc.wait()
+                proc.wait(timeout=120)
                 done["cairn"] += 1
                 proc = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir, env=env, stdout=log,
                                         stderr=subprocess.STDOUT)
@@ -125,7 +126,7 @@ class ChaosTest(CairnTestCase):
         with open(os.path.join(ref_dir, "mlp.yaml"), "w") as f:
             f.write(MLP_CONFIG % (60, 2))
         started = time.monotonic()
-        ref = subprocess.run([CAIRN, "run", "mlp.yaml"], cwd=ref_dir, capture_output=True, text=True)
+        ref = subprocess.run([CAIRN, "run", "mlp.yaml"], cwd=ref_dir, capture_output=True, text=True, timeout=300)
         self.assertEqual(ref.returncode, 0, ref.stderr)
         # Training time depends on the machine: pace the kills so that all of them land
         # within about two thirds of an uninterrupted run, however fast it is.
@@ -146,4 +147,4 @@ class ChaosTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

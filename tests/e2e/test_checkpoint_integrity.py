@@ -9,7 +9,10 @@ import textwrap
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs, read_line_until, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
+
+USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
 
 # Crashes once at CRASH_AT, after waiting for the test's go-ahead, so the test can tamper
 # with the store in between. Checkpoint payloads differ per step (no shared objects).
@@ -34,7 +37,8 @@ for op in ctx.operations():
         if step == crash_at and not os.path.exists(os.path.join(out, "crashed.marker")):
             open(os.path.join(out, "crashed.marker"), "w").close()
             open(os.path.join(out, "ready.marker"), "w").close()
-            while not os.path.exists(os.path.join(out, "go.marker")):
+            held = time.monotonic() + 120  # never outlives a test that failed before "go"
+            while not os.path.exists(os.path.join(out, "go.marker")) and time.monotonic() < held:
                 time.sleep(0.02)
             os._exit(7)
         if ctx.checkpoint_due(step):
@@ -121,12 +125,9 @@ for op in ctx.operations():
         self.assertNotEqual(export.returncode, 0)
         self.assertIn("corrupt", export.stderr)
 
+    @needs("userns", USERNS, USERNS_WHY)
     def test_disk_full_during_a_checkpoint_loses_nothing(self):
         # A small file system of our own: a tmpfs in a user+mount namespace (no root needed).
-        probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
-                               capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.decode().strip())
         self.write("train.py", TRAIN)
         script = textwrap.dedent("""\
             set -e
@@ -170,16 +171,13 @@ for op in ctx.operations():
     def in_namespace_with_a_full_disk(self, script):
         """Runs `script` (bash, in the test directory) where `full/` is a tmpfs with no space
         left; returns the CompletedProcess. Skips where no tmpfs can be mounted."""
-        probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
-                               capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot mount a tmpfs in a user namespace here: %s" % probe.stderr.decode().strip())
         prologue = ("set -e\nmkdir -p full && mount -t tmpfs -o size=1m tmpfs full\n"
                     "head -c 2000000 /dev/zero > full/filler 2>/dev/null || true\nset +e\n")
         return subprocess.run(["unshare", "-rm", "bash", "-c", prologue + script], cwd=self.dir,
                               env=dict(os.environ, CAIRN=CAIRN, NO_COLOR="1"), capture_output=True,
                               text=True, timeout=120)
 
+    @needs("userns", USERNS, USERNS_WHY)
     def test_the_store_stays_readable_on_a_full_disk(self):
         self.write("train.py", TRAIN)
         self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
@@ -195,6 +193,7 @@ for op in ctx.operations():
             """))
         self.assertEqual((proc.stdout, proc.returncode), ("", 0), proc.stderr)
 
+    @needs("userns", USERNS, USERNS_WHY)
     def test_a_checkpoint_that_cannot_be_restored_for_space_leaves_the_experiment_resumable(self):
         self.write("train.py", TRAIN)
         self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n"
@@ -209,9 +208,8 @@ for op in ctx.operations():
         pause = subprocess.Popen([CAIRN, "pause", "1"], cwd=self.dir, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.addCleanup(pause.kill)
-        for line in proc.stdout:
-            if "pausing" in line:
-                break
+        read_line_until(proc.stdout, lambda line: "pausing" in line, timeout=60,
+                        what="the coordinator saying it is pausing")
         open(os.path.join(self.dir, "go.marker"), "w").close()
         proc.communicate(timeout=60)
         self.assertEqual(pause.wait(timeout=60), 0)
@@ -338,4 +336,4 @@ class SameStep(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

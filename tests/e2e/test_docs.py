@@ -15,9 +15,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cairn_testlib  # noqa: E402
 
 SOURCE_DIR = Path(os.environ.get("CAIRN_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 CAIRN_BIN = Path(os.environ.get("CAIRN_BIN", SOURCE_DIR / "build" / "cairn"))
@@ -34,6 +38,12 @@ def run(args, **kwargs):
     env = dict(os.environ, NO_COLOR="1", LC_ALL="C.UTF-8")
     env.update(kwargs.pop("env", {}))
     return subprocess.run(args, capture_output=True, timeout=TIMEOUT_S, env=env, **kwargs)
+
+
+def require_tool(test, tool):
+    # ./install.sh --test installs every tool these tests use: a missing one is a failure,
+    # not a skip (tests/README.md, "Skips").
+    test.assertTrue(shutil.which(tool), "%s is not installed (./install.sh --test installs it)" % tool)
 
 
 def require_binary(test):
@@ -196,15 +206,13 @@ class DocsAgreeWithEachOther(unittest.TestCase):
 
 class ManPage(unittest.TestCase):
     def test_renders_with_groff_without_warnings(self):
-        if not shutil.which("groff"):
-            self.skipTest("groff is not installed")
+        require_tool(self, "groff")
         result = run(["groff", "-man", "-Tutf8", "-ww", "-z", str(MAN_PAGE)])
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         self.assertEqual(result.stderr.decode(), "")
 
     def test_renders_with_man(self):
-        if not shutil.which("man"):
-            self.skipTest("man is not installed")
+        require_tool(self, "man")
         result = run(["man", "--warnings", "-l", str(MAN_PAGE)], env={"MANWIDTH": "80"})
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         self.assertEqual(result.stderr.decode(), "")
@@ -395,17 +403,15 @@ class BashCompletion(unittest.TestCase):
 
 class OtherShells(unittest.TestCase):
     def test_zsh_syntax(self):
-        if not shutil.which("zsh"):
-            self.skipTest("zsh is not installed")
+        require_tool(self, "zsh")
         result = run(["zsh", "-n", str(COMPLETIONS["zsh"])])
         self.assertEqual(result.returncode, 0, result.stderr.decode())
 
     def test_fish_syntax(self):
-        if not shutil.which("fish"):
-            self.skipTest("fish is not installed")
+        require_tool(self, "fish")
         result = run(["fish", "--no-execute", str(COMPLETIONS["fish"])])
         self.assertEqual(result.returncode, 0, result.stderr.decode())
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

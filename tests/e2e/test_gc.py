@@ -10,6 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 # Validates and checkpoints every step. val_loss is best at step 3. Every checkpoint holds
 # step-specific weights and the same vocabulary file (stored once, shared by all of them).
@@ -93,7 +94,7 @@ class GcTest(CairnTestCase):
                    and len(self.steps("1.1")) == 6, what="six checkpoints")
         pid = self.cairn_json("show", "1.1", "--json")["pid"]
         run.kill()
-        run.wait()
+        run.wait(timeout=120)
         os.kill(pid, 9)
         wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % pid) or
                    open("/proc/%d/cmdline" % pid).read() == "", what="the trial to die")
@@ -133,7 +134,7 @@ class GcTest(CairnTestCase):
         def stop_held():
             if held.poll() is None:
                 held.kill()
-            held.communicate()
+            held.communicate(timeout=120)
         self.addCleanup(stop_held)
         wait_until(lambda: self.cairn("checkpoints", "2.1", "--json").returncode == 0
                    and len(self.steps("2.1")) >= 2, what="experiment 2's first checkpoints")
@@ -173,4 +174,4 @@ class GcTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

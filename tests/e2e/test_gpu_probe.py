@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(CAIRN))
 OLD_DRIVER = os.path.join(BUILD, "fake_cuda_old")
@@ -31,8 +32,8 @@ def with_library_path(path):
 
 
 class GpuProbeTest(CairnTestCase):
-    @unittest.skipUnless(os.path.isdir(OLD_DRIVER), "needs " + OLD_DRIVER)
     def test_a_driver_too_old_for_the_trainer_is_not_reported_usable(self):
+        self.assertTrue(os.path.isdir(OLD_DRIVER), "needs %s, built with the tests" % OLD_DRIVER)
         env = with_library_path(OLD_DRIVER)
         checks = {c["check"]: c for c in json.loads(self.cairn("doctor", "--json", env=env).stdout)}
         self.assertEqual(checks["gpu"]["status"], "warn", checks["gpu"])
@@ -58,8 +59,8 @@ class GpuProbeTest(CairnTestCase):
         self.assertEqual(trial["state"], "COMPLETED", trial)
         self.assertIn("device cpu (auto: CUDA driver 10.2 is too old", self.cairn("logs", "2.1").stdout)
 
-    @unittest.skipUnless(os.path.isdir(OLD_NCCL), "needs " + OLD_NCCL)
     def test_an_nccl_too_old_for_cairn_is_found_and_fingerprinted_but_not_usable(self):
+        self.assertTrue(os.path.isdir(OLD_NCCL), "needs %s, built with the tests" % OLD_NCCL)
         # tests/fake_cuda/fake_nccl_old.cc: NCCL 2.12, as a PyTorch trial may bring.
         env = with_library_path(OLD_NCCL)
         version = json.loads(self.cairn("version", "--json", env=env).stdout)
@@ -92,4 +93,4 @@ class GpuProbeTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

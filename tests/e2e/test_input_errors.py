@@ -6,6 +6,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CairnTestCase  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 MLP = """entrypoint: builtin:mlp
 hyperparameters: {lr: 0.1}
@@ -87,4 +88,4 @@ class DamagedExperimentTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

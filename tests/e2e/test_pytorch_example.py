@@ -9,13 +9,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import PYTHON, SOURCE, CairnTestCase  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 EXAMPLE = os.path.join(SOURCE, "examples", "pytorch")
 
 
 def _torch_available():
     probe = subprocess.run([PYTHON, "-c", "import torch, sklearn"], capture_output=True,
-                           text=True)
+                           text=True, timeout=120)
     return probe.returncode == 0, probe.stderr.strip().splitlines()[-1:] or [""]
 
 
@@ -85,4 +86,4 @@ if __name__ == "__main__":
     if not available:
         print("skipped: %s cannot import torch and sklearn (%s)" % (PYTHON, reason[0]))
         sys.exit(77)
-    unittest.main()
+    sys.exit(cairn_testlib.main())

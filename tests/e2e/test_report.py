@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CairnTestCase  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 CONFIG = """entrypoint: builtin:mlp
 hyperparameters:
@@ -86,4 +87,4 @@ class ReportTest(CairnTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

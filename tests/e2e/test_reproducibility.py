@@ -11,6 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 # A deterministic Python trial: its loss depends on the data file, lr and the seed (through
 # the `random` module, which the SDK seeds). NOISE is replaced to make it non-deterministic.
@@ -368,7 +369,7 @@ class ReproducibilityTest(CairnTestCase):
                     "searcher: {name: single, metric: m, max_length: 1}\n"
                     "reproducibility: {snapshot_limit_mb: 1}\ndata: [../../../../sub]\n")
         run = subprocess.run([CAIRN, "run", "e.yaml"], cwd=proj, capture_output=True, text=True,
-                             env={k: v for k, v in os.environ.items() if k != "CAIRN_DIR"})
+                             env={k: v for k, v in os.environ.items() if k != "CAIRN_DIR"}, timeout=300)
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(os.listdir(os.path.join(proj, "sub")), ["precious.txt"])
         self.assertFalse(os.path.islink(os.path.join(proj, "sub")))
@@ -559,9 +560,9 @@ searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1
         # The usual layout: .cairn/ inside a git checkout. The re-run's checkout lies in
         # .cairn/reproduce/, below the project's repository, yet belongs to none of it (the
         # store's own .gitignore says `*`): its snapshot must still hold every file.
-        subprocess.run(["git", "init", "-q"], cwd=self.dir, check=True)
+        subprocess.run(["git", "init", "-q"], cwd=self.dir, check=True, timeout=120)
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit",
-                        "-q", "--allow-empty", "-m", "first"], cwd=self.dir, check=True)
+                        "-q", "--allow-empty", "-m", "first"], cwd=self.dir, check=True, timeout=120)
         self.write("exp.yaml", CONFIG.replace("reproducibility: {seed: 17}\n", ""))
         self.cairn("run", "exp.yaml", check=0)
         proc = self.cairn("reproduce", "1.1", "--verify")
@@ -577,7 +578,7 @@ searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1
         def git(*args):
             return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
                                    *args], cwd=repo, check=True, capture_output=True,
-                                  text=True).stdout
+                                  text=True, timeout=120).stdout
 
         git("init", "-q", "-b", "main")
         self.write("repo/train.py", TRAIN.replace("NOISE", "0.0"))
@@ -609,7 +610,7 @@ searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1
 
         before = state()
         proc = subprocess.run([CAIRN, "run", "exp.yaml"], cwd=repo, capture_output=True, text=True,
-                              env=dict(os.environ, NO_COLOR="1"))
+                              env=dict(os.environ, NO_COLOR="1"), timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         after = state()
         self.assertEqual(before[2], after[2])
@@ -619,20 +620,20 @@ searcher: {name: grid, metric: val_loss, max_length: 1, max_concurrent_trials: 1
             self.assertEqual(before[0][name], after[0][name], name)
 
         exp = json.loads(subprocess.run([CAIRN, "show", "1", "--json"], cwd=repo, check=True,
-                                        capture_output=True, text=True).stdout)
+                                        capture_output=True, text=True, timeout=120).stdout)
         self.assertEqual(exp["code"]["git"]["head"], git("rev-parse", "HEAD").strip())
         self.assertEqual(exp["code"]["git"]["branch"], "main")
         self.assertTrue(exp["code"]["git"]["dirty"])
         store_git = ["git", "--git-dir", os.path.join(repo, ".cairn", "code.git")]
         listed = subprocess.run(store_git + ["ls-tree", "-r", "--name-only", exp["code"]["commit"]],
-                                check=True, capture_output=True, text=True).stdout.split()
+                                check=True, capture_output=True, text=True, timeout=120).stdout.split()
         self.assertEqual(sorted(listed), [".gitignore", "exp.yaml", "new.txt", "notes.txt",
                                           "train.py"])
         notes = subprocess.run(store_git + ["show", exp["code"]["commit"] + ":notes.txt"],
-                               check=True, capture_output=True, text=True).stdout
+                               check=True, capture_output=True, text=True, timeout=120).stdout
         self.assertEqual(notes, "v3 unstaged\n", "the snapshot holds the working tree")
         self.assertEqual([f["path"] for f in exp["data"]["files"]], ["data/train.csv"])
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

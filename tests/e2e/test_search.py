@@ -12,6 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
 
 # An instant trial: each unit it trains appends a line to units.txt, so tests count what
 # trials actually trained, not what cairn says. Its metric is a fixed function of x and step.
@@ -160,16 +161,20 @@ reproducibility: {seed: 3}
         proc = subprocess.Popen([CAIRN, "run", "hb.yaml"], cwd=self.dir, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
         kills = 0
-        while True:
+        # Bounded: at most 20 kills, then the last resume gets 120 s to finish, so a resume
+        # that never ends fails the test instead of looping until ctest's limit.
+        while kills < 20:
             try:
                 proc.wait(timeout=rng.uniform(0.2, 0.8))
                 break
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
-                proc.wait()
+                proc.wait(timeout=30)
                 kills += 1
                 proc = subprocess.Popen([CAIRN, "resume", "2"], cwd=self.dir, env=env, stdout=log,
                                         stderr=subprocess.STDOUT)
+        else:
+            proc.wait(timeout=120)
         log.flush()
         with open(os.path.join(self.dir, "driver.log")) as f:
             out = f.read()
@@ -207,4 +212,4 @@ reproducibility: {seed: 3}
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(cairn_testlib.main())

@@ -1,10 +1,18 @@
 // A host emulation of the slice of the CUDA driver API cairn uses (gpu/cuda_driver.h), built
 // as libcuda.so.1 for tests only: put its directory on LD_LIBRARY_PATH and cairn's GPU path
-// runs on the CPU. "Device memory" is host memory, streams and events are synchronous, and
-// a kernel launch calls the kernel of trainer/mlp_cuda_kernels.cu compiled as host C++ on the
-// calling thread (the module image NVRTC built is accepted and ignored). So the tests exercise
-// everything of builtin:mlp's GPU path except the GPU: the driver calls, buffer layout, kernel
-// arguments, the cuBLAS operand mapping (with fake_cublas.cc), the trainer's wiring, checkpoints.
+// runs on the CPU. "Device memory" is host memory, and a kernel launch runs the kernel of
+// trainer/mlp_cuda_kernels.cu compiled as host C++ (the module image NVRTC built is
+// accepted and ignored). So the tests exercise everything of builtin:mlp's GPU path except
+// the GPU: the driver calls, buffer layout, kernel arguments, the cuBLAS operand mapping
+// (with fake_cublas.cc), the trainer's wiring, checkpoints.
+//
+// It is stricter than one thread would be, so that bugs a GPU shows show here too:
+// - a launch runs the kernel body once per (block, thread) of its grid, last block and
+//   last thread first, so a kernel that ignores its index, or that assumes thread 0 ran
+//   before the others, gives wrong results; a block's threads run as fibers that take
+//   turns at __syncthreads;
+// - streams defer their work (fake_stream.h) until a synchronisation, so a result read
+//   without one is stale.
 //
 // Never shipped, never loaded unless a test puts it on the library path.
 #include <ucontext.h>
@@ -12,14 +20,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "tests/fake_cuda/fake_stream.h"
 
 namespace fake_kernels {
 
@@ -27,8 +40,7 @@ struct Dim3 {
   unsigned x = 0;
 };
 // Per OS thread: ranks run as threads in some tests, each launching its own kernels.
-thread_local Dim3 threadIdx;
-Dim3 blockIdx{0}, blockDim{1}, gridDim{1};
+thread_local Dim3 threadIdx, blockIdx, blockDim{1}, gridDim{1};
 
 // A block's threads run as fibers (ucontext) on the launching thread, taking turns:
 // __syncthreads hands over to the next one, so every thread reaches the barrier before any
@@ -40,7 +52,7 @@ struct Block {
   std::function<void()> body;
   unsigned current = 0;
 };
-Block* block = nullptr;
+thread_local Block* block = nullptr;
 
 inline void __syncthreads() {
   swapcontext(&block->fibers[block->current], &block->scheduler);
@@ -56,17 +68,40 @@ inline void __syncthreads() {
 
 namespace {
 
-using Launch = std::function<void(void**, unsigned threads)>;
+// A launch binds the kernel's arguments (copied now: `params` points at the caller's
+// variables, which are gone by the time the stream runs the work) and the grid, and returns
+// the work to run.
+using Launch =
+    std::function<std::function<void()>(void** params, unsigned blocks, unsigned threads)>;
 
 template <typename... A, size_t... I>
-void call(void (*f)(A...), void** params, std::index_sequence<I...>) {
-  f(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(params[I])...);
+auto bind_args(void** params, std::index_sequence<I...>) {
+  return std::make_tuple(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(params[I])...);
 }
 
-// Grid-stride kernels run as one thread, which walks every element.
+// Sets the index variables of one (block, thread) of the grid.
+void at(unsigned b, unsigned t, unsigned blocks, unsigned threads) {
+  fake_kernels::blockIdx.x = b;
+  fake_kernels::threadIdx.x = t;
+  fake_kernels::blockDim.x = threads;
+  fake_kernels::gridDim.x = blocks;
+}
+
+// A kernel without __syncthreads: the body once per (block, thread), from the last block's
+// last thread down to thread 0 of block 0, each to its end before the next starts.
 template <typename... A>
 Launch serial(void (*f)(A...)) {
-  return [f](void** params, unsigned) { call(f, params, std::index_sequence_for<A...>{}); };
+  return [f](void** params, unsigned blocks, unsigned threads) -> std::function<void()> {
+    auto args = bind_args<A...>(params, std::index_sequence_for<A...>{});
+    return [f, args, blocks, threads] {
+      for (unsigned b = blocks; b-- > 0;)
+        for (unsigned t = threads; t-- > 0;) {
+          at(b, t, blocks, threads);
+          std::apply(f, args);
+        }
+      at(0, 0, 1, 1);
+    };
+  };
 }
 
 void fiber_main() {
@@ -74,42 +109,48 @@ void fiber_main() {
   fake_kernels::block->done[fake_kernels::block->current] = true;
 }  // returns to the scheduler through uc_link
 
-// A kernel that uses __syncthreads: one fiber per CUDA thread of its one block. One such
-// launch at a time in the process (the block's shared memory and the fibers are globals),
-// which matters when a test runs several "GPU" ranks as threads.
+// A kernel that uses __syncthreads: the blocks one after another (last first), each with
+// one fiber per CUDA thread, scheduled last thread first. One such block at a time in the
+// process (its shared memory is static), which matters when a test runs several "GPU"
+// ranks as threads.
 std::mutex block_launch;
 
 template <typename... A>
 Launch block(void (*f)(A...)) {
-  return [f](void** params, unsigned threads) {
-    std::lock_guard<std::mutex> one_block_at_a_time(block_launch);
-    fake_kernels::Block b;
-    b.body = [&] { call(f, params, std::index_sequence_for<A...>{}); };
-    b.fibers.resize(threads);
-    b.done.assign(threads, false);
-    static std::vector<std::unique_ptr<char[]>> stacks;  // kept across launches
-    constexpr size_t kStack = 64 << 10;
-    while (stacks.size() < threads) stacks.push_back(std::make_unique<char[]>(kStack));
-    for (unsigned t = 0; t < threads; ++t) {
-      getcontext(&b.fibers[t]);
-      b.fibers[t].uc_stack.ss_sp = stacks[t].get();
-      b.fibers[t].uc_stack.ss_size = kStack;
-      b.fibers[t].uc_link = &b.scheduler;
-      makecontext(&b.fibers[t], fiber_main, 0);
-    }
-    fake_kernels::block = &b;
-    for (bool running = true; running;) {  // rounds until every thread has returned
-      running = false;
-      for (unsigned t = 0; t < threads; ++t) {
-        if (b.done[t]) continue;
-        running = true;
-        b.current = t;
-        fake_kernels::threadIdx.x = t;
-        swapcontext(&b.scheduler, &b.fibers[t]);
+  return [f](void** params, unsigned blocks, unsigned threads) -> std::function<void()> {
+    auto args = bind_args<A...>(params, std::index_sequence_for<A...>{});
+    return [f, args, blocks, threads] {
+      std::lock_guard<std::mutex> one_block_at_a_time(block_launch);
+      static std::vector<std::unique_ptr<char[]>> stacks;  // kept across launches
+      constexpr size_t kStack = 64 << 10;
+      while (stacks.size() < threads) stacks.push_back(std::make_unique<char[]>(kStack));
+      for (unsigned blk = blocks; blk-- > 0;) {
+        fake_kernels::Block b;
+        b.body = [&] { std::apply(f, args); };
+        b.fibers.resize(threads);
+        b.done.assign(threads, false);
+        for (unsigned t = 0; t < threads; ++t) {
+          getcontext(&b.fibers[t]);
+          b.fibers[t].uc_stack.ss_sp = stacks[t].get();
+          b.fibers[t].uc_stack.ss_size = kStack;
+          b.fibers[t].uc_link = &b.scheduler;
+          makecontext(&b.fibers[t], fiber_main, 0);
+        }
+        fake_kernels::block = &b;
+        for (bool running = true; running;) {  // rounds until every thread has returned
+          running = false;
+          for (unsigned t = threads; t-- > 0;) {
+            if (b.done[t]) continue;
+            running = true;
+            b.current = t;
+            at(blk, t, blocks, threads);
+            swapcontext(&b.scheduler, &b.fibers[t]);
+          }
+        }
+        fake_kernels::block = nullptr;
       }
-    }
-    fake_kernels::block = nullptr;
-    fake_kernels::threadIdx.x = 0;
+      at(0, 0, 1, 1);
+    };
   };
 }
 
@@ -132,9 +173,57 @@ struct Function {
   const Launch* launch;
 };
 
-int context_marker, module_marker, stream_marker, event_marker;
+int context_marker, module_marker;
+
+// A stream: its pending work, run in order by flush().
+struct Stream {
+  bool blocking = true;
+  std::mutex mutex;
+  std::deque<std::function<void()>> pending;
+
+  void flush() {
+    std::lock_guard<std::mutex> lock(mutex);
+    while (!pending.empty()) {
+      pending.front()();
+      pending.pop_front();
+    }
+  }
+};
+
+std::mutex streams_mutex;
+std::set<Stream*> streams;
+
+// Runs every stream's pending work (or the blocking streams' only), as cuMemFree and a
+// synchronous copy wait for them on a GPU.
+void flush_streams(bool blocking_only) {
+  std::vector<Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex);
+    all.assign(streams.begin(), streams.end());
+  }
+  for (Stream* s : all)
+    if (!blocking_only || s->blocking) s->flush();
+}
+
+struct Event {
+  Stream* stream = nullptr;
+  bool done = true;
+};
 
 }  // namespace
+
+void fake_cuda_enqueue(void* handle, std::function<void()> work) {
+  if (!handle) {  // the legacy default stream waits for the blocking streams
+    flush_streams(true);
+    work();
+    return;
+  }
+  auto* stream = static_cast<Stream*>(handle);
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  stream->pending.push_back(std::move(work));
+}
+
+namespace {}  // namespace
 
 extern "C" {
 
@@ -219,27 +308,54 @@ CUresult cuDevicePrimaryCtxRelease_v2(int) {
 CUresult cuCtxSetCurrent(void*) {
   return kOk;
 }
-CUresult cuStreamCreate(void** stream, unsigned) {
-  *stream = &stream_marker;
+CUresult cuStreamCreate(void** stream, unsigned flags) {
+  auto* s = new Stream;
+  s->blocking = (flags & 0x1) == 0;  // CU_STREAM_NON_BLOCKING
+  std::lock_guard<std::mutex> lock(streams_mutex);
+  streams.insert(s);
+  *stream = s;
   return kOk;
 }
-CUresult cuStreamDestroy_v2(void*) {
+CUresult cuStreamDestroy_v2(void* stream) {
+  auto* s = static_cast<Stream*>(stream);
+  s->flush();  // a GPU finishes the work of a destroyed stream
+  std::lock_guard<std::mutex> lock(streams_mutex);
+  streams.erase(s);
+  delete s;
   return kOk;
 }
-CUresult cuStreamSynchronize(void*) {
+CUresult cuStreamSynchronize(void* stream) {
+  if (stream)
+    static_cast<Stream*>(stream)->flush();
+  else
+    flush_streams(true);
+  return kOk;
+}
+CUresult cuCtxSynchronize() {
+  flush_streams(false);
   return kOk;
 }
 CUresult cuEventCreate(void** event, unsigned) {
-  *event = &event_marker;
+  *event = new Event;
   return kOk;
 }
-CUresult cuEventRecord(void*, void*) {
+CUresult cuEventRecord(void* event, void* stream) {
+  auto* e = static_cast<Event*>(event);
+  e->stream = static_cast<Stream*>(stream);
+  e->done = false;
+  fake_cuda_enqueue(stream, [e] { e->done = true; });
   return kOk;
 }
-CUresult cuEventQuery(void*) {
-  return kOk;
+// Not ready until the stream has run up to the event: the first query of a pending event
+// answers CUDA_ERROR_NOT_READY and lets the stream run, as a GPU would meanwhile.
+CUresult cuEventQuery(void* event) {
+  auto* e = static_cast<Event*>(event);
+  if (e->done) return kOk;
+  if (e->stream) e->stream->flush();
+  return 600;  // CUDA_ERROR_NOT_READY
 }
-CUresult cuEventDestroy_v2(void*) {
+CUresult cuEventDestroy_v2(void* event) {
+  delete static_cast<Event*>(event);
   return kOk;
 }
 CUresult cuMemAlloc_v2(unsigned long long* ptr, size_t bytes) {
@@ -257,6 +373,7 @@ CUresult cuMemAlloc_v2(unsigned long long* ptr, size_t bytes) {
   return kOk;
 }
 CUresult cuMemFree_v2(unsigned long long ptr) {
+  flush_streams(false);  // cuMemFree waits for the work that may use the memory
   std::free(reinterpret_cast<void*>(ptr));
   return kOk;
 }
@@ -269,23 +386,38 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
     *free = *total = std::strtoull(memory, nullptr, 10);
   return kOk;
 }
+// Synchronous copies wait for the blocking streams only, as on a GPU: work on a stream
+// created CU_STREAM_NON_BLOCKING (as cairn's are) may still be pending.
 CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t bytes) {
+  flush_streams(true);
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kOk;
 }
 CUresult cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t bytes) {
+  flush_streams(true);
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kOk;
 }
-CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t bytes, void*) {
-  return cuMemcpyHtoD_v2(dst, src, bytes);
+// From pageable host memory the driver stages the source before returning, so the caller
+// may reuse it at once; the device sees it when the stream gets there.
+CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t bytes, void* stream) {
+  auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                    static_cast<const char*>(src) + bytes);
+  fake_cuda_enqueue(stream, [dst, staged] {
+    std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
+  });
+  return kOk;
 }
-CUresult cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t bytes, void*) {
-  return cuMemcpyDtoH_v2(dst, src, bytes);
+CUresult cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t bytes, void* stream) {
+  fake_cuda_enqueue(
+      stream, [dst, src, bytes] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
+  return kOk;
 }
-CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, void*) {
-  auto* p = reinterpret_cast<unsigned*>(dst);
-  for (size_t i = 0; i < count; ++i) p[i] = value;
+CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, void* stream) {
+  fake_cuda_enqueue(stream, [dst, value, count] {
+    auto* p = reinterpret_cast<unsigned*>(dst);
+    for (size_t i = 0; i < count; ++i) p[i] = value;
+  });
   return kOk;
 }
 CUresult cuModuleLoadData(void** module, const void* image) {
@@ -310,9 +442,11 @@ CUresult cuModuleGetFunction(void** function, void*, const char* name) {
 CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shared, void* stream, void** params,
                         void** extra) {
-  if (!function || !params || gx == 0 || bx == 0 || gy != 1 || gz != 1 || by != 1 || bz != 1)
+  // 1024 threads a block at most, as on every GPU cairn supports.
+  if (!function || !params || gx == 0 || bx == 0 || bx > 1024 || gy != 1 || gz != 1 || by != 1 ||
+      bz != 1)
     return kInvalidValue;
-  (*static_cast<Function*>(function)->launch)(params, bx);
+  fake_cuda_enqueue(stream, (*static_cast<Function*>(function)->launch)(params, gx, bx));
   return kOk;
 }
 // NVRTC opens libcuda.so.1 itself and asks for the driver's private export tables; "not

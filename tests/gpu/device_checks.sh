@@ -96,7 +96,7 @@ step() {
 # test of "Debian's python3" fails here: /usr/bin/python3 is the shell wrapper above.
 unit_all=""
 if [[ $steps == ,all, || $steps == *,unit_all,* ]]; then
-  (timeout -k 5 200 "$B/bin/cairn_unit_tests" >"$out/unit_all.txt" 2>&1
+  (timeout -k 5 200 "$B/bin/cairn_unit_tests" '-tce=*[needs *' >"$out/unit_all.txt" 2>&1
     echo "unit_all (background): rc=$?" >>"$out/summary.txt") &
   unit_all=$!
 fi
@@ -104,7 +104,7 @@ fi
 # The GPU unit tests with every message (doctest prints MESSAGE only with -s); the passing
 # assertions are left out of the file.
 gpu_unit() {
-  "$B/bin/cairn_unit_tests" -s '-tc=*cuda*,*GPU*,*nccl*,*NVRTC*,*kernel cache*,*device auto*' \
+  "$B/bin/cairn_unit_tests" -s '-tc=*[needs gpu]*,*[needs nvrtc]*,*[needs nccl]*,*kernel cache*,*device auto*' \
     >/tmp/unit_gpu.txt 2>&1
   local rc=$?
   grep -vE ': SUCCESS: |^$|^  (CHECK|REQUIRE)|^values: |^  [A-Z_]+\(|^=+$' /tmp/unit_gpu.txt
@@ -113,7 +113,8 @@ gpu_unit() {
 export -f gpu_unit
 export B
 step unit_gpu 120 unit.txt bash -c gpu_unit
-step e2e_builtin_mlp_gpu 150 e2e.txt /usr/bin/python3 tests/e2e/test_builtin_mlp_gpu.py -v
+# The tests that need a GPU and the one that hides it (tests/README.md, "Skips").
+step e2e_builtin_mlp_gpu 150 e2e.txt env CAIRN_TEST_NEEDS=-,gpu /usr/bin/python3 tests/e2e/test_builtin_mlp_gpu.py -v
 step bench 150 bench.txt /usr/bin/python3 bench/mlp_gpu_bench.py --cairn "$CAIRN_BIN" --reps 3
 # builtin:mlp's own end-to-end tests (quickstart, bit-exact resume after kill -9) with the
 # default device, which is auto: the GPU here.

@@ -19,6 +19,7 @@
 #include "gpu/cuda_device_buffer.h"
 #include "gpu/cuda_driver.h"
 #include "test_dir.h"
+#include "tests/unit/cairn_skip.h"
 
 namespace cairn {
 namespace {
@@ -321,20 +322,18 @@ TEST_CASE("gloo with one rank needs no peers, and bad ranks are refused") {
   CHECK(make_gloo_collective(kv, 0, 0).status().kind() == ErrorKind::kBadInput);
 }
 
-TEST_CASE("nccl all-reduce on the GPU (skipped without a GPU and NCCL)") {
+TEST_CASE("nccl all-reduce on the GPU [needs nccl]") {
   testing::TestDir dir;
   FileKeyValueStore kv(dir.path());
   if (!nccl_available()) {
     auto c = make_nccl_collective(kv, 0, 1);
     CHECK_FALSE(c.ok());
     CHECK(c.status().kind() == ErrorKind::kNotFound);
-    MESSAGE("SKIPPED: " << c.status().message());
-    return;
+    CAIRN_SKIP("needs nccl: " << c.status().message());
   }
   if (auto gpu = cuda::Context::retain(0);
       gpu.ok() && gpu->name().find("host emulation") != std::string::npos) {
-    MESSAGE("SKIPPED: NCCL needs a real GPU, not tests/fake_cuda's host emulation");
-    return;
+    CAIRN_SKIP("needs nccl: NCCL needs a real GPU, not tests/fake_cuda's host emulation");
   }
   // One GPU admits one NCCL rank, so the data path runs with one rank; the rendezvous
   // timeout runs with two (the second never comes).

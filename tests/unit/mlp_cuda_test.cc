@@ -2,11 +2,14 @@
 // - what runs without a GPU: the embedded kernels compile with NVRTC (whenever libnvrtc
 //   loads), the row-major → column-major mapping handed to cuBLAS is right (checked
 //   against OpenBLAS), device selection and the `device` hyperparameter;
-// - what needs a GPU (skipped with a message saying so when there is none): kernels and
-//   gradients against the CPU path on the same data and weights, optimizer updates bit for
-//   bit, training, checkpoints across devices, and gradient buckets over NCCL.
-// Where there is no GPU, ctest's unit_fake_gpu runs the GPU tests on tests/fake_cuda (the
-// driver and cuBLAS emulated on the host). NOTE: they have not run on a real GPU yet.
+// - what needs a GPU, NVRTC or NCCL ("[needs CAPABILITY]" in the name; CAIRN_SKIP says
+//   why when it is missing, and ctest runs each capability as an entry of its own, listed
+//   as Skipped where the machine lacks it): kernels and gradients against the CPU path on
+//   the same data and weights, optimizer updates bit for bit, training, checkpoints across
+//   devices, and gradient buckets over NCCL.
+// Where there is no GPU, ctest's unit_fake_gpu runs the "[needs gpu]" and "[needs fake
+// gpu]" cases on tests/fake_cuda (the driver and cuBLAS emulated on the host) and fails if
+// any of them skips.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "gpu/cuda_driver.h"
 #include "gpu/nvrtc.h"
 #include "optimizer_cases.h"
+#include "tests/unit/cairn_skip.h"
 #include "tests/unit/rank_threads.h"
 #include "tests/unit/test_dir.h"
 #include "trainer/blas.h"
@@ -42,14 +46,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// True (after printing why) when the GPU tests cannot run here.
-bool skip_without_gpu() {
-  if (Status st = cuda_mlp_available(); !st.ok()) {
-    MESSAGE("SKIPPED (needs a GPU): " << st.message());
-    return true;
-  }
-  return false;
+// Why the GPU tests cannot run here, or "" when they can.
+std::string why_no_gpu() {
+  const Status st = cuda_mlp_available();
+  return st.ok() ? "" : st.message();
 }
+
+// Skips the running case (tests/unit/cairn_skip.h) when there is no GPU, real or emulated.
+#define SKIP_WITHOUT_GPU() \
+  if (const std::string why = why_no_gpu(); !why.empty()) CAIRN_SKIP("needs gpu: " << why)
 
 // tests/fake_cuda (a host emulation of the driver and cuBLAS on LD_LIBRARY_PATH) runs
 // these tests without a GPU, except what needs NCCL, which the emulation cannot serve.
@@ -95,15 +100,13 @@ double relative_error(std::span<const float> a, std::span<const float> b) {
 
 // --- Without a GPU ---
 
-TEST_CASE("cuda kernels compile with NVRTC for sm_80 and sm_90 (skipped without libnvrtc)") {
+TEST_CASE("cuda kernels compile with NVRTC for sm_80 and sm_90 [needs nvrtc]") {
   const nvrtc::Info& info = nvrtc::info();
   if (!info.status.ok()) {
-    MESSAGE("SKIPPED (needs libnvrtc.so): " << info.status.message());
-    return;
+    CAIRN_SKIP("needs nvrtc: " << info.status.message());
   }
   if (info.major == 0) {
-    MESSAGE("SKIPPED (libnvrtc is tests/fake_cuda's stand-in, which compiles nothing)");
-    return;
+    CAIRN_SKIP("needs nvrtc: libnvrtc is tests/fake_cuda's stand-in, which compiles nothing");
   }
   MESSAGE("NVRTC " << info.major << "." << info.minor);
   for (int sm : {80, 90}) {
@@ -123,10 +126,11 @@ TEST_CASE("cuda kernels compile with NVRTC for sm_80 and sm_90 (skipped without 
   }
 }
 
-TEST_CASE("NVRTC reports a compile error in one line, and compiles PTX for an unknown GPU") {
+TEST_CASE(
+    "NVRTC reports a compile error in one line, and compiles PTX for an unknown GPU [needs "
+    "nvrtc]") {
   if (!nvrtc::info().status.ok() || nvrtc::info().major == 0) {
-    MESSAGE("SKIPPED (needs the real libnvrtc.so): " << nvrtc::info().status.message());
-    return;
+    CAIRN_SKIP("needs nvrtc: the real libnvrtc.so: " << nvrtc::info().status.message());
   }
   auto bad = nvrtc::compile("__global__ void f() { undefined_thing(); }", "bad.cu", 80,
                             nvrtc::Output::kPtx);
@@ -219,12 +223,12 @@ TEST_CASE("mlp hyperparameter device: auto by default, cpu or cuda, nothing else
         "hyperparameter 'device' must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
 }
 
-TEST_CASE("a cuda trainer without a GPU is a one-line error; auto trains on the CPU") {
+TEST_CASE(
+    "a cuda trainer without a GPU is a one-line error; auto trains on the CPU [needs no gpu]") {
   if (cuda_mlp_available().ok()) {
-    MESSAGE(
-        "SKIPPED (a GPU, or tests/fake_cuda's emulation of one, is here): tests the "
+    CAIRN_SKIP(
+        "needs no gpu: a GPU, or tests/fake_cuda's emulation of one, is here; this tests the "
         "fallback without one");
-    return;
   }
   auto cuda = create_alone(parse({{"device", "cuda"}, {"samples", 100}}), 1, ".");
   REQUIRE_FALSE(cuda.ok());
@@ -258,8 +262,8 @@ std::unique_ptr<CudaMlpModel> make_cuda_model(const MlpShape& shape,
   return std::move(made).value();
 }
 
-TEST_CASE("cuda forward/backward matches the CPU on the same data and weights (needs a GPU)") {
-  if (skip_without_gpu()) return;
+TEST_CASE("cuda forward/backward matches the CPU on the same data and weights [needs gpu]") {
+  SKIP_WITHOUT_GPU();
   // Widths that are not multiples of anything, and a hidden layer with dead ReLUs.
   const MlpShape shape{.inputs = 13, .hidden = 37, .layers = 2, .classes = 5};
   const int rows = 70;
@@ -308,8 +312,8 @@ TEST_CASE("cuda forward/backward matches the CPU on the same data and weights (n
   CHECK(std::abs(eval->loss_sum - cpu_stats.loss_sum) < 1e-5 * std::abs(cpu_stats.loss_sum));
 }
 
-TEST_CASE("cuda optimizer updates give the CPU's bits for the same gradients (needs a GPU)") {
-  if (skip_without_gpu()) return;
+TEST_CASE("cuda optimizer updates give the CPU's bits for the same gradients [needs gpu]") {
+  SKIP_WITHOUT_GPU();
   const MlpShape shape{.inputs = 6, .hidden = 19, .layers = 1, .classes = 3};
   const int rows = 33;
   const Batch batch = make_batch(rows, shape, 5);
@@ -344,8 +348,8 @@ TEST_CASE("cuda optimizer updates give the CPU's bits for the same gradients (ne
 
 TEST_CASE(
     "builtin:mlp trains on the GPU, repeats itself, and checkpoints cross devices "
-    "(needs a GPU)") {
-  if (skip_without_gpu()) return;
+    "[needs gpu]") {
+  SKIP_WITHOUT_GPU();
   testing::TestDir dir;
   const Json config = {{"optimizer", "adam"}, {"hidden", 32}, {"batch_size", 32}};
   auto make = [&](const char* device) {
@@ -397,15 +401,13 @@ TEST_CASE(
 
 TEST_CASE(
     "gradient buckets over NCCL with one rank leave GPU gradients as they are "
-    "(needs a GPU and NCCL)") {
-  if (skip_without_gpu()) return;
+    "[needs nccl]") {
+  SKIP_WITHOUT_GPU();
   if (!nccl_available()) {
-    MESSAGE("SKIPPED (needs NCCL)");
-    return;
+    CAIRN_SKIP("needs nccl: libnccl not found");
   }
   if (running_on_fake_gpu()) {
-    MESSAGE("SKIPPED (NCCL needs a real GPU, not tests/fake_cuda's host emulation)");
-    return;
+    CAIRN_SKIP("needs nccl: NCCL needs a real GPU, not tests/fake_cuda's host emulation");
   }
   const MlpShape shape{.inputs = 4, .hidden = 16, .layers = 3, .classes = 3};
   const int rows = 20;
@@ -450,15 +452,13 @@ TEST_CASE(
 // NCCL refuses two ranks on one GPU, so on a one-GPU machine the trainer's NCCL path (the
 // communicator, bucketed gradient all-reduce, the loss all-reduce) runs with one rank: it
 // must train exactly as the trainer does with no collective at all.
-TEST_CASE("builtin:mlp over NCCL with one rank trains as it does alone (needs a GPU and NCCL)") {
-  if (skip_without_gpu()) return;
+TEST_CASE("builtin:mlp over NCCL with one rank trains as it does alone [needs nccl]") {
+  SKIP_WITHOUT_GPU();
   if (!nccl_available()) {
-    MESSAGE("SKIPPED (needs NCCL)");
-    return;
+    CAIRN_SKIP("needs nccl: libnccl not found");
   }
   if (running_on_fake_gpu()) {
-    MESSAGE("SKIPPED (NCCL needs a real GPU, not tests/fake_cuda's host emulation)");
-    return;
+    CAIRN_SKIP("needs nccl: NCCL needs a real GPU, not tests/fake_cuda's host emulation");
   }
   const MlpHparams hparams = parse(
       {{"device", "cuda"}, {"hidden", 32}, {"batch_size", 37}, {"bucket_kb", 1}, {"samples", 600}});
@@ -514,12 +514,10 @@ class GlooAsNccl final : public Collective {
   std::unique_ptr<Collective> gloo_;
 };
 
-TEST_CASE(
-    "auto falls back to the CPU when the GPU fails at attach; cuda fails (host emulation only)") {
-  if (skip_without_gpu()) return;
+TEST_CASE("auto falls back to the CPU when the GPU fails at attach; cuda fails [needs fake gpu]") {
+  SKIP_WITHOUT_GPU();
   if (!running_on_fake_gpu()) {
-    MESSAGE("SKIPPED (runs on tests/fake_cuda only: it can make every allocation fail)");
-    return;
+    CAIRN_SKIP("needs fake gpu: runs on tests/fake_cuda only: it can make every allocation fail");
   }
   ::setenv("FAKE_CUDA_MAX_ALLOC", "1024", 1);  // a "GPU" too small for the model or data
   auto automatic = create_alone(parse({{"device", "auto"}, {"samples", 600}}), 1, ".");
@@ -533,11 +531,11 @@ TEST_CASE(
   CHECK(cuda.status().message().find("cannot train on the GPU: ") != std::string::npos);
 }
 
-TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit (host emulation only)") {
-  if (skip_without_gpu()) return;
+TEST_CASE("2 GPU ranks follow the 1-GPU curve and agree bit for bit [needs fake gpu]") {
+  SKIP_WITHOUT_GPU();
   if (!running_on_fake_gpu()) {
-    MESSAGE("SKIPPED (runs on tests/fake_cuda only; on GPUs the e2e tests cover NCCL ranks)");
-    return;
+    CAIRN_SKIP(
+        "needs fake gpu: runs on tests/fake_cuda only; on GPUs the e2e tests cover NCCL ranks");
   }
   // The ranks are handed the GPU as mlp_main hands them the agreed device, so NCCL need not
   // be found here: Gloo stands in for it.
