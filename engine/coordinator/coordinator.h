@@ -137,6 +137,9 @@ class Coordinator {
   bool is_trial_process(pid_t pid) const;
   // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
   void handle_exit(Trial& trial, ExitInfo info, bool permanent);
+  // The last lines of the rank whose failure ended the attempt (rank 0's own for a trial of
+  // one process), as the failure report shows them.
+  void report_failure_tail(const Trial& trial);
   bool declares_permanent(const ExitInfo& info) const;
   void handle_signal(int sig);
   // SIGKILLs every rank of every running trial (a second Ctrl-C, stop_grace_period passed);

@@ -126,6 +126,8 @@ Status Coordinator::start_trial(Trial& trial) {
   // A failure report shows the last lines of this attempt only: earlier attempts' lines
   // were shown when they failed, and repeating them buries the new error.
   trial.tail.clear();
+  trial.failed_rank = 0;
+  trial.failed_rank_tail.clear();
   auto sdk_dir = write_python_sdk(store_, python_sdk_verified_);
   if (!sdk_dir.ok()) return sdk_dir.status();
 
@@ -289,8 +291,7 @@ void Coordinator::log_output(Trial& trial, std::string_view chunk) {
     std::string line = trial.partial_line.substr(start, nl - start);
     start = nl + 1;
     terminal_.trial_line(trial_id(trial.index), line);
-    trial.tail.push_back(std::move(line));
-    if (trial.tail.size() > 20) trial.tail.pop_front();
+    keep_tail_line(trial.tail, std::move(line));
   }
   trial.partial_line.erase(0, start);
 }
@@ -325,9 +326,11 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
     worker.partial_line.append(chunk);
     size_t start = 0;
     for (size_t nl; (nl = worker.partial_line.find('\n', start)) != std::string::npos;
-         start = nl + 1)
-      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank),
-                           worker.partial_line.substr(start, nl - start));
+         start = nl + 1) {
+      std::string line = worker.partial_line.substr(start, nl - start);
+      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank), line);
+      keep_tail_line(worker.tail, std::move(line));
+    }
     worker.partial_line.erase(0, start);
     trial.record[rank_key] = worker.log_seq;
     // With the log, in one batch: a resumed coordinator reads on from here.
@@ -335,9 +338,11 @@ void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) 
     mark_dirty(trial);
   }
   if (final) {
-    if (!worker.partial_line.empty())
+    if (!worker.partial_line.empty()) {
       terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank),
                            worker.partial_line);
+      keep_tail_line(worker.tail, worker.partial_line);
+    }
     output_->stop(key);
   }
 }
@@ -424,6 +429,10 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
   if (!info.ok() && !trial.gang_failure) {
     // Gang semantics: the other ranks would wait forever in their next collective.
     trial.gang_failure = info;
+    trial.failed_rank = rank;
+    if (rank > 0)
+      for (const Worker& w : trial.workers)
+        if (w.rank == rank) trial.failed_rank_tail = w.tail;
     if (!trial.workers.empty() && !trial.gang_fault) {  // else cairn said why it killed them
       log_output(trial, "cairn: rank " + std::to_string(rank) + " " + info.describe() +
                             "; stopping the other ranks\n");
@@ -440,6 +449,24 @@ void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
     if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
   trial.reset_attempt();
   handle_exit(trial, final_info, permanent);
+}
+
+void Coordinator::report_failure_tail(const Trial& trial) {
+  const std::string id = trial_id(trial.index);
+  if (trial.failed_rank > 0) {
+    const std::string rank = std::to_string(trial.failed_rank);
+    if (trial.failed_rank_tail.empty()) {
+      terminal_.warn("rank " + rank + " failed and printed nothing");
+      return;
+    }
+    terminal_.warn("last lines of rank " + rank + "'s log (cairn logs " + id + " --rank " + rank +
+                   "):");
+    for (const auto& line : trial.failed_rank_tail) terminal_.warn("  " + line);
+    return;
+  }
+  if (trial.tail.empty()) return;
+  terminal_.warn("last lines of its log (cairn logs " + id + "):");
+  for (const auto& line : trial.tail) terminal_.warn("  " + line);
 }
 
 void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
@@ -515,10 +542,7 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
     return;
   }
   terminal_.warn("trial " + id + " failed: " + why);
-  if (!trial.tail.empty()) {
-    terminal_.warn("last lines of its log (cairn logs " + id + "):");
-    for (const auto& line : trial.tail) terminal_.warn("  " + line);
-  }
+  report_failure_tail(trial);
   // A trial that declared its failure permanent would fail the same way again.
   const int restarts = trial.record.value("restarts", 0);
   if (permanent && config_.max_restarts > 0)

@@ -54,10 +54,20 @@ struct Worker {
   std::optional<TrialProcess> process;
   std::filesystem::path output_file;
   std::string partial_line;
+  std::deque<std::string> tail;  // its last lines, for the report when this rank fails
   int64_t log_seq = 0;
   int connection_fd = -1;
   size_t operations_asked = 0;  // next_operation requests answered in this attempt
 };
+
+// How many lines of a rank's output a failure report shows.
+inline constexpr size_t kFailureTailLines = 20;
+
+// Keeps the last kFailureTailLines of `line`s.
+inline void keep_tail_line(std::deque<std::string>& tail, std::string line) {
+  tail.push_back(std::move(line));
+  if (tail.size() > kFailureTailLines) tail.pop_front();
+}
 
 // A request of one rank that waits for the round to be decided.
 struct RoundWaiter {
@@ -101,7 +111,12 @@ struct Trial {
   // A process of this trial left running by a coordinator that died: it was told nothing
   // and will checkpoint (as an orphan) and exit by itself; the trial waits for it.
   std::optional<Json> orphan_process;
-  std::deque<std::string> tail;  // the last lines, for failure reports
+  std::deque<std::string> tail;  // rank 0's last lines, for failure reports
+  // The rank whose failure ended this attempt, and (for a rank > 0, whose Worker is gone by
+  // the time the failure is reported) its last lines: a report shows the failing rank's
+  // traceback, not rank 0's lines about being stopped.
+  int failed_rank = 0;
+  std::deque<std::string> failed_rank_tail;
   int64_t log_seq = 0;
   Clock::time_point last_heard{};  // the last message or output from the running process
   bool liveness_killed = false;

@@ -233,6 +233,28 @@ class DataParallelTest(CairnTestCase):
             with open(os.path.join(self.dir, "tries-%d" % code)) as f:
                 self.assertEqual(f.read(), attempts)
 
+    def test_the_failure_report_shows_the_failing_ranks_last_lines(self):
+        # Rank 1 raises; rank 0 prints its own lines and waits until cairn stops the gang.
+        # The report showed rank 0's lines, hiding the traceback that says what went wrong.
+        self.write("raise_rank.py", "import os, sys, time\nimport cairn\nctx = cairn.init()\n"
+                   "if os.environ['RANK'] == '1':\n"
+                   "    raise RuntimeError('rank one ran out of luck')\n"
+                   "print('rank zero is fine', flush=True)\n"
+                   "deadline = time.monotonic() + 120\n"
+                   "while time.monotonic() < deadline:\n"
+                   "    time.sleep(0.05)\n")
+        self.write("gang.yaml", "entrypoint: /usr/bin/python3 raise_rank.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 1}\n"
+                   "resources: {slots_per_trial: 2, devices: cpu}\n"
+                   "max_restarts: 0\n")
+        run = self.cairn("run", "gang.yaml", "--slots", "2", timeout=120)
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        report = run.stderr[run.stderr.index("cairn: trial 1.1 failed:"):]
+        self.assertIn("last lines of rank 1's log (cairn logs 1.1 --rank 1):", report)
+        self.assertIn("RuntimeError: rank one ran out of luck", report)
+        self.assertIn("Traceback (most recent call last):", report)
+        self.assertNotIn("rank zero is fine", report)
+
     def test_a_rank_that_cannot_start_is_not_a_permanent_failure(self):
         # Rank 1's log path is taken by a directory: it cannot be started (status 127).
         # Nothing declared that permanent, whatever permanent_exit_codes holds.
