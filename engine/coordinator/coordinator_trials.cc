@@ -536,6 +536,9 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
                               std::to_string(trial.record.value("steps_completed", int64_t{0})) +
                               " of " + std::to_string(trial.target) + " units)"
                         : info.describe();
+  // In a gang, which rank failed is half of the story (its lines follow).
+  if (!fault && !info.ok() && trial.failed_rank > 0)
+    why = "rank " + std::to_string(trial.failed_rank) + " " + why;
   if (pausing_ && !permanent) {  // killed while we were stopping: not the trial's fault
     set_trial_state(trial, "PAUSED");
     terminal_.note("trial " + id + " stopped: " + why);

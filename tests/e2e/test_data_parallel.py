@@ -249,7 +249,7 @@ class DataParallelTest(CairnTestCase):
                    "max_restarts: 0\n")
         run = self.cairn("run", "gang.yaml", "--slots", "2", timeout=120)
         self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
-        report = run.stderr[run.stderr.index("cairn: trial 1.1 failed:"):]
+        report = run.stderr[run.stderr.index("cairn: trial 1.1 failed: rank 1 exited with status 1"):]
         self.assertIn("last lines of rank 1's log (cairn logs 1.1 --rank 1):", report)
         self.assertIn("RuntimeError: rank one ran out of luck", report)
         self.assertIn("Traceback (most recent call last):", report)
