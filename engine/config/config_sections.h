@@ -15,11 +15,22 @@
 
 namespace cairn::config {
 
-inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {
-    "name",        "entrypoint",   "workdir",          "hyperparameters",      "searcher",
-    "resources",   "max_restarts", "checkpoint",       "reproducibility",      "data",
-    "environment", "notify",       "liveness_timeout", "permanent_exit_codes", "stop_grace_period",
-    "rank_wait_timeout"};
+inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
+                                                                   "entrypoint",
+                                                                   "workdir",
+                                                                   "hyperparameters",
+                                                                   "searcher",
+                                                                   "resources",
+                                                                   "max_restarts",
+                                                                   "checkpoint",
+                                                                   "reproducibility",
+                                                                   "data",
+                                                                   "environment",
+                                                                   "notify",
+                                                                   "liveness_timeout",
+                                                                   "permanent_exit_codes",
+                                                                   "stop_grace_period",
+                                                                   "rank_wait_timeout"};
 inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
     "name",       "metric",     "smaller_is_better",
     "max_length", "max_trials", "max_concurrent_trials",
