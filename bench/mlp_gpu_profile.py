@@ -39,7 +39,6 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--skip", type=int, default=800, help="kernels left out at the start")
     p.add_argument("--count", type=int, default=400, help="kernels measured after those")
-    p.add_argument("--nsys", action="store_true", help="unused: kept for the device script")
     return p.parse_args()
 
 
