@@ -28,7 +28,10 @@ bool json_depth_within(std::string_view text, int max_depth) {
         break;
       case ']':
       case '}':
-        --depth;  // unbalanced text is the parser's to refuse
+        // Never below 0: text that closes more than it opened must not earn room for
+        // deeper nesting after it (the parser refuses such text, but this check does not
+        // rely on where it stops).
+        if (depth > 0) --depth;
         break;
       default:
         break;
@@ -37,9 +40,7 @@ bool json_depth_within(std::string_view text, int max_depth) {
   return true;
 }
 
-Result<Json> parse_untrusted_json(std::string_view text, size_t max_bytes) {
-  if (max_bytes > 0 && text.size() > max_bytes)
-    return Status::BadInput("larger than " + std::to_string(max_bytes) + " bytes");
+Result<Json> parse_untrusted_json(std::string_view text) {
   if (!json_depth_within(text))
     return Status::BadInput("nested deeper than " + std::to_string(kMaxUntrustedJsonDepth) +
                             " levels");

@@ -3,7 +3,7 @@
 // accepts any nesting depth, but its serializer and destructor recurse once per level, so a
 // hostile or buggy trial could send `{"metadata": [[[…]]]}` 100,000 levels deep and crash the
 // coordinator when it stores the value. Everything parsed from such bytes goes through here,
-// which refuses, before parsing, text that is larger or nested deeper than the bounds below.
+// which refuses, before parsing, text nested deeper than the bound below.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -24,8 +24,9 @@ inline constexpr int kMaxUntrustedJsonDepth = 64;
 // inside them are skipped; the text need not be valid JSON). Linear, no allocation.
 bool json_depth_within(std::string_view text, int max_depth = kMaxUntrustedJsonDepth);
 
-// The value `text` holds, or kBadInput with one line: "nested deeper than 64 levels", "larger
-// than N bytes" (when max_bytes > 0), or "not JSON". Never throws.
-Result<Json> parse_untrusted_json(std::string_view text, size_t max_bytes = 0);
+// The value `text` holds, or kBadInput with one line: "nested deeper than 64 levels" or "not
+// JSON". Never throws. (How long a line may be is the reader's to bound: the control
+// channel drops lines over ControlConnection::kMaxLineBytes before they get here.)
+Result<Json> parse_untrusted_json(std::string_view text);
 
 }  // namespace cairn

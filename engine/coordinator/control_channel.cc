@@ -15,12 +15,29 @@ bool ControlConnection::read_available() {
   for (;;) {
     ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
     if (n > 0) {
-      in_.append(buf, static_cast<size_t>(n));
+      receive(std::string_view(buf, static_cast<size_t>(n)));
       continue;
     }
     if (n == 0) return false;
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+void ControlConnection::receive(std::string_view data) {
+  if (dropping_) {
+    const size_t nl = data.find('\n');
+    if (nl == std::string_view::npos) return;
+    dropping_ = false;
+    data.remove_prefix(nl + 1);
+  }
+  in_.append(data);
+  if (const size_t nl = data.rfind('\n'); nl != std::string_view::npos)
+    line_start_ = in_.size() - (data.size() - nl - 1);
+  if (in_.size() - line_start_ > kMaxLineBytes) {
+    in_.resize(line_start_);
+    dropping_ = true;
+    ++overlong_lines_;
   }
 }
 
@@ -34,6 +51,7 @@ std::vector<std::string> ControlConnection::take_lines() {
     start = nl + 1;
   }
   in_.erase(0, start);
+  line_start_ = 0;  // what is left has no newline
   return out;
 }
 

@@ -29,6 +29,11 @@ void Coordinator::read_connection(int fd) {
   ControlConnection& conn = *it->second;
   const bool open = conn.read_available();
   for (const std::string& line : conn.take_lines()) handle_line(conn, line);
+  for (int n = conn.take_overlong_lines(); n > 0; --n)
+    reply(conn, Json{{"type", "error"},
+                     {"message", "message longer than " +
+                                     std::to_string(ControlConnection::kMaxLineBytes >> 20) +
+                                     " MiB: dropped (docs/protocol.md)"}});
   if (!open) {
     if (Trial* trial = trial_by_index(conn.trial)) {
       if (trial->connection_fd == fd) {

@@ -722,6 +722,40 @@ for op in ctx.operations():
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
         self.assertIn("all refused", self.cairn("logs", "1.1", check=0).stdout)
 
+    def test_a_line_longer_than_16_mib_is_dropped_not_kept(self):
+        # A trial that writes without ever ending its line made the coordinator buffer it
+        # all. Past 16 MiB the line is dropped up to its newline, the trial is told, and the
+        # connection goes on.
+        self.write("long.py", r"""
+import json, os, socket
+import cairn
+
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+answers = raw.makefile()
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0}).encode() + b"\n")
+assert json.loads(answers.readline())["type"] == "welcome"
+raw.sendall(b'{"type":"kv_set","key":"' + b"x" * (20 << 20) + b'"}\n')
+raw.sendall(b'{"type":"kv_set","seq":1,"key":"k","value":"v"}\n')
+got = [json.loads(answers.readline()) for _ in range(2)]
+errors = [a for a in got if a["type"] == "error"]
+assert len(errors) == 1 and "message longer than 16 MiB: dropped" in errors[0]["message"], got
+assert any(a.get("re") == 1 and a["type"] != "error" for a in got), got
+print("long line dropped", flush=True)
+answers.close()
+raw.close()
+ctx = cairn.init()
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("long.yaml", "entrypoint: /usr/bin/python3 long.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 1}\n"
+                   "max_restarts: 0\nliveness_timeout: 60\n")
+        run = self.cairn("run", "long.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr[-2000:])
+        self.assertIn("long line dropped", self.cairn("logs", "1.1", check=0).stdout)
+
     def test_output_after_output_log_was_removed_or_truncated_is_kept(self):
         # cairn follows output.log from the offset it had read up to. A new attempt of a
         # trial whose output.log was removed (someone cleaned .cairn/work) or a file
