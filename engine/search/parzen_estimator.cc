@@ -94,10 +94,12 @@ NumericalParzen::NumericalParzen(const std::vector<double>& observations, double
     sigmas_[order[k]] = std::clamp(sorted_sigmas[k], min_sigma, max_sigma);
   sigmas_[n] = range;  // the prior is wide whatever its neighbours
 
-  log_mass_.resize(m);
-  for (size_t i = 0; i < m; ++i)
-    log_mass_[i] =
-        normal_log_mass((lower_ - mus_[i]) / sigmas_[i], (upper_ - mus_[i]) / sigmas_[i]);
+  for (size_t i = 0; i < m; ++i) {
+    log_weights_.push_back(std::log(weights_[i]));
+    log_mass_.push_back(
+        normal_log_mass((lower_ - mus_[i]) / sigmas_[i], (upper_ - mus_[i]) / sigmas_[i]));
+    log_norm_.push_back(0.5 * std::log(2 * std::numbers::pi) + std::log(sigmas_[i]) + log_mass_[i]);
+  }
 }
 
 double NumericalParzen::sample(SplitMix64& rng) const {
@@ -117,15 +119,13 @@ double NumericalParzen::log_pdf(double x) const {
     double log_p;
     if (step_ <= 0) {
       const double z = (x - mu) / sigma;
-      log_p = x < lower_ || x > upper_ ? -HUGE_VAL
-                                       : -0.5 * z * z - 0.5 * std::log(2 * std::numbers::pi) -
-                                             std::log(sigma) - log_mass_[i];
+      log_p = x < lower_ || x > upper_ ? -HUGE_VAL : -0.5 * z * z - log_norm_[i];
     } else {
       const double from = std::max(x - step_ / 2, lower_);
       const double to = std::min(x + step_ / 2, upper_);
       log_p = normal_log_mass((from - mu) / sigma, (to - mu) / sigma) - log_mass_[i];
     }
-    terms[i] = std::log(weights_[i]) + log_p;
+    terms[i] = log_weights_[i] + log_p;
   }
   return log_sum_exp(terms);
 }

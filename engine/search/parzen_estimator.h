@@ -52,7 +52,9 @@ class NumericalParzen {
   double step_;
   double lower_, upper_;  // of the estimator: [low, high], or widened by step / 2
   std::vector<double> weights_, mus_, sigmas_;
+  std::vector<double> log_weights_;
   std::vector<double> log_mass_;  // per component: log of its Gaussian's mass in [lower, upper]
+  std::vector<double> log_norm_;  // per component: log(√(2π) σ) + log_mass_, for densities
 };
 
 // A categorical hyperparameter of `choices` values: observations are indices, oldest first.
