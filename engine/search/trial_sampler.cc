@@ -49,7 +49,7 @@ Json TrialSampler::sample(int64_t trial) {
     hparams = sample_hparams(specs_, seed_, trial);
     ++random_trials_;
   }
-  hparams_[trial] = hparams;
+  if (tpe_) hparams_[trial] = hparams;  // random sampling never looks back
   return hparams;
 }
 

@@ -35,7 +35,7 @@ class TrialSampler {
   TrialSampler(const ExperimentConfig& config, uint64_t seed, Rule rule);
 
   // The hyperparameters of trial `trial` (created in index order), from what was observed
-  // so far; remembered, so that its later observations describe it.
+  // so far; with tpe, remembered, so that its later observations describe it.
   Json sample(int64_t trial);
   // `trial` validated at `length` with `loss` (lower is better; NaN counts as +inf).
   // Ignored for a trial this sampler did not create.
