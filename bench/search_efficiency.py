@@ -114,8 +114,16 @@ SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "optuna-tpe-hb": 300,
                "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700}
 OPTUNA = ("optuna-tpe", "optuna-tpe-hb")
 
-# The problem every searcher tunes: constants passed to builtin:mlp as hyperparameters.
-PROBLEM = {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4}
+# The problems (--problem): constants passed to builtin:mlp as hyperparameters. Every searcher
+# of a run tunes the same one. `digits` is scikit-learn's bundled digits set (1,797 8x8
+# images, 64 features, 10 classes) exported to CSV by export_digits().
+PROBLEMS = {
+    "spirals": {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4},
+    "teacher": {"device": "cpu", "dataset": "teacher", "samples": 4000, "noise": 0.5},
+    "digits": {"device": "cpu", "dataset": None},  # the CSV's absolute path, set in main()
+}
+PROBLEM = dict(PROBLEMS["spirals"])
+PROBLEM_NAME = "spirals"
 LR_EXPONENTS = (-4.5, 0.0)
 CHOICES = {
     "optimizer": ["sgd", "adam"],
@@ -129,6 +137,34 @@ LAYERS = (1, 4)
 STARTED = re.compile(r"^cairn: trial (\d+)\.(\d+) started \(pid \d+\)"
                      r"(?: from checkpoint \S+ \((\d+) units done\))?")
 STANDALONE_VALIDATION = re.compile(r"^cairn: step (\d+) validation:.*\bval_loss=(\S+)")
+
+
+def export_digits(directory):
+    """Writes scikit-learn's digits set as CSV (64 features, then the label) under
+    `directory` once; returns its absolute path and the file's SHA-256."""
+    path = pathlib.Path(directory).resolve() / "digits.csv"
+    if not path.exists():
+        from sklearn.datasets import load_digits
+        data = load_digits()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            for row, label in zip(data.data, data.target):
+                f.write(",".join("%g" % v for v in row) + ",%d\n" % label)
+        os.replace(tmp, path)
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def set_problem(name, data_dir):
+    """Makes `name` the problem every function here tunes; returns what identifies it for
+    the cache (the problem, with the CSV's digest in place of its path)."""
+    global PROBLEM, PROBLEM_NAME
+    PROBLEM_NAME = name
+    PROBLEM = dict(PROBLEMS[name])
+    identity = dict(PROBLEM)
+    if name == "digits":
+        PROBLEM["dataset"], identity["dataset"] = export_digits(data_dir)
+    return identity
 
 
 def clean_env(extra=None):
@@ -335,6 +371,7 @@ def drive_tpe(args):
 
 def run_optuna(name, cairn, seed, budget, args, workdir):
     command = [sys.executable, os.path.abspath(__file__), "--drive-tpe", name, "--cairn", cairn,
+               "--problem", PROBLEM_NAME, "--data-dir", args.data_dir,
                "--drive-seed", str(seed), "--drive-budget", str(budget),
                "--max-length", str(args.max_length)]
     proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
@@ -359,12 +396,14 @@ def cache_path(args, name, seed, budget):
         return None
     version = subprocess.run([args.cairn, "version"], capture_output=True, text=True,
                              env=clean_env()).stdout.strip()
-    key = json.dumps({"problem": PROBLEM, "space": cairn_space(), "seed": seed,
+    space = cairn_space()
+    space.update(args.problem_identity)  # a CSV by its digest, not its path
+    key = json.dumps({"problem": args.problem_identity, "space": space, "seed": seed,
                       "offset": SEED_OFFSET[name], "budget": budget,
                       "searcher": None if name in OPTUNA else searcher_config(name, args),
                       "max_length": args.max_length, "cairn": version}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return pathlib.Path(args.cache) / ("%s-seed%d-%s.json" % (name, seed, digest))
+    return pathlib.Path(args.cache) / ("%s-%s-seed%d-%s.json" % (PROBLEM_NAME, name, seed, digest))
 
 
 # -- the figures --------------------------------------------------------------------------------
@@ -471,6 +510,9 @@ def main():
                         help="the extra column: units to get within this share of the target")
     parser.add_argument("--json", help="write every run's validations and figures here")
     parser.add_argument("--from-json", help="print the tables of a saved --json file; run nothing")
+    parser.add_argument("--problem", default="spirals", choices=sorted(PROBLEMS))
+    parser.add_argument("--data-dir", default="/tmp/cairn-bench-data",
+                        help="where the digits problem's CSV is written (once)")
     parser.add_argument("--cache", help="keep finished runs here and reuse them (see above)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
@@ -479,6 +521,7 @@ def main():
     parser.add_argument("--drive-budget", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.cairn = str(pathlib.Path(args.cairn).resolve())
+    args.problem_identity = set_problem(args.problem, args.data_dir)
     if args.drive_tpe:
         return drive_tpe(args)
     if args.from_json:
@@ -500,8 +543,9 @@ def main():
     else:
         scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-search-"))
     print("scratch: %s" % scratch)
-    print("problem: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
-          "searchers %s; seeds %s" % (json.dumps(PROBLEM), args.max_length, args.random_trials,
+    print("problem %s: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
+          "searchers %s; seeds %s" % (PROBLEM_NAME, json.dumps(PROBLEM), args.max_length,
+                                      args.random_trials,
                                       args.asha_trials, ",".join(names), args.seeds), flush=True)
     runs = {}
     start = time.monotonic()
