@@ -18,7 +18,7 @@ namespace cairn {
 
 struct ParzenSettings {
   double prior_weight = 1.0;        // > 0: the prior component's weight before normalizing
-  bool consider_magic_clip = true;  // bandwidths at least range / min(100, components)
+  bool consider_magic_clip = true;  // bandwidths at least range / min(100, components + 1)
   bool consider_endpoints = false;  // the outermost observations' bandwidth may reach an end
 };
 
