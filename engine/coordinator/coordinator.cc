@@ -14,6 +14,7 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
+#include "engine/coordinator/local_launcher.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/signal_pipe.h"
@@ -22,9 +23,11 @@
 #include "engine/search/searcher_factory.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
+using schema::TrialState;
 
 namespace {
 
@@ -53,6 +56,7 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   options_.slots = machine_slots(options_.slots, gpus);
   slots_.emplace(options_.slots);
+  launcher_ = std::make_unique<LocalLauncher>();
 }
 
 Coordinator::~Coordinator() = default;
@@ -81,6 +85,16 @@ Trial* Coordinator::running_trial_by_id(const std::string& id) {
 
 void Coordinator::add_trial(std::unique_ptr<Trial> trial) {
   const int64_t index = trial->index;
+  // Its gang: where each rank's output goes and how much of it the log holds.
+  const fs::path work = store_.trial_work(experiment_["id"].get<int64_t>(), index);
+  trial->ranks.resize(static_cast<size_t>(std::max(1, config_.resources.slots_per_trial)));
+  for (size_t r = 0; r < trial->ranks.size(); ++r) {
+    Rank& rank = trial->ranks[r];
+    rank.rank = static_cast<int>(r);
+    rank.output_file = rank_output_file(work, rank.rank);
+    const Json seq = trial->record.value(log_seq_field(rank.rank), Json());
+    rank.log_seq = seq.is_number_integer() ? seq.get<int64_t>() : 0;
+  }
   if (!trial->finished) live_.insert(index);
   trials_[index] = std::move(trial);
 }
@@ -99,8 +113,8 @@ std::vector<Trial*> Coordinator::live_trials() const {
   return out;
 }
 
-void Coordinator::record_event(const std::string& type, Json fields) {
-  fields["type"] = type;
+void Coordinator::record_event(schema::EventType type, Json fields) {
+  fields["type"] = schema::event_type_name(type);
   fields["time"] = now_iso8601();
   Json ordered = Json{{"seq", next_event_seq_}};
   ordered.update(fields);
@@ -117,11 +131,12 @@ void Coordinator::reply_to(int fd, Json message) {
   deferred_replies_.emplace_back(fd, std::move(message));
 }
 
-void Coordinator::set_trial_state(Trial& trial, const char* state) {
+void Coordinator::set_trial_state(Trial& trial, TrialState to) {
+  const char* state = schema::trial_state_name(to);
   if (trial.record.value("state", "") == state) return;
   trial.record["state"] = state;
   mark_dirty(trial);
-  record_event("trial_state", {{"trial", trial.index}, {"state", state}});
+  record_event(schema::EventType::kTrialState, {{"trial", trial.index}, {"state", state}});
 }
 
 Status Coordinator::commit() {
@@ -171,6 +186,17 @@ int trial_concurrency(const ExperimentConfig& config, int slots) {
   return concurrency;
 }
 
+Result<std::unique_ptr<Searcher>> Coordinator::create_searcher() const {
+  if (experiment_.contains("reproduces")) {
+    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
+    auto plan = replay_plan_from_json(experiment_["reproduces"]);
+    if (!plan.ok()) return plan.status();
+    return std::unique_ptr<Searcher>(std::make_unique<ReplaySearcher>(std::move(*plan)));
+  }
+  return make_searcher(config_, experiment_["seed"].get<uint64_t>(),
+                       experiment_["concurrency"].get<int>());
+}
+
 Status Coordinator::start() {
   // `cairn run`, `reproduce` and `resume` checked this already, before creating or changing
   // anything; again here, with the slots this coordinator really has, before it writes.
@@ -187,17 +213,9 @@ Status Coordinator::start() {
       prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
   if (!run_dir.ok()) return run_dir.status();
   run_dir_ = *run_dir;
-  if (experiment_.contains("reproduces")) {
-    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
-    auto plan = replay_plan_from_json(experiment_["reproduces"]);
-    if (!plan.ok()) return plan.status();
-    searcher_ = std::make_unique<ReplaySearcher>(std::move(*plan));
-  } else {
-    auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
-                                  experiment_["concurrency"].get<int>());
-    if (!searcher.ok()) return searcher.status();
-    searcher_ = std::move(*searcher);
-  }
+  auto searcher = create_searcher();
+  if (!searcher.ok()) return searcher.status();
+  searcher_ = std::move(*searcher);
   auto listener =
       ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() + "-" +
                                                 std::to_string(::getpid()) + ".sock");
@@ -216,9 +234,19 @@ Status Coordinator::start() {
   searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
   if (options_.resume) {
-    Status st = load_for_resume();
+    Status st = Status::Ok();
+    // The records' fields are checked as they are read (store/stored_records.h); this catches
+    // what a check missed (a record nested deeper than the checks look), so that a damaged
+    // store is still a clear error, not a crash.
+    try {
+      st = load_for_resume();
+    } catch (const Json::exception& e) {
+      st = Status::Corrupt(std::string("store corrupt: a record cairn resumes from has a field of "
+                                       "the wrong type (") +
+                           e.what() + "); `cairn doctor` checks the store");
+    }
     if (!st.ok()) return st;
-    record_event("experiment_resumed", {{"pid", ::getpid()}});
+    record_event(schema::EventType::kExperimentResumed, {{"pid", ::getpid()}});
   } else {
     apply(searcher_->start());
   }
@@ -226,7 +254,7 @@ Status Coordinator::start() {
 }
 
 void Coordinator::close_in_searcher(Trial& trial) {
-  record_event("searcher_trial_closed", {{"trial", trial.index}});
+  record_event(schema::EventType::kSearcherTrialClosed, {{"trial", trial.index}});
   apply(searcher_->on_trial_closed(trial.index));
 }
 
@@ -239,7 +267,7 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         trial->index = action.trial;
         trial->record = Json{{"id", trial_id(action.trial)},
                              {"index", action.trial},
-                             {"state", "QUEUED"},
+                             {"state", schema::trial_state_name(TrialState::kQueued)},
                              {"hparams", action.hparams},
                              {"seed", action.seed},
                              {"steps_completed", 0},
@@ -248,7 +276,7 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
                              {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
         mark_dirty(*trial);
-        record_event("trial_created",
+        record_event(schema::EventType::kTrialCreated,
                      {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
         add_trial(std::move(trial));
         break;
@@ -259,10 +287,12 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         trial->target = action.length;
         trial->record["target_length"] = action.length;
         if (trial->finished) break;  // errored meanwhile: nothing to train
-        if (trial->record.value("state", "") == "PAUSED" && !pausing_)
-          set_trial_state(*trial, "QUEUED");
+        if (trial->record.value("state", "") == schema::trial_state_name(TrialState::kPaused) &&
+            !pausing_)
+          set_trial_state(*trial, TrialState::kQueued);
         mark_dirty(*trial);
-        record_event("train", {{"trial", action.trial}, {"length", action.length}});
+        record_event(schema::EventType::kTrain,
+                     {{"trial", action.trial}, {"length", action.length}});
         answer_pending_operation(*trial);
         break;
       }
@@ -272,12 +302,13 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         trial->closed = true;
         trial->record["closed"] = true;
         mark_dirty(*trial);
-        record_event("close", {{"trial", action.trial}});
+        record_event(schema::EventType::kClose, {{"trial", action.trial}});
         answer_pending_operation(*trial);
         if (!trial->running() && !trial->finished && !trial->orphan_process) {
           trial->finished = true;
-          set_trial_state(*trial,
-                          trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+          set_trial_state(*trial, trial->target >= config_.searcher.max_length
+                                      ? TrialState::kCompleted
+                                      : TrialState::kStopped);
           close_in_searcher(*trial);
         }
         break;
@@ -331,7 +362,7 @@ void Coordinator::schedule() {
       terminal_.warn("error: trial " + trial_id(index) + ": " + st.message());
       trial->record["error"] = st.message();
       trial->finished = true;
-      set_trial_state(*trial, "ERROR");
+      set_trial_state(*trial, TrialState::kError);
       close_in_searcher(*trial);
     }
   }

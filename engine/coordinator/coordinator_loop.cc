@@ -13,6 +13,7 @@
 #include "store/garbage_collector.h"
 #include "store/retention.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 
@@ -36,18 +37,16 @@ void Coordinator::read_connection(int fd) {
                                      " MiB: dropped (docs/protocol.md)"}});
   if (!open) {
     if (Trial* trial = trial_by_index(conn.trial)) {
-      if (trial->connection_fd == fd) {
-        trial->connection_fd = -1;
-        trial->pending_operation_seq.reset();
-      }
+      if (trial->chief().connection_fd == fd) trial->pending_operation_seq.reset();
       // Forgotten, or a later connection given this fd number would pass for the rank's
       // (handle_hello refuses a second connection for a rank).
-      for (Worker& w : trial->workers)
-        if (w.connection_fd == fd) w.connection_fd = -1;
+      for (Rank& r : trial->ranks)
+        if (r.connection_fd == fd) r.connection_fd = -1;
       // Its pending request will never be answered: the rank waits in nothing of cairn's.
-      if (trial->world_size() > 1 && conn.rank >= 0 && conn.rank < trial->world_size() &&
-          trial->wait_of(conn.rank).call != RankCall::kExited)
-        trial->wait_of(conn.rank).call = RankCall::kOutside;
+      if (conn.rank >= 0 && conn.rank < trial->world_size()) {
+        RankWait& wait = trial->ranks[static_cast<size_t>(conn.rank)].wait;
+        if (wait.call != RankCall::kExited) wait.call = RankCall::kOutside;
+      }
     }
     // Replies still queued for it have nowhere to go.
     std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });
@@ -96,12 +95,8 @@ void Coordinator::poll_once() {
         Trial* trial = trial_by_index(output_key_trial(key));
         if (!trial) continue;
         const int rank = output_key_rank(key);
-        if (rank == 0) {
-          drain_output(*trial, false);
-          continue;
-        }
-        for (Worker& w : trial->workers)
-          if (w.rank == rank) drain_worker_output(*trial, w, false);
+        if (rank < trial->world_size())
+          drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
       }
     } else if (connections_.count(p.fd)) {
       if (p.revents & POLLOUT) connections_[p.fd]->flush();
@@ -109,7 +104,7 @@ void Coordinator::poll_once() {
     }
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
-  reap_children();
+  collect_exits();
   check_liveness();
   enforce_stop_deadline();
   check_rank_waits();
@@ -163,7 +158,7 @@ int Coordinator::finish() {
   const Json* best = best_trial(records, metric, MetricOrder(config_.searcher.smaller_is_better));
   if (best) experiment_["best_trial"] = best->value("id", "");
   batch_.put_json(schema::kExperiment, experiment_);
-  record_event("experiment_state", {{"state", state}});
+  record_event(schema::EventType::kExperimentState, {{"state", state}});
   Status st = commit();
   if (!st.ok()) {
     terminal_.warn("error: " + st.message());
