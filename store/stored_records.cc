@@ -149,4 +149,14 @@ Result<TrialRecordHead> read_trial_record(std::string_view key, const Json& reco
   return head;
 }
 
+void write_trial_record(const TrialRecordHead& head, Json& record) {
+  record["index"] = head.index;
+  record["state"] = trial_state_name(head.state);
+  record["target_length"] = head.target_length;
+  record["validated_target"] = head.validated_target;
+  record["closed"] = head.closed;
+  if (head.latest_checkpoint_steps >= 0)
+    record["latest_checkpoint_steps"] = head.latest_checkpoint_steps;
+}
+
 }  // namespace cairn::schema

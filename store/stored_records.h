@@ -61,5 +61,8 @@ struct TrialRecordHead {
 // Checks those fields and the others the coordinator reads with a fixed type (hparams, seed,
 // restarts, output offsets, log positions, process ids).
 Result<TrialRecordHead> read_trial_record(std::string_view key, const Json& record);
+// Writes `head` into the record's fields: the one place that maps them to JSON. The
+// coordinator keeps them typed while it runs and writes them when it stores the record.
+void write_trial_record(const TrialRecordHead& head, Json& record);
 
 }  // namespace cairn::schema

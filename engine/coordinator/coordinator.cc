@@ -133,8 +133,8 @@ void Coordinator::reply_to(int fd, Json message) {
 
 void Coordinator::set_trial_state(Trial& trial, TrialState to) {
   const char* state = schema::trial_state_name(to);
-  if (trial.record.value("state", "") == state) return;
-  trial.record["state"] = state;
+  if (trial.state == to) return;
+  trial.state = to;
   mark_dirty(trial);
   record_event(schema::EventType::kTrialState, {{"trial", trial.index}, {"state", state}});
 }
@@ -148,8 +148,10 @@ Status Coordinator::commit() {
     searcher_changed_ = false;
   }
   for (int64_t index : dirty_)
-    if (Trial* trial = trial_by_index(index))
+    if (Trial* trial = trial_by_index(index)) {
+      schema::write_trial_record(trial->head(), trial->record);
       batch_.put_json(schema::trial_key(index), trial->record);
+    }
   dirty_.clear();
   // Finished trials leave the live set only now, after their final record is in the batch.
   std::erase_if(live_, [&](int64_t index) {
@@ -265,15 +267,10 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
       case SearcherAction::Kind::kCreateTrial: {
         auto trial = std::make_unique<Trial>();
         trial->index = action.trial;
-        trial->record = Json{{"id", trial_id(action.trial)},
-                             {"index", action.trial},
-                             {"state", schema::trial_state_name(TrialState::kQueued)},
-                             {"hparams", action.hparams},
-                             {"seed", action.seed},
-                             {"steps_completed", 0},
-                             {"restarts", 0},
-                             {"best_validation", nullptr},
-                             {"latest_checkpoint", nullptr},
+        trial->record = Json{{"id", trial_id(action.trial)}, {"index", action.trial},
+                             {"hparams", action.hparams},    {"seed", action.seed},
+                             {"steps_completed", 0},         {"restarts", 0},
+                             {"best_validation", nullptr},   {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
         mark_dirty(*trial);
         record_event(schema::EventType::kTrialCreated,
@@ -285,10 +282,8 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         Trial* trial = trial_by_index(action.trial);
         if (!trial) break;
         trial->target = action.length;
-        trial->record["target_length"] = action.length;
         if (trial->finished) break;  // errored meanwhile: nothing to train
-        if (trial->record.value("state", "") == schema::trial_state_name(TrialState::kPaused) &&
-            !pausing_)
+        if (trial->state == TrialState::kPaused && !pausing_)
           set_trial_state(*trial, TrialState::kQueued);
         mark_dirty(*trial);
         record_event(schema::EventType::kTrain,
@@ -300,7 +295,6 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         Trial* trial = trial_by_index(action.trial);
         if (!trial) break;
         trial->closed = true;
-        trial->record["closed"] = true;
         mark_dirty(*trial);
         record_event(schema::EventType::kClose, {{"trial", action.trial}});
         answer_pending_operation(*trial);

@@ -138,9 +138,8 @@ int Coordinator::finish() {
   int total = 0, errored = 0, completed = 0;
   for (const auto& [index, trial] : trials_) {
     ++total;
-    const std::string state = trial->record.value("state", "");
-    if (state == "ERROR") ++errored;
-    if (state == "COMPLETED") ++completed;
+    if (trial->state == schema::TrialState::kError) ++errored;
+    if (trial->state == schema::TrialState::kCompleted) ++completed;
   }
   std::string state = "COMPLETED";
   if (canceling_)

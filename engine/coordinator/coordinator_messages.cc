@@ -316,7 +316,6 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
 
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
-    trial.record["validated_target"] = trial.target;
     const double m = value ? *value : MetricOrder(config_.searcher.smaller_is_better).worst();
     // What the searcher is told is logged with the decisions it leads to (same batch), so a
     // resumed coordinator rebuilds the searcher by replaying exactly these calls.
@@ -382,7 +381,6 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   batch_.put_json(schema::checkpoint_key(manifest.id), record);
   batch_has_checkpoint_ = true;
   trial.record["latest_checkpoint"] = manifest.id;
-  trial.record["latest_checkpoint_steps"] = step;
   trial.record["steps_completed"] =
       std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.latest_checkpoint_step = step;

@@ -128,6 +128,7 @@ Status Coordinator::load_trial_records() {
     trial->closed = head->closed;
     trial->finished = schema::trial_has_ended(head->state);
     trial->latest_checkpoint_step = head->latest_checkpoint_steps;
+    trial->state = head->state;
     trial->record = std::move(record);
     add_trial(std::move(trial));
     return true;
@@ -207,7 +208,7 @@ void Coordinator::recover_trial(Trial& trial) {
   trial.orphan_process.reset();
   adopt_orphan_checkpoints(trial);
   // Not the trial's failure: the coordinator went away. It does not count as a restart.
-  if (trial.record.value("state", "") == schema::trial_state_name(TrialState::kRunning)) {
+  if (trial.state == TrialState::kRunning) {
     record_event(schema::EventType::kTrialInterrupted, {{"trial", trial.index}});
     set_trial_state(
         trial, trial.target > trial.validated_target ? TrialState::kQueued : TrialState::kPaused);

@@ -18,6 +18,7 @@
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/rank_waits.h"
 #include "engine/coordinator/trial_process.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 
@@ -114,11 +115,17 @@ struct RankRound {
 struct Trial {
   using Clock = std::chrono::steady_clock;
 
+  // Stored as the record's fields of the same names (head(), store/stored_records.h), written
+  // when the record is; the record holds no other copy while the trial is driven.
   int64_t index = 0;
-  Json record;  // persisted at the end of the round in which Coordinator::mark_dirty named it
+  schema::TrialState state = schema::TrialState::kQueued;
   int64_t target = 0;            // train until this many units (the searcher's current operation)
   int64_t validated_target = 0;  // the target the searcher has been told about
   bool closed = false;           // the searcher has no more work for it
+  int64_t latest_checkpoint_step = -1;
+  // The rest of the record (hparams, seed, metrics, checkpoints, process ids, …), persisted
+  // with the fields above at the end of the round in which Coordinator::mark_dirty named it.
+  Json record;
   bool stop_requested = false;
   bool finished = false;  // in a final state; never started again
   // Its ranks, rank 0 first (one for a trial of one process; slots_per_trial for a
@@ -137,7 +144,6 @@ struct Trial {
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
   bool released = false;
-  int64_t latest_checkpoint_step = -1;
   std::set<std::string> metric_warnings;  // non-numeric metrics already reported, as described
 
   // This attempt's gang: how its ranks ended, and what keeps them together (multi-rank).
@@ -154,6 +160,16 @@ struct Trial {
   // Kept across reset_attempt(); handle_exit() takes it.
   std::optional<std::string> gang_fault;
 
+  schema::TrialRecordHead head() const {
+    schema::TrialRecordHead h;
+    h.index = index;
+    h.state = state;
+    h.target_length = target;
+    h.validated_target = validated_target;
+    h.closed = closed;
+    h.latest_checkpoint_steps = latest_checkpoint_step;
+    return h;
+  }
   int world_size() const { return static_cast<int>(ranks.size()); }
   Rank& chief() { return ranks.front(); }
   const Rank& chief() const { return ranks.front(); }

@@ -96,3 +96,28 @@ TEST_CASE("events are read with their type, and unknown types are kept for skipp
 }
 
 }  // namespace cairn::schema
+
+namespace cairn::schema {
+
+TEST_CASE("a trial's typed fields are written where they are read back from") {
+  TrialRecordHead head;
+  head.index = 12;
+  head.state = TrialState::kPaused;
+  head.target_length = 27;
+  head.validated_target = 9;
+  head.closed = true;
+  head.latest_checkpoint_steps = 9;
+  Json record{{"id", "4.12"}, {"hparams", Json::object()}, {"seed", 7}, {"state", "QUEUED"}};
+  write_trial_record(head, record);
+  CHECK(record["state"] == "PAUSED");  // replaced, not kept twice
+  auto back = read_trial_record("trial/00000012", record);
+  REQUIRE(back.ok());
+  CHECK(back->index == 12);
+  CHECK(back->state == TrialState::kPaused);
+  CHECK(back->target_length == 27);
+  CHECK(back->validated_target == 9);
+  CHECK(back->closed);
+  CHECK(back->latest_checkpoint_steps == 9);
+}
+
+}  // namespace cairn::schema
