@@ -166,13 +166,14 @@ class ReadmePromises(CairnTestCase):
         watch.read_until(showing(r"^1\.1\s+RUNNING\s+0\s+-$"), what="trial 1.1 running")
         first = frames(watch.text)[0]
         self.assertIn("experiment 1  two  ACTIVE\n", first)
-        self.assertRegex(first, r"trials      2  (QUEUED 1  RUNNING 1|RUNNING 1)\n|trials      1  RUNNING 1\n")
+        # The grid creates its second trial when the first is done.
+        self.assertIn("trials      1  RUNNING 1\nsearch      1 of 2 trials created, 0 closed\n", first)
         # What happens next shows without running watch again: 1.1 completes, 1.2 runs.
-        os.remove(self.path("hold-1.1"))
         self.touch("hold-1.2")
+        os.remove(self.path("hold-1.1"))
         watch.read_until(showing(r"^1\.2\s+RUNNING\s"), what="trial 1.2 running")
         later = [f for f in frames(watch.text)[:-1] if re.search(r"^1\.2\s+RUNNING\s", f, re.M)][0]
-        self.assertIn("COMPLETED 1", later)
+        self.assertIn("trials      2  COMPLETED 1  RUNNING 1\n", later)
         self.assertNotRegex(later, r"^1\.1\s", "a completed trial leaves the running table")
         # When no cairn process drives the experiment any more, watch draws it once more and
         # exits by itself.
@@ -199,8 +200,9 @@ class ReadmePromises(CairnTestCase):
         self.assertIsNone(ESCAPE.search(proc.stdout), repr(proc.stdout))
         self.assertTrue(proc.stdout.startswith("experiment 1  two  ACTIVE\n"), proc.stdout)
         self.assertEqual(proc.stdout.count("experiment 1 "), 1, "one snapshot")
-        self.assertEqual(table_rows(proc.stdout, "TRIAL  STATE"), [["1.1", "RUNNING", "0", "-"], ["1.2", "QUEUED", "0", "-"]]
-                         if "QUEUED" in proc.stdout else [["1.1", "RUNNING", "0", "-"]])
+        self.assertIn("trials      1  RUNNING 1\nsearch      1 of 2 trials created, 0 closed\n",
+                      proc.stdout)
+        self.assertEqual(table_rows(proc.stdout, "TRIAL  STATE"), [["1.1", "RUNNING", "0", "-"]])
         os.remove(self.path("hold-1.1"))
         self.assertEqual(run.wait(timeout=60), 0)
 
