@@ -427,7 +427,7 @@ for op in ctx.operations():
         check = subprocess.run(["git", "apply", "--check", "-v", self.path("change.patch")],
                                cwd=before, capture_output=True, text=True, timeout=60)
         self.assertEqual(check.returncode, 0, check.stderr + patch)
-        applied = subprocess.run(["patch", "-p1", "--batch", "-i", self.path("change.patch")],
+        applied = subprocess.run(["git", "apply", self.path("change.patch")],
                                  cwd=before, capture_output=True, text=True, timeout=60)
         self.assertEqual(applied.returncode, 0, applied.stdout + applied.stderr)
         for name in ("model.py", "new_helper.py"):
@@ -536,10 +536,11 @@ for op in ctx.operations():
         os.remove(self.path("hold-1.1"))
         self.wait_state("1", "COMPLETED", timeout=60)
         self.assertEqual(self.training_steps("1.1"), [1, 2, 3])
-        with open(self.path(".cairn", "experiments", "1", "coordinator.log")) as f:
-            log = f.read()
-        self.assertIn("[1.1] start 0", log, "its output went to coordinator.log")
-        self.assertIn("experiment 1 COMPLETED", log)
+        # Its output goes to coordinator.log; the last line comes after the state is stored.
+        log = self.path(".cairn", "experiments", "1", "coordinator.log")
+        wait_until(lambda: "experiment 1 COMPLETED" in open(log).read(), timeout=30,
+                   what="the detached cairn's last line in coordinator.log")
+        self.assertIn("[1.1] start 0", open(log).read())
 
 
 if __name__ == "__main__":
