@@ -200,7 +200,6 @@ class PtyProcess:
     to "\r\n" (onlcr), as a user's does; `text` keeps the bytes as written to it."""
 
     def __init__(self, argv, cwd, env):
-        import pty  # noqa: F401  (Linux: os.openpty is what it uses)
         master, slave = os.openpty()
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave,

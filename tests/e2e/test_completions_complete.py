@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, SOURCE, CairnTestCase  # noqa: E402
@@ -93,7 +92,8 @@ def commands():
 class ZshCompletes(CairnTestCase):
     def setUp(self):
         super().setUp()
-        self.assertTrue(shutil.which("zsh"), "zsh is not installed (./install.sh --test installs it)")
+        self.assertTrue(shutil.which("zsh"),
+                        "zsh is not installed (./install.sh --test installs it)")
         make_store(self)
         self.home = home_dir(self)
         self.capture = os.path.join(self.home, "capture")
@@ -127,7 +127,8 @@ class ZshCompletes(CairnTestCase):
                 if text.endswith("--end--\n"):
                     return sorted(set(text.split("\n")[:-2]))
             if time.monotonic() > deadline or self.zsh.proc.poll() is not None:
-                self.fail("zsh did not complete %r; the terminal showed:\n%r" % (line, self.zsh.text[-3000:]))
+                self.fail("zsh did not complete %r; the terminal showed:\n%r"
+                          % (line, self.zsh.text[-3000:]))
             self.zsh._read_some(0.05)
 
     def test_commands(self):
@@ -147,7 +148,8 @@ class ZshCompletes(CairnTestCase):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
         self.assertEqual(self.complete("cairn show 2."), ["2.1", "2.2"])
         self.assertEqual(self.complete("cairn logs "), ["1.1", "1.2", "2.1", "2.2"])
-        self.assertEqual(self.complete("cairn compare 1.1 "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
+        self.assertEqual(self.complete("cairn compare 1.1 "),
+                         ["1", "1.1", "1.2", "2", "2.1", "2.2"])
         for command in ("resume", "pause", "kill", "best", "watch", "report", "gc"):
             with self.subTest(command=command):
                 self.assertEqual(self.complete("cairn %s " % command), ["1", "2"])
@@ -171,7 +173,8 @@ class ZshCompletes(CairnTestCase):
 class FishCompletes(CairnTestCase):
     def setUp(self):
         super().setUp()
-        self.assertTrue(shutil.which("fish"), "fish is not installed (./install.sh --test installs it)")
+        self.assertTrue(shutil.which("fish"),
+                        "fish is not installed (./install.sh --test installs it)")
         make_store(self)
         home = home_dir(self)
         self.env = self.cairn_env({"PATH": bin_dir(self) + os.pathsep + os.environ["PATH"],

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, read_line_until, wait_until  # noqa: E402
@@ -167,7 +166,8 @@ class ReadmePromises(CairnTestCase):
         first = frames(watch.text)[0]
         self.assertIn("experiment 1  two  ACTIVE\n", first)
         # The grid creates its second trial when the first is done.
-        self.assertIn("trials      1  RUNNING 1\nsearch      1 of 2 trials created, 0 closed\n", first)
+        self.assertIn("trials      1  RUNNING 1\n"
+                      "search      1 of 2 trials created, 0 closed\n", first)
         # What happens next shows without running watch again: 1.1 completes, 1.2 runs.
         self.touch("hold-1.2")
         os.remove(self.path("hold-1.1"))
@@ -253,9 +253,11 @@ for op in ctx.operations():
         out = self.cairn("best", "1", "--checkpoint", check=0).stdout
         self.assertEqual(out.count("\n"), 1, "one line, for scripts")
         path = out.strip()
-        best = [c for c in self.cairn_json("checkpoints", "1.2", "--json") if c["steps_completed"] == 2]
+        best = [c for c in self.cairn_json("checkpoints", "1.2", "--json")
+                if c["steps_completed"] == 2]
         self.assertEqual(len(best), 1)
-        self.assertEqual(path, os.path.join(os.path.realpath(self.dir), ".cairn", "exports", best[0]["id"]))
+        self.assertEqual(path, os.path.join(os.path.realpath(self.dir), ".cairn", "exports",
+                                            best[0]["id"]))
         with open(os.path.join(path, "weights.txt")) as f:
             self.assertEqual(f.read(), "x=2 step=2\n")
         with open(os.path.join(path, "optimizer", "state.bin"), "rb") as f:
@@ -272,9 +274,9 @@ for op in ctx.operations():
         self.assertEqual((before.st_ino, before.st_mtime_ns), (after.st_ino, after.st_mtime_ns))
         self.assertEqual(os.listdir(self.path(".cairn", "exports")), [best[0]["id"]])
         # README's line for scripts.
-        shell = subprocess.run(["bash", "-c", 'cp -R "$("$0" best 1 --checkpoint)" model/ && cat model/weights.txt',
-                                CAIRN], cwd=self.dir, env=self.cairn_env(), capture_output=True,
-                               text=True, timeout=60)
+        line = 'cp -R "$("$0" best 1 --checkpoint)" model/ && cat model/weights.txt'
+        shell = subprocess.run(["bash", "-c", line, CAIRN], cwd=self.dir, env=self.cairn_env(),
+                               capture_output=True, text=True, timeout=60)
         self.assertEqual((shell.returncode, shell.stdout), (0, "x=2 step=2\n"), shell.stderr)
 
     # -- cairn resume --all ---------------------------------------------------------------
@@ -311,13 +313,15 @@ for op in ctx.operations():
         self.cairn("kill", "5", check=0, timeout=60)
         run.wait(timeout=60)
         states = {e["id"]: e["state"] for e in self.cairn_json("ls", "--all", "--json")}
-        self.assertEqual(states, {1: "ACTIVE", 2: "PAUSED", 3: "COMPLETED", 4: "ACTIVE", 5: "CANCELED"})
+        self.assertEqual(states, {1: "ACTIVE", 2: "PAUSED", 3: "COMPLETED", 4: "ACTIVE",
+                                  5: "CANCELED"})
         paused_steps = self.training_steps("2.1")
 
         for name in ("hold-1.1", "hold-2.1", "hold-4.1"):
             os.remove(self.path(name))
         resumed = self.cairn("resume", "--all", check=0, timeout=60)
-        self.assertEqual(resumed.stdout.split("\n"), ["1", "4", ""], "the ids it resumes, one a line")
+        self.assertEqual(resumed.stdout.split("\n"), ["1", "4", ""],
+                         "the ids it resumes, one a line")
         self.assertIn("resumed 2 interrupted experiment(s) in the background", resumed.stderr)
         # Resumed in the background: they complete with nothing more from the test.
         self.wait_state("1", "COMPLETED", timeout=120)
@@ -365,7 +369,8 @@ for op in ctx.operations():
         self.assertEqual(self.state("1"), "PAUSED")
         os.remove(self.path("stubborn"))
         resumed = self.cairn("resume", "1", check=0, timeout=120)
-        self.assertRegex(resumed.stdout, r"trial 1\.1 started \(pid \d+\) from checkpoint \w+ \(2 units done\)")
+        self.assertRegex(resumed.stdout,
+                         r"trial 1\.1 started \(pid \d+\) from checkpoint \w+ \(2 units done\)")
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual((trial["state"], trial["restarts"]), ("COMPLETED", 0),
                          "a kill the user asked for is not a failure")
@@ -455,13 +460,15 @@ for op in ctx.operations():
         run.wait(timeout=60)
 
         def listed(*flags):
-            return [(e["id"], e["name"], e["state"]) for e in self.cairn_json("ls", *flags, "--json")]
+            return [(e["id"], e["name"], e["state"])
+                    for e in self.cairn_json("ls", *flags, "--json")]
 
         self.assertEqual(listed(), [(1, "done", "COMPLETED"), (3, "waiting", "PAUSED")])
         self.assertEqual(listed("--all"), [(1, "done", "COMPLETED"), (2, "gone", "CANCELED"),
                                            (3, "waiting", "PAUSED")])
         rows = table_rows(self.cairn("ls", check=0).stdout, "ID  NAME")
-        self.assertEqual([r[:3] for r in rows], [["1", "done", "COMPLETED"], ["3", "waiting", "PAUSED"]])
+        self.assertEqual([r[:3] for r in rows],
+                         [["1", "done", "COMPLETED"], ["3", "waiting", "PAUSED"]])
         rows = table_rows(self.cairn("ls", "--all", check=0).stdout, "ID  NAME")
         self.assertEqual([r[:4] for r in rows], [["1", "done", "COMPLETED", "single"],
                                                  ["2", "gone", "CANCELED", "single"],
