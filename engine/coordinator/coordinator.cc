@@ -231,7 +231,7 @@ Status Coordinator::start() {
   experiment_["driver"] = {{"pid", ::getpid()},
                            {"start_time", process_start_time(::getpid()).value_or(0)},
                            {"boot_id", boot_id()}};
-  experiment_["state"] = "ACTIVE";
+  experiment_["state"] = schema::experiment_state_name(schema::ExperimentState::kActive);
   experiment_.erase("searcher_state");  // a store from before it had its own record
   searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
