@@ -56,6 +56,12 @@ function __cairn_at_argument
     test $arguments -eq (math $argv[1] - 1)
 end
 
+# Config files (*.yaml, *.yml) and directories that complete the word, as bash's and
+# zsh's completions offer: __fish_complete_suffix lists every other file after those.
+function __cairn_configs
+    __fish_complete_suffix .yaml | string match -r -- '^.*(?:\.ya?ml|/)$'
+end
+
 # Ids of experiments and trials, one per line, from the hidden `cairn __complete ids`
 # (experiments are the lines without a dot). $argv[1] selects: all (experiments and
 # trials), experiments, trials, or checkpoints (TRIAL@latest and TRIAL@best).
@@ -128,7 +134,7 @@ complete -c cairn -n '__cairn_using_command run' -l set -x -d 'Override a config
 complete -c cairn -n '__cairn_using_command run' -l name -x -d 'Name the experiment'
 complete -c cairn -n '__cairn_using_command run' -l detach -d 'Start the experiment in the background and return'
 complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Number of slots to use'
-complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -a '(__fish_complete_suffix .yaml; __fish_complete_suffix .yml)'
+complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -k -a '(__cairn_configs)'
 
 # resume EXP | resume --all
 complete -c cairn -n '__cairn_using_command resume' -l all -d 'Resume every interrupted experiment in the background'

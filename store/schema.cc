@@ -1,6 +1,7 @@
 #include "store/schema.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace cairn::schema {
 
@@ -11,6 +12,43 @@ std::string pad(int64_t n, int width) {
   return buf;
 }
 }  // namespace
+
+namespace {
+constexpr std::pair<TrialState, const char*> kTrialStateNames[] = {
+    {TrialState::kQueued, "QUEUED"},     {TrialState::kRunning, "RUNNING"},
+    {TrialState::kPaused, "PAUSED"},     {TrialState::kCompleted, "COMPLETED"},
+    {TrialState::kStopped, "STOPPED"},   {TrialState::kError, "ERROR"},
+    {TrialState::kCanceled, "CANCELED"},
+};
+}  // namespace
+
+const char* experiment_state_name(ExperimentState state) {
+  switch (state) {
+    case ExperimentState::kActive:
+      return "ACTIVE";
+    case ExperimentState::kPaused:
+      return "PAUSED";
+    case ExperimentState::kCompleted:
+      return "COMPLETED";
+    case ExperimentState::kError:
+      return "ERROR";
+    case ExperimentState::kCanceled:
+      return "CANCELED";
+  }
+  return "UNKNOWN";
+}
+
+const char* trial_state_name(TrialState state) {
+  for (const auto& [s, name] : kTrialStateNames)
+    if (s == state) return name;
+  return "UNKNOWN";
+}
+
+std::optional<TrialState> parse_trial_state(std::string_view name) {
+  for (const auto& [s, n] : kTrialStateNames)
+    if (name == n) return s;
+  return std::nullopt;
+}
 
 std::string trial_key(int64_t trial) {
   return kTrialPrefix + pad(trial, 8);

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/json.h"
 
@@ -40,6 +42,34 @@ inline bool experiment_has_ended(const std::string& state) {
 }
 inline bool trial_has_ended(const std::string& state) {
   return experiment_has_ended(state) || state == "STOPPED";
+}
+
+// A trial's state, as its record's "state" holds it (SPEC §5 names them).
+enum class TrialState {
+  kQueued,     // waits for a slot (new, promoted, or restarting after a failure)
+  kRunning,    // its ranks run
+  kPaused,     // stopped with a checkpoint; a resume or a promotion continues it
+  kCompleted,  // trained to max_length
+  kStopped,    // closed early by its searcher
+  kError,      // failed past its restarts, or could not start
+  kCanceled,   // the experiment was canceled
+};
+// An experiment's state (its record's "state").
+enum class ExperimentState {
+  kActive,     // driven now, or interrupted (SIGTERM, a crash): `resume --all` continues it
+  kPaused,     // paused on purpose (Ctrl-C, `cairn pause`): `resume ID` continues it
+  kCompleted,  // the searcher finished
+  kError,      // every trial errored
+  kCanceled,   // `cairn kill`
+};
+const char* experiment_state_name(ExperimentState state);
+
+// The stored name ("QUEUED", …), and back; nullopt for a name no cairn writes.
+const char* trial_state_name(TrialState state);
+std::optional<TrialState> parse_trial_state(std::string_view name);
+inline bool trial_has_ended(TrialState state) {
+  return state == TrialState::kCompleted || state == TrialState::kStopped ||
+         state == TrialState::kError || state == TrialState::kCanceled;
 }
 
 // A checkpoint record whose files are still there: not removed by retention or gc, nor

@@ -14,6 +14,7 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
+#include "engine/coordinator/local_launcher.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/signal_pipe.h"
@@ -22,9 +23,11 @@
 #include "engine/search/searcher_factory.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
+using schema::TrialState;
 
 namespace {
 
@@ -53,6 +56,7 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   options_.slots = machine_slots(options_.slots, gpus);
   slots_.emplace(options_.slots);
+  launcher_ = std::make_unique<LocalLauncher>();
 }
 
 Coordinator::~Coordinator() = default;
@@ -81,6 +85,16 @@ Trial* Coordinator::running_trial_by_id(const std::string& id) {
 
 void Coordinator::add_trial(std::unique_ptr<Trial> trial) {
   const int64_t index = trial->index;
+  // Its gang: where each rank's output goes and how much of it the log holds.
+  const fs::path work = store_.trial_work(experiment_["id"].get<int64_t>(), index);
+  trial->ranks.resize(static_cast<size_t>(std::max(1, config_.resources.slots_per_trial)));
+  for (size_t r = 0; r < trial->ranks.size(); ++r) {
+    Rank& rank = trial->ranks[r];
+    rank.rank = static_cast<int>(r);
+    rank.output_file = rank_output_file(work, rank.rank);
+    const Json seq = trial->record.value(log_seq_field(rank.rank), Json());
+    rank.log_seq = seq.is_number_integer() ? seq.get<int64_t>() : 0;
+  }
   if (!trial->finished) live_.insert(index);
   trials_[index] = std::move(trial);
 }
@@ -99,8 +113,8 @@ std::vector<Trial*> Coordinator::live_trials() const {
   return out;
 }
 
-void Coordinator::record_event(const std::string& type, Json fields) {
-  fields["type"] = type;
+void Coordinator::record_event(schema::EventType type, Json fields) {
+  fields["type"] = schema::event_type_name(type);
   fields["time"] = now_iso8601();
   Json ordered = Json{{"seq", next_event_seq_}};
   ordered.update(fields);
@@ -117,11 +131,12 @@ void Coordinator::reply_to(int fd, Json message) {
   deferred_replies_.emplace_back(fd, std::move(message));
 }
 
-void Coordinator::set_trial_state(Trial& trial, const char* state) {
-  if (trial.record.value("state", "") == state) return;
-  trial.record["state"] = state;
+void Coordinator::set_trial_state(Trial& trial, TrialState to) {
+  const char* state = schema::trial_state_name(to);
+  if (trial.state == to) return;
+  trial.state = to;
   mark_dirty(trial);
-  record_event("trial_state", {{"trial", trial.index}, {"state", state}});
+  record_event(schema::EventType::kTrialState, {{"trial", trial.index}, {"state", state}});
 }
 
 Status Coordinator::commit() {
@@ -133,8 +148,10 @@ Status Coordinator::commit() {
     searcher_changed_ = false;
   }
   for (int64_t index : dirty_)
-    if (Trial* trial = trial_by_index(index))
+    if (Trial* trial = trial_by_index(index)) {
+      schema::write_trial_record(trial->head(), trial->record);
       batch_.put_json(schema::trial_key(index), trial->record);
+    }
   dirty_.clear();
   // Finished trials leave the live set only now, after their final record is in the batch.
   std::erase_if(live_, [&](int64_t index) {
@@ -171,6 +188,17 @@ int trial_concurrency(const ExperimentConfig& config, int slots) {
   return concurrency;
 }
 
+Result<std::unique_ptr<Searcher>> Coordinator::create_searcher() const {
+  if (experiment_.contains("reproduces")) {
+    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
+    auto plan = replay_plan_from_json(experiment_["reproduces"]);
+    if (!plan.ok()) return plan.status();
+    return std::unique_ptr<Searcher>(std::make_unique<ReplaySearcher>(std::move(*plan)));
+  }
+  return make_searcher(config_, experiment_["seed"].get<uint64_t>(),
+                       experiment_["concurrency"].get<int>());
+}
+
 Status Coordinator::start() {
   // `cairn run`, `reproduce` and `resume` checked this already, before creating or changing
   // anything; again here, with the slots this coordinator really has, before it writes.
@@ -187,17 +215,9 @@ Status Coordinator::start() {
       prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
   if (!run_dir.ok()) return run_dir.status();
   run_dir_ = *run_dir;
-  if (experiment_.contains("reproduces")) {
-    // `cairn reproduce`: the recorded trial's hyperparameters, seed and lengths, replayed.
-    auto plan = replay_plan_from_json(experiment_["reproduces"]);
-    if (!plan.ok()) return plan.status();
-    searcher_ = std::make_unique<ReplaySearcher>(std::move(*plan));
-  } else {
-    auto searcher = make_searcher(config_, experiment_["seed"].get<uint64_t>(),
-                                  experiment_["concurrency"].get<int>());
-    if (!searcher.ok()) return searcher.status();
-    searcher_ = std::move(*searcher);
-  }
+  auto searcher = create_searcher();
+  if (!searcher.ok()) return searcher.status();
+  searcher_ = std::move(*searcher);
   auto listener =
       ControlListener::listen(store_.tmp(), "control-" + experiment_["id"].dump() + "-" +
                                                 std::to_string(::getpid()) + ".sock");
@@ -211,14 +231,24 @@ Status Coordinator::start() {
   experiment_["driver"] = {{"pid", ::getpid()},
                            {"start_time", process_start_time(::getpid()).value_or(0)},
                            {"boot_id", boot_id()}};
-  experiment_["state"] = "ACTIVE";
+  experiment_["state"] = schema::experiment_state_name(schema::ExperimentState::kActive);
   experiment_.erase("searcher_state");  // a store from before it had its own record
   searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
   if (options_.resume) {
-    Status st = load_for_resume();
+    Status st = Status::Ok();
+    // The records' fields are checked as they are read (store/stored_records.h); this catches
+    // what a check missed (a record nested deeper than the checks look), so that a damaged
+    // store is still a clear error, not a crash.
+    try {
+      st = load_for_resume();
+    } catch (const Json::exception& e) {
+      st = Status::Corrupt(std::string("store corrupt: a record cairn resumes from has a field of "
+                                       "the wrong type (") +
+                           e.what() + "); `cairn doctor` checks the store");
+    }
     if (!st.ok()) return st;
-    record_event("experiment_resumed", {{"pid", ::getpid()}});
+    record_event(schema::EventType::kExperimentResumed, {{"pid", ::getpid()}});
   } else {
     apply(searcher_->start());
   }
@@ -226,7 +256,7 @@ Status Coordinator::start() {
 }
 
 void Coordinator::close_in_searcher(Trial& trial) {
-  record_event("searcher_trial_closed", {{"trial", trial.index}});
+  record_event(schema::EventType::kSearcherTrialClosed, {{"trial", trial.index}});
   apply(searcher_->on_trial_closed(trial.index));
 }
 
@@ -237,32 +267,37 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
       case SearcherAction::Kind::kCreateTrial: {
         auto trial = std::make_unique<Trial>();
         trial->index = action.trial;
-        trial->record = Json{{"id", trial_id(action.trial)},
-                             {"index", action.trial},
-                             {"state", "QUEUED"},
-                             {"hparams", action.hparams},
-                             {"seed", action.seed},
-                             {"steps_completed", 0},
-                             {"restarts", 0},
-                             {"best_validation", nullptr},
-                             {"latest_checkpoint", nullptr},
+        trial->record = Json{{"id", trial_id(action.trial)}, {"index", action.trial},
+                             {"hparams", action.hparams},    {"seed", action.seed},
+                             {"steps_completed", 0},         {"restarts", 0},
+                             {"best_validation", nullptr},   {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
         mark_dirty(*trial);
-        record_event("trial_created",
-                     {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
+        Json event{{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}};
+        if (action.parent > 0) {
+          // A clone: it starts from its parent's checkpoint at parent_length units.
+          trial->record["parent"] = {{"trial", trial_id(action.parent)},
+                                     {"index", action.parent},
+                                     {"step", action.parent_length}};
+          event["parent"] = action.parent;
+          event["parent_length"] = action.parent_length;
+        }
+        record_event(schema::EventType::kTrialCreated, std::move(event));
+        Trial& created = *trial;
         add_trial(std::move(trial));
+        if (action.parent > 0) resolve_parent_checkpoint(created);
         break;
       }
       case SearcherAction::Kind::kTrain: {
         Trial* trial = trial_by_index(action.trial);
         if (!trial) break;
         trial->target = action.length;
-        trial->record["target_length"] = action.length;
         if (trial->finished) break;  // errored meanwhile: nothing to train
-        if (trial->record.value("state", "") == "PAUSED" && !pausing_)
-          set_trial_state(*trial, "QUEUED");
+        if (trial->state == TrialState::kPaused && !pausing_)
+          set_trial_state(*trial, TrialState::kQueued);
         mark_dirty(*trial);
-        record_event("train", {{"trial", action.trial}, {"length", action.length}});
+        record_event(schema::EventType::kTrain,
+                     {{"trial", action.trial}, {"length", action.length}});
         answer_pending_operation(*trial);
         break;
       }
@@ -270,14 +305,14 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         Trial* trial = trial_by_index(action.trial);
         if (!trial) break;
         trial->closed = true;
-        trial->record["closed"] = true;
         mark_dirty(*trial);
-        record_event("close", {{"trial", action.trial}});
+        record_event(schema::EventType::kClose, {{"trial", action.trial}});
         answer_pending_operation(*trial);
         if (!trial->running() && !trial->finished && !trial->orphan_process) {
           trial->finished = true;
-          set_trial_state(*trial,
-                          trial->target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+          set_trial_state(*trial, trial->target >= config_.searcher.max_length
+                                      ? TrialState::kCompleted
+                                      : TrialState::kStopped);
           close_in_searcher(*trial);
         }
         break;
@@ -315,6 +350,7 @@ void Coordinator::schedule() {
       continue;
     }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
+    if (!parent_checkpoint_ready(*trial)) continue;
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
     if (!st.ok() && st.kind() == ErrorKind::kIo) {
@@ -331,7 +367,7 @@ void Coordinator::schedule() {
       terminal_.warn("error: trial " + trial_id(index) + ": " + st.message());
       trial->record["error"] = st.message();
       trial->finished = true;
-      set_trial_state(*trial, "ERROR");
+      set_trial_state(*trial, TrialState::kError);
       close_in_searcher(*trial);
     }
   }

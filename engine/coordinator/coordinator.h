@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "common/json.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/control_channel.h"
+#include "engine/coordinator/launcher.h"
 #include "engine/coordinator/output_tail.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
@@ -28,7 +30,9 @@
 #include "store/checkpoint_files.h"
 #include "store/experiment_db.h"
 #include "store/object_store.h"
+#include "store/schema.h"
 #include "store/store_location.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 
@@ -45,8 +49,11 @@ int trial_concurrency(const ExperimentConfig& config, int slots);
 // The coordinator's run-time state of one trial and of its ranks (defined in
 // engine/coordinator/trial_state.h, which the coordinator's own files include).
 struct Trial;
-struct Worker;
+struct Rank;
 struct RankRound;
+struct TrialEnvironment;
+struct AttemptEnd;
+struct AttemptDecision;
 
 class Coordinator {
  public:
@@ -62,15 +69,32 @@ class Coordinator {
   using Clock = std::chrono::steady_clock;
 
   Status start();
+  // The experiment's searcher: its config's, or `cairn reproduce`'s replay of one trial.
+  Result<std::unique_ptr<Searcher>> create_searcher() const;
   Status load_for_resume();
+  // Reads every trial record into trials_ (store/stored_records.h checks their fields).
+  Status load_trial_records();
+  // Processes of the trial that outlived the previous coordinator: if any still runs, the
+  // trial waits for it (orphan_process) and true is returned.
+  bool wait_for_orphan(Trial& trial);
   // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
   // store holds none of them (the coordinator died before its first commit), to be applied.
   Status replay_searcher(std::vector<SearcherAction>* unstarted);
+  // One logged event, fed to the searcher if it is one the searcher saw: `created` collects
+  // the trials with a trial_created event, `decided` what the searcher decides in reaction.
+  Status replay_event(std::string_view key, std::string_view value, std::set<int64_t>& created,
+                      const std::function<void(const std::vector<SearcherAction>&)>& decided);
   void recover_trial(Trial& trial);
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
                            uint64_t new_bytes, const Json& metadata);
+  // A clone (pbt: record "parent") gets its parent's checkpoint at the step it was cloned at
+  // as "parent_checkpoint", once the parent has registered it.
+  void resolve_parent_checkpoint(Trial& child);
+  // Whether a clone may start: its parent checkpoint is known (or the parent ended without
+  // one). Trials that are not clones are always ready.
+  bool parent_checkpoint_ready(Trial& child);
   void close_in_searcher(Trial& trial);
   void cancel();
   void check_liveness();
@@ -78,7 +102,18 @@ class Coordinator {
   void apply(const std::vector<SearcherAction>& actions);
   void schedule();
   Status start_trial(Trial& trial);
-  Status restore_latest_checkpoint(Trial& trial, std::map<std::string, std::string>& env);
+  // What every rank of the trial's next attempt gets (rank_environment.h), with the latest
+  // checkpoint restored for it.
+  Result<TrialEnvironment> trial_environment(Trial& trial);
+  Status restore_latest_checkpoint(Trial& trial, TrialEnvironment& env);
+  // A clone without a checkpoint of its own: its parent checkpoint, materialized at `dest`.
+  Status restore_parent_checkpoint(Trial& trial, const std::filesystem::path& dest,
+                                   TrialEnvironment& env);
+  // Starts every rank of the trial through the launcher; a rank > 0 that cannot start fails
+  // the attempt (its gang is stopped), rank 0's failure is the start's.
+  Status start_ranks(Trial& trial, const TrialEnvironment& env);
+  // The trial's record and event once its ranks are started.
+  void record_start(Trial& trial);
   void poll_once();
   void accept_connections();
   void read_connection(int fd);
@@ -95,6 +130,9 @@ class Coordinator {
   void handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_training(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_validation(Trial& trial, ControlConnection& conn, const Json& msg);
+  // The trial's best validation and the checkpoint of `step` take in `metrics`. Returns the
+  // searcher's metric among them when it is finite (said in the trial's log when not).
+  std::optional<double> note_validation(Trial& trial, int64_t step, const Json& metrics);
   void handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_abort(Trial& trial, const Json& msg);
@@ -128,15 +166,23 @@ class Coordinator {
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);
   // A rank ended: the first failure stops the others; the trial ends with the last rank.
-  void rank_exited(Trial& trial, int rank, ExitInfo info);
-  void drain_worker_output(Trial& trial, Worker& worker, bool final);
-  void drain_output(Trial& trial, bool final);
+  void rank_exited(Trial& trial, Rank& rank, ExitInfo info);
+  // Reads what the rank wrote since the last call into its log; `final`: it has ended.
+  void drain_output(Trial& trial, Rank& rank, bool final);
+  void log_rank_output(Trial& trial, Rank& rank, std::string_view chunk);
+  // cairn's own lines about a trial, in rank 0's log.
   void log_output(Trial& trial, std::string_view chunk);
-  void reap_children();
-  // Whether `pid` is a running trial's chief or one of its ranks (not yet reaped).
-  bool is_trial_process(pid_t pid) const;
+  // The ranks that ended (launcher_->take_exits()), each to its trial.
+  void collect_exits();
+  // The attempt ended (every rank has): its state, restart or error (exit_decision.h).
   // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
   void handle_exit(Trial& trial, ExitInfo info, bool permanent);
+  AttemptEnd attempt_end_facts(const Trial& trial, const ExitInfo& info, bool permanent) const;
+  std::string failure_reason(const Trial& trial, const ExitInfo& info,
+                             const std::optional<std::string>& fault) const;
+  // Says the attempt failed, and records the restart or the error `decision` holds.
+  void report_failure(Trial& trial, const ExitInfo& info, bool permanent, const std::string& why,
+                      const AttemptDecision& decision);
   // The last lines of the rank whose failure ended the attempt (rank 0's own for a trial of
   // one process), as the failure report shows them.
   void report_failure_tail(const Trial& trial);
@@ -148,8 +194,8 @@ class Coordinator {
   // Kills what still runs once stop_deadline_ has passed, saying which trials and why.
   void enforce_stop_deadline();
   void request_stop(Trial& trial, const char* reason);
-  void set_trial_state(Trial& trial, const char* state);
-  void record_event(const std::string& type, Json fields);
+  void set_trial_state(Trial& trial, schema::TrialState state);
+  void record_event(schema::EventType type, Json fields);
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
@@ -183,6 +229,8 @@ class Coordinator {
   std::optional<SlotPool> slots_;
   bool gpu_slots_ = false;              // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
   std::vector<std::string> gpu_names_;  // what CUDA_VISIBLE_DEVICES calls them (gpu_names)
+  // Where ranks run (launcher.h): processes of this machine.
+  std::unique_ptr<Launcher> launcher_;
   std::optional<ControlListener> listener_;
   std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;

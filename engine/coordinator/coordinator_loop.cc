@@ -13,6 +13,7 @@
 #include "store/garbage_collector.h"
 #include "store/retention.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 
@@ -36,18 +37,16 @@ void Coordinator::read_connection(int fd) {
                                      " MiB: dropped (docs/protocol.md)"}});
   if (!open) {
     if (Trial* trial = trial_by_index(conn.trial)) {
-      if (trial->connection_fd == fd) {
-        trial->connection_fd = -1;
-        trial->pending_operation_seq.reset();
-      }
+      if (trial->chief().connection_fd == fd) trial->pending_operation_seq.reset();
       // Forgotten, or a later connection given this fd number would pass for the rank's
       // (handle_hello refuses a second connection for a rank).
-      for (Worker& w : trial->workers)
-        if (w.connection_fd == fd) w.connection_fd = -1;
+      for (Rank& r : trial->ranks)
+        if (r.connection_fd == fd) r.connection_fd = -1;
       // Its pending request will never be answered: the rank waits in nothing of cairn's.
-      if (trial->world_size() > 1 && conn.rank >= 0 && conn.rank < trial->world_size() &&
-          trial->wait_of(conn.rank).call != RankCall::kExited)
-        trial->wait_of(conn.rank).call = RankCall::kOutside;
+      if (conn.rank >= 0 && conn.rank < trial->world_size()) {
+        RankWait& wait = trial->ranks[static_cast<size_t>(conn.rank)].wait;
+        if (wait.call != RankCall::kExited) wait.call = RankCall::kOutside;
+      }
     }
     // Replies still queued for it have nowhere to go.
     std::erase_if(deferred_replies_, [fd](const auto& r) { return r.first == fd; });
@@ -96,12 +95,8 @@ void Coordinator::poll_once() {
         Trial* trial = trial_by_index(output_key_trial(key));
         if (!trial) continue;
         const int rank = output_key_rank(key);
-        if (rank == 0) {
-          drain_output(*trial, false);
-          continue;
-        }
-        for (Worker& w : trial->workers)
-          if (w.rank == rank) drain_worker_output(*trial, w, false);
+        if (rank < trial->world_size())
+          drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
       }
     } else if (connections_.count(p.fd)) {
       if (p.revents & POLLOUT) connections_[p.fd]->flush();
@@ -109,7 +104,7 @@ void Coordinator::poll_once() {
     }
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
-  reap_children();
+  collect_exits();
   check_liveness();
   enforce_stop_deadline();
   check_rank_waits();
@@ -140,30 +135,28 @@ bool Coordinator::stalled() const {
 }
 
 int Coordinator::finish() {
-  int total = 0, errored = 0, completed = 0;
+  using schema::ExperimentState;
+  ExperimentEnd end{canceling_, pausing_, shutting_down_, searcher_->finished()};
+  int completed = 0;
   for (const auto& [index, trial] : trials_) {
-    ++total;
-    const std::string state = trial->record.value("state", "");
-    if (state == "ERROR") ++errored;
-    if (state == "COMPLETED") ++completed;
+    ++end.trials;
+    if (trial->state == schema::TrialState::kError) ++end.errored;
+    if (trial->state == schema::TrialState::kCompleted) ++completed;
   }
-  std::string state = "COMPLETED";
-  if (canceling_)
-    state = "CANCELED";
-  else if (pausing_ && !searcher_->finished())
-    state = shutting_down_ ? "ACTIVE" : "PAUSED";  // ACTIVE and undriven: interrupted
-  else if (total > 0 && errored == total)
-    state = "ERROR";
+  const ExperimentState ended = decide_experiment_end(end);
+  const std::string state = schema::experiment_state_name(ended);
+  const int total = end.trials;
   experiment_["state"] = state;
   experiment_.erase("driver");
-  if (state != "PAUSED" && state != "ACTIVE") experiment_["ended_at"] = Json(std::time(nullptr));
+  if (ended != ExperimentState::kPaused && ended != ExperimentState::kActive)
+    experiment_["ended_at"] = Json(std::time(nullptr));
   std::vector<const Json*> records;
   for (const auto& [index, trial] : trials_) records.push_back(&trial->record);
   const std::string& metric = config_.searcher.metric;
   const Json* best = best_trial(records, metric, MetricOrder(config_.searcher.smaller_is_better));
   if (best) experiment_["best_trial"] = best->value("id", "");
   batch_.put_json(schema::kExperiment, experiment_);
-  record_event("experiment_state", {{"state", state}});
+  record_event(schema::EventType::kExperimentState, {{"state", state}});
   Status st = commit();
   if (!st.ok()) {
     terminal_.warn("error: " + st.message());
@@ -171,16 +164,16 @@ int Coordinator::finish() {
   }
   if (retention_due_) apply_retention();
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
-  if (state == "ACTIVE") {
+  if (ended == ExperimentState::kActive) {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
                    "` (or `cairn resume --all`) continues it");
     return 0;
   }
-  if (state == "PAUSED") {
+  if (ended == ExperimentState::kPaused) {
     terminal_.note("experiment " + id + " paused; continue it with: cairn resume " + id);
     return 0;
   }
-  if (state == "CANCELED") {
+  if (ended == ExperimentState::kCanceled) {
     terminal_.note("experiment " + id + " canceled");
     return 0;
   }
@@ -190,7 +183,7 @@ int Coordinator::finish() {
     summary += "; best trial " + best->value("id", "") + " (" + metric + " " +
                format_number((*best)["best_validation"][metric].get<double>()) + ")";
   terminal_.note(summary);
-  return state == "ERROR" ? 1 : 0;
+  return ended == ExperimentState::kError ? 1 : 0;
 }
 
 // Applies checkpoint.keep_* (store/retention.h) to this experiment's checkpoints; runs after

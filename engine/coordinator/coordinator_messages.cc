@@ -9,6 +9,7 @@
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -190,10 +191,7 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   conn.trial = trial->index;
   conn.rank = rank;
   conn.pid = msg.contains("pid") && msg["pid"].is_number_integer() ? msg["pid"].get<int64_t>() : 0;
-  if (rank == 0)
-    trial->connection_fd = conn.fd();
-  else
-    trial->workers[static_cast<size_t>(rank - 1)].connection_fd = conn.fd();
+  trial->ranks[static_cast<size_t>(rank)].connection_fd = conn.fd();
   // The trial's settings (checkpoint period, deterministic mode, …) reach it once, in its
   // environment (CAIRN_*; docs/protocol.md, "Environment"), not again here.
   reply(conn, Json{{"type", "welcome"}, {"protocol", kProtocolVersion}});
@@ -201,9 +199,8 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
 }
 
 int Coordinator::rank_connection_fd(const Trial& trial, int rank) const {
-  if (rank == 0) return trial.connection_fd;
   if (rank < 0 || rank >= trial.world_size()) return -1;
-  return trial.workers[static_cast<size_t>(rank - 1)].connection_fd;
+  return trial.ranks[static_cast<size_t>(rank)].connection_fd;
 }
 
 Json Coordinator::operation_answer(Trial& trial, size_t n) {
@@ -228,14 +225,15 @@ Json Coordinator::operation_answer(Trial& trial, size_t n) {
 
 void Coordinator::answer_pending_operation(Trial& trial) {
   if (!trial.pending_operation_seq) return;
-  auto it = connections_.find(trial.connection_fd);
+  Rank& chief = trial.chief();
+  auto it = connections_.find(chief.connection_fd);
   if (it == connections_.end()) {
     trial.pending_operation_seq.reset();
     return;
   }
   Json answer{{"type", "operation"}, {"re", *trial.pending_operation_seq}};
-  answer.update(operation_answer(trial, trial.operations_asked));
-  if (trial.world_size() > 1) ++trial.operations_asked;
+  answer.update(operation_answer(trial, chief.operations_asked));
+  if (trial.world_size() > 1) ++chief.operations_asked;
   trial.pending_operation_seq.reset();
   reply(*it->second, std::move(answer));
 }
@@ -246,9 +244,9 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
     answer_pending_operation(trial);
     return;
   }
-  Worker& worker = trial.workers[static_cast<size_t>(conn.rank - 1)];
+  Rank& rank = trial.ranks[static_cast<size_t>(conn.rank)];
   Json answer{{"type", "operation"}, {"re", msg.value("seq", int64_t{0})}};
-  answer.update(operation_answer(trial, worker.operations_asked++));
+  answer.update(operation_answer(trial, rank.operations_asked++));
   reply(conn, std::move(answer));
 }
 
@@ -257,6 +255,35 @@ void Coordinator::handle_training(Trial& trial, ControlConnection& conn, const J
   if (!msg.contains("reports") || !msg["reports"].is_array()) return;
   tell_dropped_metrics(
       conn, store_training_batch(trial, msg.dump(-1, ' ', false, Json::error_handler_t::replace)));
+}
+
+std::optional<double> Coordinator::note_validation(Trial& trial, int64_t step,
+                                                   const Json& metrics) {
+  const std::string& name = config_.searcher.metric;
+  std::optional<double> value = finite_metric(metrics, name);
+  if (!value) {
+    log_output(trial, "cairn: warning: validation at step " + std::to_string(step) +
+                          " has no finite '" + name +
+                          "'; the searcher counts it as the worst value\n");
+  } else {
+    const Json& best = trial.record["best_validation"];
+    std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
+    if (!old || MetricOrder(config_.searcher.smaller_is_better).better(*value, *old)) {
+      trial.record["best_validation"] = metrics;
+      trial.record["best_validation_step"] = step;
+    }
+  }
+  // A checkpoint taken at this step gets the metrics it was validated with.
+  if (trial.latest_checkpoint_step == step && trial.record["latest_checkpoint"].is_string()) {
+    const std::string id = trial.record["latest_checkpoint"].get<std::string>();
+    auto ckpt = db_->get_json(schema::checkpoint_key(id));
+    if (ckpt.ok() && ckpt->has_value()) {
+      Json record = **ckpt;
+      record["metrics"] = metrics;
+      batch_.put_json(schema::checkpoint_key(id), record);
+    }
+  }
+  return value;
 }
 
 void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const Json& msg) {
@@ -282,42 +309,20 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
   trial.record["latest_validation"] = Json{{"step", step}, {"metrics", metrics}};
   mark_dirty(trial);
 
-  const std::string& name = config_.searcher.metric;
-  std::optional<double> value = finite_metric(metrics, name);
-  if (!value) {
-    log_output(trial, "cairn: warning: validation at step " + std::to_string(step) +
-                          " has no finite '" + name +
-                          "'; the searcher counts it as the worst value\n");
-  } else {
-    const Json& best = trial.record["best_validation"];
-    std::optional<double> old = best.is_object() ? finite_metric(best, name) : std::nullopt;
-    if (!old || MetricOrder(config_.searcher.smaller_is_better).better(*value, *old)) {
-      trial.record["best_validation"] = metrics;
-      trial.record["best_validation_step"] = step;
-    }
-  }
-  // A checkpoint taken at this step gets the metrics it was validated with.
-  if (trial.latest_checkpoint_step == step && trial.record["latest_checkpoint"].is_string()) {
-    const std::string id = trial.record["latest_checkpoint"].get<std::string>();
-    auto ckpt = db_->get_json(schema::checkpoint_key(id));
-    if (ckpt.ok() && ckpt->has_value()) {
-      Json record = **ckpt;
-      record["metrics"] = metrics;
-      batch_.put_json(schema::checkpoint_key(id), record);
-    }
-  }
-  record_event("validation", {{"trial", trial.index}, {"step", step}, {"metrics", metrics}});
+  const std::optional<double> value = note_validation(trial, step, metrics);
+  record_event(schema::EventType::kValidation,
+               {{"trial", trial.index}, {"step", step}, {"metrics", metrics}});
   reply(conn, Json{{"type", "ack"}, {"re", msg.value("seq", 0)}});
 
   if (step >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
-    trial.record["validated_target"] = trial.target;
     const double m = value ? *value : MetricOrder(config_.searcher.smaller_is_better).worst();
     // What the searcher is told is logged with the decisions it leads to (same batch), so a
     // resumed coordinator rebuilds the searcher by replaying exactly these calls.
-    record_event("searcher_validation", {{"trial", trial.index},
-                                         {"length", trial.target},
-                                         {"metric", value ? Json(*value) : Json(nullptr)}});
+    record_event(schema::EventType::kSearcherValidation,
+                 {{"trial", trial.index},
+                  {"length", trial.target},
+                  {"metric", value ? Json(*value) : Json(nullptr)}});
     apply(searcher_->on_validation(trial.index, trial.target, m));
   }
 }
@@ -355,7 +360,7 @@ void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, c
     fs::remove_all(path, ec);
     log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
                           " was not saved: " + manifest.status().message() + "\n");
-    record_event("checkpoint_failed",
+    record_event(schema::EventType::kCheckpointFailed,
                  {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
     reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", manifest.status().message()}});
     return;
@@ -376,14 +381,62 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   batch_.put_json(schema::checkpoint_key(manifest.id), record);
   batch_has_checkpoint_ = true;
   trial.record["latest_checkpoint"] = manifest.id;
-  trial.record["latest_checkpoint_steps"] = step;
   trial.record["steps_completed"] =
       std::max(step, trial.record.value("steps_completed", int64_t{0}));
   trial.latest_checkpoint_step = step;
   trial.failures_in_a_row = 0;
   retention_due_ = true;
   mark_dirty(trial);
-  record_event("checkpoint", {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
+  record_event(schema::EventType::kCheckpoint,
+               {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
+  // Clones waiting for this checkpoint of their parent (pbt) can start from it.
+  for (Trial* child : live_trials())
+    if (child->record.contains("parent") && !child->record.contains("parent_checkpoint"))
+      resolve_parent_checkpoint(*child);
+}
+
+void Coordinator::resolve_parent_checkpoint(Trial& child) {
+  const Json& parent = child.record["parent"];
+  Trial* from = trial_by_index(parent.value("index", int64_t{0}));
+  const int64_t step = parent.value("step", int64_t{0});
+  if (!from || from->latest_checkpoint_step != step ||
+      !from->record["latest_checkpoint"].is_string())
+    return;
+  child.record["parent_checkpoint"] = from->record["latest_checkpoint"];
+  mark_dirty(child);
+}
+
+bool Coordinator::parent_checkpoint_ready(Trial& child) {
+  if (!child.record.contains("parent") || child.record.contains("parent_checkpoint")) return true;
+  const Json& parent = child.record["parent"];
+  const Trial* from = trial_by_index(parent.value("index", int64_t{0}));
+  // The parent checkpoints at every decision point; until it has at the step the clone was
+  // made at, the clone waits. A parent that ended without it (it failed past its restarts)
+  // leaves the clone its newest checkpoint from before that step, or none.
+  const int64_t step = parent.value("step", int64_t{0});
+  if (from && !from->finished && from->latest_checkpoint_step <= step) return false;
+  // Past it (a resumed coordinator: the parent trained on before the clone started), or
+  // ended: the parent's newest registered checkpoint at or before the step, from the store.
+  std::optional<std::pair<int64_t, std::string>> found;
+  (void)db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
+    const Json c = Json::parse(value, nullptr, false);
+    if (c.is_object() && c.value("trial_index", Json()) == parent.value("index", Json()) &&
+        c.value("steps_completed", Json()).is_number_integer() &&
+        c.value("id", Json()).is_string() && schema::checkpoint_is_kept(c)) {
+      const int64_t s = c["steps_completed"].get<int64_t>();
+      if (s <= step && (!found || s > found->first)) found.emplace(s, c["id"].get<std::string>());
+    }
+    return true;
+  });
+  if (found)
+    child.record["parent_checkpoint"] = found->second;
+  else
+    terminal_.warn("warning: trial " + trial_id(child.index) + ": its parent " +
+                   parent.value("trial", std::string("?")) + " left no checkpoint at step " +
+                   std::to_string(step) + "; it starts from scratch");
+  child.record["parent_checkpoint"] = child.record.value("parent_checkpoint", Json(nullptr));
+  mark_dirty(child);
+  return true;
 }
 
 void Coordinator::handle_checkpoint_abort(Trial& trial, const Json& msg) {

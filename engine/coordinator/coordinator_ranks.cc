@@ -11,6 +11,7 @@
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -38,7 +39,7 @@ constexpr size_t kMaxRngBytes = 1 << 20;
 
 void Coordinator::note_rank_call(Trial& trial, int rank, const std::string& type, const Json& msg) {
   if (rank < 0 || rank >= trial.world_size()) return;
-  RankWait& w = trial.wait_of(rank);
+  RankWait& w = trial.ranks[static_cast<size_t>(rank)].wait;
   const auto now = Clock::now();
   const int64_t step = step_of(msg);
   if (type == "sync") {
@@ -75,7 +76,7 @@ void Coordinator::rank_answered(int fd) {
   Trial* trial = trial_by_index(it->second->trial);
   const int rank = it->second->rank;
   if (!trial || trial->world_size() < 2 || rank < 0 || rank >= trial->world_size()) return;
-  RankWait& w = trial->wait_of(rank);
+  RankWait& w = trial->ranks[static_cast<size_t>(rank)].wait;
   if (w.call != RankCall::kExited) w.call = RankCall::kOutside;
 }
 
@@ -183,12 +184,12 @@ void Coordinator::handle_checkpoint_skip(Trial& trial, ControlConnection& conn, 
 void Coordinator::settle_checkpoint_rounds(Trial& trial) {
   // A gang that failed (a rank died, cairn killed it) commits nothing more: a rank that died
   // before saying whether it takes part has not left the checkpoint, it is missing from it.
-  if (trial.gang_failure || trial.gang_fault) return;
+  if (trial.outcome.failed() || trial.gang_fault) return;
   std::vector<int64_t> whole;
   for (const auto& [step, round] : trial.checkpoint_rounds) {
     bool accounted = true;
     for (int rank = 0; rank < trial.world_size() && accounted; ++rank) {
-      const RankWait& w = trial.wait_of(rank);
+      const RankWait& w = trial.ranks[static_cast<size_t>(rank)].wait;
       if (round.ranks.count(rank)) continue;  // ended (or aborted) its part
       // A rank that began must end its part, unless it has exited.
       accounted = round.begun.count(rank) ? w.call == RankCall::kExited : left_checkpoint(w, step);
@@ -231,7 +232,7 @@ void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
     fs::remove_all(done.staging_dir, ec);
     log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
                           " was not saved: " + manifest.status().message() + "\n");
-    record_event("checkpoint_failed",
+    record_event(schema::EventType::kCheckpointFailed,
                  {{"trial", trial.index}, {"step", step}, {"error", manifest.status().message()}});
     for (const RoundWaiter& w : done.waiting)
       reply_to(w.fd,
@@ -248,12 +249,13 @@ void Coordinator::check_rank_waits() {
   const auto now = Clock::now();
   for (Trial* trial : live_trials()) {
     const int64_t index = trial->index;
-    if (!trial->running() || trial->world_size() < 2 || trial->gang_failure || trial->gang_fault)
+    if (!trial->running() || trial->world_size() < 2 || trial->outcome.failed() ||
+        trial->gang_fault)
       continue;
-    trial->wait_of(trial->world_size() - 1);  // one wait per rank
-    std::optional<std::string> line = gang_deadlock(trial->waits);
+    const std::vector<RankWait> waits = trial->waits();
+    std::optional<std::string> line = gang_deadlock(waits);
     if (!line)
-      line = rank_wait_expired(trial->waits, std::chrono::seconds(config_.rank_wait_timeout), now);
+      line = rank_wait_expired(waits, std::chrono::seconds(config_.rank_wait_timeout), now);
     if (!line) continue;
     terminal_.warn("trial " + trial_id(index) + ": " + *line);
     log_output(*trial, "cairn: error: " + *line + "; the ranks were killed\n");

@@ -15,9 +15,49 @@
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
+using schema::TrialState;
+
+Status Coordinator::replay_event(
+    std::string_view key, std::string_view value, std::set<int64_t>& created,
+    const std::function<void(const std::vector<SearcherAction>&)>& decided) {
+  using schema::EventType;
+  auto ev = schema::read_event(key, value);
+  if (!ev.ok()) return ev.status();
+  next_event_seq_ = std::max(next_event_seq_, ev->seq + 1);
+  if (!ev->type) return Status::Ok();  // written by a newer cairn: nothing the searcher saw
+  switch (*ev->type) {
+    case EventType::kTrialCreated: {
+      auto trial = ev->integer("trial");
+      if (!trial.ok()) return trial.status();
+      created.insert(*trial);
+      break;
+    }
+    case EventType::kSearcherValidation: {
+      auto trial = ev->integer("trial");
+      auto length = ev->integer("length");
+      if (!trial.ok() || !length.ok()) return trial.ok() ? length.status() : trial.status();
+      // A metric the trial reported as NaN or not at all was told to the searcher as the worst.
+      const Json metric = ev->fields.value("metric", Json());
+      const double worst = MetricOrder(config_.searcher.smaller_is_better).worst();
+      decided(searcher_->on_validation(*trial, *length,
+                                       metric.is_number() ? metric.get<double>() : worst));
+      break;
+    }
+    case EventType::kSearcherTrialClosed: {
+      auto trial = ev->integer("trial");
+      if (!trial.ok()) return trial.status();
+      decided(searcher_->on_trial_closed(*trial));
+      break;
+    }
+    default:
+      break;
+  }
+  return Status::Ok();
+}
 
 Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
   // The searcher's first decisions are committed by start(), after the experiment's record
@@ -25,7 +65,6 @@ Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
   // the fix, a power cut) left an experiment whose search never started. Its trial_created
   // events say which: replaying start() then drops decisions that are not in the store.
   const std::vector<SearcherAction> first = searcher_->start();
-  const double worst = MetricOrder(config_.searcher.smaller_is_better).worst();
   std::set<int64_t> recorded;  // trials with a trial_created event
   // Trials the replayed searcher created in reaction to a replayed event: each must have been
   // recorded in the same batch as that event.
@@ -36,24 +75,8 @@ Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
   };
   Status bad = Status::Ok();
   Status st = db_->scan(schema::kEventPrefix, [&](std::string_view key, std::string_view value) {
-    Json ev = Json::parse(value, nullptr, false);
-    if (ev.is_discarded()) {
-      bad = Status::Corrupt("store corrupt: event " + std::string(key) + " is not JSON");
-      return false;
-    }
-    next_event_seq_ = std::max(next_event_seq_, ev.value("seq", int64_t{0}) + 1);
-    const std::string type = ev.value("type", "");
-    if (type == "trial_created") {
-      recorded.insert(ev.value("trial", int64_t{0}));
-    } else if (type == "searcher_validation") {
-      const Json& m = ev["metric"];
-      note_creations(searcher_->on_validation(ev["trial"].get<int64_t>(),
-                                              ev["length"].get<int64_t>(),
-                                              m.is_number() ? m.get<double>() : worst));
-    } else if (type == "searcher_trial_closed") {
-      note_creations(searcher_->on_trial_closed(ev["trial"].get<int64_t>()));
-    }
-    return true;
+    bad = replay_event(key, value, recorded, note_creations);
+    return bad.ok();
   });
   if (!st.ok()) return st;
   if (!bad.ok()) return bad;
@@ -87,6 +110,32 @@ Status Coordinator::replay_searcher(std::vector<SearcherAction>* unstarted) {
   return Status::Ok();
 }
 
+Status Coordinator::load_trial_records() {
+  Status bad = Status::Ok();
+  Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
+    Json record = Json::parse(value, nullptr, false);
+    auto head = record.is_discarded() ? Result<schema::TrialRecordHead>(Status::Corrupt(
+                                            "store corrupt: " + std::string(key) + " is not JSON"))
+                                      : schema::read_trial_record(key, record);
+    if (!head.ok()) {
+      bad = head.status();
+      return false;
+    }
+    auto trial = std::make_unique<Trial>();
+    trial->index = head->index;
+    trial->target = head->target_length;
+    trial->validated_target = head->validated_target;
+    trial->closed = head->closed;
+    trial->finished = schema::trial_has_ended(head->state);
+    trial->latest_checkpoint_step = head->latest_checkpoint_steps;
+    trial->state = head->state;
+    trial->record = std::move(record);
+    add_trial(std::move(trial));
+    return true;
+  });
+  return st.ok() ? bad : st;
+}
+
 Status Coordinator::load_for_resume() {
   std::vector<SearcherAction> unstarted;
   Status replayed = replay_searcher(&unstarted);
@@ -98,27 +147,7 @@ Status Coordinator::load_for_resume() {
         return true;
       });
   if (!batches.ok()) return batches;
-  Status bad = Status::Ok();
-  Status st = db_->scan(schema::kTrialPrefix, [&](std::string_view key, std::string_view value) {
-    Json record = Json::parse(value, nullptr, false);
-    if (record.is_discarded()) {
-      bad = Status::Corrupt("store corrupt: " + std::string(key) + " is not JSON");
-      return false;
-    }
-    auto trial = std::make_unique<Trial>();
-    trial->index = record.value("index", int64_t{0});
-    trial->target = record.value("target_length", int64_t{0});
-    trial->validated_target = record.value("validated_target", int64_t{0});
-    trial->closed = record.value("closed", false);
-    trial->finished = schema::trial_has_ended(record.value("state", ""));
-    trial->log_seq = record.value("log_seq", int64_t{0});
-    trial->latest_checkpoint_step = record.value("latest_checkpoint_steps", int64_t{-1});
-    trial->record = std::move(record);
-    add_trial(std::move(trial));
-    return true;
-  });
-  if (!st.ok()) return st;
-  if (!bad.ok()) return bad;
+  if (Status loaded = load_trial_records(); !loaded.ok()) return loaded;
   if (!unstarted.empty()) {
     if (!trials_.empty())
       return Status::Corrupt(
@@ -128,78 +157,66 @@ Status Coordinator::load_for_resume() {
     apply(unstarted);
     return Status::Ok();
   }
-  for (auto& [index, trial] : trials_) {
-    if (trial->finished) continue;
-    const Json& r = trial->record;
-    // Processes of this trial (its ranks, for a data-parallel one) may have outlived the
-    // coordinator: they were never told to stop and will checkpoint and exit by themselves.
-    // Identified by pid, start time and boot id; the trial waits until all are gone. Whatever
-    // its recorded state: `cairn pause` of an experiment whose driver died marks a RUNNING
-    // trial QUEUED while its process may still run, and starting it again then would run
-    // two processes of one trial at once.
-    Json processes = Json::array();
-    if (r.contains("rank_pids") && r.contains("rank_start_times")) {
-      for (size_t k = 0; k < r["rank_pids"].size() && k < r["rank_start_times"].size(); ++k)
-        processes.push_back({{"pid", r["rank_pids"][k]}, {"start_time", r["rank_start_times"][k]}});
-    } else if (r.contains("pid")) {
-      processes.push_back({{"pid", r["pid"]}, {"start_time", r.value("process_start_time", 0)}});
-    }
-    Json orphan{{"processes", processes}, {"boot_id", r.value("boot_id", "")}};
-    if (orphan_alive(orphan)) {
-      trial->orphan_process = std::move(orphan);
-      trial->output_file =
-          store_.trial_work(experiment_["id"].get<int64_t>(), index) / "output.log";
-      (void)output_->follow(index, trial->output_file, r.value("output_offset", uint64_t{0}));
-      const Json& left = trial->orphan_process->at("processes");
-      std::string pids;
-      for (const Json& p : left) pids += (pids.empty() ? "" : ", ") + p["pid"].dump();
-      terminal_.note("trial " + trial_id(index) + ": waiting for its process" +
-                     (left.size() > 1 ? "es " : " ") + pids +
-                     ", left from the previous run, to checkpoint and exit");
-      continue;
-    }
-    recover_trial(*trial);
-  }
+  for (auto& [index, trial] : trials_)
+    if (!trial->finished && !wait_for_orphan(*trial)) recover_trial(*trial);
   return Status::Ok();
 }
 
-void Coordinator::recover_trial(Trial& trial) {
-  const int64_t exp_id = experiment_["id"].get<int64_t>();
-  // Output the process wrote after the last round the old coordinator committed.
-  trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
-  std::error_code ec;
-  if (fs::exists(trial.output_file, ec) &&
-      output_
-          ->follow(trial.index, trial.output_file, trial.record.value("output_offset", uint64_t{0}))
-          .ok()) {
-    drain_output(trial, /*final=*/true);
+bool Coordinator::wait_for_orphan(Trial& trial) {
+  const Json& r = trial.record;
+  // Processes of this trial (its ranks, for a data-parallel one) may have outlived the
+  // coordinator: they were never told to stop and will checkpoint and exit by themselves.
+  // Identified by pid, start time and boot id; the trial waits until all are gone. Whatever
+  // its recorded state: `cairn pause` of an experiment whose driver died marks a RUNNING
+  // trial QUEUED while its process may still run, and starting it again then would run
+  // two processes of one trial at once. (read_trial_record checked these fields' types.)
+  Json processes = Json::array();
+  if (r.contains("rank_pids") && r.contains("rank_start_times")) {
+    for (size_t k = 0; k < r["rank_pids"].size() && k < r["rank_start_times"].size(); ++k)
+      processes.push_back({{"pid", r["rank_pids"][k]}, {"start_time", r["rank_start_times"][k]}});
+  } else if (r.contains("pid")) {
+    processes.push_back({{"pid", r["pid"]}, {"start_time", r.value("process_start_time", 0)}});
   }
-  // The other ranks' likewise, where their offsets were recorded (a record from before
-  // they were had none; their output since the last commit is not known to be unread).
-  for (int rank = 1; rank < config_.resources.slots_per_trial; ++rank) {
-    Worker worker;
-    worker.rank = rank;
-    worker.output_file =
-        store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
-    worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
-    const Json offset = trial.record.value(worker_offset_field(rank), Json());
-    if (!offset.is_number_integer() || !fs::exists(worker.output_file, ec)) continue;
-    if (output_
-            ->follow(worker_output_key(trial.index, rank), worker.output_file,
-                     offset.get<uint64_t>())
-            .ok())
-      drain_worker_output(trial, worker, /*final=*/true);
+  Json orphan{{"processes", processes}, {"boot_id", r.value("boot_id", "")}};
+  if (!orphan_alive(orphan)) return false;
+  trial.orphan_process = std::move(orphan);
+  (void)output_->follow(trial.index, trial.chief().output_file,
+                        r.value("output_offset", uint64_t{0}));
+  const Json& left = trial.orphan_process->at("processes");
+  std::string pids;
+  for (const Json& p : left) pids += (pids.empty() ? "" : ", ") + p["pid"].dump();
+  terminal_.note("trial " + trial_id(trial.index) + ": waiting for its process" +
+                 (left.size() > 1 ? "es " : " ") + pids +
+                 ", left from the previous run, to checkpoint and exit");
+  return true;
+}
+
+void Coordinator::recover_trial(Trial& trial) {
+  // Output the processes wrote after the last round the old coordinator committed: rank 0's
+  // from its recorded offset (0 when none), the other ranks' where their offsets were
+  // recorded (a record from before they were had none; their output since the last commit
+  // is not known to be unread).
+  for (Rank& rank : trial.ranks) {
+    std::error_code ec;
+    const Json offset = trial.record.value(output_offset_field(rank.rank), Json());
+    if (rank.rank > 0 && !offset.is_number_integer()) continue;
+    const uint64_t from = offset.is_number_integer() ? offset.get<uint64_t>() : 0;
+    if (fs::exists(rank.output_file, ec) &&
+        output_->follow(rank_output_key(trial.index, rank.rank), rank.output_file, from).ok())
+      drain_output(trial, rank, /*final=*/true);
   }
   trial.orphan_process.reset();
   adopt_orphan_checkpoints(trial);
   // Not the trial's failure: the coordinator went away. It does not count as a restart.
-  if (trial.record.value("state", "") == "RUNNING") {
-    record_event("trial_interrupted", {{"trial", trial.index}});
-    set_trial_state(trial, trial.target > trial.validated_target ? "QUEUED" : "PAUSED");
+  if (trial.state == TrialState::kRunning) {
+    record_event(schema::EventType::kTrialInterrupted, {{"trial", trial.index}});
+    set_trial_state(
+        trial, trial.target > trial.validated_target ? TrialState::kQueued : TrialState::kPaused);
   }
   if (trial.closed) {
     trial.finished = true;
-    set_trial_state(trial, trial.target >= config_.searcher.max_length ? "COMPLETED" : "STOPPED");
+    set_trial_state(trial, trial.target >= config_.searcher.max_length ? TrialState::kCompleted
+                                                                       : TrialState::kStopped);
     close_in_searcher(trial);
   }
 }

@@ -16,13 +16,16 @@
 #include "common/file_util.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/rank_environment.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/retention.h"
 #include "store/schema.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
+using schema::TrialState;
 
 namespace {
 
@@ -73,8 +76,7 @@ Result<fs::path> write_python_sdk(const StoreLayout& store, Stamp& verified) {
 
 }  // namespace
 
-Status Coordinator::restore_latest_checkpoint(Trial& trial,
-                                              std::map<std::string, std::string>& env) {
+Status Coordinator::restore_latest_checkpoint(Trial& trial, TrialEnvironment& env) {
   // Newest first: a corrupt checkpoint is reported and the one before it is used. Of two
   // checkpoints of one step (the trial saved the step twice) the one registered last is the
   // trial's latest; the others of that step are older states of it. The order is
@@ -85,8 +87,12 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
   std::vector<std::pair<CheckpointSummary, Json>> candidates;
   Status scan = db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
     Json j = Json::parse(value, nullptr, false);
-    if (!j.is_discarded() && j.value("trial_index", int64_t{0}) == trial.index &&
-        !j.value("corrupt", false) && schema::checkpoint_is_kept(j)) {
+    // A record without the fields a restore needs is not a checkpoint to resume from.
+    const bool usable = j.is_object() && j.contains("id") && j["id"].is_string() &&
+                        j.contains("trial_index") && j["trial_index"].is_number_integer() &&
+                        j.value("steps_completed", Json(0)).is_number_integer();
+    if (usable && j["trial_index"].get<int64_t>() == trial.index && !j.value("corrupt", false) &&
+        schema::checkpoint_is_kept(j)) {
       CheckpointSummary summary = CheckpointSummary::from_record(j);
       summary.registered_last = summary.id == latest;
       candidates.emplace_back(std::move(summary), std::move(j));
@@ -106,8 +112,8 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
     Status st =
         manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
     if (st.ok()) {
-      env["CAIRN_LATEST_CHECKPOINT"] = dest.string();
-      env["CAIRN_STEPS_COMPLETED"] = std::to_string(ckpt["steps_completed"].get<int64_t>());
+      env.restored_checkpoint = dest;
+      env.steps_completed = ckpt.value("steps_completed", int64_t{0});
       trial.record["restored_checkpoint"] = id;
       return Status::Ok();
     }
@@ -116,147 +122,147 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial,
                    "; falling back to the previous checkpoint");
     ckpt["corrupt"] = true;
     batch_.put_json(schema::checkpoint_key(id), ckpt);
-    record_event("checkpoint_corrupt", {{"trial", trial.index}, {"checkpoint", id}});
+    record_event(schema::EventType::kCheckpointCorrupt,
+                 {{"trial", trial.index}, {"checkpoint", id}});
   }
-  env["CAIRN_STEPS_COMPLETED"] = "0";
+  return restore_parent_checkpoint(trial, dest, env);
+}
+
+Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest,
+                                              TrialEnvironment& env) {
+  // A clone (pbt) with no checkpoint of its own starts from its parent's: the same content,
+  // read from the object store; nothing is copied in the store.
+  const Json parent = trial.record.value("parent_checkpoint", Json());
+  if (!parent.is_string()) return Status::Ok();
+  const std::string id = parent.get<std::string>();
+  auto manifest = load_manifest(objects_, id);
+  Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+  if (!st.ok()) {
+    if (st.kind() != ErrorKind::kCorrupt) return st;
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": its parent's checkpoint " +
+                   id.substr(0, 12) + " is unusable (" + st.message() +
+                   "); it starts from scratch");
+    return Status::Ok();
+  }
+  auto record = db_->get_json(schema::checkpoint_key(id));
+  const Json steps =
+      record.ok() && record->has_value() ? (**record).value("steps_completed", Json(0)) : Json(0);
+  env.restored_checkpoint = dest;
+  env.steps_completed = steps.is_number_integer() ? steps.get<int64_t>() : 0;
+  trial.record["restored_checkpoint"] = id;
   return Status::Ok();
+}
+
+Result<TrialEnvironment> Coordinator::trial_environment(Trial& trial) {
+  auto sdk_dir = write_python_sdk(store_, python_sdk_verified_);
+  if (!sdk_dir.ok()) return sdk_dir.status();
+  const int64_t exp_id = experiment_["id"].get<int64_t>();
+  TrialEnvironment env;
+  env.inherited = current_environment();
+  env.configured = config_.environment;
+  env.experiment_id = exp_id;
+  env.trial_id = trial_id(trial.index);
+  env.workdir = config_.workdir;
+  env.hparams_json = trial.record["hparams"].dump();
+  env.seed = trial.record["seed"].get<uint64_t>();
+  env.control_address = listener_->address();
+  env.deterministic = config_.reproducibility.deterministic;
+  env.checkpoint_period = config_.checkpoint.period;
+  env.max_length = config_.searcher.max_length;
+  env.orphan_dir = store_.trial_work(exp_id, trial.index) / "orphans";
+  if (is_builtin_entrypoint(config_)) env.kernel_cache = store_.kernel_cache();
+  env.python_sdk_dir = *sdk_dir;
+  env.world_size = config_.resources.slots_per_trial;
+  env.master_port =
+      free_tcp_port().value_or(static_cast<int>(29500 + (exp_id * 131 + trial.index) % 20000));
+  env.gpu_slots = gpu_slots_;
+  env.gpu_names = gpu_names_;
+  env.cpu_only = config_.resources.devices == "cpu";
+  Status restored = restore_latest_checkpoint(trial, env);
+  if (!restored.ok()) return restored;
+  return env;
 }
 
 Status Coordinator::start_trial(Trial& trial) {
   // A failure report shows the last lines of this attempt only: earlier attempts' lines
   // were shown when they failed, and repeating them buries the new error.
-  trial.tail.clear();
-  trial.failed_rank = 0;
-  trial.failed_rank_tail.clear();
-  auto sdk_dir = write_python_sdk(store_, python_sdk_verified_);
-  if (!sdk_dir.ok()) return sdk_dir.status();
-
-  std::map<std::string, std::string> env = current_environment();
-  for (const auto& [k, v] : config_.environment) env[k] = v;
-  const int64_t exp_id = experiment_["id"].get<int64_t>();
-  env["CAIRN_EXPERIMENT_ID"] = std::to_string(exp_id);
-  env["CAIRN_TRIAL_ID"] = trial_id(trial.index);
-  // The live workdir, for trials that write outputs next to their code: they run in a
-  // checkout of the snapshot (engine/coordinator/provenance.h), which is not where the user looks.
-  env["CAIRN_WORKDIR"] = config_.workdir.string();
-  env["CAIRN_HPARAMS"] = trial.record["hparams"].dump();
-  env["CAIRN_SEED"] = std::to_string(trial.record["seed"].get<uint64_t>());
-  env["CAIRN_CONTROL"] = listener_->address();
-  env["CAIRN_DETERMINISTIC"] = config_.reproducibility.deterministic ? "1" : "0";
-  env["CAIRN_CHECKPOINT_PERIOD"] = std::to_string(config_.checkpoint.period);
-  env["CAIRN_MAX_LENGTH"] = std::to_string(config_.searcher.max_length);
-  env["CAIRN_ORPHAN_DIR"] = (store_.trial_work(exp_id, trial.index) / "orphans").string();
-  env.erase("CAIRN_LATEST_CHECKPOINT");
-  // builtin:mlp keeps the GPU kernels it compiles there, so that the next trial, resume or
-  // promotion loads them instead of compiling them again (gpu/kernel_cache.h).
-  if (is_builtin_entrypoint(config_)) env["CAIRN_KERNEL_CACHE"] = store_.kernel_cache().string();
-  // torchrun's variables (SPEC §4): every rank of a data-parallel trial on this machine.
-  const int world = config_.resources.slots_per_trial;
-  env["RANK"] = "0";
-  env["LOCAL_RANK"] = "0";
-  env["WORLD_SIZE"] = std::to_string(world);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(world);
-  env["MASTER_ADDR"] = "127.0.0.1";
-  env["MASTER_PORT"] = std::to_string(
-      free_tcp_port().value_or(static_cast<int>(29500 + (exp_id * 131 + trial.index) % 20000)));
-  auto pythonpath = env.find("PYTHONPATH");
-  env["PYTHONPATH"] =
-      sdk_dir->string() +
-      (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
-  if (config_.reproducibility.deterministic) {
-    env.emplace("PYTHONHASHSEED", "0");
-  }
-  Status restored = restore_latest_checkpoint(trial, env);
-  if (!restored.ok()) return restored;
-
+  for (Rank& rank : trial.ranks) rank.tail.clear();
+  auto env = trial_environment(trial);
+  if (!env.ok()) return env.status();
   auto slots = slots_->acquire(trial.index, config_.resources.slots_per_trial);
   if (!slots) return Status::Failed("no free slot");  // schedule() checks first
-  if (gpu_slots_) {
-    // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
-    env["CUDA_VISIBLE_DEVICES"] =
-        world > 1 ? device_list({slots->front()}, gpu_names_) : device_list(*slots, gpu_names_);
-  } else {
-    if (config_.resources.devices == "cpu") env["CUDA_VISIBLE_DEVICES"] = "";
-    // One core per slot by default, so concurrent trials do not oversubscribe the machine;
-    // each rank of a data-parallel trial holds one slot.
-    const std::string threads = std::to_string(world > 1 ? 1 : config_.resources.slots_per_trial);
-    env.emplace("OMP_NUM_THREADS", threads);
-    env.emplace("OPENBLAS_NUM_THREADS", threads);
-  }
+  env->slots = *slots;
   trial.record["slots"] = *slots;
-
-  ProcessSpec spec;
-  spec.cwd = run_dir_;
-  trial.output_file = store_.trial_work(exp_id, trial.index) / "output.log";
-  spec.output = trial.output_file;
-  std::error_code ec;
-  fs::create_directories(trial.output_file.parent_path(), ec);
-  // Output files are opened for appending: what this attempt writes begins at the file's
-  // end as it is before the spawn (measured after it, the first bytes could be past it).
-  auto size_now = [](const fs::path& file) {
-    std::error_code size_ec;
-    const uint64_t size = fs::file_size(file, size_ec);
-    return size_ec ? uint64_t{0} : size;
-  };
-  // From where the last read stopped, so that what is past it (written after the previous
-  // attempt's last read) is read first; but never past the end: a file removed or
-  // truncated since (someone cleaned .cairn/work) would hide this attempt's first bytes.
-  const uint64_t chief_offset =
-      std::min(trial.record.value("output_offset", uint64_t{0}), size_now(trial.output_file));
-  spec.env = std::move(env);
-  spec.argv = is_builtin_entrypoint(config_)
-                  ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
-                  : config_.entrypoint;
-  auto process = TrialProcess::spawn(spec);
-  if (!process.ok()) {
-    slots_->release(trial.index);
-    return process.status();
-  }
-
-  trial.process.emplace(std::move(*process));
   trial.reset_attempt();
-  for (int rank = 1; rank < world; ++rank) {
-    Worker worker;
-    worker.rank = rank;
-    ProcessSpec rank_spec = spec;
-    rank_spec.env["RANK"] = rank_spec.env["LOCAL_RANK"] = std::to_string(rank);
-    if (gpu_slots_)
-      rank_spec.env["CUDA_VISIBLE_DEVICES"] = device_list({(*slots)[rank]}, gpu_names_);
-    worker.output_file =
-        store_.trial_work(exp_id, trial.index) / ("output.rank" + std::to_string(rank) + ".log");
-    rank_spec.output = worker.output_file;
-    worker.log_seq = trial.record.value("log_seq_rank" + std::to_string(rank), int64_t{0});
-    // As the chief's (a record written before ranks' offsets were kept: the file's end).
-    const uint64_t start = std::min(trial.record.value(worker_offset_field(rank), UINT64_MAX),
-                                    size_now(worker.output_file));
-    auto spawned = TrialProcess::spawn(rank_spec);
-    if (!spawned.ok()) {  // the gang cannot start: stop the ranks already running
-      trial.gang_failure = ExitInfo{127, 0};
-      trial.failure_undeclared = true;
-      terminal_.warn("trial " + trial_id(trial.index) + ": rank " + std::to_string(rank) +
-                     " did not start: " + spawned.status().message());
-      break;
-    }
-    worker.process.emplace(std::move(*spawned));
-    Status f = output_->follow(worker_output_key(trial.index, rank), worker.output_file, start);
-    if (!f.ok()) terminal_.warn("warning: " + f.message());
-    trial.workers.push_back(std::move(worker));
+  Status started = start_ranks(trial, *env);
+  if (!started.ok()) {
+    slots_->release(trial.index);
+    return started;
   }
-  if (trial.gang_failure) signal_ranks(trial, SIGKILL);
+  trial.attempt_running = true;
   trial.last_heard = Clock::now();
-  Status followed = output_->follow(trial.index, trial.output_file, chief_offset);
-  if (!followed.ok()) terminal_.warn("warning: " + followed.message());
-  trial.exit.reset();
   trial.released = false;
   trial.stop_requested = pausing_;
-  trial.record["pid"] = trial.process->pid();
-  if (!trial.workers.empty()) {
+  record_start(trial);
+  const std::string from =
+      env->restored_checkpoint
+          ? " from checkpoint " +
+                trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) + " (" +
+                std::to_string(env->steps_completed) + " units done)"
+          : "";
+  terminal_.note("trial " + trial_id(trial.index) + " started (pid " +
+                 std::to_string(trial.chief().process->pid) + ")" + from);
+  return Status::Ok();
+}
+
+Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
+  RankLaunch launch;
+  launch.cwd = run_dir_;
+  launch.argv = is_builtin_entrypoint(config_)
+                    ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
+                    : config_.entrypoint;
+  std::error_code ec;
+  fs::create_directories(trial.chief().output_file.parent_path(), ec);
+  for (Rank& rank : trial.ranks) {
+    launch.env = rank_environment(env, rank.rank);
+    launch.output = rank.output_file;
+    // Output files are opened for appending: what this attempt writes begins at the file's
+    // end as it is before the start (measured after it, the first bytes could be past it).
+    // From where the last read stopped, so that what is past it (written after the previous
+    // attempt's last read) is read first; but never past the end: a file removed or
+    // truncated since (someone cleaned .cairn/work) would hide this attempt's first bytes.
+    std::error_code size_ec;
+    const uint64_t size = fs::file_size(rank.output_file, size_ec);
+    const uint64_t offset = std::min(trial.record.value(output_offset_field(rank.rank), UINT64_MAX),
+                                     size_ec ? uint64_t{0} : size);
+    auto started = launcher_->start(launch);
+    if (!started.ok()) {
+      if (rank.rank == 0) return started.status();  // nothing runs: the start failed
+      // The gang cannot start: stop the ranks already running.
+      trial.outcome.start_failed(rank.rank);
+      terminal_.warn("trial " + trial_id(trial.index) + ": rank " + std::to_string(rank.rank) +
+                     " did not start: " + started.status().message());
+      signal_ranks(trial, SIGKILL);
+      break;
+    }
+    rank.process = *started;
+    Status followed =
+        output_->follow(rank_output_key(trial.index, rank.rank), rank.output_file, offset);
+    if (!followed.ok()) terminal_.warn("warning: " + followed.message());
+  }
+  return Status::Ok();
+}
+
+void Coordinator::record_start(Trial& trial) {
+  const LaunchedRank& chief = *trial.chief().process;
+  trial.record["pid"] = chief.pid;
+  trial.record["process_start_time"] = chief.start_time;
+  if (trial.world_size() > 1) {
     // With their start times, so that a resume can tell the ranks from recycled pids.
-    Json pids = Json::array({trial.process->pid()});
-    Json starts = Json::array({trial.process->start_time()});
-    for (const Worker& w : trial.workers) {
-      pids.push_back(w.process ? w.process->pid() : 0);
-      starts.push_back(w.process ? w.process->start_time() : 0);
+    Json pids = Json::array(), starts = Json::array();
+    for (const Rank& r : trial.ranks) {
+      pids.push_back(r.process ? r.process->pid : 0);
+      starts.push_back(r.process ? r.process->start_time : 0);
     }
     trial.record["rank_pids"] = pids;
     trial.record["rank_start_times"] = starts;
@@ -264,146 +270,67 @@ Status Coordinator::start_trial(Trial& trial) {
     trial.record.erase("rank_pids");
     trial.record.erase("rank_start_times");
   }
-  trial.record["process_start_time"] = trial.process->start_time();
   trial.record["boot_id"] = boot_id();
   trial.record.erase("exit");
-  set_trial_state(trial, "RUNNING");
-  record_event("trial_started", {{"trial", trial.index}, {"pid", trial.process->pid()}});
-  const std::string from =
-      trial.record.contains("restored_checkpoint") && spec.env.count("CAIRN_LATEST_CHECKPOINT")
-          ? " from checkpoint " +
-                trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) + " (" +
-                spec.env["CAIRN_STEPS_COMPLETED"] + " units done)"
-          : "";
-  terminal_.note("trial " + trial_id(trial.index) + " started (pid " +
-                 std::to_string(trial.process->pid()) + ")" + from);
-  return Status::Ok();
+  set_trial_state(trial, TrialState::kRunning);
+  record_event(schema::EventType::kTrialStarted, {{"trial", trial.index}, {"pid", chief.pid}});
 }
 
 void Coordinator::log_output(Trial& trial, std::string_view chunk) {
+  log_rank_output(trial, trial.chief(), chunk);
+}
+
+void Coordinator::log_rank_output(Trial& trial, Rank& rank, std::string_view chunk) {
   trial.last_heard = Clock::now();
-  batch_.put(schema::log_key(trial.index, 0, ++trial.log_seq), chunk);
-  trial.partial_line.append(chunk);
+  batch_.put(schema::log_key(trial.index, rank.rank, ++rank.log_seq), chunk);
+  rank.partial_line.append(chunk);
+  const std::string prefix =
+      trial_id(trial.index) + (rank.rank == 0 ? "" : ":" + std::to_string(rank.rank));
   size_t start = 0;
-  for (;;) {
-    size_t nl = trial.partial_line.find('\n', start);
-    if (nl == std::string::npos) break;
-    std::string line = trial.partial_line.substr(start, nl - start);
-    start = nl + 1;
-    terminal_.trial_line(trial_id(trial.index), line);
-    keep_tail_line(trial.tail, std::move(line));
+  for (size_t nl; (nl = rank.partial_line.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string line = rank.partial_line.substr(start, nl - start);
+    terminal_.trial_line(prefix, line);
+    keep_tail_line(rank.tail, std::move(line));
   }
-  trial.partial_line.erase(0, start);
+  rank.partial_line.erase(0, start);
+  trial.record[log_seq_field(rank.rank)] = rank.log_seq;
+  mark_dirty(trial);
 }
 
-void Coordinator::drain_output(Trial& trial, bool final) {
-  for (;;) {
-    std::string_view chunk = output_->read_new(trial.index);
-    if (chunk.empty()) break;
-    log_output(trial, chunk);
-  }
-  const uint64_t offset = output_->offset(trial.index);
-  if (offset != trial.record.value("output_offset", uint64_t{0})) {
-    trial.record["output_offset"] = offset;
-    trial.record["log_seq"] = trial.log_seq;
-    mark_dirty(trial);
-  }
-  if (final) {
-    if (!trial.partial_line.empty()) log_output(trial, "\n");
-    trial.record["log_seq"] = trial.log_seq;
-    output_->stop(trial.index);
-  }
-}
-
-void Coordinator::drain_worker_output(Trial& trial, Worker& worker, bool final) {
-  const int64_t key = worker_output_key(trial.index, worker.rank);
-  const std::string rank_key = "log_seq_rank" + std::to_string(worker.rank);
+void Coordinator::drain_output(Trial& trial, Rank& rank, bool final) {
+  const int64_t key = rank_output_key(trial.index, rank.rank);
   for (;;) {
     std::string_view chunk = output_->read_new(key);
     if (chunk.empty()) break;
-    trial.last_heard = Clock::now();
-    batch_.put(schema::log_key(trial.index, worker.rank, ++worker.log_seq), chunk);
-    worker.partial_line.append(chunk);
-    size_t start = 0;
-    for (size_t nl; (nl = worker.partial_line.find('\n', start)) != std::string::npos;
-         start = nl + 1) {
-      std::string line = worker.partial_line.substr(start, nl - start);
-      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank), line);
-      keep_tail_line(worker.tail, std::move(line));
-    }
-    worker.partial_line.erase(0, start);
-    trial.record[rank_key] = worker.log_seq;
+    log_rank_output(trial, rank, chunk);
     // With the log, in one batch: a resumed coordinator reads on from here.
-    trial.record[worker_offset_field(worker.rank)] = output_->offset(key);
-    mark_dirty(trial);
+    trial.record[output_offset_field(rank.rank)] = output_->offset(key);
   }
   if (final) {
-    if (!worker.partial_line.empty()) {
-      terminal_.trial_line(trial_id(trial.index) + ":" + std::to_string(worker.rank),
-                           worker.partial_line);
-      keep_tail_line(worker.tail, worker.partial_line);
-    }
+    if (!rank.partial_line.empty()) log_rank_output(trial, rank, "\n");
     output_->stop(key);
   }
 }
 
-void Coordinator::reap_children() {
-  for (;;) {
-    // Looked at before it is reaped: while the ended process is a zombie its pid, which is
-    // its group's id, cannot be reused, so what is left of its group can be killed.
-    siginfo_t ended{};
-    if (::waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT) != 0 || ended.si_pid <= 0) return;
-    if (is_trial_process(ended.si_pid)) ::kill(-ended.si_pid, SIGKILL);
-    int status = 0;
-    pid_t pid = ::waitpid(ended.si_pid, &status, WNOHANG);
-    if (pid <= 0) return;
+void Coordinator::collect_exits() {
+  for (const RankExit& ended : launcher_->take_exits()) {
     for (Trial* trial : live_trials()) {
-      if (trial->process && !trial->chief_exit && trial->process->pid() == pid) {
-        drain_output(*trial, /*final=*/true);
-        rank_exited(*trial, 0, ExitInfo::from_wait_status(status));
-        break;
-      }
-      auto worker =
-          std::find_if(trial->workers.begin(), trial->workers.end(),
-                       [&](const Worker& w) { return w.process && w.process->pid() == pid; });
-      if (worker != trial->workers.end()) {
-        drain_worker_output(*trial, *worker, /*final=*/true);
-        worker->process.reset();
-        rank_exited(*trial, worker->rank, ExitInfo::from_wait_status(status));
-        break;
-      }
+      auto rank = std::find_if(trial->ranks.begin(), trial->ranks.end(), [&](const Rank& r) {
+        return r.process && r.process->pid == ended.rank.pid;
+      });
+      if (rank == trial->ranks.end()) continue;
+      drain_output(*trial, *rank, /*final=*/true);
+      rank->process.reset();
+      rank_exited(*trial, *rank, ended.info);
+      break;
     }
   }
 }
 
-bool Coordinator::is_trial_process(pid_t pid) const {
-  for (const Trial* trial : live_trials()) {
-    if (trial->process && !trial->chief_exit && trial->process->pid() == pid) return true;
-    for (const Worker& w : trial->workers)
-      if (w.process && w.process->pid() == pid) return true;
-  }
-  return false;
-}
-
-namespace {
-
-// Whether the process has ended already (not yet reaped): a signal sent now is not what
-// ended it. WNOWAIT leaves it for reap_children.
-bool has_ended(pid_t pid) {
-  siginfo_t si{};
-  return ::waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
-}
-
-}  // namespace
-
 void Coordinator::signal_ranks(Trial& trial, int sig) {
-  auto send = [&](int rank, const TrialProcess& process) {
-    if (sig == SIGKILL && !has_ended(process.pid())) trial.killed_by_cairn.insert(rank);
-    process.signal_group(sig);
-  };
-  if (trial.process && !trial.chief_exit) send(0, *trial.process);
-  for (Worker& w : trial.workers)
-    if (w.process) send(w.rank, *w.process);
+  for (const Rank& rank : trial.ranks)
+    if (rank.process && launcher_->signal(*rank.process, sig) && sig == SIGKILL)
+      trial.outcome.killed_by_cairn(rank.rank);
 }
 
 bool Coordinator::declares_permanent(const ExitInfo& info) const {
@@ -413,80 +340,83 @@ bool Coordinator::declares_permanent(const ExitInfo& info) const {
   return std::find(codes.begin(), codes.end(), info.code) != codes.end();
 }
 
-void Coordinator::rank_exited(Trial& trial, int rank, ExitInfo info) {
-  if (rank == 0) trial.chief_exit = info;
+void Coordinator::rank_exited(Trial& trial, Rank& rank, ExitInfo info) {
+  rank.exit = info;
   if (trial.world_size() > 1) {
-    trial.wait_of(rank).enter(RankCall::kExited, 0, "", Clock::now());
+    rank.wait.enter(RankCall::kExited, 0, "", Clock::now());
     // A rank that ended cleanly takes part in no more checkpoints: the others' may be whole.
-    if (info.ok() && !trial.gang_failure) settle_checkpoint_rounds(trial);
+    if (info.ok() && !trial.outcome.failed()) settle_checkpoint_rounds(trial);
   }
-  // A rank cairn killed to stop the gang says nothing of why the trial failed; every rank
-  // that failed by itself must have declared its failure permanent (the order in which the
-  // ranks are reaped is not the order in which they failed).
-  const bool stopped_by_gang = info.signal == SIGKILL && trial.killed_by_cairn.count(rank) > 0;
-  if (!info.ok() && !stopped_by_gang)
-    (declares_permanent(info) ? trial.failure_declared : trial.failure_undeclared) = true;
-  if (!info.ok() && !trial.gang_failure) {
-    // Gang semantics: the other ranks would wait forever in their next collective.
-    trial.gang_failure = info;
-    trial.failed_rank = rank;
-    if (rank > 0)
-      for (const Worker& w : trial.workers)
-        if (w.rank == rank) trial.failed_rank_tail = w.tail;
-    if (!trial.workers.empty() && !trial.gang_fault) {  // else cairn said why it killed them
-      log_output(trial, "cairn: rank " + std::to_string(rank) + " " + info.describe() +
-                            "; stopping the other ranks\n");
-      signal_ranks(trial, SIGKILL);
-    }
+  const bool first_failure = trial.outcome.rank_ended(rank.rank, info, declares_permanent(info));
+  // Gang semantics: the other ranks would wait forever in their next collective. Unless
+  // cairn killed them itself and said why.
+  if (first_failure && trial.world_size() > 1 && !trial.gang_fault) {
+    log_output(trial, "cairn: rank " + std::to_string(rank.rank) + " " + info.describe() +
+                          "; stopping the other ranks\n");
+    signal_ranks(trial, SIGKILL);
   }
-  const bool all_done =
-      trial.chief_exit && std::none_of(trial.workers.begin(), trial.workers.end(),
-                                       [](const Worker& w) { return w.process.has_value(); });
-  if (!all_done) return;
-  ExitInfo final_info = trial.gang_failure ? *trial.gang_failure : *trial.chief_exit;
-  const bool permanent = !final_info.ok() && trial.failure_declared && !trial.failure_undeclared;
-  for (Worker& w : trial.workers)
-    if (w.connection_fd >= 0) connections_.erase(w.connection_fd);
-  trial.reset_attempt();
-  handle_exit(trial, final_info, permanent);
+  if (!trial.gang_ended()) return;
+  // Every rank has ended: so has the attempt.
+  for (Rank& r : trial.ranks) {
+    if (r.connection_fd >= 0) connections_.erase(r.connection_fd);
+    r.connection_fd = -1;
+  }
+  const ExitInfo chief = trial.chief().exit.value_or(ExitInfo{127, 0});
+  handle_exit(trial, trial.outcome.result(chief), trial.outcome.permanent());
 }
 
 void Coordinator::report_failure_tail(const Trial& trial) {
+  const int failed = trial.outcome.failed() ? trial.outcome.failed_rank() : 0;
+  const Rank& rank = trial.ranks[static_cast<size_t>(failed)];
   const std::string id = trial_id(trial.index);
-  if (trial.failed_rank > 0) {
-    const std::string rank = std::to_string(trial.failed_rank);
-    if (trial.failed_rank_tail.empty()) {
-      terminal_.warn("rank " + rank + " failed and printed nothing");
-      return;
-    }
-    terminal_.warn("last lines of rank " + rank + "'s log (cairn logs " + id + " --rank " + rank +
-                   "):");
-    for (const auto& line : trial.failed_rank_tail) terminal_.warn("  " + line);
+  const std::string which = failed == 0 ? "its" : "rank " + std::to_string(failed) + "'s";
+  const std::string logs = failed == 0 ? id : id + " --rank " + std::to_string(failed);
+  if (rank.tail.empty()) {
+    if (failed > 0)
+      terminal_.warn("rank " + std::to_string(failed) + " failed and printed nothing");
     return;
   }
-  if (trial.tail.empty()) return;
-  terminal_.warn("last lines of its log (cairn logs " + id + "):");
-  for (const auto& line : trial.tail) terminal_.warn("  " + line);
+  terminal_.warn("last lines of " + which + " log (cairn logs " + logs + "):");
+  for (const auto& line : rank.tail) terminal_.warn("  " + line);
+}
+
+AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& info,
+                                          bool permanent) const {
+  AttemptEnd end;
+  end.exit = info;
+  end.permanent = permanent;
+  end.canceling = canceling_;
+  end.pausing = pausing_;
+  end.closed = trial.closed;
+  end.reached_max_length = trial.target >= config_.searcher.max_length;
+  end.stop_requested = trial.stop_requested;
+  end.released = trial.validated_target >= trial.target || trial.released;
+  end.promoted = trial.target > trial.validated_target;
+  end.restarts = trial.record.value("restarts", 0);
+  end.max_restarts = config_.max_restarts;
+  end.failures_in_a_row = trial.failures_in_a_row;
+  return end;
+}
+
+std::string Coordinator::failure_reason(const Trial& trial, const ExitInfo& info,
+                                        const std::optional<std::string>& fault) const {
+  if (fault) return *fault;
+  if (info.ok())
+    return "exited with status 0 before finishing its work (" +
+           std::to_string(trial.record.value("steps_completed", int64_t{0})) + " of " +
+           std::to_string(trial.target) + " units)";
+  // In a gang, which rank failed is half of the story (its lines follow).
+  const int failed = trial.outcome.failed() ? trial.outcome.failed_rank() : 0;
+  return (failed > 0 ? "rank " + std::to_string(failed) + " " : std::string()) + info.describe();
 }
 
 void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
-  trial.process.reset();
-  trial.chief_exit.reset();
+  trial.attempt_running = false;
   slots_->release(trial.index);
-  if (trial.liveness_killed) {
-    trial.liveness_killed = false;
-    info.code = 0;
-    info.signal = SIGKILL;
-  }
-  // cairn killed the gang (deadlocked, rank_wait_timeout): that is the failure, whatever
-  // the ranks' exit statuses say.
+  // cairn killed it (liveness_timeout; a deadlock, rank_wait_timeout): that is the failure,
+  // whatever the ranks' exit statuses say.
   const std::optional<std::string> fault = std::exchange(trial.gang_fault, std::nullopt);
-  if (fault) {
-    info.code = 0;
-    info.signal = SIGKILL;
-  }
-  if (trial.connection_fd >= 0) connections_.erase(trial.connection_fd);
-  trial.connection_fd = -1;
+  if (std::exchange(trial.liveness_killed, false) || fault) info = ExitInfo{0, SIGKILL};
   trial.pending_operation_seq.reset();
   std::error_code ec;
   for (const auto& dir : trial.staging_dirs) fs::remove_all(dir, ec);
@@ -495,89 +425,72 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
       {"code", info.code}, {"signal", info.signal}, {"description", info.describe()}};
   trial.record["ended_at"] = Json(nullptr);
   mark_dirty(trial);
-  record_event("trial_exited",
+  record_event(schema::EventType::kTrialExited,
                {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
+  const AttemptDecision decision = decide_attempt_end(attempt_end_facts(trial, info, permanent));
   const std::string id = trial_id(trial.index);
-
-  if (canceling_) {
-    trial.finished = true;
-    set_trial_state(trial, "CANCELED");
-    return;
+  const std::string why = failure_reason(trial, info, fault);
+  set_trial_state(trial, decision.state);
+  switch (decision.outcome) {
+    case AttemptOutcome::kCanceled:
+      trial.finished = true;
+      break;
+    case AttemptOutcome::kFinished:
+      if (!info.ok())
+        terminal_.warn("warning: trial " + id + " " + info.describe() +
+                       " after its work was done; its results stand (the status is in its record)");
+      trial.finished = true;
+      terminal_.note("trial " + id +
+                     (decision.state == TrialState::kCompleted ? " completed ("
+                                                               : " stopped by the searcher (") +
+                     std::to_string(trial.record.value("steps_completed", int64_t{0})) + " units)");
+      break;
+    case AttemptOutcome::kPaused:
+      terminal_.note("trial " + id + " paused");
+      break;
+    case AttemptOutcome::kReleased:
+      break;
+    case AttemptOutcome::kStopping:
+      terminal_.note("trial " + id + " stopped: " + why);
+      break;
+    case AttemptOutcome::kRestart:
+    case AttemptOutcome::kError:
+      report_failure(trial, info, permanent, why, decision);
+      break;
   }
-  if (trial.closed) {
-    // The searcher had closed it: its work is done and recorded. A failure on the way out
-    // (a library crashing at interpreter exit, a kill after the last validation) would gain
-    // nothing from a restart, which could not even run: closed trials are never scheduled.
-    if (!info.ok())
-      terminal_.warn("warning: trial " + id + " " + info.describe() +
-                     " after its work was done; its results stand (the status is in its record)");
-    trial.finished = true;
-    const bool complete = trial.target >= config_.searcher.max_length;
-    set_trial_state(trial, complete ? "COMPLETED" : "STOPPED");
-    terminal_.note("trial " + id + (complete ? " completed (" : " stopped by the searcher (") +
-                   std::to_string(trial.record.value("steps_completed", int64_t{0})) + " units)");
+  if (decision.outcome == AttemptOutcome::kFinished || decision.outcome == AttemptOutcome::kError)
     close_in_searcher(trial);
-    return;
-  }
-  if (info.ok() && trial.stop_requested) {
-    set_trial_state(trial, "PAUSED");
-    terminal_.note("trial " + id + " paused");
-    return;
-  }
-  if (info.ok() && (trial.validated_target >= trial.target || trial.released)) {
-    // It finished its operation and the searcher had not decided: it checkpointed and left
-    // its slot to others; a promotion (perhaps already made) resumes it from that checkpoint.
-    set_trial_state(trial, trial.target > trial.validated_target ? "QUEUED" : "PAUSED");
-    return;
-  }
-  std::string why = fault ? *fault
-                    : info.ok()
-                        ? "exited with status 0 before finishing its work (" +
-                              std::to_string(trial.record.value("steps_completed", int64_t{0})) +
-                              " of " + std::to_string(trial.target) + " units)"
-                        : info.describe();
-  // In a gang, which rank failed is half of the story (its lines follow).
-  if (!fault && !info.ok() && trial.failed_rank > 0)
-    why = "rank " + std::to_string(trial.failed_rank) + " " + why;
-  if (pausing_ && !permanent) {  // killed while we were stopping: not the trial's fault
-    set_trial_state(trial, "PAUSED");
-    terminal_.note("trial " + id + " stopped: " + why);
-    return;
-  }
+}
+
+void Coordinator::report_failure(Trial& trial, const ExitInfo& info, bool permanent,
+                                 const std::string& why, const AttemptDecision& decision) {
+  const std::string id = trial_id(trial.index);
   terminal_.warn("trial " + id + " failed: " + why);
   report_failure_tail(trial);
   // A trial that declared its failure permanent would fail the same way again.
-  const int restarts = trial.record.value("restarts", 0);
   if (permanent && config_.max_restarts > 0)
     terminal_.note("trial " + id + " " + info.describe() +
                    ", a failure it declares permanent: not restarted");
-  if (!permanent && restarts < config_.max_restarts) {
-    trial.record["restarts"] = restarts + 1;
-    // Back-off grows with failures in a row (a crash loop), and starts over once the trial
-    // has made progress (registered a checkpoint) since its last start.
-    const int in_a_row = trial.failures_in_a_row++;
-    const int backoff_s = std::min(30, 1 << std::min(in_a_row, 5));
-    trial.not_before = Clock::now() + std::chrono::seconds(backoff_s);
-    set_trial_state(trial, "QUEUED");
-    record_event("trial_restart",
-                 {{"trial", trial.index}, {"restart", restarts + 1}, {"reason", why}});
-    terminal_.note("restarting trial " + id + " from its latest checkpoint in " +
-                   std::to_string(backoff_s) + " s (restart " + std::to_string(restarts + 1) +
-                   " of " + std::to_string(config_.max_restarts) + ")");
+  if (decision.outcome == AttemptOutcome::kError) {
+    trial.record["error"] = why;
+    trial.finished = true;
     return;
   }
-  trial.record["error"] = why;
-  trial.finished = true;
-  set_trial_state(trial, "ERROR");
-  close_in_searcher(trial);
+  const int restart = trial.record.value("restarts", 0) + 1;
+  trial.record["restarts"] = restart;
+  ++trial.failures_in_a_row;
+  trial.not_before = Clock::now() + decision.backoff;
+  record_event(schema::EventType::kTrialRestart,
+               {{"trial", trial.index}, {"restart", restart}, {"reason", why}});
+  terminal_.note("restarting trial " + id + " from its latest checkpoint in " +
+                 std::to_string(decision.backoff.count()) + " s (restart " +
+                 std::to_string(restart) + " of " + std::to_string(config_.max_restarts) + ")");
 }
 
 void Coordinator::request_stop(Trial& trial, const char* reason) {
   trial.stop_requested = true;
-  std::vector<int> fds{trial.connection_fd};
-  for (const Worker& w : trial.workers) fds.push_back(w.connection_fd);
-  for (int fd : fds) {
-    auto it = connections_.find(fd);
+  for (const Rank& rank : trial.ranks) {
+    auto it = connections_.find(rank.connection_fd);
     if (it == connections_.end()) continue;
     it->second->send(Json{{"type", "stop"}, {"reason", reason}});
     it->second->flush();
@@ -611,14 +524,14 @@ void Coordinator::cancel() {
       signal_ranks(*trial, SIGKILL);
     } else if (!trial->finished) {
       trial->finished = true;
-      set_trial_state(*trial, "CANCELED");
+      set_trial_state(*trial, TrialState::kCanceled);
     }
   }
 }
 
 void Coordinator::handle_signal(int sig) {
   if (sig == SIGCHLD) {
-    reap_children();
+    collect_exits();
     return;
   }
   if (sig == SIGUSR2) {

@@ -14,15 +14,18 @@
 #include <vector>
 
 #include "common/json.h"
+#include "engine/coordinator/exit_decision.h"
+#include "engine/coordinator/launcher.h"
 #include "engine/coordinator/rank_waits.h"
 #include "engine/coordinator/trial_process.h"
+#include "store/stored_records.h"
 
 namespace cairn {
 
 // What the output follower (engine/coordinator/output_tail.h) calls each rank's output: the trial's
 // index for its chief, a negative number for the other ranks.
-inline int64_t worker_output_key(int64_t trial, int rank) {
-  return -(trial * 4096 + rank);
+inline int64_t rank_output_key(int64_t trial, int rank) {
+  return rank == 0 ? trial : -(trial * 4096 + rank);
 }
 inline int64_t output_key_trial(int64_t key) {
   return key >= 0 ? key : -key / 4096;
@@ -31,10 +34,17 @@ inline int output_key_rank(int64_t key) {
   return key >= 0 ? 0 : static_cast<int>(-key % 4096);
 }
 
-// The trial record's field holding how much of rank `rank`'s (> 0) output file is stored
-// (rank 0's is "output_offset").
-inline std::string worker_offset_field(int rank) {
-  return "output_offset_rank" + std::to_string(rank);
+// The trial record's fields holding how much of a rank's output file is stored, and how many
+// log chunks of it: rank 0's are "output_offset" and "log_seq" (a trial of one process).
+inline std::string output_offset_field(int rank) {
+  return rank == 0 ? "output_offset" : "output_offset_rank" + std::to_string(rank);
+}
+inline std::string log_seq_field(int rank) {
+  return rank == 0 ? "log_seq" : "log_seq_rank" + std::to_string(rank);
+}
+// A rank's output file in the trial's work directory.
+inline std::filesystem::path rank_output_file(const std::filesystem::path& trial_work, int rank) {
+  return trial_work / (rank == 0 ? "output.log" : "output.rank" + std::to_string(rank) + ".log");
 }
 
 // What a coordinator that died left running of one trial: {"processes": [{"pid": P,
@@ -47,17 +57,29 @@ inline bool orphan_alive(const Json& orphan) {
   return false;
 }
 
-// A rank other than 0 of a data-parallel trial. Rank 0, the chief, is the Trial's own
-// process, output and connection; its reports are the trial's.
-struct Worker {
-  int rank = 1;
-  std::optional<TrialProcess> process;
-  std::filesystem::path output_file;
-  std::string partial_line;
-  std::deque<std::string> tail;  // its last lines, for the report when this rank fails
-  int64_t log_seq = 0;
+// One rank of a trial (rank 0, the chief, among them): its process, connection and what it
+// waits in, for the current attempt; its output's position in the log, across attempts.
+struct Rank {
+  int rank = 0;
+  // This attempt (reset_attempt clears them).
+  std::optional<LaunchedRank> process;  // started and not yet ended
+  std::optional<ExitInfo> exit;         // ended, this attempt
   int connection_fd = -1;
   size_t operations_asked = 0;  // next_operation requests answered in this attempt
+  RankWait wait;                // what it waits in (multi-rank trials)
+  // Across attempts.
+  std::filesystem::path output_file;
+  std::string partial_line;      // output not yet ended by '\n'
+  std::deque<std::string> tail;  // its last lines, for the report when this rank fails
+  int64_t log_seq = 0;
+
+  void reset_attempt() {
+    process.reset();
+    exit.reset();
+    connection_fd = -1;
+    operations_asked = 0;
+    wait = RankWait{};
+  }
 };
 
 // How many lines of a rank's output a failure report shows.
@@ -93,54 +115,42 @@ struct RankRound {
 struct Trial {
   using Clock = std::chrono::steady_clock;
 
+  // Stored as the record's fields of the same names (head(), store/stored_records.h), written
+  // when the record is; the record holds no other copy while the trial is driven.
   int64_t index = 0;
-  Json record;  // persisted at the end of the round in which Coordinator::mark_dirty named it
+  schema::TrialState state = schema::TrialState::kQueued;
   int64_t target = 0;            // train until this many units (the searcher's current operation)
   int64_t validated_target = 0;  // the target the searcher has been told about
   bool closed = false;           // the searcher has no more work for it
+  int64_t latest_checkpoint_step = -1;
+  // The rest of the record (hparams, seed, metrics, checkpoints, process ids, …), persisted
+  // with the fields above at the end of the round in which Coordinator::mark_dirty named it.
+  Json record;
   bool stop_requested = false;
   bool finished = false;  // in a final state; never started again
-  std::optional<TrialProcess> process;
-  std::optional<ExitInfo> exit;    // set when reaped, handled once its output is drained
-  Clock::time_point not_before{};  // restart back-off
-  int connection_fd = -1;
-  std::optional<int64_t> pending_operation_seq;  // a next_operation waiting for the searcher
+  // Its ranks, rank 0 first (one for a trial of one process; slots_per_trial for a
+  // data-parallel one). Which of them run is per attempt: Rank::process.
+  std::vector<Rank> ranks;
+  bool attempt_running = false;                  // started, and not every rank has ended yet
+  Clock::time_point not_before{};                // restart back-off
+  std::optional<int64_t> pending_operation_seq;  // rank 0's next_operation waiting for the searcher
   std::set<std::string> staging_dirs;            // checkpoint_begin handed out, not yet ended
-  std::string partial_line;                      // output not yet ended by '\n'
-  std::filesystem::path output_file;             // where the process writes stdout+stderr
   // A process of this trial left running by a coordinator that died: it was told nothing
   // and will checkpoint (as an orphan) and exit by itself; the trial waits for it.
   std::optional<Json> orphan_process;
-  std::deque<std::string> tail;  // rank 0's last lines, for failure reports
-  // The rank whose failure ended this attempt, and (for a rank > 0, whose Worker is gone by
-  // the time the failure is reported) its last lines: a report shows the failing rank's
-  // traceback, not rank 0's lines about being stopped.
-  int failed_rank = 0;
-  std::deque<std::string> failed_rank_tail;
-  int64_t log_seq = 0;
   Clock::time_point last_heard{};  // the last message or output from the running process
   bool liveness_killed = false;
   int failures_in_a_row = 0;  // failed starts without a checkpoint in between
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
   bool released = false;
-  int64_t latest_checkpoint_step = -1;
   std::set<std::string> metric_warnings;  // non-numeric metrics already reported, as described
 
-  // Data parallel (slots_per_trial > 1): ranks 1..N-1, and what keeps the gang together.
-  // Cleared by reset_attempt() whenever the gang starts or ends.
-  std::vector<Worker> workers;
-  std::optional<ExitInfo> chief_exit;    // rank 0 ended; the trial ends when every rank has
-  std::optional<ExitInfo> gang_failure;  // the first rank that failed, this attempt
-  // Of the ranks that failed by themselves this attempt: some declared it permanent, some did
-  // not (or could not: a rank that never started). Permanent needs the first and not the second.
-  bool failure_declared = false, failure_undeclared = false;
-  std::set<int> killed_by_cairn;  // ranks cairn SIGKILLed while they still ran, this attempt
-  std::vector<Json> operations;   // next_operation answers, in order, this attempt
-  size_t operations_asked = 0;    // by the chief
+  // This attempt's gang: how its ranks ended, and what keeps them together (multi-rank).
+  // Cleared by reset_attempt() when the gang starts.
+  GangOutcome outcome;
+  std::vector<Json> operations;  // next_operation answers, in order, this attempt
   std::map<int64_t, RankRound> syncs, checkpoint_rounds;  // by step
-  // What each rank is waiting in (index: rank), for deadlock detection and rank_wait_timeout.
-  std::vector<RankWait> waits;
   // The ranks' rendezvous (Gloo addresses, the NCCL unique id): keys set this attempt, and
   // kv_get requests waiting for a key, as (connection fd, request seq). Per attempt, so a
   // restarted gang never reads an address its dead predecessor published.
@@ -150,26 +160,41 @@ struct Trial {
   // Kept across reset_attempt(); handle_exit() takes it.
   std::optional<std::string> gang_fault;
 
-  int world_size() const { return 1 + static_cast<int>(workers.size()); }
-  RankWait& wait_of(int rank) {
-    if (waits.size() < static_cast<size_t>(world_size())) waits.resize(world_size());
-    return waits[static_cast<size_t>(rank)];
+  schema::TrialRecordHead head() const {
+    schema::TrialRecordHead h;
+    h.index = index;
+    h.state = state;
+    h.target_length = target;
+    h.validated_target = validated_target;
+    h.closed = closed;
+    h.latest_checkpoint_steps = latest_checkpoint_step;
+    return h;
+  }
+  int world_size() const { return static_cast<int>(ranks.size()); }
+  Rank& chief() { return ranks.front(); }
+  const Rank& chief() const { return ranks.front(); }
+  bool running() const { return attempt_running; }
+  // Every rank of this attempt has ended (or never started).
+  bool gang_ended() const {
+    for (const Rank& r : ranks)
+      if (r.process) return false;
+    return true;
+  }
+  // What each rank waits in, rank 0 first (rank_waits.h).
+  std::vector<RankWait> waits() const {
+    std::vector<RankWait> out;
+    for (const Rank& r : ranks) out.push_back(r.wait);
+    return out;
   }
   void reset_attempt() {
-    workers.clear();
-    chief_exit.reset();
-    gang_failure.reset();
-    failure_declared = failure_undeclared = false;
-    killed_by_cairn.clear();
+    for (Rank& r : ranks) r.reset_attempt();
+    outcome = GangOutcome{};
     operations.clear();
-    operations_asked = 0;
     syncs.clear();
     checkpoint_rounds.clear();
-    waits.clear();
     kv.clear();
     kv_waiting.clear();
   }
-  bool running() const { return process.has_value(); }
 };
 
 }  // namespace cairn

@@ -157,13 +157,24 @@ class CairnTestCase(unittest.TestCase):
             f.write(text)
         return path
 
-    def cairn(self, *args, check=None, timeout=300, env=None):
-        """Runs cairn in the test directory; returns the CompletedProcess."""
+    def cairn_env(self, env=None):
+        """The environment cairn runs in: this one without CAIRN_DIR, with NO_COLOR=1 (so
+        output compares as plain text), then `env` on top, where None removes a variable
+        (env={"NO_COLOR": None} lets a test see cairn's colour)."""
         full_env = dict(os.environ)
         full_env.pop("CAIRN_DIR", None)
         full_env["NO_COLOR"] = "1"
-        if env:
-            full_env.update(env)
+        for key, value in (env or {}).items():
+            if value is None:
+                full_env.pop(key, None)
+            else:
+                full_env[key] = value
+        return full_env
+
+    def cairn(self, *args, check=None, timeout=300, env=None):
+        """Runs cairn in the test directory; returns the CompletedProcess. `env` as in
+        cairn_env()."""
+        full_env = self.cairn_env(env)
         proc = subprocess.run([CAIRN] + [str(a) for a in args], cwd=self.dir, env=full_env,
                               capture_output=True, text=True, timeout=timeout)
         if check is not None and proc.returncode != check:
@@ -173,6 +184,93 @@ class CairnTestCase(unittest.TestCase):
 
     def cairn_json(self, *args):
         return json.loads(self.cairn(*args, check=0).stdout)
+
+    def on_pty(self, argv, env=None, cwd=None):
+        """Starts `argv` with a pseudo-terminal as its stdin, stdout and stderr (what a
+        user's terminal is), in its own session; ended with the test's other processes."""
+        process = PtyProcess(argv, cwd=cwd or self.dir,
+                             env=env if env is not None else self.cairn_env())
+        self.addCleanup(process.close)
+        return process
+
+
+class PtyProcess:
+    """A process on a pseudo-terminal, and everything it wrote there. Reads are bounded:
+    read_until() fails after its timeout, read_to_end() too. The terminal translates "\n"
+    to "\r\n" (onlcr), as a user's does; `text` keeps the bytes as written to it."""
+
+    def __init__(self, argv, cwd, env):
+        master, slave = os.openpty()
+        try:
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave,
+                                         stderr=slave, start_new_session=True)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        self.master = master
+        self.data = b""
+        self.ended = False
+
+    @property
+    def text(self):
+        return self.data.decode(errors="replace")
+
+    def write(self, text):
+        os.write(self.master, text.encode())
+
+    def _read_some(self, timeout):
+        """Reads what is there within `timeout` seconds; False once the terminal is closed
+        by every process that had it (the program and its children ended)."""
+        if self.ended:
+            return False
+        if not select.select([self.master], [], [], max(timeout, 0))[0]:
+            return True
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError:  # EIO: no process has the terminal open any more
+            chunk = b""
+        if not chunk:
+            self.ended = True
+            return False
+        self.data += chunk
+        return True
+
+    def read_until(self, predicate, timeout=60.0, what="output"):
+        """Reads until predicate(text so far) is truthy, and returns its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate(self.text)
+            if value:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("timed out after %.0f s waiting for %s; the terminal "
+                                     "showed:\n%r" % (timeout, what, self.text[-4000:]))
+            if not self._read_some(min(left, 0.5)):
+                if predicate(self.text):
+                    return predicate(self.text)
+                raise AssertionError("the terminal closed before %s; it showed:\n%r"
+                                     % (what, self.text[-4000:]))
+
+    def read_to_end(self, timeout=60.0):
+        """Reads until the program has ended and closed the terminal; returns its exit
+        status."""
+        deadline = time.monotonic() + timeout
+        while self._read_some(min(deadline - time.monotonic(), 0.5)):
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out after %.0f s waiting for the program to end; "
+                                     "the terminal showed:\n%r" % (timeout, self.text[-4000:]))
+        return self.proc.wait(timeout=max(deadline - time.monotonic(), 1))
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        if self.master is not None:
+            os.close(self.master)
+            self.master = None
 
 
 # Skips (tests/README.md, "Skips"). unittest exits 0 when tests skip, so ctest would say

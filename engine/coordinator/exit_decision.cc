@@ -1,0 +1,59 @@
+#include "engine/coordinator/exit_decision.h"
+
+#include <algorithm>
+#include <csignal>
+
+namespace cairn {
+
+bool GangOutcome::rank_ended(int rank, const ExitInfo& info, bool declared_permanent) {
+  if (info.ok()) return false;
+  const bool stopped_by_gang = info.signal == SIGKILL && killed_.count(rank) > 0;
+  if (!stopped_by_gang) (declared_permanent ? declared_ : undeclared_) = true;
+  if (failure_) return false;
+  failure_ = info;
+  failed_rank_ = rank;
+  return true;
+}
+
+void GangOutcome::start_failed(int rank) {
+  undeclared_ = true;
+  if (failure_) return;
+  failure_ = ExitInfo{127, 0};
+  failed_rank_ = rank;
+}
+
+AttemptDecision decide_attempt_end(const AttemptEnd& e) {
+  using schema::TrialState;
+  if (e.canceling) return {AttemptOutcome::kCanceled, TrialState::kCanceled};
+  // Closed by the searcher: its work is done and recorded. A failure on the way out (a
+  // library crashing at interpreter exit, a kill after the last validation) would gain
+  // nothing from a restart, which could not even run: closed trials are never scheduled.
+  if (e.closed)
+    return {AttemptOutcome::kFinished,
+            e.reached_max_length ? TrialState::kCompleted : TrialState::kStopped};
+  const bool ok = e.exit.ok();
+  if (ok && e.stop_requested) return {AttemptOutcome::kPaused, TrialState::kPaused};
+  // It finished its operation and the searcher had not decided: it checkpointed and left its
+  // slot to others; a promotion (perhaps already made) resumes it from that checkpoint.
+  if (ok && e.released)
+    return {AttemptOutcome::kReleased, e.promoted ? TrialState::kQueued : TrialState::kPaused};
+  // Killed while cairn was stopping: not the trial's fault.
+  if (e.pausing && !e.permanent) return {AttemptOutcome::kStopping, TrialState::kPaused};
+  if (!e.permanent && e.restarts < e.max_restarts) {
+    const int backoff_s = std::min(30, 1 << std::min(e.failures_in_a_row, 5));
+    return {AttemptOutcome::kRestart, TrialState::kQueued, std::chrono::seconds(backoff_s), true};
+  }
+  return {AttemptOutcome::kError, TrialState::kError, std::chrono::seconds(0), true};
+}
+
+schema::ExperimentState decide_experiment_end(const ExperimentEnd& e) {
+  using schema::ExperimentState;
+  if (e.canceling) return ExperimentState::kCanceled;
+  // ACTIVE and undriven: interrupted.
+  if (e.pausing && !e.searcher_finished)
+    return e.shutting_down ? ExperimentState::kActive : ExperimentState::kPaused;
+  if (e.trials > 0 && e.errored == e.trials) return ExperimentState::kError;
+  return ExperimentState::kCompleted;
+}
+
+}  // namespace cairn

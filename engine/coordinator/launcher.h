@@ -1,0 +1,64 @@
+// Where a trial's rank runs. The coordinator's lifecycle code (start a gang, stop it, turn
+// exits into states) talks to ranks only through this interface: the local launcher starts
+// processes on this machine; the peers issue adds one that starts them on another machine
+// through its agent, without touching the lifecycle code.
+//
+// Output: whichever machine runs a rank, its stdout and stderr end up appended to a file on
+// this machine (RankLaunch::output), which the coordinator follows (output_tail.h). A local
+// rank writes the file itself; a remote launcher writes what its agent relays. So output,
+// logs and failure reports need nothing from the launcher.
+//
+// Not thread-safe: the coordinator's event loop is the only caller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/coordinator/trial_process.h"
+
+namespace cairn {
+
+// What starting one rank needs. `env` is its complete environment (rank_environment.h);
+// `argv` goes to execve as is, never through a shell.
+struct RankLaunch {
+  std::vector<std::string> argv;
+  std::filesystem::path cwd;
+  std::map<std::string, std::string> env;
+  std::filesystem::path output;  // stdout+stderr are appended here
+};
+
+// A started rank, as its launcher names it. `pid` is unique among the launcher's running
+// ranks; with `start_time` it identifies a local process beyond pid reuse, which is what a
+// resumed coordinator checks to find ranks that outlived their coordinator.
+struct LaunchedRank {
+  pid_t pid = -1;
+  uint64_t start_time = 0;
+};
+
+struct RankExit {
+  LaunchedRank rank;
+  ExitInfo info;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts one rank. An error says why it could not start (a missing program, a directory
+  // that cannot be created); nothing is left running then.
+  virtual Result<LaunchedRank> start(const RankLaunch& launch) = 0;
+  // Sends `sig` to the rank and to everything it started. Returns false when the rank had
+  // already ended (not yet reported by take_exits): the signal is not what ended it.
+  virtual bool signal(const LaunchedRank& rank, int sig) = 0;
+  // The ranks that ended since the last call, each once, with how they ended. Never blocks;
+  // the coordinator calls it whenever its loop wakes (a local rank's end wakes it through
+  // SIGCHLD). Whatever a rank left running is killed before its end is reported.
+  virtual std::vector<RankExit> take_exits() = 0;
+};
+
+}  // namespace cairn

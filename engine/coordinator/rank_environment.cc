@@ -1,0 +1,62 @@
+#include "engine/coordinator/rank_environment.h"
+
+#include "engine/coordinator/slot_pool.h"
+
+namespace cairn {
+
+std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, int rank) {
+  std::map<std::string, std::string> env = t.inherited;
+  for (const auto& [k, v] : t.configured) env[k] = v;
+  // cairn's variables win over anything inherited or configured: they are the protocol.
+  env["CAIRN_EXPERIMENT_ID"] = std::to_string(t.experiment_id);
+  env["CAIRN_TRIAL_ID"] = t.trial_id;
+  // The live workdir, for trials that write outputs next to their code: they run in a
+  // checkout of the snapshot (engine/coordinator/provenance.h), which is not where the user looks.
+  env["CAIRN_WORKDIR"] = t.workdir.string();
+  env["CAIRN_HPARAMS"] = t.hparams_json;
+  env["CAIRN_SEED"] = std::to_string(t.seed);
+  env["CAIRN_CONTROL"] = t.control_address;
+  env["CAIRN_DETERMINISTIC"] = t.deterministic ? "1" : "0";
+  env["CAIRN_CHECKPOINT_PERIOD"] = std::to_string(t.checkpoint_period);
+  env["CAIRN_MAX_LENGTH"] = std::to_string(t.max_length);
+  env["CAIRN_ORPHAN_DIR"] = t.orphan_dir.string();
+  // builtin:mlp keeps the GPU kernels it compiles there, so that the next trial, resume or
+  // promotion loads them instead of compiling them again (gpu/kernel_cache.h).
+  if (t.kernel_cache) env["CAIRN_KERNEL_CACHE"] = t.kernel_cache->string();
+  // A checkpoint path inherited from an outer trial (cairn run inside a trial) is not ours.
+  env.erase("CAIRN_LATEST_CHECKPOINT");
+  if (t.restored_checkpoint) env["CAIRN_LATEST_CHECKPOINT"] = t.restored_checkpoint->string();
+  env["CAIRN_STEPS_COMPLETED"] = std::to_string(t.restored_checkpoint ? t.steps_completed : 0);
+
+  // torchrun's variables (SPEC §4).
+  env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
+  env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(t.world_size);
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(t.master_port);
+
+  auto pythonpath = env.find("PYTHONPATH");
+  env["PYTHONPATH"] =
+      t.python_sdk_dir.string() +
+      (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
+  // The user's own choice of hash seed stands; deterministic mode only fills it in.
+  if (t.deterministic) env.emplace("PYTHONHASHSEED", "0");
+
+  if (t.gpu_slots) {
+    // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
+    const size_t r = static_cast<size_t>(rank);
+    env["CUDA_VISIBLE_DEVICES"] =
+        t.world_size > 1 ? device_list({r < t.slots.size() ? t.slots[r] : 0}, t.gpu_names)
+                         : device_list(t.slots, t.gpu_names);
+  } else {
+    if (t.cpu_only) env["CUDA_VISIBLE_DEVICES"] = "";
+    // One core per slot by default, so concurrent trials do not oversubscribe the machine;
+    // each rank of a data-parallel trial holds one slot. A user's setting wins.
+    const std::string threads =
+        std::to_string(t.world_size > 1 ? 1 : static_cast<int>(t.slots.size()));
+    env.emplace("OMP_NUM_THREADS", threads);
+    env.emplace("OPENBLAS_NUM_THREADS", threads);
+  }
+  return env;
+}
+
+}  // namespace cairn

@@ -1,0 +1,54 @@
+// The environment a trial's rank starts with (SPEC §4, docs/protocol.md "Environment"): a
+// pure function of what the coordinator decided for the trial, so that every rule (which
+// variable wins over the user's, which GPU a rank sees, how many threads it may use) is
+// stated once and unit-tested without starting a process.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+// What one attempt of a trial gives all of its ranks.
+struct TrialEnvironment {
+  // cairn's own environment (the base), then the config's `environment:` over it.
+  std::map<std::string, std::string> inherited;
+  std::map<std::string, std::string> configured;
+
+  int64_t experiment_id = 0;
+  std::string trial_id;  // "7.3"
+  std::filesystem::path workdir;
+  std::string hparams_json;
+  uint64_t seed = 0;
+  std::string control_address;
+  bool deterministic = false;
+  int64_t checkpoint_period = 0;
+  int64_t max_length = 0;
+  std::filesystem::path orphan_dir;
+  std::optional<std::filesystem::path> kernel_cache;  // builtin:mlp only
+  std::filesystem::path python_sdk_dir;               // prepended to PYTHONPATH
+
+  // The checkpoint the attempt resumes from (materialized there), or none: a fresh start.
+  std::optional<std::filesystem::path> restored_checkpoint;
+  int64_t steps_completed = 0;
+
+  // torchrun's rendezvous: every rank of the trial runs on this machine.
+  int world_size = 1;
+  int master_port = 29500;
+
+  // The trial's slots, in rank order. GPU slots are named by `gpu_names` in
+  // CUDA_VISIBLE_DEVICES; CPU slots are cores.
+  std::vector<int> slots;
+  bool gpu_slots = false;
+  std::vector<std::string> gpu_names;
+  bool cpu_only = false;  // resources.devices: cpu — hide every GPU
+};
+
+// The complete environment of rank `rank` (0 ≤ rank < world_size).
+std::map<std::string, std::string> rank_environment(const TrialEnvironment& trial, int rank);
+
+}  // namespace cairn

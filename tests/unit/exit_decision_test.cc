@@ -1,0 +1,160 @@
+#include "engine/coordinator/exit_decision.h"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+
+namespace cairn {
+
+using schema::TrialState;
+
+namespace {
+
+const ExitInfo kClean{0, 0};
+const ExitInfo kCrash{1, 0};
+const ExitInfo kKilled{0, SIGKILL};
+
+AttemptEnd running_trial(ExitInfo exit) {
+  AttemptEnd e;
+  e.exit = exit;
+  e.max_restarts = 3;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("the first rank to fail decides the attempt; ranks cairn killed say nothing") {
+  GangOutcome gang;
+  CHECK_FALSE(gang.rank_ended(0, kClean, false));
+  CHECK_FALSE(gang.failed());
+  CHECK(gang.result(kClean).ok());
+
+  gang.killed_by_cairn(0);
+  CHECK(gang.rank_ended(2, kCrash, /*declared_permanent=*/true));  // first failure: stop the rest
+  CHECK(gang.failed());
+  CHECK(gang.failed_rank() == 2);
+  CHECK_FALSE(gang.rank_ended(1, kKilled, false));  // killed by itself: a second failure
+  CHECK(gang.failed_rank() == 2);
+  CHECK(gang.result(kClean).code == 1);
+  CHECK_FALSE(gang.permanent());  // rank 1's SIGKILL was not cairn's: not declared
+}
+
+TEST_CASE("an attempt fails permanently only when every rank that failed declared it") {
+  GangOutcome gang;
+  gang.killed_by_cairn(0);
+  gang.killed_by_cairn(1);
+  CHECK(gang.rank_ended(2, ExitInfo{3, 0}, true));
+  CHECK_FALSE(gang.rank_ended(0, kKilled, false));  // stopped by cairn
+  CHECK_FALSE(gang.rank_ended(1, kKilled, false));
+  CHECK(gang.permanent());
+
+  GangOutcome unstarted;
+  unstarted.start_failed(1);
+  CHECK(unstarted.failed());
+  CHECK(unstarted.failed_rank() == 1);
+  CHECK(unstarted.result(kClean).code == 127);
+  CHECK_FALSE(unstarted.permanent());
+}
+
+TEST_CASE("a clean exit is a pause when asked to stop, a release when its work is done") {
+  AttemptEnd e = running_trial(kClean);
+  e.stop_requested = true;
+  CHECK(decide_attempt_end(e).state == TrialState::kPaused);
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kPaused);
+
+  e = running_trial(kClean);
+  e.released = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kReleased);
+  CHECK(decide_attempt_end(e).state == TrialState::kPaused);  // waits for the searcher
+  e.promoted = true;
+  CHECK(decide_attempt_end(e).state == TrialState::kQueued);  // promoted meanwhile
+  CHECK_FALSE(decide_attempt_end(e).failure);
+}
+
+TEST_CASE("a clean exit before the work is done is a failure, restarted") {
+  AttemptDecision d = decide_attempt_end(running_trial(kClean));
+  CHECK(d.outcome == AttemptOutcome::kRestart);
+  CHECK(d.state == TrialState::kQueued);
+  CHECK(d.failure);
+}
+
+TEST_CASE("closed trials finish whatever their exit; cancel wins over everything") {
+  AttemptEnd e = running_trial(kCrash);
+  e.closed = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kFinished);
+  CHECK(decide_attempt_end(e).state == TrialState::kStopped);
+  e.reached_max_length = true;
+  CHECK(decide_attempt_end(e).state == TrialState::kCompleted);
+  e.canceling = true;
+  CHECK(decide_attempt_end(e).state == TrialState::kCanceled);
+}
+
+TEST_CASE("failures back off exponentially up to 30 s, then end in ERROR") {
+  AttemptEnd e = running_trial(kCrash);
+  e.max_restarts = 100;
+  const int expected[] = {1, 2, 4, 8, 16, 30, 30};
+  for (int n = 0; n < 7; ++n) {
+    e.failures_in_a_row = n;
+    AttemptDecision d = decide_attempt_end(e);
+    CHECK(d.outcome == AttemptOutcome::kRestart);
+    CHECK(d.backoff.count() == expected[n]);
+  }
+  e.restarts = 100;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kError);
+  CHECK(decide_attempt_end(e).state == TrialState::kError);
+
+  e.restarts = 0;
+  e.permanent = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kError);
+}
+
+TEST_CASE("a failure while cairn stops is a pause, unless the trial declared it permanent") {
+  AttemptEnd e = running_trial(kKilled);
+  e.pausing = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kStopping);
+  CHECK(decide_attempt_end(e).state == TrialState::kPaused);
+  CHECK_FALSE(decide_attempt_end(e).failure);
+  e.permanent = true;
+  CHECK(decide_attempt_end(e).state == TrialState::kError);
+}
+
+TEST_CASE("trial states round-trip through their stored names") {
+  for (TrialState s :
+       {TrialState::kQueued, TrialState::kRunning, TrialState::kPaused, TrialState::kCompleted,
+        TrialState::kStopped, TrialState::kError, TrialState::kCanceled})
+    CHECK(schema::parse_trial_state(schema::trial_state_name(s)) == s);
+  CHECK_FALSE(schema::parse_trial_state("running"));
+  CHECK(schema::trial_has_ended(TrialState::kStopped));
+  CHECK_FALSE(schema::trial_has_ended(TrialState::kPaused));
+}
+
+}  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("an experiment ends canceled, paused, interrupted, errored or completed") {
+  using schema::ExperimentState;
+  ExperimentEnd e;
+  e.trials = 3;
+  e.searcher_finished = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);
+  e.errored = 2;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);  // one trial did not error
+  e.errored = 3;
+  CHECK(decide_experiment_end(e) == ExperimentState::kError);
+
+  e = ExperimentEnd{};
+  e.trials = 3;
+  e.pausing = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kPaused);  // Ctrl-C, cairn pause
+  e.shutting_down = true;
+  CHECK(decide_experiment_end(e) ==
+        ExperimentState::kActive);  // SIGTERM: resume --all continues it
+  e.searcher_finished = true;       // stopped after the last trial ended: nothing left to resume
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);
+  e.canceling = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCanceled);
+  CHECK(std::string(schema::experiment_state_name(ExperimentState::kActive)) == "ACTIVE");
+}
+
+}  // namespace cairn

@@ -1,0 +1,121 @@
+#include "engine/coordinator/rank_environment.h"
+
+#include <doctest/doctest.h>
+
+namespace cairn {
+
+namespace {
+
+TrialEnvironment two_rank_trial() {
+  TrialEnvironment t;
+  t.inherited = {{"PATH", "/usr/bin"},
+                 {"PYTHONPATH", "/home/me/lib"},
+                 {"CAIRN_LATEST_CHECKPOINT", "/outer/trial/checkpoint"},
+                 {"CAIRN_TRIAL_ID", "1.1"}};
+  t.configured = {{"MY_FLAG", "on"}, {"CAIRN_SEED", "99"}};
+  t.experiment_id = 7;
+  t.trial_id = "7.3";
+  t.workdir = "/work/project";
+  t.hparams_json = R"({"lr":0.1})";
+  t.seed = 42;
+  t.control_address = "/run/cairn.sock";
+  t.checkpoint_period = 5;
+  t.max_length = 100;
+  t.orphan_dir = "/store/work/7/3/orphans";
+  t.python_sdk_dir = "/store/sdk/python";
+  t.world_size = 2;
+  t.master_port = 31000;
+  t.slots = {2, 3};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("every rank gets the protocol's variables, and they win over inherited ones") {
+  const TrialEnvironment t = two_rank_trial();
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = rank_environment(t, rank);
+    CHECK(env["CAIRN_TRIAL_ID"] == "7.3");
+    CHECK(env["CAIRN_EXPERIMENT_ID"] == "7");
+    CHECK(env["CAIRN_SEED"] == "42");  // the config's environment cannot fake the protocol
+    CHECK(env["CAIRN_HPARAMS"] == R"({"lr":0.1})");
+    CHECK(env["CAIRN_CONTROL"] == "/run/cairn.sock");
+    CHECK(env["CAIRN_CHECKPOINT_PERIOD"] == "5");
+    CHECK(env["CAIRN_MAX_LENGTH"] == "100");
+    CHECK(env["CAIRN_DETERMINISTIC"] == "0");
+    CHECK(env["MY_FLAG"] == "on");
+    CHECK(env["PATH"] == "/usr/bin");
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "2");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["MASTER_PORT"] == "31000");
+    CHECK(env["PYTHONPATH"] == "/store/sdk/python:/home/me/lib");
+    CHECK(env.count("CAIRN_KERNEL_CACHE") == 0);
+    CHECK(env.count("PYTHONHASHSEED") == 0);
+  }
+}
+
+TEST_CASE("a fresh start has no checkpoint, even one inherited from an outer trial") {
+  auto env = rank_environment(two_rank_trial(), 0);
+  CHECK(env.count("CAIRN_LATEST_CHECKPOINT") == 0);
+  CHECK(env["CAIRN_STEPS_COMPLETED"] == "0");
+
+  TrialEnvironment restored = two_rank_trial();
+  restored.restored_checkpoint = "/store/work/7/3/restore";
+  restored.steps_completed = 40;
+  for (int rank = 0; rank < 2; ++rank) {
+    env = rank_environment(restored, rank);
+    CHECK(env["CAIRN_LATEST_CHECKPOINT"] == "/store/work/7/3/restore");
+    CHECK(env["CAIRN_STEPS_COMPLETED"] == "40");
+  }
+}
+
+TEST_CASE("CPU slots: one thread per rank of a gang, one per slot for a single process") {
+  TrialEnvironment t = two_rank_trial();
+  auto env = rank_environment(t, 1);
+  CHECK(env["OMP_NUM_THREADS"] == "1");
+  CHECK(env["OPENBLAS_NUM_THREADS"] == "1");
+  CHECK(env.count("CUDA_VISIBLE_DEVICES") == 0);
+
+  t.world_size = 1;
+  t.slots = {0, 1, 2};
+  env = rank_environment(t, 0);
+  CHECK(env["OMP_NUM_THREADS"] == "3");
+
+  // The user's own thread count wins; devices: cpu hides every GPU.
+  t.inherited["OMP_NUM_THREADS"] = "8";
+  t.cpu_only = true;
+  env = rank_environment(t, 0);
+  CHECK(env["OMP_NUM_THREADS"] == "8");
+  CHECK(env["OPENBLAS_NUM_THREADS"] == "3");
+  CHECK(env["CUDA_VISIBLE_DEVICES"].empty());
+  CHECK(env.count("CUDA_VISIBLE_DEVICES") == 1);
+}
+
+TEST_CASE("GPU slots: each rank of a gang sees its own GPU, a single process all of its own") {
+  TrialEnvironment t = two_rank_trial();
+  t.gpu_slots = true;
+  t.gpu_names = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
+  CHECK(rank_environment(t, 0)["CUDA_VISIBLE_DEVICES"] == "GPU-c");
+  CHECK(rank_environment(t, 1)["CUDA_VISIBLE_DEVICES"] == "GPU-d");
+  CHECK(rank_environment(t, 0).count("OMP_NUM_THREADS") == 0);
+
+  t.world_size = 1;
+  CHECK(rank_environment(t, 0)["CUDA_VISIBLE_DEVICES"] == "GPU-c,GPU-d");
+}
+
+TEST_CASE("deterministic mode fills in the hash seed without overriding the user's") {
+  TrialEnvironment t = two_rank_trial();
+  t.deterministic = true;
+  t.kernel_cache = "/store/kernels";
+  auto env = rank_environment(t, 0);
+  CHECK(env["CAIRN_DETERMINISTIC"] == "1");
+  CHECK(env["PYTHONHASHSEED"] == "0");
+  CHECK(env["CAIRN_KERNEL_CACHE"] == "/store/kernels");
+  t.inherited["PYTHONHASHSEED"] = "123";
+  CHECK(rank_environment(t, 0)["PYTHONHASHSEED"] == "123");
+}
+
+}  // namespace cairn
