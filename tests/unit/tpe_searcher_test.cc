@@ -301,8 +301,13 @@ TEST_CASE("tpe config: defaults, the shorthand, settings, and mistakes named by 
        "exp.yaml:11: searcher.sampler: must be one of random, tpe, got 'bayes'"},
       {"name: tpe, max_length: 1, max_trials: 2, sampler: random",
        "exp.yaml:11: searcher.sampler: is random, but searcher.name tpe means"},
-      {"name: grid, max_length: 1, sampler: tpe", "exp.yaml:11: searcher.sampler: tpe draws"},
+      {"name: grid, max_length: 1, sampler: tpe",
+       "exp.yaml:11: searcher.sampler: tpe draws hyperparameters for random, hyperband and asha; "
+       "the grid searcher draws none"},
       {"name: single, max_length: 1, sampler: tpe", "exp.yaml:11: searcher.sampler: tpe draws"},
+      {"name: pbt, max_length: 9, population_size: 4, perturbation_interval: 3, sampler: tpe",
+       "exp.yaml:11: searcher.sampler: tpe draws hyperparameters for random, hyperband and asha; "
+       "the pbt searcher perturbs its population's instead"},
       {"name: tpe, max_length: 1", "searcher.max_trials: is required"},
       {"name: tpe, max_length: 1, max_trials: 2, tpe: {gamma: 0}",
        "exp.yaml:11: searcher.tpe.gamma: must be greater than 0 and at most 1, got 0"},
