@@ -210,6 +210,15 @@ CoreChoice choose_core_type(const CoreRequest& r) {
   return {std::string(newest->name), CoreSource::kCairn, warning};
 }
 
+std::string coretype_mismatch() {
+  const char* asked = std::getenv("OPENBLAS_CORETYPE");
+  if (asked == nullptr || *asked == '\0') return "";
+  const std::string running = core_in_use();
+  if (same_name(asked, running)) return "";
+  return var(asked) + ", but OpenBLAS runs its " + running +
+         " kernels (this OpenBLAS does not know " + asked + ")";
+}
+
 std::string openblas_own_choice() {
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   if (forced != nullptr && *forced != '\0') return "";

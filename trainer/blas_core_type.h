@@ -104,6 +104,11 @@ struct CoreChoice {
 //    are tuned: Zen on a Zen 3), else newest_core_type().
 CoreChoice choose_core_type(const CoreRequest& request);
 
+// "" when OpenBLAS runs the kernels OPENBLAS_CORETYPE names (or the variable is unset), else
+// a warning saying it does not: a name this OpenBLAS does not know, which it replaces by
+// the newest kernels it has for the CPU.
+std::string coretype_mismatch();
+
 // OpenBLAS's own choice in this process: the core in use when OPENBLAS_CORETYPE is unset
 // (or empty), "" when it is set (the core in use is then the forced one).
 std::string openblas_own_choice();
