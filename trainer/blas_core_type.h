@@ -2,9 +2,9 @@
 //
 // cairn links an OpenBLAS built with DYNAMIC_ARCH: at start-up it picks a kernel set from
 // the CPU's model, or takes the one OPENBLAS_CORETYPE names. An OpenBLAS older than the
-// CPU does not know the model and falls back to old kernels (0.3.21 runs its SSE3
-// "Prescott" kernels on a Sapphire Rapids Xeon, its AVX2 "Haswell" ones on a Zen 5 EPYC):
-// 2–4× slower than the CPU allows. So cairn decides from the instruction sets the CPU and
+// CPU may not know the model and fall back to old kernels: 0.3.21 runs its SSE3 "Prescott"
+// kernels on Intel models it has no case for (Emerald and Granite Rapids Xeons fall
+// through to its Pentium 4 branch), 4× slower than the CPU allows. So cairn decides from the instruction sets the CPU and
 // the OS support (common/cpu_features.h) and hands the choice to the trial in its
 // environment, before OpenBLAS initialises.
 //

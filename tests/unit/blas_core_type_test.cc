@@ -71,8 +71,8 @@ CpuidSnapshot skylakex_cpu(uint64_t xcr0 = kXcr0Avx512) {
   return s;
 }
 
-// Sapphire Rapids (the issue's Xeon): AVX-512 BF16 and AMX, whose tile state is in XCR0 too.
-CpuidSnapshot sapphire_rapids_cpu(uint64_t xcr0 = 0x602e7) {
+// A Xeon with AVX-512 BF16 and AMX (the issue's), whose tile state is in XCR0 too.
+CpuidSnapshot xeon_amx_cpu(uint64_t xcr0 = 0x602e7) {
   CpuidSnapshot s = skylakex_cpu(xcr0);
   s.leaf7.eax = 2;  // highest subleaf
   s.leaf7_1.eax = bits({kAvx512Bf16});
@@ -111,13 +111,13 @@ CoreChoice choose(const CpuidSnapshot& s, std::string own, std::string user = ""
 }  // namespace
 
 TEST_CASE("decode_cpu_features: AVX needs the OS to save YMM, AVX-512 the ZMM state") {
-  const CpuFeatures spr = cpu(sapphire_rapids_cpu());
+  const CpuFeatures spr = cpu(xeon_amx_cpu());
   CHECK(spr.avx512_cooperlake());
   CHECK(spr.summary() == "AVX-512 BF16");
 
   // A VM that reports AVX-512 and saves only up to YMM (XCR0 = 7): AVX2 is usable, AVX-512
   // is not, though cpuid says it is there.
-  const CpuFeatures vm = cpu(sapphire_rapids_cpu(kXcr0Avx));
+  const CpuFeatures vm = cpu(xeon_amx_cpu(kXcr0Avx));
   CHECK(vm.avx512_reported);
   CHECK_FALSE(vm.avx512f);
   CHECK_FALSE(vm.avx512_bf16);
@@ -138,7 +138,7 @@ TEST_CASE("decode_cpu_features: AVX needs the OS to save YMM, AVX-512 the ZMM st
   CHECK_FALSE(cpu(no_osxsave).avx);
 
   // BF16 is in subleaf 1, which exists only when subleaf 0 says so.
-  CpuidSnapshot no_subleaf = sapphire_rapids_cpu();
+  CpuidSnapshot no_subleaf = xeon_amx_cpu();
   no_subleaf.leaf7.eax = 0;
   CHECK_FALSE(cpu(no_subleaf).avx512_bf16);
   CHECK(cpu(no_subleaf).avx512_skylakex());
@@ -157,10 +157,10 @@ TEST_CASE("decode_cpu_features: AVX needs the OS to save YMM, AVX-512 the ZMM st
 }
 
 TEST_CASE("newest_core_type: the newest OpenBLAS kernels the CPU and the OS support") {
-  CHECK(newest(sapphire_rapids_cpu()) == "Cooperlake");
+  CHECK(newest(xeon_amx_cpu()) == "Cooperlake");
   CHECK(newest(zen5_cpu()) == "Cooperlake");
   CHECK(newest(skylakex_cpu()) == "SkylakeX");
-  CHECK(newest(sapphire_rapids_cpu(kXcr0Avx)) == "Haswell");  // the VM above
+  CHECK(newest(xeon_amx_cpu(kXcr0Avx)) == "Haswell");  // the VM above
   CHECK(newest(haswell_cpu()) == "Haswell");
   CHECK(newest(avx_cpu()) == "Sandybridge");
   CHECK(newest(haswell_cpu(kXcr0Sse)) == "Nehalem");
@@ -196,17 +196,17 @@ TEST_CASE("find_core_type and can_run: OpenBLAS's names, ignoring case, and what
 }
 
 TEST_CASE("falls_short: OpenBLAS's own choice is older than the CPU supports") {
-  CHECK(falls_short("Prescott", cpu(sapphire_rapids_cpu())));  // the issue's Xeon
+  CHECK(falls_short("Prescott", cpu(xeon_amx_cpu())));  // the issue's Xeon
   CHECK(falls_short("Haswell", cpu(zen5_cpu())));              // this VM
   CHECK_FALSE(falls_short("Cooperlake", cpu(zen5_cpu())));
   CHECK_FALSE(falls_short("Zen", cpu(haswell_cpu())));  // as new: OpenBLAS's tuned kernels
-  CHECK_FALSE(falls_short("Haswell", cpu(sapphire_rapids_cpu(kXcr0Avx))));
+  CHECK_FALSE(falls_short("Haswell", cpu(xeon_amx_cpu(kXcr0Avx))));
   CHECK(falls_short("SomethingNew", cpu(haswell_cpu())));  // unknown: cairn cannot tell
   CHECK_FALSE(falls_short("Prescott", cpu(CpuidSnapshot{})));
 }
 
 TEST_CASE("choose_core_type: the newest kernels when OpenBLAS's own fall short") {
-  CoreChoice c = choose(sapphire_rapids_cpu(), "Prescott");
+  CoreChoice c = choose(xeon_amx_cpu(), "Prescott");
   CHECK(c.core == "Cooperlake");
   CHECK(c.source == CoreSource::kCairn);
   CHECK(c.warning.empty());
@@ -224,7 +224,7 @@ TEST_CASE("choose_core_type: the newest kernels when OpenBLAS's own fall short")
   CHECK(c.source == CoreSource::kOpenblas);
 
   // The VM that reports AVX-512 without saving it: never the AVX-512 kernels.
-  c = choose(sapphire_rapids_cpu(kXcr0Avx), "Prescott");
+  c = choose(xeon_amx_cpu(kXcr0Avx), "Prescott");
   CHECK(c.core == "Haswell");
 
   // OpenBLAS's choice unknown (a forced variable in the deciding process): cairn's.
@@ -265,7 +265,7 @@ TEST_CASE("choose_core_type: the user's OPENBLAS_CORETYPE wins, unless the CPU c
 
 TEST_CASE("choose_core_type: deterministic mode pins Haswell on AVX2+FMA and keeps the record") {
   for (const CpuidSnapshot& s :
-       {zen5_cpu(), sapphire_rapids_cpu(), skylakex_cpu(), haswell_cpu()}) {
+       {zen5_cpu(), xeon_amx_cpu(), skylakex_cpu(), haswell_cpu()}) {
     const CoreChoice c = choose(s, "Prescott", "", "", true);
     CHECK(c.core == "Haswell");
     CHECK(c.source == CoreSource::kDeterministic);
