@@ -225,7 +225,9 @@ int doctor(const GlobalOptions& global, bool json) {
 void add_doctor(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "doctor", "Check the environment: store, git, CPU/GPU devices, CUDA, NCCL, Gloo, Python SDK");
+      "doctor",
+      "Check the environment: store, git, CPU/GPU devices, OpenBLAS kernels, CUDA, NCCL, Gloo, "
+      "Python SDK");
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([&global, &outcome, json] { outcome.exit_code = doctor(global, *json); });
 }
