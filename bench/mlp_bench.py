@@ -154,19 +154,21 @@ def torch_epoch_seconds(args, threads, blas_threads, coretype):
 
 
 def measure(args, threads, scratch):
-    builtin, torch_variants = [], {}
+    builtin, torch_variants, roofs = [], {}, []
     variants = [(1, threads)] + ([(threads, threads)] if threads > 1 and args.torch_intra_op else [])
     rows = None
-    for rep in range(args.reps):  # interleaved: builtin, then each PyTorch variant
+    for rep in range(args.reps):  # interleaved: builtin, sgemm, then each PyTorch variant
         builtin.append(builtin_epoch_seconds(args, threads, scratch, rep))
+        if args.roofline:
+            roofs.append(roofline_run(args, threads))
         for intra, blas in variants:
             for label, coretype in torch_coretypes(args):
                 epoch_s, train_s, rows = torch_epoch_seconds(args, intra, blas, coretype)
                 torch_variants.setdefault((intra, blas, label), []).append((epoch_s, train_s))
-    return builtin, torch_variants, rows
+    return builtin, torch_variants, rows, roofs
 
 
-def report(args, threads, builtin, torch_variants, rows):
+def report(args, threads, builtin, torch_variants, rows, roofs):
     print("\n%d thread%s, %d training rows, %d repetitions (median seconds per epoch):" %
           (threads, "" if threads == 1 else "s", rows, args.reps))
     b = statistics.median(builtin)
@@ -185,18 +187,31 @@ def report(args, threads, builtin, torch_variants, rows):
     print("  ratio builtin / PyTorch (best: %s): %.2fx  goal >= 1.0: %s" %
           (best[0], ratio, "meets" if ratio >= 1.0 else "MISSES"))
     print("  builtin per-rep seconds per epoch: %s" % ", ".join("%.4f" % s for s in builtin))
-    if args.roofline:
-        roofline(args, threads, b, rows)
+    if roofs:
+        roofline(args, threads, b, rows, roofs)
 
 
-def roofline(args, threads, epoch_s, train_rows):
-    """builtin:mlp's GFLOP/s against sgemm on the same products and the core's peak."""
+def roofline_run(args, threads):
+    """One run of bench_blas_roofline with the kernels builtin:mlp ran."""
     kernels = sorted(BUILTIN_KERNELS)[0].split()[0]
     r = json.loads(run_checked([args.roofline_bin, "--features", str(args.features),
                                 "--hidden", str(args.hidden), "--layers", str(args.layers),
                                 "--classes", str(args.classes), "--batch", str(args.batch_size),
                                 "--threads", str(threads)],
                                env={"OPENBLAS_CORETYPE": kernels}).stdout)
+    if r["core"].lower() != kernels.lower():
+        sys.exit("bench: bench_blas_roofline ran %s kernels, builtin:mlp %s" % (r["core"], kernels))
+    return r
+
+
+def roofline(args, threads, epoch_s, train_rows, roofs):
+    """builtin:mlp's GFLOP/s against sgemm on the same products and the core's peak, each
+    the median of the repetitions (one sgemm run after each builtin:mlp run)."""
+    kernels = roofs[0]["core"]
+    r = dict(roofs[0])
+    for key in ("train_batch_s", "eval_batch_s", "train_gflops", "eval_gflops"):
+        r[key] = statistics.median(x[key] for x in roofs)
+    r["peak"] = {k: statistics.median(x["peak"][k] for x in roofs) for k in roofs[0]["peak"]}
     val_rows = int(args.samples * VAL_FRACTION)
     flops = train_rows * r["train_flops_per_sample"] + val_rows * r["forward_flops_per_sample"]
     achieved = flops / epoch_s / 1e9
