@@ -15,6 +15,7 @@
 #include "engine/coordinator/dependency_fingerprint.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
 #include "store/reproduce_workdir.h"
 #include "trainer/blas_core_type.h"
@@ -32,8 +33,7 @@ std::string short_value(const Json& v) {
 // The OpenBLAS kernels a builtin:mlp trial recorded it ran ("" for none: another trial, or
 // one recorded before cairn chose them).
 std::string recorded_blas_core(const TrialRef& ref) {
-  const Json core = ref.trial.value("blas_core", Json());
-  return core.is_object() ? core.value("core", "") : "";
+  return blas_core_field(ref.trial, "core");
 }
 
 // Why a re-run's numbers may differ in its OpenBLAS kernels: "" when it ran the recorded ones.

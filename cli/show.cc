@@ -6,6 +6,7 @@
 #include "cli/search_view.h"
 #include "cli/table.h"
 #include "common/metric_order.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
 #include "store/schema.h"
 #include "trainer/blas_core_type.h"
@@ -24,13 +25,15 @@ std::string metrics_text(const Json& metrics) {
   return out;
 }
 
-// "Cooperlake kernels (chosen by cairn: …)" from a trial's "blas_core" record.
-std::string blas_core_text(const Json& core) {
-  const std::string name = core.value("core", "");
-  const std::string own = core.value("openblas_own", "");
-  const std::string cpu = core.value("cpu", "");
+// "Cooperlake kernels (chosen by cairn: …)" from a trial record's "blas_core".
+std::string blas_core_text(const Json& trial) {
+  const std::string name = blas_core_field(trial, "core");
+  const std::string own = blas_core_field(trial, "openblas_own");
+  const std::string cpu = blas_core_field(trial, "cpu");
+  std::string from = blas_core_field(trial, "from");
   std::string why;
-  switch (blas::parse_source(core.value("chosen_by", "")).value_or(blas::CoreSource::kOpenblas)) {
+  switch (blas::parse_source(blas_core_field(trial, "chosen_by"))
+              .value_or(blas::CoreSource::kOpenblas)) {
     case blas::CoreSource::kCairn:
       why = "chosen by cairn: the newest this CPU supports (" + cpu + ")" +
             (own.empty() ? "" : "; OpenBLAS alone runs " + own + "'s");
@@ -45,7 +48,7 @@ std::string blas_core_text(const Json& core) {
       why = "pinned by deterministic: true";
       break;
     case blas::CoreSource::kRecorded:
-      why = "as trial " + core.value("from", std::string("?")) + " ran them (deterministic: true)";
+      why = "as trial " + (from.empty() ? "?" : from) + " ran them (deterministic: true)";
       break;
   }
   return "OpenBLAS " + name + " kernels (" + why + ")";
@@ -173,9 +176,9 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
     std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"])
               << " (step " << (*trial)["latest_validation"]["step"].dump() << ")\n";
   if (out.contains("blas_core")) {
-    std::cout << "blas        " << blas_core_text(out["blas_core"]) << "\n";
-    if (out["blas_core"].contains("warning"))
-      std::cout << "            warning: " << out["blas_core"].value("warning", "") << "\n";
+    std::cout << "blas        " << blas_core_text(out) << "\n";
+    if (const std::string warning = blas_core_field(out, "warning"); !warning.empty())
+      std::cout << "            warning: " << warning << "\n";
   }
   if (trial->contains("exit"))
     std::cout << "exit        " << (*trial)["exit"].value("description", "") << "\n";

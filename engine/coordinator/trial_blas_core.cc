@@ -16,9 +16,7 @@ std::string env_value(const std::map<std::string, std::string>& env, const std::
 }
 
 std::string recorded_core(const Json& holder) {
-  if (!holder.is_object()) return "";
-  const Json core = holder.value("blas_core", Json::object());
-  return core.is_object() ? core.value("core", "") : "";
+  return blas_core_field(holder, "core");
 }
 
 blas::CoreChoice decide(bool deterministic, const std::string& user, const std::string& recorded) {
@@ -27,6 +25,14 @@ blas::CoreChoice decide(bool deterministic, const std::string& user, const std::
 }
 
 }  // namespace
+
+std::string blas_core_field(const Json& holder, const char* field) {
+  if (!holder.is_object()) return "";
+  const auto core = holder.find("blas_core");
+  if (core == holder.end() || !core->is_object()) return "";
+  const auto value = core->find(field);
+  return value != core->end() && value->is_string() ? value->get<std::string>() : "";
+}
 
 TrialEnvironment::Blas choose_trial_blas_core(const ExperimentConfig& config,
                                               const Json& experiment, Json& trial_record,
@@ -48,7 +54,10 @@ TrialEnvironment::Blas choose_trial_blas_core(const ExperimentConfig& config,
     recorded = recorded_core(trial_record);
     if (recorded.empty() && experiment.contains("reproduces")) {
       recorded = recorded_core(experiment["reproduces"]);
-      if (!recorded.empty()) from = experiment["reproduces"].value("trial", "");
+      const Json& reproduces = experiment["reproduces"];
+      if (!recorded.empty() && reproduces.is_object() && reproduces.contains("trial") &&
+          reproduces["trial"].is_string())
+        from = reproduces["trial"].get<std::string>();
     }
   }
   const blas::CoreChoice choice = decide(deterministic, user, recorded);

@@ -29,6 +29,11 @@ TrialEnvironment::Blas choose_trial_blas_core(const ExperimentConfig& config,
                                               const Json& experiment, Json& trial_record,
                                               const TrialEnvironment& env);
 
+// A field of the "blas_core" record that `holder` (a trial record, or an experiment's
+// "reproduces") carries, as text: "" when the record or the field is missing or not text,
+// so a damaged record reads as none rather than throwing.
+std::string blas_core_field(const Json& holder, const char* field);
+
 // The dependency fingerprint's "openblas-core" (engine/coordinator/dependency_fingerprint.h):
 // what the trials of a builtin:mlp experiment get on this machine, "Cooperlake (cairn)",
 // "Haswell (deterministic)", …; `recorded` is the reproduced trial's core, "" for none.
