@@ -72,19 +72,24 @@ Check blas_check(const std::string& name, const std::string& who, const std::str
   const std::string set_by =
       forced && *forced ? " (set by OPENBLAS_CORETYPE=" + std::string(forced) + ")" : "";
   const auto type = blas::find_core_type(core);
+  // What builtin:mlp trials run: the user's variable wins (trainer/blas_core_type.h).
+  std::string trials;
+  if (builtin && !r.cairn_core.empty())
+    trials = !set_by.empty() ? "; builtin:mlp trials run them too (a user's OPENBLAS_CORETYPE "
+                               "wins)"
+                             : "; builtin:mlp runs " + r.cairn_core + "'s, " + r.deterministic +
+                                   "'s with deterministic: true";
   if (r.cairn_core.empty() || !blas::falls_short(core, this_cpu_features()))
-    return {
-        name, "ok",
-        who + " runs its " + core + " kernels" + set_by +
-            (r.cairn_core.empty() ? "" : ", as new as this CPU supports (" + r.cpu + ")") +
-            (builtin && !r.cairn_core.empty() ? "; builtin:mlp runs " + r.cairn_core + "'s, " +
-                                                    r.deterministic + "'s with deterministic: true"
-                                              : "")};
+    return {name, "ok",
+            who + " runs its " + core + " kernels" + set_by +
+                (r.cairn_core.empty() ? "" : ", as new as this CPU supports (" + r.cpu + ")") +
+                trials};
   const bool generic = type && type->needs <= blas::IsaLevel::kSse3;
   std::string detail = who + " runs its " + (generic ? "generic " : "") + core + " kernels" +
                        set_by + " on a CPU that supports " + r.cairn_core + "'s (" + r.cpu + "): ";
   if (!set_by.empty())
-    detail += "unset OPENBLAS_CORETYPE, or set it to " + r.cairn_core;
+    detail += "unset OPENBLAS_CORETYPE, or set it to " + r.cairn_core +
+              (builtin ? " (builtin:mlp trials run what it says too)" : "");
   else if (builtin)
     detail += "builtin:mlp trials get OPENBLAS_CORETYPE=" + r.cairn_core +
               " from cairn; for your own trials, set it in the config's environment:";
