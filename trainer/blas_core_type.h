@@ -4,9 +4,9 @@
 // the CPU's model, or takes the one OPENBLAS_CORETYPE names. An OpenBLAS older than the
 // CPU may not know the model and fall back to old kernels: 0.3.21 runs its SSE3 "Prescott"
 // kernels on Intel models it has no case for (Emerald and Granite Rapids Xeons fall
-// through to its Pentium 4 branch), 4× slower than the CPU allows. So cairn decides from the instruction sets the CPU and
-// the OS support (common/cpu_features.h) and hands the choice to the trial in its
-// environment, before OpenBLAS initialises.
+// through to its Pentium 4 branch), 4× slower than the CPU allows. So cairn decides from
+// the instruction sets the CPU and the OS support (common/cpu_features.h) and hands the
+// choice to the trial in its environment, before OpenBLAS initialises.
 //
 // Everything here but openblas_own_choice() is pure: the decision is unit-tested with the
 // features of CPUs this machine is not. Thread-safety: pure functions; callable anywhere.

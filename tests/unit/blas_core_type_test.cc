@@ -197,7 +197,7 @@ TEST_CASE("find_core_type and can_run: OpenBLAS's names, ignoring case, and what
 
 TEST_CASE("falls_short: OpenBLAS's own choice is older than the CPU supports") {
   CHECK(falls_short("Prescott", cpu(xeon_amx_cpu())));  // the issue's Xeon
-  CHECK(falls_short("Haswell", cpu(zen5_cpu())));              // this VM
+  CHECK(falls_short("Haswell", cpu(zen5_cpu())));       // this VM
   CHECK_FALSE(falls_short("Cooperlake", cpu(zen5_cpu())));
   CHECK_FALSE(falls_short("Zen", cpu(haswell_cpu())));  // as new: OpenBLAS's tuned kernels
   CHECK_FALSE(falls_short("Haswell", cpu(xeon_amx_cpu(kXcr0Avx))));
@@ -264,8 +264,7 @@ TEST_CASE("choose_core_type: the user's OPENBLAS_CORETYPE wins, unless the CPU c
 }
 
 TEST_CASE("choose_core_type: deterministic mode pins Haswell on AVX2+FMA and keeps the record") {
-  for (const CpuidSnapshot& s :
-       {zen5_cpu(), xeon_amx_cpu(), skylakex_cpu(), haswell_cpu()}) {
+  for (const CpuidSnapshot& s : {zen5_cpu(), xeon_amx_cpu(), skylakex_cpu(), haswell_cpu()}) {
     const CoreChoice c = choose(s, "Prescott", "", "", true);
     CHECK(c.core == "Haswell");
     CHECK(c.source == CoreSource::kDeterministic);
