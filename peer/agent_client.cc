@@ -1,5 +1,6 @@
 #include "peer/agent_client.h"
 
+#include "common/build_info.h"
 #include "peer/peer_protocol.h"
 
 namespace cairn {
@@ -27,6 +28,13 @@ Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& addr
     const std::string reason = message.value("reason", std::string("no reason given"));
     if (message.value("code", std::string()) == "version_mismatch") {
       *failure = PeerFailure::kVersionMismatch;
+      auto protocol = message.find("protocol");
+      if (protocol != message.end() && protocol->is_number_integer())
+        return Status::Failed(address.text() + " speaks peer protocol version " +
+                              std::to_string(protocol->get<int64_t>()) + " (cairn " +
+                              message.value("cairn", std::string("?")).substr(0, 64) +
+                              "), this cairn version " + std::to_string(kPeerProtocolVersion) +
+                              " (cairn " CAIRN_VERSION "): run the same cairn on every machine");
       return Status::Failed(address.text() + " refused us: " + reason);
     }
     return broken("refused us: " + reason);

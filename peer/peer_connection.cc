@@ -202,6 +202,13 @@ Result<std::optional<Json>> PeerConnection::receive(Deadline deadline) {
       return Status::Io(errno == 0 ? std::string("connection closed without TLS close_notify")
                                    : errno_text());
     }
+    // A peer that ends without close_notify between frames has simply gone.
+    const unsigned long e = ERR_peek_error();
+    if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING &&
+        decoder_.buffered() == 0) {
+      ERR_clear_error();
+      return std::optional<Json>();
+    }
     return Status::Io(take_openssl_errors("TLS error"));
   }
 }

@@ -3,6 +3,9 @@
 // may take a "stop" descriptor (a pipe the owner makes readable to end every wait at once,
 // e.g. on SIGTERM), so no call blocks for ever on a silent or hostile peer.
 //
+// OpenSSL writes to the socket with write(2): a process using this must ignore SIGPIPE (the
+// agent's SignalPipe and `cairn peers` do), or a peer that closes first kills it.
+//
 // Thread-safety: one thread at a time per connection.
 #pragma once
 
