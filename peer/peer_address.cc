@@ -115,7 +115,8 @@ Result<PeerAddress> parse_peer_address(const std::string& text) {
     if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
       return bad("the port is not a number");
     const int port = std::stoi(port_text);
-    if (port < 1 || port > 65535) return bad("the port is not in 1..65535");
+    // 0 is for listening: the system picks a free port, which the agent logs.
+    if (port > 65535) return bad("the port is not in 0..65535");
     address.port = static_cast<uint16_t>(port);
   }
   return address;

@@ -24,8 +24,8 @@ struct PeerAddress {
   std::string text() const;  // "host:port", "[v6]:port"
 };
 
-// kBadInput with one line naming `text` when it is not [host][:port] with a port 1..65535.
-// An empty host (":7070") means every address when listening.
+// kBadInput with one line naming `text` when it is not [host][:port] with a port 0..65535.
+// An empty host (":7070") means every address when listening, and port 0 any free port.
 Result<PeerAddress> parse_peer_address(const std::string& text);
 
 // A comma-separated list ("a:7070,b"), empty items skipped; the first bad one is the error.
