@@ -122,6 +122,8 @@ complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a ch
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
 complete -c cairn -n __cairn_needs_command -a reproduce -d 'Re-run a trial from what was recorded'
 complete -c cairn -n __cairn_needs_command -a doctor -d 'Check the environment'
+complete -c cairn -n __cairn_needs_command -a agent -d "Serve this machine's slots to other machines"
+complete -c cairn -n __cairn_needs_command -a peers -d 'List the agents this machine can use'
 complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
 complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
 complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
@@ -198,11 +200,24 @@ complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1
 # doctor [--json]
 complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
 
+# agent [--listen ADDR:PORT] [--slots N] [--key-file F] [--dir DIR] [--new-key F]
+complete -c cairn -n '__cairn_using_command agent' -l listen -x -d 'Address to listen on (ADDR:PORT)'
+complete -c cairn -n '__cairn_using_command agent' -l slots -x -d 'Slots to offer'
+complete -c cairn -n '__cairn_using_command agent' -l key-file -r -F -d 'Cluster key file'
+complete -c cairn -n '__cairn_using_command agent' -l dir -x -a '(__fish_complete_directories)' -d 'Where the agent keeps its work'
+complete -c cairn -n '__cairn_using_command agent' -l new-key -r -F -d 'Write a new cluster key to FILE and exit'
+
+# peers [--peers HOST:PORT,...] [--key-file F] [--timeout SECONDS] [--json]
+complete -c cairn -n '__cairn_using_command peers' -l peers -x -d 'Agents to ask (HOST:PORT,...)'
+complete -c cairn -n '__cairn_using_command peers' -l key-file -r -F -d 'Cluster key file'
+complete -c cairn -n '__cairn_using_command peers' -l timeout -x -d 'Seconds to wait for every peer'
+complete -c cairn -n '__cairn_using_command peers' -l json -d 'Print JSON'
+
 # version [--json]
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor agent peers version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'
