@@ -155,6 +155,24 @@ Result<UniqueFd> listen_on(const PeerAddress& address, int backlog) {
   auto list = resolve(address.host, address.port, /*passive=*/true);
   if (!list.ok()) return list.status();
   std::string last_error = "no address";
+  if (address.host.empty()) {
+    // Every address: IPv6 with IPv4 mapped in; a machine without IPv6 gets IPv4's.
+    auto any4 = [&]() -> Result<UniqueFd> {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+      sockaddr_in in{};
+      in.sin_family = AF_INET;
+      in.sin_port = htons(address.port);
+      in.sin_addr.s_addr = htonl(INADDR_ANY);
+      const int one = 1;
+      if (fd) ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0 ||
+          ::listen(fd.get(), backlog) != 0)
+        return Status::Failed("cannot listen on " + address.text() + ": " + errno_text());
+      return fd;
+    };
+    UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd && (errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT)) return any4();
+  }
   for (addrinfo* a = list->get(); a; a = a->ai_next) {
     UniqueFd fd(
         ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));

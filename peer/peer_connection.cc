@@ -111,7 +111,8 @@ Result<std::unique_ptr<PeerConnection>> PeerConnection::connect(const PeerAddres
     const bool refused = shaken.kind() == ErrorKind::kCorrupt || shaken.kind() == ErrorKind::kIo;
     if (shaken.message().find("timed out") != std::string::npos) {
       set(PeerFailure::kUnreachable);
-      return Status::Failed(address.text() + ": no TLS handshake: " + shaken.message());
+      return Status::Failed(address.text() + ": " + shaken.message() +
+                            " (it accepts connections but does not answer)");
     }
     set(refused ? PeerFailure::kKeyMismatch : PeerFailure::kBroken);
     if (refused)
