@@ -202,6 +202,28 @@ class PeersTest(CairnTestCase):
         self.assertEqual(json.loads(self.peers("--peers", agent.address, "--key-file", key,
                                                "--json", check=0).stdout)[0]["status"], "ok")
 
+    def test_cairn_peers_reports_an_agent_of_another_version(self):
+        # Fake agents (peer_test_client --serve-…) of protocol 2: one answers with its own
+        # hello, as a newer agent may; one refuses ours, as ours refuses theirs.
+        key, _ = self.new_key("cluster.key")
+        for mode in ("--serve-hello", "--serve-refusal"):
+            with self.subTest(mode=mode):
+                fake = subprocess.Popen([TEST_CLIENT, mode, "2", key], stdout=subprocess.PIPE,
+                                        text=True)
+                self.addCleanup(fake.wait, 30)
+                self.addCleanup(fake.stdout.close)
+                port = int(read_line_until(fake.stdout, lambda l: l.strip().isdigit(),
+                                           timeout=30, what="the fake agent's port"))
+                proc = self.peers("--peers", "127.0.0.1:%d" % port, "--key-file", key,
+                                  "--json", check=1)
+                doc = json.loads(proc.stdout)
+                self.assertEqual(doc[0]["status"], "version_mismatch", doc)
+                self.assertEqual(doc[0]["version"], "9.9.9")
+                self.assertIsNone(doc[0]["slots"])
+                self.assertIn("version 2 (cairn 9.9.9)", doc[0]["error"])
+                self.assertIn("run the same cairn on every machine", doc[0]["error"])
+                self.assertEqual(fake.wait(timeout=30), 0)
+
     def test_bad_frames_end_only_their_connection(self):
         key, _ = self.new_key("cluster.key")
         agent = Agent(self, "--key-file", key)

@@ -5,10 +5,12 @@
 // (3.11) has no TLS 1.3 external PSK, hence C++ on the same library cairn uses.
 //
 //   peer_test_client HOST:PORT KEY_FILE MODE
+//   peer_test_client --serve-hello|--serve-refusal PROTOCOL KEY_FILE   (a fake agent)
 // MODE: status | protocol=N | oversized | malformed | deep | untyped | unknown | silent
 // Prints the agent's reply as one JSON line, "closed" when it closed the connection, or
 // "error: …"; exits 0 when it got that far, 1 when it could not connect.
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "peer/key_location.h"
+#include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
 
@@ -41,7 +44,42 @@ void print_reply(PeerConnection& peer, Deadline deadline) {
 
 }  // namespace
 
+// A fake agent for one connection: listens on 127.0.0.1 (port printed on stdout), completes
+// the handshake, reads the hello and answers either with a hello of `protocol` (a newer
+// agent) or, when `refuse`, with a version_mismatch refusal naming `protocol`.
+int serve(const std::string& key_file, int64_t protocol, bool refuse) {
+  auto key = find_cluster_key(key_file);
+  if (!key.ok()) return 2;
+  auto tls = TlsContext::make(TlsContext::Side::kServer, *key);
+  auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
+  if (!tls.ok() || !listener.ok()) return 2;
+  std::cout << local_port(listener->get()) << std::endl;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    UniqueFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd) {
+      auto peer = PeerConnection::accept(std::move(fd), *tls, deadline);
+      if (!peer.ok()) return 1;
+      (void)(*peer)->receive(deadline);
+      Json reply = refuse ? refusal_message("no") : hello_message("agent");
+      if (refuse) reply["code"] = "version_mismatch";
+      reply["protocol"] = protocol;
+      reply["cairn"] = "9.9.9";
+      (void)(*peer)->send(reply, deadline);
+      (*peer)->close(deadline);
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strncmp(argv[1], "--serve-", 8) == 0) {
+    ::signal(SIGPIPE, SIG_IGN);
+    const bool refuse = std::strcmp(argv[1], "--serve-refusal") == 0;
+    return serve(argv[3], std::stoll(argv[2]), refuse);
+  }
   if (argc != 4) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
