@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "common/build_info.h"
+#include "engine/coordinator/agent_rank_host.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
@@ -105,7 +106,12 @@ int agent(const AgentOptions& options) {
       "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
       "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
       std::to_string(kPeerProtocolVersion) + ")");
-  AgentServer server(std::move(*listener), std::move(*tls), info);
+  // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
+  RankHostFactory hosts;
+  if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
+  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts),
+                     "this agent has no cluster key, so it runs no ranks (any local user "
+                     "could connect): start it with --key-file");
   auto stopped = server.serve(signals.fd());
   if (!stopped.ok()) {
     agent_log("stopped: " + stopped.status().message());

@@ -15,6 +15,7 @@
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
+#include "peer/rank_messages.h"
 
 namespace cairn {
 
@@ -28,6 +29,8 @@ constexpr auto kHandshakeTime = std::chrono::seconds(10);
 // A connection idle this long between requests is closed (a coordinator will send
 // heartbeats well within it).
 constexpr auto kIdleTime = std::chrono::hours(24);
+// How often a connection with ranks looks for their output and exits.
+constexpr auto kRankPollTime = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -43,6 +46,8 @@ struct AgentServer::Impl {
   UniqueFd listener;
   std::shared_ptr<TlsContext> tls;
   AgentInfo info;
+  RankHostFactory hosts;
+  std::string no_hosts_reason;
   UniqueFd stop_read, stop_write;  // readable once the agent stops: ends every wait
 
   struct Worker {
@@ -64,8 +69,11 @@ struct AgentServer::Impl {
   }
 };
 
-AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, AgentInfo info)
+AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, AgentInfo info,
+                         RankHostFactory hosts, std::string no_hosts_reason)
     : impl_(std::make_unique<Impl>()) {
+  impl_->hosts = std::move(hosts);
+  impl_->no_hosts_reason = std::move(no_hosts_reason);
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
@@ -104,8 +112,44 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   if (!peer.send(hello_message("agent"), Clock::now() + kHandshakeTime).ok()) return;
   agent_log("connected " + name + " (key id " + tls->key().id + ", cairn " + hello.cairn_version +
             ")");
+  std::unique_ptr<RankHost> host;
+  int running = 0;  // ranks started on this connection and not yet reported ended
+  // Whatever ends the connection ends its ranks too.
+  struct KillOnExit {
+    std::unique_ptr<RankHost>& host;
+    ~KillOnExit() {
+      if (host) host->kill_all();
+    }
+  } kill_on_exit{host};
+  // Sends the ranks' output and exits; false when the connection broke.
+  auto relay = [&]() {
+    if (!host) return true;
+    for (RankHost::Event& event : host->poll()) {
+      Json message;
+      if (event.ended) {
+        --running;
+        agent_log("rank " + std::to_string(event.rank) + " of " + name + " ended (code " +
+                  std::to_string(event.code) + ", signal " + std::to_string(event.signal) + ")");
+        message = Json{
+            {"type", "exit"}, {"rank", event.rank}, {"code", event.code}, {"signal", event.signal}};
+      } else {
+        message = Json{{"type", "output"}, {"rank", event.rank}, {"data", event.output}};
+      }
+      Status sent = peer.send(message, Clock::now() + std::chrono::seconds(30));
+      if (!sent.ok()) {
+        agent_log("dropped " + name + ": " + sent.message());
+        return false;
+      }
+    }
+    return true;
+  };
+  auto idle_until = Clock::now() + kIdleTime;
   for (;;) {
-    auto request = peer.receive(Clock::now() + kIdleTime);
+    if (!relay()) return;
+    const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    auto request = peer.receive(wait_until);
+    if (!request.ok() && request.status().message() == "timed out" && running > 0) continue;
+    idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
       const std::string& why = request.status().message();
       if (why == "stopping") {
@@ -130,7 +174,30 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     const std::string type = message["type"].get<std::string>();
     Json reply;
     if (type == "status") {
-      reply = agent_status_message(info, info.slots_total);
+      reply = agent_status_message(info, info.slots_total - running);
+    } else if (type == "launch") {
+      auto launch = parse_launch(message);
+      const int64_t rank = message.value("rank", int64_t{-1});
+      Status started = launch.status();
+      if (launch.ok() && !hosts) started = Status::BadInput(no_hosts_reason);
+      if (started.ok() && !host) host = hosts();
+      if (started.ok()) started = host->start(*launch);
+      if (started.ok()) {
+        ++running;
+        agent_log("started rank " + std::to_string(rank) + " of " + name + ": " +
+                  launch->argv[0].substr(0, 200) + " in work/" + launch->cwd.substr(0, 200));
+        reply = Json{{"type", "launched"}, {"rank", rank}};
+      } else {
+        agent_log("refused a launch from " + name + ": " + started.message());
+        reply = Json{{"type", "error"}, {"rank", rank}, {"reason", started.message()}};
+      }
+    } else if (type == "signal") {
+      const Json sig = message.value("signal", Json());
+      const Json rank = message.value("rank", Json());
+      if (host && sig.is_number_integer() && rank.is_number_integer() && sig.get<int64_t>() > 0 &&
+          sig.get<int64_t>() < 65)
+        host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
+      continue;  // no reply: the exit, if it comes, says what the signal did
     } else {
       // Bounded: a peer's type is echoed back and logged, never at any length.
       const std::string shown = type.substr(0, 64);

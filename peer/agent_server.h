@@ -1,7 +1,9 @@
 // The agent's server (`cairn agent`): accepts peer connections, authenticates each with the
 // cluster key (peer_connection.h), checks the peer's protocol version (peer_protocol.h) and
-// answers its requests. Today the one request is "status" (docs/protocol.md "Peers"); running
-// ranks, shipping code and checkpoints are still to come (docs/peers.md).
+// answers its requests: "status", and the launch/signal requests of rank_messages.h, which
+// a RankHost made for the connection carries out (output and exits are sent back as they
+// happen). Shipping code and checkpoints are still to come (docs/peers.md). When the
+// connection ends, its ranks are killed.
 //
 // One thread per connection, at most kMaxAgentConnections at once; the serving thread only
 // accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
@@ -17,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "peer/rank_host.h"
 #include "peer/tls_session.h"
 
 namespace cairn {
@@ -35,7 +38,10 @@ Json agent_status_message(const AgentInfo& info, int slots_free);
 
 class AgentServer {
  public:
-  AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, AgentInfo info);
+  // `hosts` makes each connection's RankHost; when empty, launches are refused with
+  // `no_hosts_reason`.
+  AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, AgentInfo info,
+              RankHostFactory hosts = {}, std::string no_hosts_reason = {});
   ~AgentServer();
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;

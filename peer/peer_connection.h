@@ -62,7 +62,8 @@ class PeerConnection {
   Status send_bytes(std::string_view bytes, Deadline deadline);
   // The next message; nullopt when the peer closed the connection cleanly between frames.
   // Errors: a frame error (frame.h's line), a timeout, the stop descriptor, a broken
-  // connection. After an error the connection is unusable.
+  // connection. After an error the connection is unusable, except after a timeout
+  // (kFailed "timed out"): nothing was consumed then, and receive may be called again.
   Result<std::optional<Json>> receive(Deadline deadline);
   // Sends TLS close_notify (best effort, bounded by `deadline`).
   void close(Deadline deadline);

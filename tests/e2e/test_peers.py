@@ -252,6 +252,68 @@ class PeersTest(CairnTestCase):
         self.assertEqual(json.loads(lines[1])["type"], "status")
         self.assertEqual(agent.process.poll(), None)
 
+    def run_rank(self, agent, key, mode, cwd, *argv):
+        """Launches rank 7 through peer_test_client; the frames the agent sent back."""
+        lines = subprocess.run([TEST_CLIENT, agent.address, key, mode, cwd] + list(argv),
+                               capture_output=True, text=True, timeout=60).stdout.splitlines()
+        return [json.loads(line) for line in lines]
+
+    def test_a_rank_runs_without_a_shell_under_the_agent_dir_output_and_exit_relayed(self):
+        key, _ = self.new_key("cluster.key")
+        agent = Agent(self, "--key-file", key)
+        frames = self.run_rank(agent, key, "run", "exp/1.1",
+                               "/bin/sh", "-c", 'echo "$GREETING"; pwd; echo oops >&2; exit 3')
+        self.assertEqual(frames[0]["type"], "hello")
+        self.assertEqual(frames[1], {"type": "launched", "rank": 7})
+        output = "".join(f["data"] for f in frames if f["type"] == "output")
+        self.assertEqual(output, "hello from the agent\n%s\noops\n"
+                         % os.path.join(agent.dir, "work", "exp", "1.1"))
+        self.assertEqual(frames[-1], {"type": "exit", "rank": 7, "code": 3, "signal": 0})
+        agent.line(lambda l: re.search(r"started rank 7 of 127\.0\.0\.1:\d+: /bin/sh in "
+                                       r"work/exp/1\.1$", l))
+        agent.line(lambda l: "ended (code 3, signal 0)" in l)
+        # A signal reaches the rank; its exit says so.
+        frames = self.run_rank(agent, key, "run-term", "x", "/bin/sleep", "60")
+        self.assertEqual(frames[-1], {"type": "exit", "rank": 7, "code": 0, "signal": 15})
+        # Argument vectors go to execve as they are: no shell expands them.
+        frames = self.run_rank(agent, key, "run", "x", "/bin/echo", "$HOME", "*")
+        self.assertEqual(frames[2]["data"], "$HOME *\n")
+
+    def test_launches_that_would_leave_the_agent_dir_or_cannot_start_are_refused(self):
+        key, _ = self.new_key("cluster.key")
+        agent = Agent(self, "--key-file", key)
+        outside = os.path.join(self.dir, "outside")
+        for cwd in ("../outside", "/tmp", "a/../../outside", ""):
+            frames = self.run_rank(agent, key, "run", cwd, "/bin/touch", "made")
+            self.assertEqual(frames[1]["type"], "error", frames)
+            self.assertIn("is not a relative path below the agent's work directory",
+                          frames[1]["reason"])
+            agent.line(lambda l: "refused a launch" in l)
+        self.assertFalse(os.path.exists(outside))
+        frames = self.run_rank(agent, key, "run", "x", "no-such-program")
+        self.assertEqual(frames[1]["reason"], "entrypoint: program 'no-such-program' not found on PATH")
+        # Still serving.
+        frames = self.run_rank(agent, key, "run", "x", "/bin/true")
+        self.assertEqual(frames[-1]["type"], "exit")
+
+    def test_a_connection_that_ends_takes_its_ranks_with_it(self):
+        key, _ = self.new_key("cluster.key")
+        agent = Agent(self, "--key-file", key)
+        pid_file = os.path.join(agent.dir, "work", "x", "pid")
+        client = subprocess.Popen([TEST_CLIENT, agent.address, key, "run", "x", "/bin/sh", "-c",
+                                   'echo $$ > pid; exec sleep 60'], stdout=subprocess.PIPE)
+        self.addCleanup(client.stdout.close)
+        wait_until(lambda: os.path.exists(pid_file) and open(pid_file).read().strip(),
+                   timeout=30, what="the rank's pid")
+        pid = int(open(pid_file).read())
+        client.kill()
+        client.wait(timeout=30)
+        wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
+                   open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z",
+                   timeout=30, what="the rank killed with its connection")
+        code, rest = agent.stop()
+        self.assertEqual(code, 0, rest)
+
     def test_sigterm_ends_the_agent_and_its_open_connections(self):
         key, _ = self.new_key("cluster.key")
         agent = Agent(self, "--key-file", key)
@@ -301,6 +363,12 @@ class PeersTest(CairnTestCase):
             self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
             self.assertIn("no cluster key", proc.stderr)
             self.assertIn("--new-key", proc.stderr)
+        # A keyless agent runs nothing: any local user could connect to it.
+        frames = self.run_rank(agent, "none", "run", "x", "/bin/true")
+        self.assertEqual(frames[1]["type"], "error")
+        self.assertIn("runs no ranks", frames[1]["reason"])
+        agent.line(lambda l: "refused a launch" in l and "runs no ranks" in l)
+        self.assertFalse(os.path.exists(os.path.join(agent.dir, "work", "x")))
         # A keyed client is refused by a keyless agent too.
         key, key_id = self.new_key("cluster.key")
         doc = json.loads(self.peers("--peers", agent.address, "--key-file", key, "--json",

@@ -1,6 +1,7 @@
 // libFuzzer target: bytes as an authenticated peer's TLS stream delivers them to the frame
 // decoder (peer/frame.h), split into reads at points the input chooses, and each message
-// decoded checked as a hello (peer/peer_protocol.h), as the agent does with the first one.
+// decoded checked as a hello (peer/peer_protocol.h) and as a launch (peer/rank_messages.h),
+// as the agent does.
 // Any crash, sanitizer report or broken invariant (abort) is a finding.
 //
 // Built like control_message_fuzz (CMakeLists.txt); ctest runs it over
@@ -12,9 +13,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/file_util.h"
 #include "common/untrusted_json.h"
 #include "peer/frame.h"
 #include "peer/peer_protocol.h"
+#include "peer/rank_messages.h"
 
 namespace {
 
@@ -59,6 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check(cairn::json_depth_within(frame->substr(cairn::kFrameHeaderBytes)));
       }
       (void)cairn::check_hello(value);
+      // A launch the agent accepts never names a directory outside its own.
+      auto launch = cairn::parse_launch(value);
+      if (launch.ok()) check(!launch->argv.empty() && cairn::stays_below(launch->cwd));
     }
   }
   return 0;

@@ -4,9 +4,10 @@
 // show that the agent refuses each with one line and keeps serving. Python's ssl module
 // (3.11) has no TLS 1.3 external PSK, hence C++ on the same library cairn uses.
 //
-//   peer_test_client HOST:PORT KEY_FILE MODE
+//   peer_test_client HOST:PORT KEY_FILE|none MODE
 //   peer_test_client --serve-hello|--serve-refusal PROTOCOL KEY_FILE   (a fake agent)
-// MODE: status | protocol=N | oversized | malformed | deep | untyped | unknown | silent
+// MODE: status | protocol=N | oversized | malformed | deep | untyped | unknown | silent |
+//       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS...
 // Prints the agent's reply as one JSON line, "closed" when it closed the connection, or
 // "error: …"; exits 0 when it got that far, 1 when it could not connect.
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
+#include "peer/rank_messages.h"
 
 using namespace cairn;
 
@@ -80,13 +82,16 @@ int main(int argc, char** argv) {
     const bool refuse = std::strcmp(argv[1], "--serve-refusal") == 0;
     return serve(argv[3], std::stoll(argv[2]), refuse);
   }
-  if (argc != 4) {
+  if (argc < 4 ||
+      (argc > 4 && std::strcmp(argv[3], "run") != 0 && std::strcmp(argv[3], "run-term") != 0)) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
   auto address = parse_peer_address(argv[1]);
-  auto key = find_cluster_key(argv[2]);
+  // KEY_FILE "none": no key, as a side without a key file uses.
+  auto key = std::strcmp(argv[2], "none") == 0 ? Result<ClusterKey>(no_cluster_key())
+                                               : find_cluster_key(argv[2]);
   if (!address.ok() || !key.ok()) {
     std::cerr << "bad address or key\n";
     return 2;
@@ -111,6 +116,28 @@ int main(int argc, char** argv) {
   (void)peer.send(hello, deadline);
   print_reply(peer, deadline);
   if (mode.rfind("protocol=", 0) == 0) return 0;
+  if (mode == "run" || mode == "run-term") {
+    // run CWD PROGRAM ARGS...: launch rank 7, print every frame up to its exit; run-term
+    // sends SIGTERM once it is launched.
+    RemoteLaunch launch;
+    launch.rank = 7;
+    launch.cwd = argc > 4 ? argv[4] : "";
+    for (int i = 5; i < argc; ++i) launch.argv.push_back(argv[i]);
+    launch.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello from the agent"}};
+    (void)peer.send(launch_message(launch), deadline);
+    for (;;) {
+      auto reply = peer.receive(deadline);
+      if (!reply.ok() || !reply->has_value()) {
+        std::cout << (reply.ok() ? "closed" : "error: " + reply.status().message()) << "\n";
+        return 0;
+      }
+      std::cout << (*reply)->dump() << std::endl;
+      const std::string type = (**reply)["type"];
+      if (type == "launched" && mode == "run-term")
+        (void)peer.send(Json{{"type", "signal"}, {"rank", 7}, {"signal", SIGTERM}}, deadline);
+      if (type == "exit" || type == "error") return 0;
+    }
+  }
   if (mode == "status") {
     (void)peer.send(Json{{"type", "status"}}, deadline);
   } else if (mode == "oversized") {
