@@ -46,8 +46,8 @@ class AgentServer {
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;
 
-  // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a descriptor whose bytes
-  // are signal numbers (the coordinator's SignalPipe writes such bytes); then closes the
+  // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a non-blocking
+  // descriptor whose bytes are signal numbers (the coordinator's SignalPipe writes such bytes); then closes the
   // listener, ends every connection and returns once their threads are joined. Returns the
   // signal that ended it.
   Result<int> serve(int signal_fd);
