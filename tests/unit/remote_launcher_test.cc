@@ -63,10 +63,9 @@ std::vector<RankExit> wait_for_exits(Launcher& launcher, size_t count) {
 
 TEST_CASE("remote launcher: ranks start on the agent, output and exits come back") {
   ::signal(SIGPIPE, SIG_IGN);
-  // The launcher wakes the coordinator with SIGCHLD; here nothing listens for it.
-  struct sigaction ignore {
-  }, old{};
-  ignore.sa_handler = SIG_IGN;
+  // The launcher wakes the coordinator with SIGCHLD: default disposition here (ignored),
+  // restored at the end.
+  struct sigaction old {};
   ::sigaction(SIGCHLD, nullptr, &old);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
