@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <list>
@@ -48,7 +49,8 @@ struct AgentServer::Impl {
   AgentInfo info;
   RankHostFactory hosts;
   std::string no_hosts_reason;
-  UniqueFd stop_read, stop_write;  // readable once the agent stops: ends every wait
+  std::atomic<int> ranks_running{0};  // over every connection: what status reports used
+  UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
   struct Worker {
     std::thread thread;
@@ -117,10 +119,13 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   // Whatever ends the connection ends its ranks too.
   struct KillOnExit {
     std::unique_ptr<RankHost>& host;
+    int& running;
+    std::atomic<int>& total;
     ~KillOnExit() {
       if (host) host->kill_all();
+      total -= running;
     }
-  } kill_on_exit{host};
+  } kill_on_exit{host, running, ranks_running};
   // Sends the ranks' output and exits; false when the connection broke.
   auto relay = [&]() {
     if (!host) return true;
@@ -128,6 +133,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       Json message;
       if (event.ended) {
         --running;
+        --ranks_running;
         agent_log("rank " + std::to_string(event.rank) + " of " + name + " ended (code " +
                   std::to_string(event.code) + ", signal " + std::to_string(event.signal) + ")");
         message = Json{
@@ -174,14 +180,27 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     const std::string type = message["type"].get<std::string>();
     Json reply;
     if (type == "status") {
-      reply = agent_status_message(info, info.slots_total - running);
+      reply = agent_status_message(info, std::max(0, info.slots_total - ranks_running.load()));
     } else if (type == "launch") {
       auto launch = parse_launch(message);
       const int64_t rank = message.value("rank", int64_t{-1});
       Status started = launch.status();
       if (launch.ok() && !hosts) started = Status::BadInput(no_hosts_reason);
+      // One rank per slot, over every connection (checked and taken at once).
+      if (started.ok()) {
+        int in_use = ranks_running.load();
+        do {
+          if (in_use >= info.slots_total) {
+            started = Status::Failed("no free slot (" + std::to_string(info.slots_total) + " of " +
+                                     std::to_string(info.slots_total) + " in use)");
+            break;
+          }
+        } while (!ranks_running.compare_exchange_weak(in_use, in_use + 1));
+      }
+      const bool slot_taken = started.ok();
       if (started.ok() && !host) host = hosts();
       if (started.ok()) started = host->start(*launch);
+      if (!started.ok() && slot_taken) --ranks_running;
       if (started.ok()) {
         ++running;
         agent_log("started rank " + std::to_string(rank) + " of " + name + ": " +

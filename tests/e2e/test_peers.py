@@ -21,6 +21,27 @@ TEST_CLIENT = os.path.join(os.path.dirname(os.path.abspath(CAIRN)), "peer_test_c
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cairn agent: ")
 
 
+RUN_TRAIN = r"""
+import os
+import cairn
+
+ctx = cairn.init()
+print("running in", os.getcwd(), flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+"""
+
+RUN_CONFIG = """name: remote
+entrypoint: [/usr/bin/python3, %s]
+searcher: {name: single, metric: val_loss, max_length: 3}
+max_restarts: 0
+"""
+
+
 class Agent:
     """A running `cairn agent`; its log lines are read as they come."""
 
@@ -279,6 +300,27 @@ class PeersTest(CairnTestCase):
         frames = self.run_rank(agent, key, "run", "x", "/bin/echo", "$HOME", "*")
         self.assertEqual(frames[2]["data"], "$HOME *\n")
 
+    def test_one_rank_per_slot_over_every_connection(self):
+        key, _ = self.new_key("cluster.key")
+        agent = Agent(self, "--key-file", key, "--slots", "1")
+        busy = subprocess.Popen([TEST_CLIENT, agent.address, key, "run", "a", "/bin/sleep", "60"],
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(busy.stdout.close)
+        read_line_until(busy.stdout, lambda l: "launched" in l, timeout=30, what="launched")
+        doc = json.loads(self.peers("--peers", agent.address, "--key-file", key, "--json",
+                                    check=0).stdout)
+        self.assertEqual(doc[0]["slots"], {"free": 0, "total": 1})
+        frames = self.run_rank(agent, key, "run", "b", "/bin/true")
+        self.assertEqual(frames[1]["reason"], "no free slot (1 of 1 in use)")
+        busy.kill()
+        busy.wait(timeout=30)
+        # Its connection gone, the slot is free again.
+        wait_until(lambda: json.loads(self.peers("--peers", agent.address, "--key-file", key,
+                                                 "--json", check=0).stdout)[0]["slots"]["free"]
+                   == 1, timeout=30, what="the slot freed")
+        frames = self.run_rank(agent, key, "run", "b", "/bin/true")
+        self.assertEqual(frames[-1]["type"], "exit")
+
     def test_launches_that_would_leave_the_agent_dir_or_cannot_start_are_refused(self):
         key, _ = self.new_key("cluster.key")
         agent = Agent(self, "--key-file", key)
@@ -313,6 +355,49 @@ class PeersTest(CairnTestCase):
                    timeout=30, what="the rank killed with its connection")
         code, rest = agent.stop()
         self.assertEqual(code, 0, rest)
+
+    def test_cairn_run_peers_runs_a_single_slot_trial_on_a_loopback_agent(self):
+        key, _ = self.new_key("cluster.key")
+        agent = Agent(self, "--key-file", key)
+        # Code is not shipped yet: the agent runs the entrypoint by its absolute path, in its
+        # own directory (the trial reaches this machine's control socket: same machine).
+        self.write("train.py", RUN_TRAIN)
+        script = os.path.join(self.dir, "train.py")
+        self.write("exp.yaml", RUN_CONFIG % script)
+        proc = self.cairn("run", "exp.yaml", "--peers", agent.address, "--key-file", key,
+                          check=0, env=self.agent_env(), timeout=120)
+        self.assertIn("[1.1] running in " + os.path.join(agent.dir, "work", "trials", "1.1",
+                                                         "rank-0"), proc.stdout + proc.stderr)
+        line = agent.line(lambda l: "started rank" in l, "the rank's start")
+        self.assertRegex(line, r"started rank \d+ of 127\.0\.0\.1:\d+: /usr/bin/python3 in "
+                         r"work/trials/1\.1/rank-0$")
+        agent.line(lambda l: "ended (code 0, signal 0)" in l)
+        show = json.loads(self.cairn("show", "1.1", "--json", check=0).stdout)
+        self.assertEqual(show["state"], "COMPLETED", show)
+        metrics = json.loads(self.cairn("metrics", "1.1", "--json", check=0).stdout)
+        self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3])
+        logs = self.cairn("logs", "1.1", check=0).stdout
+        self.assertIn("running in " + os.path.join(agent.dir, "work", "trials", "1.1", "rank-0"),
+                      logs)
+        # The agent ran it: nothing of the trial's own was written in this directory.
+        self.assertTrue(os.path.isdir(os.path.join(agent.dir, "work", "trials", "1.1")))
+
+    def test_cairn_run_peers_refuses_before_creating_anything(self):
+        key, _ = self.new_key("cluster.key")
+        other, other_id = self.new_key("other.key")
+        agent = Agent(self, "--key-file", key)
+        self.write("train.py", RUN_TRAIN)
+        self.write("exp.yaml", RUN_CONFIG % os.path.join(self.dir, "train.py"))
+        proc = self.cairn("run", "exp.yaml", "--peers", agent.address, "--key-file", other,
+                          env=self.agent_env())
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertIn("key id " + other_id, proc.stderr)
+        proc = self.cairn("run", "exp.yaml", "--peers", agent.address + ",127.0.0.1:1",
+                          "--key-file", key, env=self.agent_env())
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("one agent only", proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
 
     def test_sigterm_ends_the_agent_and_its_open_connections(self):
         key, _ = self.new_key("cluster.key")
