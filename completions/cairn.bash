@@ -123,8 +123,13 @@ _cairn() {
   case $command in
     init) ;;
     run)
-      options="--set --name --detach --slots"
-      takes_value="--set --name --slots"
+      options="--set --name --detach --slots --peers --key-file"
+      if [[ $prev == --key-file ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      takes_value="--set --name --slots --peers --key-file"
       ;;
     resume) options="--all" ;;
     pause | kill) ;;
