@@ -408,8 +408,16 @@ class PeersTest(CairnTestCase):
         # A plain TCP connection in the middle of nothing (no handshake yet).
         idle = socket.create_connection(("127.0.0.1", agent.port), timeout=30)
         self.addCleanup(idle.close)
-        wait_until(lambda: len(self.agent_connections(agent)) >= 2, timeout=30,
-                   what="both connections accepted")
+        # And a connection with a rank running.
+        pid_file = os.path.join(agent.dir, "work", "x", "pid")
+        runner = subprocess.Popen([TEST_CLIENT, agent.address, key, "run", "x", "/bin/sh", "-c",
+                                   'echo $$ > pid; exec sleep 60'], stdout=subprocess.PIPE)
+        self.addCleanup(runner.stdout.close)
+        wait_until(lambda: os.path.exists(pid_file) and open(pid_file).read().strip(),
+                   timeout=30, what="the rank's pid")
+        rank_pid = int(open(pid_file).read())
+        wait_until(lambda: len(self.agent_connections(agent)) >= 3, timeout=30,
+                   what="the connections accepted")
         start = time.monotonic()
         code, rest = agent.stop()
         self.assertEqual(code, 0, rest)
@@ -417,6 +425,9 @@ class PeersTest(CairnTestCase):
         self.assertRegex(rest.splitlines()[-1], LOG_LINE.pattern + r"stopped \(SIGTERM\)$")
         out, _ = client.communicate(timeout=30)
         self.assertIn(out.strip(), ("closed", "error: connection closed without TLS close_notify"))
+        # The agent killed and reaped its rank before it exited.
+        self.assertFalse(os.path.exists("/proc/%d" % rank_pid))
+        runner.wait(timeout=30)
 
     def agent_connections(self, agent):
         """The established TCP connections to the agent's port, from /proc/net/tcp."""
