@@ -47,9 +47,9 @@ class AgentServer {
   AgentServer& operator=(const AgentServer&) = delete;
 
   // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a non-blocking
-  // descriptor whose bytes are signal numbers (the coordinator's SignalPipe writes such bytes); then closes the
-  // listener, ends every connection and returns once their threads are joined. Returns the
-  // signal that ended it.
+  // descriptor whose bytes are signal numbers (a SignalPipe's); then closes the listener,
+  // ends every connection (killing their ranks) and returns once their threads are joined.
+  // Returns the signal that ended it.
   Result<int> serve(int signal_fd);
 
  private:

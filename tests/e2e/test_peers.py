@@ -11,7 +11,6 @@ import stat
 import subprocess
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
@@ -333,7 +332,8 @@ class PeersTest(CairnTestCase):
             agent.line(lambda l: "refused a launch" in l)
         self.assertFalse(os.path.exists(outside))
         frames = self.run_rank(agent, key, "run", "x", "no-such-program")
-        self.assertEqual(frames[1]["reason"], "entrypoint: program 'no-such-program' not found on PATH")
+        self.assertEqual(frames[1]["reason"],
+                         "entrypoint: program 'no-such-program' not found on PATH")
         # Still serving.
         frames = self.run_rank(agent, key, "run", "x", "/bin/true")
         self.assertEqual(frames[-1]["type"], "exit")
