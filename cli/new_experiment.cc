@@ -102,6 +102,8 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
 
   CoordinatorOptions options;
   options.slots = what.slots;
+  options.peers = what.peers;
+  options.key_file = what.key_file;
   options.self_executable = self_executable();
   Coordinator coordinator(store, std::move(*db), std::move(config), std::move(experiment), options);
   return coordinator.run();
