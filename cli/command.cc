@@ -59,6 +59,9 @@ Json trial_json(const Json& r) {
          {"latest_checkpoint", r.value("latest_checkpoint", Json(nullptr))}};
   if (r.value("state", "") == "RUNNING" && r.contains("pid")) t["pid"] = r["pid"];
   if (r.value("state", "") == "RUNNING" && r.contains("rank_pids")) t["rank_pids"] = r["rank_pids"];
+  // The store-wide number (store/trial_numbers.h) and the slots of its latest start.
+  if (r.contains("number")) t["number"] = r["number"];
+  if (r.contains("slots")) t["slots"] = r["slots"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
   return t;
