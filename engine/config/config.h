@@ -36,7 +36,12 @@ struct SearcherConfig {
   std::string name;
   std::string metric;
   bool smaller_is_better = true;
-  int64_t max_length = 0;   // > 0
+  int64_t max_length = 0;  // > 0
+  // `single` without max_length: the trial trains to its own end, and exiting 0 with no
+  // stop request outstanding completes it (Determined 0.38's model, docs/determined.md).
+  // max_length is then kOwnLength, the operation a script that asks for one gets.
+  bool own_length = false;
+  static constexpr int64_t kOwnLength = int64_t{1} << 40;
   std::string length_unit;  // "" for a plain number; "epochs"/"batches"/"records" for {epochs: 81}
   int max_trials = 0;       // random, asha: > 0; grid, hyperband: 0 = no cap; single: 1
   int max_concurrent_trials = 0;  // 0 = as many as slots allow

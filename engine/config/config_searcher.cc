@@ -47,6 +47,12 @@ Length read_length(const ConfigNode& node, const std::string& key) {
 }
 
 void read_lengths(const MapReader& searcher, SearcherConfig& out) {
+  if (out.name == "single" && searcher.get("max_length") == nullptr &&
+      searcher.get("min_length") == nullptr) {
+    out.own_length = true;
+    out.max_length = SearcherConfig::kOwnLength;
+    return;
+  }
   Length max = read_length(searcher.require("max_length", "how long a trial trains, such as 81"),
                            "searcher.max_length");
   out.max_length = max.value;

@@ -33,6 +33,8 @@ AttemptDecision decide_attempt_end(const AttemptEnd& e) {
             e.reached_max_length ? TrialState::kCompleted : TrialState::kStopped};
   const bool ok = e.exit.ok();
   if (ok && e.stop_requested) return {AttemptOutcome::kPaused, TrialState::kPaused};
+  // A trial that decides its own length is done when it exits 0 unasked.
+  if (ok && e.own_length) return {AttemptOutcome::kFinished, TrialState::kCompleted};
   // It finished its operation and the searcher had not decided: it checkpointed and left its
   // slot to others; a promotion (perhaps already made) resumes it from that checkpoint.
   if (ok && e.released)

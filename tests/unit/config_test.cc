@@ -317,6 +317,20 @@ TEST_CASE("config: searcher aliases") {
   CHECK(parse_ok(dir, single).searcher.max_trials == 1);
 }
 
+TEST_CASE("config: single without max_length trains to the trial's own end") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+)");
+  CHECK(c.searcher.own_length);
+  CHECK(c.searcher.max_length == SearcherConfig::kOwnLength);
+  ExperimentConfig bounded = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss, max_length: 5}
+)");
+  CHECK_FALSE(bounded.searcher.own_length);
+  CHECK(bounded.searcher.max_length == 5);
+}
+
 TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
   TempDir dir;
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
@@ -455,7 +469,8 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:2: searcher: ", "expected a map"},
       {"max_length zero", with_searcher("  name: single\n  metric: m\n  max_length: 0\n"),
        "exp.yaml:5: searcher.max_length: ", "must be at least 1, got 0"},
-      {"max_length missing", with_searcher("  name: single\n  metric: m\n"),
+      // single alone may leave it out (the trial trains to its own end); others may not.
+      {"max_length missing", with_searcher("  name: random\n  metric: m\n  max_trials: 2\n"),
        "exp.yaml:2: searcher.max_length: ", "is required"},
       {"max_length unknown unit",
        with_searcher("  name: single\n  metric: m\n  max_length: {minutes: 5}\n"),
