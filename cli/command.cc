@@ -68,13 +68,18 @@ Json trial_json(const Json& r) {
 }
 
 Json checkpoint_json(const Json& r) {
-  return Json{{"id", r.value("id", "")},
-              {"trial", r.value("trial", "")},
-              {"steps_completed", r.value("steps_completed", 0)},
-              {"metrics", r.value("metrics", Json::object())},
-              {"bytes", r.value("bytes", 0)},
-              // what this checkpoint added to the store; the rest it shares with others
-              {"new_bytes", r.value("new_bytes", 0)}};
+  Json c{{"id", r.value("id", "")},
+         {"trial", r.value("trial", "")},
+         {"steps_completed", r.value("steps_completed", 0)},
+         {"metrics", r.value("metrics", Json::object())},
+         {"bytes", r.value("bytes", 0)},
+         // what this checkpoint added to the store; the rest it shares with others
+         {"new_bytes", r.value("new_bytes", 0)}};
+  // What the trial passed with it (ctx.checkpoint(step, metadata); the determined package's
+  // storage id), when anything.
+  if (const Json m = r.value("metadata", Json::object()); m.is_object() && !m.empty())
+    c["metadata"] = m;
+  return c;
 }
 
 const Json* best_trial_record(const Json& experiment, const std::vector<Json>& trials) {

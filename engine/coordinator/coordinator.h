@@ -153,6 +153,9 @@ class Coordinator {
   // The ranks' rendezvous table (engine/coordinator/coordinator_rendezvous.cc).
   void handle_kv_set(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_kv_get(Trial& trial, ControlConnection& conn, const Json& msg);
+  // The experiment's best value of the searcher's metric so far (docs/protocol.md;
+  // engine/coordinator/coordinator_best.cc).
+  void handle_best_validation(ControlConnection& conn, const Json& msg);
   void reply_to(int fd, Json message);
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);

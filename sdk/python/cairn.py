@@ -312,6 +312,19 @@ class Context:
                 key, "cairn is gone" if answer is None else answer.get("message", "")))
         return answer["value"]
 
+    def experiment_best_validation(self):
+        """The best value of searcher.metric any trial of the experiment has validated so
+        far (by searcher.smaller_is_better), or None when none has. Standalone, or with a
+        cairn that does not know the request: None."""
+        if self._child:
+            self._refuse_in_child("experiment_best_validation()")
+        if self._channel is None:
+            return None
+        answer = self._channel.request({"type": "best_validation"})
+        if answer is None or answer.get("type") != "best_validation":
+            return None
+        return answer.get("value")
+
     def barrier(self):
         """Waits until every rank of the trial has called barrier() as many times as this
         one, and agrees with them on stopping: afterwards should_preempt() answers the same

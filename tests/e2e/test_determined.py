@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, CairnTestCase, wait_until  # noqa: E402
@@ -75,7 +74,8 @@ with det.core.init() as core_context:
         core_context.train.report_validation_metrics(steps, {"val_loss": lr / steps,
                                                              "val_acc": 1 - lr / steps})
         op.report_completed(lr / steps)
-    note(event="done", steps=steps, best=core_context.train.get_experiment_best_validation())
+    note(event="done", steps=steps, trial_id=info.trial.trial_id,
+         best=core_context.train.get_experiment_best_validation())
 '''
 
 # Determined 0.38's model: no operations; the script trains to its own length, reports
@@ -196,7 +196,8 @@ class DeterminedTest(CairnTestCase):
         self.write("train.py", OPERATIONS)
         self.write("search.yaml", """entrypoint: /usr/bin/python3 train.py
 hyperparameters: {lr: {type: double, minval: 0.01, maxval: 0.5}}
-searcher: {name: random, metric: val_loss, max_length: 6, max_trials: 2}
+searcher: {name: random, metric: val_loss, max_length: 6, max_trials: 2,
+           max_concurrent_trials: 1}
 """)
         self.run_to_end("search.yaml")
         self.run_to_end("search.yaml")
@@ -227,7 +228,18 @@ searcher: {name: random, metric: val_loss, max_length: 6, max_trials: 2}
                 stored = self.seen(event="stored", trial_id=shown["number"])
                 self.assertEqual([s["steps"] for s in stored], [4])
                 self.assertEqual([c["steps_completed"] for c in shown["checkpoints"]][:1], [4])
+                self.assertEqual(shown["checkpoints"][0]["metadata"],
+                                 {"steps_completed": 4, "determined_storage_id": stored[0]["uuid"]})
                 numbers.append(shown["number"])
+            # get_experiment_best_validation(): the best of this experiment's trials so far
+            # (one trial at a time: the first sees its own, the second the better of both).
+            finals = []
+            for trial in exp["trials"]:
+                shown = self.cairn_json("show", trial["id"], "--json")
+                finals.append(shown["best_validation"]["val_loss"])
+                done = self.seen(event="done", trial_id=shown["number"])
+                self.assertEqual(len(done), 1)
+                self.assertAlmostEqual(done[0]["best"], min(finals))
         # Store-wide integers: one per trial, across experiments.
         self.assertEqual(sorted(numbers), [1, 2, 3, 4])
 

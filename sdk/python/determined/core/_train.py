@@ -3,8 +3,6 @@ recorded, as in Determined where only the chief's count)."""
 
 import enum
 import logging
-import math
-import os
 import sys
 
 logger = logging.getLogger("determined.core")
@@ -59,17 +57,9 @@ class TrainContext:
                        "(docs/determined.md)", reason)
 
     def get_experiment_best_validation(self):
-        """The best value of searcher.metric this trial has reported so far.
-
-        cairn's trials do not see other trials' metrics: this is the trial's own best, not
-        the experiment's (docs/determined.md)."""
-        metric = os.environ.get("CAIRN_SEARCHER_METRIC", "")
-        smaller = os.environ.get("CAIRN_SMALLER_IS_BETTER", "1") != "0"
-        values = [v[metric] for v in self._state.validations.values()
-                  if isinstance(v.get(metric), (int, float)) and math.isfinite(v[metric])]
-        if not values:
-            return None
-        return min(values) if smaller else max(values)
+        """The best value of searcher.metric validated so far by any trial of the
+        experiment (searcher.smaller_is_better decides), or None."""
+        return self._ctx.experiment_best_validation()
 
     def get_tensorboard_path(self):
         raise NotImplementedError("TensorBoard is not supported by cairn (docs/determined.md)")
