@@ -356,6 +356,22 @@ resources: {slots_per_trial: 2}
         # Every checkpoint is the chief's alone.
         self.assertEqual([c["steps_completed"] for c in trial["checkpoints"]][-1], 16)
 
+    def test_compare_and_reproduce_verify_like_any_trial(self):
+        self.write("train.py", OPERATIONS)
+        self.write("exp.yaml", """entrypoint: /usr/bin/python3 train.py
+hyperparameters: {lr: 0.2}
+searcher: {name: single, metric: val_loss, max_length: 8}
+reproducibility: {seed: 11}
+""")
+        self.run_to_end("exp.yaml")
+        self.run_to_end("exp.yaml")
+        compare = self.cairn("compare", "1.1", "2.1", check=0)
+        self.assertIn("best val_loss", compare.stdout)
+        self.assertNotIn("seed:", compare.stdout, "one experiment seed: the same trial seed")
+        verify = self.cairn("reproduce", "1.1", "--verify", timeout=300)
+        self.assertEqual(verify.returncode, 0, verify.stdout + verify.stderr)
+        self.assertIn("reproduces 1.1 exactly", verify.stdout + verify.stderr)
+
     def test_wrap_rank_unsupported_submodules_and_no_cluster_outside_cairn(self):
         self.write("train.py", PRELUDE + r'''
 import determined
