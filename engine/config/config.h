@@ -42,6 +42,10 @@ struct SearcherConfig {
   // max_length is then kOwnLength, the operation a script that asks for one gets.
   bool own_length = false;
   static constexpr int64_t kOwnLength = int64_t{1} << 40;
+  // Determined 0.38's model: a trial's progress is this validation metric's value, not the
+  // step; lengths (max_length, from `max_time`) are in its unit. At a rung the trial is asked
+  // to stop, and a promoted one resumes from its checkpoint (docs/determined.md). "": steps.
+  std::string time_metric;
   std::string length_unit;  // "" for a plain number; "epochs"/"batches"/"records" for {epochs: 81}
   int max_trials = 0;       // random, asha: > 0; grid, hyperband: 0 = no cap; single: 1
   int max_concurrent_trials = 0;  // 0 = as many as slots allow

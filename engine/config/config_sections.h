@@ -31,11 +31,11 @@ inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
                                                                    "rank_wait_timeout"};
-inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
+inline constexpr std::array<std::string_view, 12> kSearcherKeys = {
     "name",       "metric",     "smaller_is_better",
     "max_length", "max_trials", "max_concurrent_trials",
     "divisor",    "min_length", "max_rungs",
-    "mode"};
+    "mode",       "max_time",   "time_metric"};
 inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_trial", "devices",
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {

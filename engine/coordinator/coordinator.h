@@ -188,6 +188,9 @@ class Coordinator {
   // Kills what still runs once stop_deadline_ has passed, saying which trials and why.
   void enforce_stop_deadline();
   void request_stop(Trial& trial, const char* reason);
+  // searcher.time_metric: asks a trial whose validation reached its rung to checkpoint and
+  // exit (engine/coordinator/coordinator_time_metric.cc).
+  void stop_at_rung(Trial& trial, int64_t reached);
   void set_trial_state(Trial& trial, schema::TrialState state);
   void record_event(schema::EventType type, Json fields);
   void reply(ControlConnection& conn, Json message);

@@ -377,7 +377,7 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
   end.closed = trial.closed;
   end.reached_max_length = trial.target >= config_.searcher.max_length;
   end.stop_requested = trial.stop_requested;
-  end.own_length = config_.searcher.own_length;
+  end.own_length = config_.searcher.own_length || !config_.searcher.time_metric.empty();
   end.released = trial.validated_target >= trial.target || trial.released;
   end.promoted = trial.target > trial.validated_target;
   end.restarts = trial.record.value("restarts", 0);

@@ -114,6 +114,54 @@ with det.core.init() as core_context:
     note(event="done", steps=steps)
 '''
 
+# Determined 0.38 under an adaptive search: the script trains to its own length and reports
+# the time metric ("batches") in its validations; cairn stops it at a rung and a promotion
+# resumes it from its checkpoint.
+TIME_METRIC = PRELUDE + r'''
+TOTAL = 16
+info = det.get_cluster_info()
+lr = info.trial.hparams["lr"]
+with det.core.init() as core_context:
+    steps = 0
+    if info.latest_checkpoint is not None:
+        with core_context.checkpoint.restore_path(info.latest_checkpoint) as path:
+            steps = json.loads((path / "state.json").read_text())["steps"]
+    note(event="start", steps=steps, **info_fields(info))
+    while steps < TOTAL:
+        steps += 1
+        with open(os.path.join(os.environ["CAIRN_WORKDIR"], "units.txt"), "a") as f:
+            f.write("%d %d\n" % (info.trial.trial_id, steps))
+        core_context.train.report_training_metrics(steps, {"loss": lr / steps})
+        if steps % 2 == 0:
+            core_context.train.report_validation_metrics(
+                steps, {"val_loss": lr + 1.0 / steps, "batches": steps})
+            with core_context.checkpoint.store_path({"steps_completed": steps}) as (path, uuid):
+                (path / "state.json").write_text(json.dumps({"steps": steps}))
+            note(event="stored", uuid=uuid, steps=steps, trial_id=info.trial.trial_id)
+            if core_context.preempt.should_preempt():
+                note(event="preempted", steps=steps, trial_id=info.trial.trial_id)
+                sys.exit(0)
+    note(event="done", steps=steps, trial_id=info.trial.trial_id)
+'''
+
+# The same search as TIME_METRIC written for cairn's own SDK (operations), to compare with.
+TIME_METRIC_AS_OPERATIONS = r'''
+import cairn
+ctx = cairn.init()
+lr = ctx.hparams["lr"]
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": lr / step})
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+            if ctx.should_preempt():
+                raise SystemExit(0)
+    ctx.report_validation(step, {"val_loss": lr + 1.0 / step})
+'''
+
 # Two ranks: collectives, a chief-only checkpoint, should_preempt in step on every rank.
 TWO_RANKS = PRELUDE + r'''
 distributed = det.core.DistributedContext.from_torch_distributed()
@@ -268,6 +316,53 @@ searcher: {name: single, metric: val_loss}
         self.assertEqual(self.units(trial["number"]), list(range(1, 25)))
         self.assertEqual(self.training_steps("1.1"), list(range(1, 25)))
         self.assertTrue(self.seen(event="done"))
+
+    def test_time_metric_search_stops_at_rungs_and_promotes_without_retraining(self):
+        self.write("train.py", TIME_METRIC)
+        search = """hyperparameters: {lr: {type: double, minval: 0.0, maxval: 1.0}}
+searcher: {name: asha, metric: val_loss, %s: 16, max_trials: 4, divisor: 2, max_rungs: 2,
+           max_concurrent_trials: 1}
+reproducibility: {seed: 3}
+"""
+        self.write("exp.yaml", "entrypoint: /usr/bin/python3 train.py\n" +
+                   search % "time_metric: batches, max_time")
+        self.run_to_end("exp.yaml")
+        # The same search over cairn's operations decides the same: which trials stop where.
+        self.write("ops.py", TIME_METRIC_AS_OPERATIONS)
+        self.write("ops.yaml", "entrypoint: /usr/bin/python3 ops.py\n" + search % "max_length")
+        self.run_to_end("ops.yaml")
+
+        def outcomes(experiment):
+            return [(t["state"], t["steps_completed"], t["hparams"],
+                     round(t["best_validation"]["val_loss"], 9))
+                    for t in self.cairn_json("show", experiment, "--json")["trials"]]
+        self.assertEqual(outcomes("1"), outcomes("2"))
+        self.assertIn("STOPPED", [o[0] for o in outcomes("1")])
+        exp = self.cairn_json("show", "1", "--json")
+        self.assertEqual(exp["state"], "COMPLETED")
+        promoted = 0
+        for trial in exp["trials"]:
+            shown = self.cairn_json("show", trial["id"], "--json")
+            number = shown["number"]
+            units = self.units(number)
+            # Never retrained: each batch once, in order, however often it stopped.
+            self.assertEqual(units, list(range(1, len(units) + 1)), (trial["id"], units))
+            self.assertEqual(shown["restarts"], 0)
+            starts = self.seen(event="start", trial_id=number)
+            stops = self.seen(event="preempted", trial_id=number)
+            stored = {s["steps"]: s["uuid"] for s in self.seen(event="stored", trial_id=number)}
+            # Every start after the first resumed where the trial stopped, by storage id.
+            for before, after in zip(stops, starts[1:]):
+                self.assertEqual(after["steps"], before["steps"])
+                self.assertEqual(after["latest_checkpoint"], stored[before["steps"]])
+            promoted += len(starts) - 1
+            if units[-1] == 16:
+                # At max_time the searcher is done with it: asked to stop there too.
+                self.assertEqual(shown["state"], "COMPLETED", shown)
+            else:
+                self.assertEqual(shown["state"], "STOPPED", shown)
+                self.assertEqual(units[-1], 8, "stopped at the rung")
+        self.assertGreater(promoted, 0, "some trial was promoted and resumed")
 
     def test_kill_9_of_the_coordinator_then_resume(self):
         self.write("train.py", OPERATIONS)

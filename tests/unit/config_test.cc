@@ -331,6 +331,16 @@ searcher: {name: single, metric: loss, max_length: 5}
   CHECK(bounded.searcher.max_length == 5);
 }
 
+TEST_CASE("config: time_metric and max_time measure lengths in a validation metric") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: asha, metric: loss, time_metric: batches, max_time: 800, max_trials: 4}
+)");
+  CHECK(c.searcher.time_metric == "batches");
+  CHECK(c.searcher.max_length == 800);
+  CHECK_FALSE(c.searcher.own_length);
+}
+
 TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
   TempDir dir;
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
@@ -472,6 +482,12 @@ const std::vector<Mistake>& mistakes() {
       // single alone may leave it out (the trial trains to its own end); others may not.
       {"max_length missing", with_searcher("  name: random\n  metric: m\n  max_trials: 2\n"),
        "exp.yaml:2: searcher.max_length: ", "is required"},
+      {"max_time without time_metric",
+       with_searcher("  name: asha\n  metric: m\n  max_time: 9\n  max_trials: 2\n"),
+       "exp.yaml:5: searcher.max_time: ", "needs time_metric"},
+      {"max_length with time_metric",
+       with_searcher("  name: asha\n  metric: m\n  time_metric: b\n  max_length: 9\n"),
+       "exp.yaml:6: searcher.max_length: ", "give max_time instead"},
       {"max_length unknown unit",
        with_searcher("  name: single\n  metric: m\n  max_length: {minutes: 5}\n"),
        "exp.yaml:5: searcher.max_length.minutes: ", "unknown key"},

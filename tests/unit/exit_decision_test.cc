@@ -79,6 +79,10 @@ TEST_CASE("a trial that trains to its own end completes when it exits 0 unasked"
   CHECK_FALSE(decide_attempt_end(e).failure);
   e.stop_requested = true;  // asked to stop: still a pause
   CHECK(decide_attempt_end(e).state == TrialState::kPaused);
+  e = running_trial(kClean);  // time_metric: stopped at a rung, its operation validated
+  e.own_length = true;
+  e.released = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kReleased);
   e = running_trial(ExitInfo{1, 0});
   e.own_length = true;
   e.max_restarts = 2;
