@@ -79,6 +79,9 @@ struct ReproducibilityConfig {
 };
 
 struct ExperimentConfig {
+  // "FILE:LINE: key: …" for each key accepted without effect (Determined's cluster settings,
+  // docs/determined.md); `cairn run` prints them.
+  std::vector<std::string> warnings;
   std::string name;                     // default: the config file's stem
   std::vector<std::string> entrypoint;  // argv, never empty; nothing in it was expanded
   std::string entrypoint_where;         // "FILE:LINE" or "--set …", for errors

@@ -467,6 +467,53 @@ reproducibility: {seed: 11}
         self.assertEqual(verify.returncode, 0, verify.stdout + verify.stderr)
         self.assertIn("reproduces 1.1 exactly", verify.stdout + verify.stderr)
 
+    def test_a_determined_config_with_cluster_keys_runs_with_one_warning_each(self):
+        self.write("train.py", OPERATIONS + r'''
+note(event="env", value=os.environ.get("FROM_DETERMINED"))
+''')
+        self.write("det.yaml", """name: det-style
+description: written for Determined
+entrypoint: /usr/bin/python3 train.py
+hyperparameters:
+  lr: {type: const, val: 0.25}
+searcher:
+  name: adaptive_asha
+  metric: val_loss
+  max_length: 12
+  max_trials: 1
+resources:
+  slots_per_trial: 1
+  resource_pool: a100
+environment:
+  image: determinedai/pytorch-ngc:0.38.0
+  environment_variables:
+    - FROM_DETERMINED=yes
+checkpoint_storage:
+  type: shared_fs
+  host_path: /mnt/checkpoints
+  save_trial_latest: 2
+bind_mounts:
+  - {host_path: /data, container_path: /data}
+max_restarts: 2
+""")
+        proc = self.run_to_end("det.yaml")
+        warnings = [line for line in proc.stderr.splitlines() if "cairn: warning:" in line]
+        self.assertEqual([w.split(": ")[2:4] for w in warnings],
+                         [["det.yaml:2", "description"],
+                          ["det.yaml:13", "resources.resource_pool"],
+                          ["det.yaml:15", "environment.image"],
+                          ["det.yaml:18", "checkpoint_storage"],
+                          ["det.yaml:22", "bind_mounts"]], proc.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED")
+        self.assertEqual(trial["hparams"], {"lr": 0.25})
+        self.assertEqual(self.seen(event="env")[0]["value"], "yes")
+        # save_trial_latest: 2 is checkpoint.keep_trial_latest: of the checkpoints at 4, 8
+        # and 12 the latest two are kept (the best is the one at 12 too).
+        self.assertEqual([c["steps_completed"] for c in trial["checkpoints"]], [8, 12])
+        shown = self.cairn_json("show", "1", "--json")["config"]["checkpoint"]
+        self.assertEqual(shown["keep_trial_latest"], 2)
+
     def test_wrap_rank_unsupported_submodules_and_no_cluster_outside_cairn(self):
         self.write("train.py", PRELUDE + r'''
 import determined
