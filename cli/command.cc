@@ -64,6 +64,14 @@ Json trial_json(const Json& r) {
   if (r.contains("slots")) t["slots"] = r["slots"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
+  // A clone (pbt): the trial and step it started from, and that checkpoint.
+  if (r.contains("parent")) {
+    t["parent"] = r["parent"];
+    t["parent"].erase("index");
+    if (r.contains("parent_checkpoint")) t["parent"]["checkpoint"] = r["parent_checkpoint"];
+  }
+  // builtin:mlp's OpenBLAS kernels (engine/coordinator/trial_blas_core.h).
+  if (r.contains("blas_core")) t["blas_core"] = r["blas_core"];
   return t;
 }
 

@@ -123,6 +123,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.searcher = config::read_searcher(searcher);
   out.searcher_where = searcher.where;
   if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
+  if (out.searcher.name == "pbt") config::check_perturbations(searcher, out.hyperparameters);
   if (const ConfigNode* node = top.get("resources"))
     out.resources = config::read_resources(config::without_cluster_resources(*node, out.warnings));
   // A rung's stop reaches a multi-rank trial only through the ranks' agreed stop, which makes

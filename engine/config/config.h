@@ -31,9 +31,24 @@ struct HyperparameterSpec {
   int line = 0;  // 1-based line in the config file; 0 when it came from --set
 };
 
+// `searcher.tpe`: the TPE sampler's settings (docs/search.md, "TPE"); Optuna 3.1's defaults.
+struct TpeConfig {
+  int n_startup_trials = 10;  // >= 0: trials with a result before the model is used
+  int n_ei_candidates = 24;   // 1..10000: candidates drawn from l(x), best l(x)/g(x) taken
+  double gamma = 0.1;         // (0, 1]: the good share, ⌈gamma · n⌉ of n observations
+  int max_good = 25;          // >= 1: … but never more than this many
+  double prior_weight = 1.0;  // > 0
+  bool consider_endpoints = false;
+  bool consider_magic_clip = true;
+};
+
 struct SearcherConfig {
-  // Canonical: single|grid|random|hyperband|asha (adaptive_asha, async_halving -> asha).
+  // Canonical: single|grid|random|hyperband|asha (adaptive_asha, async_halving -> asha;
+  // tpe -> random with sampler "tpe").
   std::string name;
+  // How random, hyperband and asha draw a trial's hyperparameters: random|tpe.
+  std::string sampler = "random";
+  TpeConfig tpe;
   std::string metric;
   bool smaller_is_better = true;
   int64_t max_length = 0;  // > 0
@@ -53,6 +68,16 @@ struct SearcherConfig {
   int64_t min_length = 1;         // 1 <= min_length <= max_length, in length_unit
   int max_rungs = 5;              // >= 1
   std::string mode = "standard";  // aggressive|standard|conservative
+  // pbt (docs/search.md, "Population-based training").
+  int population_size = 0;            // >= 2
+  int64_t perturbation_interval = 0;  // units between generations; 1..max_length
+  double quantile_fraction = 0.25;    // (0, 0.5]; floor(q * population_size) >= 1
+  struct Perturbation {
+    std::vector<double> factors = {0.8, 1.2};  // numeric: multiplied by one of them
+    double resample_probability = -1;          // < 0: 0 for numeric, 0.25 for categorical
+  };
+  // By hyperparameter name ("optimizer.lr" for a nested one); absent: the defaults.
+  std::map<std::string, Perturbation> perturbations;
 };
 
 struct ResourcesConfig {

@@ -14,7 +14,7 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
-#include "engine/coordinator/local_launcher.h"
+#include "engine/coordinator/launcher_choice.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/signal_pipe.h"
@@ -56,7 +56,7 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   options_.slots = machine_slots(options_.slots, gpus);
   slots_.emplace(options_.slots);
-  launcher_ = std::make_unique<LocalLauncher>();
+  launcher_ = make_launcher(options_.peers, options_.key_file);
 }
 
 Coordinator::~Coordinator() = default;
@@ -273,9 +273,19 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
                              {"best_validation", nullptr},   {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
         mark_dirty(*trial);
-        record_event(schema::EventType::kTrialCreated,
-                     {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
+        Json event{{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}};
+        if (action.parent > 0) {
+          // A clone: it starts from its parent's checkpoint at parent_length units.
+          trial->record["parent"] = {{"trial", trial_id(action.parent)},
+                                     {"index", action.parent},
+                                     {"step", action.parent_length}};
+          event["parent"] = action.parent;
+          event["parent_length"] = action.parent_length;
+        }
+        record_event(schema::EventType::kTrialCreated, std::move(event));
+        Trial& created = *trial;
         add_trial(std::move(trial));
+        if (action.parent > 0) resolve_parent_checkpoint(created);
         break;
       }
       case SearcherAction::Kind::kTrain: {
@@ -340,6 +350,7 @@ void Coordinator::schedule() {
       continue;
     }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
+    if (!parent_checkpoint_ready(*trial)) continue;
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
     if (!st.ok() && st.kind() == ErrorKind::kIo) {

@@ -18,6 +18,7 @@
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/determined_package.h"
 #include "engine/coordinator/rank_environment.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/retention.h"
@@ -128,6 +129,31 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial, TrialEnvironment& en
     record_event(schema::EventType::kCheckpointCorrupt,
                  {{"trial", trial.index}, {"checkpoint", id}});
   }
+  return restore_parent_checkpoint(trial, dest, env);
+}
+
+Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest,
+                                              TrialEnvironment& env) {
+  // A clone (pbt) with no checkpoint of its own starts from its parent's: the same content,
+  // read from the object store; nothing is copied in the store.
+  const Json parent = trial.record.value("parent_checkpoint", Json());
+  if (!parent.is_string()) return Status::Ok();
+  const std::string id = parent.get<std::string>();
+  auto manifest = load_manifest(objects_, id);
+  Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+  if (!st.ok()) {
+    if (st.kind() != ErrorKind::kCorrupt) return st;
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": its parent's checkpoint " +
+                   id.substr(0, 12) + " is unusable (" + st.message() +
+                   "); it starts from scratch");
+    return Status::Ok();
+  }
+  auto record = db_->get_json(schema::checkpoint_key(id));
+  const Json steps =
+      record.ok() && record->has_value() ? (**record).value("steps_completed", Json(0)) : Json(0);
+  env.restored_checkpoint = dest;
+  env.steps_completed = steps.is_number_integer() ? steps.get<int64_t>() : 0;
+  trial.record["restored_checkpoint"] = id;
   return Status::Ok();
 }
 
@@ -165,6 +191,10 @@ Result<TrialEnvironment> Coordinator::trial_environment(Trial& trial) {
   env.gpu_slots = gpu_slots_;
   env.gpu_names = gpu_names_;
   env.cpu_only = config_.resources.devices == "cpu";
+  // The OpenBLAS kernels, decided once for all ranks (engine/coordinator/trial_blas_core.h).
+  env.blas = choose_trial_blas_core(config_, experiment_, trial.record, env);
+  if (!env.blas.warning.empty())
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": " + env.blas.warning);
   Status restored = restore_latest_checkpoint(trial, env);
   if (!restored.ok()) return restored;
   return env;
