@@ -59,6 +59,9 @@ Json trial_json(const Json& r) {
          {"latest_checkpoint", r.value("latest_checkpoint", Json(nullptr))}};
   if (r.value("state", "") == "RUNNING" && r.contains("pid")) t["pid"] = r["pid"];
   if (r.value("state", "") == "RUNNING" && r.contains("rank_pids")) t["rank_pids"] = r["rank_pids"];
+  // The store-wide number (store/trial_numbers.h) and the slots of its latest start.
+  if (r.contains("number")) t["number"] = r["number"];
+  if (r.contains("slots")) t["slots"] = r["slots"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
   // A clone (pbt): the trial and step it started from, and that checkpoint.
@@ -73,13 +76,18 @@ Json trial_json(const Json& r) {
 }
 
 Json checkpoint_json(const Json& r) {
-  return Json{{"id", r.value("id", "")},
-              {"trial", r.value("trial", "")},
-              {"steps_completed", r.value("steps_completed", 0)},
-              {"metrics", r.value("metrics", Json::object())},
-              {"bytes", r.value("bytes", 0)},
-              // what this checkpoint added to the store; the rest it shares with others
-              {"new_bytes", r.value("new_bytes", 0)}};
+  Json c{{"id", r.value("id", "")},
+         {"trial", r.value("trial", "")},
+         {"steps_completed", r.value("steps_completed", 0)},
+         {"metrics", r.value("metrics", Json::object())},
+         {"bytes", r.value("bytes", 0)},
+         // what this checkpoint added to the store; the rest it shares with others
+         {"new_bytes", r.value("new_bytes", 0)}};
+  // What the trial passed with it (ctx.checkpoint(step, metadata); the determined package's
+  // storage id), when anything.
+  if (const Json m = r.value("metadata", Json::object()); m.is_object() && !m.empty())
+    c["metadata"] = m;
+  return c;
 }
 
 const Json* best_trial_record(const Json& experiment, const std::vector<Json>& trials) {

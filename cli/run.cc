@@ -70,6 +70,8 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
     return fail(Status::BadInput("--name: must be one line of text"));
   if (!opts.name.empty()) config->name = opts.name;
+  for (const std::string& warning : config->warnings)
+    std::cerr << "cairn: warning: " << warning << "\n";
   // Accepted because SPEC §2 names them, but not built yet: say so rather than let a user
   // wait for peers or a notification that never come.
   if (config->resources.peers_mode != "none")

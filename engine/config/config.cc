@@ -37,6 +37,7 @@ void reject_unknown_top_level(const MapReader& top) {
   for (const config::MapEntry& entry : top.node().entries) {
     const auto& known = config::kTopLevelKeys;
     if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
+    if (config::is_determined_cluster_key(entry.key)) continue;
     if (auto section = section_of(entry.key)) {
       fail(entry.key_where, entry.key,
            "unknown top-level key; did you mean " + *section + "." + entry.key +
@@ -45,7 +46,10 @@ void reject_unknown_top_level(const MapReader& top) {
                *section + ":')");
     }
   }
-  top.reject_unknown(config::kTopLevelKeys);
+  std::vector<std::string_view> known(config::kTopLevelKeys.begin(), config::kTopLevelKeys.end());
+  for (const config::MapEntry& entry : top.node().entries)
+    if (config::is_determined_cluster_key(entry.key)) known.push_back(entry.key);
+  top.reject_unknown(known);
 }
 
 void check_root(const ConfigNode& root) {
@@ -120,7 +124,13 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.searcher_where = searcher.where;
   if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
   if (out.searcher.name == "pbt") config::check_perturbations(searcher, out.hyperparameters);
-  if (const ConfigNode* node = top.get("resources")) out.resources = config::read_resources(*node);
+  if (const ConfigNode* node = top.get("resources"))
+    out.resources = config::read_resources(config::without_cluster_resources(*node, out.warnings));
+  // A rung's stop reaches a multi-rank trial only through the ranks' agreed stop, which makes
+  // its exit a pause, not a release (docs/determined.md).
+  if (!out.searcher.time_metric.empty() && out.resources.slots_per_trial > 1)
+    config::fail(*searcher.find("time_metric"), "searcher.time_metric",
+                 "is not supported with resources.slots_per_trial > 1 yet");
   out.max_restarts = top.int_or("max_restarts", 3, 0);
   out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);
   out.stop_grace_period = top.int_or("stop_grace_period", 60, 0);
@@ -129,6 +139,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
     out.permanent_exit_codes = config::read_permanent_exit_codes(*node);
   if (const ConfigNode* node = top.get("checkpoint"))
     out.checkpoint = config::read_checkpoint(*node);
+  config::read_determined_cluster_keys(root, out);
   if (const ConfigNode* node = top.get("reproducibility")) {
     out.reproducibility = config::read_reproducibility(*node);
   }
@@ -137,11 +148,34 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
     if (use == ConfigUse::kNewExperiment) config::check_data_exists(*node, out.workdir);
   }
   if (const ConfigNode* node = top.get("environment")) {
-    out.environment = config::read_environment(*node);
+    out.environment = config::is_determined_environment(*node)
+                          ? config::read_determined_environment(*node, out.warnings)
+                          : config::read_environment(*node);
   }
   if (const ConfigNode* node = top.get("notify")) out.notify_webhook = config::read_notify(*node);
   if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
   out.resolved = config::to_json(root);
+  // Retention reads checkpoint.keep_* from the recorded config (store/retention.h): what
+  // checkpoint_storage.save_* set is recorded there too.
+  if (const ConfigNode* storage = root.find("checkpoint_storage");
+      storage != nullptr && storage->is_map() &&
+      (storage->find("save_trial_latest") || storage->find("save_trial_best") ||
+       storage->find("save_experiment_best"))) {
+    Json& checkpoint = out.resolved["checkpoint"];
+    if (!checkpoint.is_object()) checkpoint = Json::object();
+    checkpoint["keep_trial_latest"] = out.checkpoint.keep_trial_latest;
+    checkpoint["keep_trial_best"] = out.checkpoint.keep_trial_best;
+    checkpoint["keep_experiment_best"] = out.checkpoint.keep_experiment_best;
+  }
+  // In the order of the file's lines ("FILE:LINE: …"), as a reader goes through it.
+  auto line_of = [](const std::string& w) {
+    const size_t colon = w.find(": ");
+    const size_t start = w.rfind(':', colon == std::string::npos ? 0 : colon - 1);
+    return start == std::string::npos ? 0L : std::atol(w.c_str() + start + 1);
+  };
+  std::stable_sort(
+      out.warnings.begin(), out.warnings.end(),
+      [&](const std::string& a, const std::string& b) { return line_of(a) < line_of(b); });
   return out;
 }
 

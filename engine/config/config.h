@@ -51,7 +51,16 @@ struct SearcherConfig {
   TpeConfig tpe;
   std::string metric;
   bool smaller_is_better = true;
-  int64_t max_length = 0;   // > 0
+  int64_t max_length = 0;  // > 0
+  // `single` without max_length: the trial trains to its own end, and exiting 0 with no
+  // stop request outstanding completes it (Determined 0.38's model, docs/determined.md).
+  // max_length is then kOwnLength, the operation a script that asks for one gets.
+  bool own_length = false;
+  static constexpr int64_t kOwnLength = int64_t{1} << 40;
+  // Determined 0.38's model: a trial's progress is this validation metric's value, not the
+  // step; lengths (max_length, from `max_time`) are in its unit. At a rung the trial is asked
+  // to stop, and a promoted one resumes from its checkpoint (docs/determined.md). "": steps.
+  std::string time_metric;
   std::string length_unit;  // "" for a plain number; "epochs"/"batches"/"records" for {epochs: 81}
   int max_trials = 0;       // random, asha: > 0; grid, hyperband: 0 = no cap; single: 1
   int max_concurrent_trials = 0;  // 0 = as many as slots allow
@@ -95,6 +104,9 @@ struct ReproducibilityConfig {
 };
 
 struct ExperimentConfig {
+  // "FILE:LINE: key: …" for each key accepted without effect (Determined's cluster settings,
+  // docs/determined.md); `cairn run` prints them.
+  std::vector<std::string> warnings;
   std::string name;                     // default: the config file's stem
   std::vector<std::string> entrypoint;  // argv, never empty; nothing in it was expanded
   std::string entrypoint_where;         // "FILE:LINE" or "--set …", for errors

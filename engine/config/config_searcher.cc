@@ -97,6 +97,32 @@ Length read_length(const ConfigNode& node, const std::string& key) {
 }
 
 void read_lengths(const MapReader& searcher, SearcherConfig& out) {
+  if (const ConfigNode* metric = searcher.get("time_metric")) {
+    out.time_metric = read_string(*metric, "searcher.time_metric");
+    if (out.time_metric.empty()) fail(*metric, "searcher.time_metric", "is empty");
+    if (const ConfigNode* length = searcher.get("max_length"))
+      fail(*length, "searcher.max_length",
+           "with time_metric, lengths are in its unit: give max_time instead");
+    out.max_length =
+        read_positive(searcher.require("max_time", "the time_metric value a trial trains to"),
+                      "searcher.max_time");
+    if (const ConfigNode* min_node = searcher.get("min_length")) {
+      out.min_length = read_positive(*min_node, "searcher.min_length");
+      if (out.min_length > out.max_length)
+        fail(*min_node, "searcher.min_length",
+             std::to_string(out.min_length) + " is greater than max_time " +
+                 std::to_string(out.max_length));
+    }
+    return;
+  }
+  if (const ConfigNode* max_time = searcher.get("max_time"))
+    fail(*max_time, "searcher.max_time", "needs time_metric: the metric it is measured in");
+  if (out.name == "single" && searcher.get("max_length") == nullptr &&
+      searcher.get("min_length") == nullptr) {
+    out.own_length = true;
+    out.max_length = SearcherConfig::kOwnLength;
+    return;
+  }
   Length max = read_length(searcher.require("max_length", "how long a trial trains, such as 81"),
                            "searcher.max_length");
   out.max_length = max.value;

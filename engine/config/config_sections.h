@@ -31,7 +31,7 @@ inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
                                                                    "rank_wait_timeout"};
-inline constexpr std::array<std::string_view, 16> kSearcherKeys = {"name",
+inline constexpr std::array<std::string_view, 18> kSearcherKeys = {"name",
                                                                    "metric",
                                                                    "smaller_is_better",
                                                                    "max_length",
@@ -46,7 +46,9 @@ inline constexpr std::array<std::string_view, 16> kSearcherKeys = {"name",
                                                                    "quantile_fraction",
                                                                    "perturbations",
                                                                    "sampler",
-                                                                   "tpe"};
+                                                                   "tpe",
+                                                                   "max_time",
+                                                                   "time_metric"};
 inline constexpr std::array<std::string_view, 7> kTpeKeys = {
     "n_startup_trials",   "n_ei_candidates",    "gamma", "max_good", "prior_weight",
     "consider_endpoints", "consider_magic_clip"};
@@ -71,6 +73,19 @@ std::vector<std::string> read_data(const ConfigNode& node);
 void check_data_exists(const ConfigNode& node, const std::filesystem::path& workdir);
 std::vector<int> read_permanent_exit_codes(const ConfigNode& node);
 std::map<std::string, std::string> read_environment(const ConfigNode& node);
+
+// Determined's experiment config (engine/config/config_determined.cc, docs/determined.md).
+// Its top-level keys that only a cluster needs: accepted, one warning each in out.warnings;
+// checkpoint_storage.save_* set checkpoint.keep_* the config does not write itself.
+bool is_determined_cluster_key(std::string_view key);
+void read_determined_cluster_keys(const ConfigNode& root, ExperimentConfig& out);
+// `resources` without Determined's cluster keys (resource_pool, priority, …), warning each.
+ConfigNode without_cluster_resources(const ConfigNode& node, std::vector<std::string>& warnings);
+// Determined's shape of `environment` ({environment_variables: [NAME=VALUE…], image: …}),
+// told apart from cairn's map of variables by its keys; its variables, warning each cluster key.
+bool is_determined_environment(const ConfigNode& node);
+std::map<std::string, std::string> read_determined_environment(const ConfigNode& node,
+                                                               std::vector<std::string>& warnings);
 std::string read_notify(const ConfigNode& node);
 
 // The grid searcher's rules: `count` where a range needs one, and at most 100000 points.

@@ -165,6 +165,9 @@ class Coordinator {
   // The ranks' rendezvous table (engine/coordinator/coordinator_rendezvous.cc).
   void handle_kv_set(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_kv_get(Trial& trial, ControlConnection& conn, const Json& msg);
+  // The experiment's best value of the searcher's metric so far (docs/protocol.md;
+  // engine/coordinator/coordinator_best.cc).
+  void handle_best_validation(ControlConnection& conn, const Json& msg);
   void reply_to(int fd, Json message);
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);
@@ -197,6 +200,9 @@ class Coordinator {
   // Kills what still runs once stop_deadline_ has passed, saying which trials and why.
   void enforce_stop_deadline();
   void request_stop(Trial& trial, const char* reason);
+  // searcher.time_metric: asks a trial whose validation reached its rung to checkpoint and
+  // exit (engine/coordinator/coordinator_time_metric.cc).
+  void stop_at_rung(Trial& trial, int64_t reached);
   void set_trial_state(Trial& trial, schema::TrialState state);
   void record_event(schema::EventType type, Json fields);
   void reply(ControlConnection& conn, Json message);

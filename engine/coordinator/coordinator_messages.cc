@@ -6,6 +6,7 @@
 #include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
+#include "engine/coordinator/time_metric.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/schema.h"
@@ -114,6 +115,7 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
   if (type == "sync") return handle_sync(*trial, conn, msg);
   if (type == "kv_set") return handle_kv_set(*trial, conn, msg);
   if (type == "kv_get") return handle_kv_get(*trial, conn, msg);
+  if (type == "best_validation") return handle_best_validation(conn, msg);
   if (conn.rank != 0 && (type == "training" || type == "validation")) {
     // Only the chief's reports are recorded; the others are acknowledged and dropped.
     if (msg.contains("seq")) reply(conn, Json{{"type", "ack"}, {"re", msg["seq"]}});
@@ -314,7 +316,8 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
                {{"trial", trial.index}, {"step", step}, {"metrics", metrics}});
   reply(conn, Json{{"type", "ack"}, {"re", msg.value("seq", 0)}});
 
-  if (step >= trial.target && trial.validated_target < trial.target) {
+  const int64_t reached = searcher_progress(config_.searcher.time_metric, step, metrics);
+  if (reached >= trial.target && trial.validated_target < trial.target) {
     trial.validated_target = trial.target;
     const double m = value ? *value : MetricOrder(config_.searcher.smaller_is_better).worst();
     // What the searcher is told is logged with the decisions it leads to (same batch), so a
@@ -324,6 +327,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
                   {"length", trial.target},
                   {"metric", value ? Json(*value) : Json(nullptr)}});
     apply(searcher_->on_validation(trial.index, trial.target, m));
+    if (!config_.searcher.time_metric.empty()) stop_at_rung(trial, reached);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "common/file_util.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/determined_package.h"
 #include "engine/coordinator/rank_environment.h"
 #include "engine/coordinator/trial_blas_core.h"
 #include "engine/coordinator/trial_state.h"
@@ -23,6 +24,7 @@
 #include "store/retention.h"
 #include "store/schema.h"
 #include "store/stored_records.h"
+#include "store/trial_numbers.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -63,6 +65,7 @@ Result<fs::path> write_python_sdk(const StoreLayout& store, Stamp& verified) {
     return s;
   };
   if (verified.size >= 0 && stamp_of() == verified) return dir;
+  if (Status st = write_determined_package(dir); !st.ok()) return st;
   auto existing = read_file(file);
   if (!existing.ok() || *existing != kPythonSdkSource) {
     std::error_code ec;
@@ -173,6 +176,15 @@ Result<TrialEnvironment> Coordinator::trial_environment(Trial& trial) {
   env.orphan_dir = store_.trial_work(exp_id, trial.index) / "orphans";
   if (is_builtin_entrypoint(config_)) env.kernel_cache = store_.kernel_cache();
   env.python_sdk_dir = *sdk_dir;
+  // The trial's store-wide number (store/trial_numbers.h), given at its first start.
+  if (!trial.record["number"].is_number_integer()) {
+    auto number = allocate_trial_number(store_);
+    if (!number.ok()) return number.status();
+    trial.record["number"] = *number;
+  }
+  env.trial_number = trial.record["number"].get<int64_t>();
+  env.searcher_metric = config_.searcher.metric;
+  env.smaller_is_better = config_.searcher.smaller_is_better;
   env.world_size = config_.resources.slots_per_trial;
   env.master_port =
       free_tcp_port().value_or(static_cast<int>(29500 + (exp_id * 131 + trial.index) % 20000));
@@ -395,6 +407,7 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
   end.closed = trial.closed;
   end.reached_max_length = trial.target >= config_.searcher.max_length;
   end.stop_requested = trial.stop_requested;
+  end.own_length = config_.searcher.own_length || !config_.searcher.time_metric.empty();
   end.released = trial.validated_target >= trial.target || trial.released;
   end.promoted = trial.target > trial.validated_target;
   end.restarts = trial.record.value("restarts", 0);

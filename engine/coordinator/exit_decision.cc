@@ -37,6 +37,8 @@ AttemptDecision decide_attempt_end(const AttemptEnd& e) {
   // slot to others; a promotion (perhaps already made) resumes it from that checkpoint.
   if (ok && e.released)
     return {AttemptOutcome::kReleased, e.promoted ? TrialState::kQueued : TrialState::kPaused};
+  // A trial that decides its own length is done when it exits 0 unasked.
+  if (ok && e.own_length) return {AttemptOutcome::kFinished, TrialState::kCompleted};
   // Killed while cairn was stopping: not the trial's fault.
   if (e.pausing && !e.permanent) return {AttemptOutcome::kStopping, TrialState::kPaused};
   if (!e.permanent && e.restarts < e.max_restarts) {

@@ -51,6 +51,8 @@ struct AttemptEnd {
   bool closed = false;              // the searcher has no more work for the trial
   bool reached_max_length = false;  // its target is searcher.max_length
   bool stop_requested = false;      // cairn asked it to checkpoint and exit
+  // searcher.own_length or time_metric: it trains to its own end
+  bool own_length = false;
   // It finished its operation (validated its target) or was told "done" while the searcher
   // had not decided: a clean exit gives its slot to others.
   bool released = false;

@@ -10,6 +10,14 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   // cairn's variables win over anything inherited or configured: they are the protocol.
   env["CAIRN_EXPERIMENT_ID"] = std::to_string(t.experiment_id);
   env["CAIRN_TRIAL_ID"] = t.trial_id;
+  // What the `determined` package needs beyond the SDK's own (docs/determined.md): the
+  // trial's integer number, the searcher's metric and order, and the slot of each rank.
+  if (t.trial_number > 0) env["CAIRN_TRIAL_NUMBER"] = std::to_string(t.trial_number);
+  env["CAIRN_SEARCHER_METRIC"] = t.searcher_metric;
+  env["CAIRN_SMALLER_IS_BETTER"] = t.smaller_is_better ? "1" : "0";
+  std::string slots;
+  for (int s : t.slots) slots += (slots.empty() ? "" : ",") + std::to_string(s);
+  env["CAIRN_SLOTS"] = slots;
   // The live workdir, for trials that write outputs next to their code: they run in a
   // checkout of the snapshot (engine/coordinator/provenance.h), which is not where the user looks.
   env["CAIRN_WORKDIR"] = t.workdir.string();

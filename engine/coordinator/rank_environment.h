@@ -20,7 +20,10 @@ struct TrialEnvironment {
   std::map<std::string, std::string> configured;
 
   int64_t experiment_id = 0;
-  std::string trial_id;  // "7.3"
+  std::string trial_id;      // "7.3"
+  int64_t trial_number = 0;  // store-wide (store/trial_numbers.h); 0: none
+  std::string searcher_metric;
+  bool smaller_is_better = true;
   std::filesystem::path workdir;
   std::string hparams_json;
   uint64_t seed = 0;

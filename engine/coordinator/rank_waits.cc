@@ -53,6 +53,9 @@ std::string describe_rank_wait(const RankWait& wait) {
     case RankCall::kNextOperation:
       return "operations()";
     case RankCall::kSync:
+      // The Python SDK's barrier() n is a sync at step 2^50 + n (docs/protocol.md).
+      if (wait.step > kBarrierBase)
+        return "barrier(" + std::to_string(wait.step - kBarrierBase) + ")";
       return at_step("checkpoint_due", wait.step);
     case RankCall::kCheckpoint:
       return at_step("checkpoint", wait.step);

@@ -67,7 +67,10 @@ inline bool left_checkpoint(const RankWait& rank, int64_t step) {
   return rank.call == RankCall::kExited || rank.left_through >= step;
 }
 
-// "checkpoint(4)", "should_preempt(4)", "kv_get(gloo/0)", "exited", "its own code".
+// Syncs above this step are the Python SDK's barrier() calls, not checkpoint_due(step).
+inline constexpr int64_t kBarrierBase = int64_t{1} << 50;
+
+// "checkpoint(4)", "should_preempt(4)", "kv_get(gloo/0)", "barrier(3)", "exited", "its own code".
 std::string describe_rank_wait(const RankWait& wait);
 
 // The line naming every rank's call when the gang is deadlocked: every rank is blocked in

@@ -44,6 +44,8 @@ _ORPHAN_MARKER = "cairn_orphan.json"
 # have stored, one {"step":S,"metrics":{...}} per line.
 _ORPHAN_TRAINING = "cairn_orphan_metrics.jsonl"
 _ORPHAN_VALIDATIONS = "cairn_orphan_validations.jsonl"
+# barrier() N is a sync at this step + N: above every training step (see barrier()).
+_BARRIER_BASE = 1 << 50
 # Unacknowledged training reports kept beyond this: the oldest are dropped.
 _UNACKED_REPORTS = 1000000
 # Only the process that called init() talks to cairn (one connection per rank). init()
@@ -113,6 +115,8 @@ class Context:
         # Rank 0: validation reports made once cairn was gone, kept for an orphan.
         self._undelivered_validations = []
         self._standalone = None  # ./checkpoints/, made at the first standalone checkpoint
+        self._local_kv = {}  # kv_set/kv_get standalone
+        self._barriers = 0  # barrier() calls so far
 
     @classmethod
     def _from_environment(cls):
@@ -270,6 +274,74 @@ class Context:
         if self._channel is not None and not self._channel.agree_on_stop:
             self._channel.poll()
         return self._stop_reason() is not None
+
+    # -- ranks --------------------------------------------------------------------
+
+    def kv_set(self, key, value):
+        """Publishes the string ``value`` under ``key`` to every rank of this attempt of
+        the trial (docs/protocol.md, "Rendezvous"); setting a key again replaces it. Keys
+        up to 256 bytes, values up to 64 KiB of printable text, 4,096 keys per attempt.
+        Standalone, the table is this process's own. Raises RuntimeError when cairn
+        refuses or is gone."""
+        if self._child:
+            self._refuse_in_child("kv_set()")
+        key, value = str(key), str(value)
+        if self._channel is None:
+            self._local_kv[key] = value
+            return
+        answer = self._channel.request({"type": "kv_set", "key": key, "value": value})
+        if answer is None or answer.get("type") != "kv":
+            raise RuntimeError("cairn: kv_set(%r) failed: %s" % (
+                key, "cairn is gone" if answer is None else answer.get("message", "")))
+
+    def kv_get(self, key, timeout=600.0):
+        """The value some rank published under ``key``, waiting for it up to ``timeout``
+        seconds (None: for ever). Raises TimeoutError when it did not come, RuntimeError
+        when cairn refuses or is gone (standalone, KeyError when it was never set)."""
+        if self._child:
+            self._refuse_in_child("kv_get()")
+        key = str(key)
+        if self._channel is None:
+            return self._local_kv[key]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        expired = None if deadline is None else (lambda: time.monotonic() > deadline)
+        answer = self._channel.request({"type": "kv_get", "key": key}, interrupt=expired)
+        if answer is None and expired is not None and expired() and not self._channel.closed:
+            raise TimeoutError("cairn: kv_get(%r): no rank set it within %g s" % (key, timeout))
+        if answer is None or answer.get("type") != "kv" or "value" not in answer:
+            raise RuntimeError("cairn: kv_get(%r) failed: %s" % (
+                key, "cairn is gone" if answer is None else answer.get("message", "")))
+        return answer["value"]
+
+    def experiment_best_validation(self):
+        """The best value of searcher.metric any trial of the experiment has validated so
+        far (by searcher.smaller_is_better), or None when none has. Standalone, or with a
+        cairn that does not know the request: None."""
+        if self._child:
+            self._refuse_in_child("experiment_best_validation()")
+        if self._channel is None:
+            return None
+        answer = self._channel.request({"type": "best_validation"})
+        if answer is None or answer.get("type") != "best_validation":
+            return None
+        return answer.get("value")
+
+    def barrier(self):
+        """Waits until every rank of the trial has called barrier() as many times as this
+        one, and agrees with them on stopping: afterwards should_preempt() answers the same
+        on every rank. A no-op with one rank (it only reads what cairn sent)."""
+        if self._child:
+            self._refuse_in_child("barrier()")
+        if self._channel is None:
+            return
+        if not self._channel.agree_on_stop:
+            self._channel.poll()
+            return
+        # Barriers are syncs at steps far above any training step, so that a rank waiting
+        # in one has moved on from every checkpoint the other ranks may be saving without
+        # it (docs/protocol.md: a rank alone may save a checkpoint).
+        self._barriers += 1
+        self._channel.sync(_BARRIER_BASE + self._barriers, self._signals.stop_requested())
 
     def _leave_checkpoint(self, call):
         """In a multi-rank trial, a rank that makes its next call for a due step without

@@ -317,6 +317,59 @@ TEST_CASE("config: searcher aliases") {
   CHECK(parse_ok(dir, single).searcher.max_trials == 1);
 }
 
+TEST_CASE("config: single without max_length trains to the trial's own end") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+)");
+  CHECK(c.searcher.own_length);
+  CHECK(c.searcher.max_length == SearcherConfig::kOwnLength);
+  ExperimentConfig bounded = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss, max_length: 5}
+)");
+  CHECK_FALSE(bounded.searcher.own_length);
+  CHECK(bounded.searcher.max_length == 5);
+}
+
+TEST_CASE("config: time_metric and max_time measure lengths in a validation metric") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: asha, metric: loss, time_metric: batches, max_time: 800, max_trials: 4}
+)");
+  CHECK(c.searcher.time_metric == "batches");
+  CHECK(c.searcher.max_length == 800);
+  CHECK_FALSE(c.searcher.own_length);
+}
+
+TEST_CASE("config: Determined's cluster keys are accepted with one warning each") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: adaptive_asha, metric: loss, max_length: 8, max_trials: 2}
+resources: {slots_per_trial: 1, resource_pool: gpus}
+environment:
+  image: determinedai/pytorch:0.38
+  environment_variables: [A=1, B=x=y]
+checkpoint_storage: {type: shared_fs, host_path: /mnt, save_trial_latest: 3}
+bind_mounts: [{host_path: /data, container_path: /data}]
+checkpoint: {keep_trial_best: 2}
+)");
+  CHECK(c.environment == std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}});
+  CHECK(c.checkpoint.keep_trial_latest == 3);  // from save_trial_latest
+  CHECK(c.checkpoint.keep_trial_best == 2);
+  REQUIRE(c.warnings.size() == 4);
+  CHECK(c.warnings[0].starts_with("exp.yaml:3: resources.resource_pool: "));
+  CHECK(c.warnings[1].starts_with("exp.yaml:5: environment.image: "));
+  CHECK(c.warnings[2].starts_with("exp.yaml:7: checkpoint_storage: "));
+  CHECK(c.warnings[3].starts_with("exp.yaml:8: bind_mounts: "));
+  // cairn's own shape of environment is still a map of variables, with no warning.
+  ExperimentConfig plain = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss, max_length: 8}
+environment: {IMAGE: x}
+)");
+  CHECK(plain.environment.at("IMAGE") == "x");
+  CHECK(plain.warnings.empty());
+}
+
 TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
   TempDir dir;
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
@@ -455,8 +508,23 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:2: searcher: ", "expected a map"},
       {"max_length zero", with_searcher("  name: single\n  metric: m\n  max_length: 0\n"),
        "exp.yaml:5: searcher.max_length: ", "must be at least 1, got 0"},
-      {"max_length missing", with_searcher("  name: single\n  metric: m\n"),
+      // single alone may leave it out (the trial trains to its own end); others may not.
+      {"max_length missing", with_searcher("  name: random\n  metric: m\n  max_trials: 2\n"),
        "exp.yaml:2: searcher.max_length: ", "is required"},
+      {"max_time without time_metric",
+       with_searcher("  name: asha\n  metric: m\n  max_time: 9\n  max_trials: 2\n"),
+       "exp.yaml:5: searcher.max_time: ", "needs time_metric"},
+      {"max_length with time_metric",
+       with_searcher("  name: asha\n  metric: m\n  time_metric: b\n  max_length: 9\n"),
+       "exp.yaml:6: searcher.max_length: ", "give max_time instead"},
+      {"time_metric with several ranks",
+       "entrypoint: python3 train.py\nsearcher:\n  name: asha\n  metric: m\n"
+       "  time_metric: b\n  max_time: 9\n  max_trials: 2\nresources: {slots_per_trial: 2}\n",
+       "exp.yaml:5: searcher.time_metric: ", "not supported with resources.slots_per_trial > 1"},
+      {"Determined environment with an unknown key",
+       "entrypoint: python3 train.py\nsearcher: {name: single, metric: m}\n"
+       "environment:\n  image: x\n  colour: blue\n",
+       "exp.yaml:5: environment.colour: ", "unknown key of Determined's environment"},
       {"max_length unknown unit",
        with_searcher("  name: single\n  metric: m\n  max_length: {minutes: 5}\n"),
        "exp.yaml:5: searcher.max_length.minutes: ", "unknown key"},

@@ -71,6 +71,24 @@ TEST_CASE("a clean exit is a pause when asked to stop, a release when its work i
   CHECK_FALSE(decide_attempt_end(e).failure);
 }
 
+TEST_CASE("a trial that trains to its own end completes when it exits 0 unasked") {
+  AttemptEnd e = running_trial(kClean);
+  e.own_length = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kFinished);
+  CHECK(decide_attempt_end(e).state == TrialState::kCompleted);
+  CHECK_FALSE(decide_attempt_end(e).failure);
+  e.stop_requested = true;  // asked to stop: still a pause
+  CHECK(decide_attempt_end(e).state == TrialState::kPaused);
+  e = running_trial(kClean);  // time_metric: stopped at a rung, its operation validated
+  e.own_length = true;
+  e.released = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kReleased);
+  e = running_trial(ExitInfo{1, 0});
+  e.own_length = true;
+  e.max_restarts = 2;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kRestart);  // a failure stays one
+}
+
 TEST_CASE("a clean exit before the work is done is a failure, restarted") {
   AttemptDecision d = decide_attempt_end(running_trial(kClean));
   CHECK(d.outcome == AttemptOutcome::kRestart);

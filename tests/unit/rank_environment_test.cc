@@ -31,11 +31,25 @@ TrialEnvironment two_rank_trial() {
 
 }  // namespace
 
+TEST_CASE("the determined package's variables: trial number, searcher metric") {
+  TrialEnvironment t = two_rank_trial();
+  t.trial_number = 17;
+  t.searcher_metric = "val_acc";
+  t.smaller_is_better = false;
+  auto env = rank_environment(t, 1);
+  CHECK(env["CAIRN_TRIAL_NUMBER"] == "17");
+  CHECK(env["CAIRN_SEARCHER_METRIC"] == "val_acc");
+  CHECK(env["CAIRN_SMALLER_IS_BETTER"] == "0");
+}
+
 TEST_CASE("every rank gets the protocol's variables, and they win over inherited ones") {
   const TrialEnvironment t = two_rank_trial();
   for (int rank = 0; rank < 2; ++rank) {
     auto env = rank_environment(t, rank);
     CHECK(env["CAIRN_TRIAL_ID"] == "7.3");
+    CHECK(env.count("CAIRN_TRIAL_NUMBER") == 0);  // none given
+    CHECK(env["CAIRN_SLOTS"] == "2,3");           // every rank sees all, in rank order
+    CHECK(env["CAIRN_SMALLER_IS_BETTER"] == "1");
     CHECK(env["CAIRN_EXPERIMENT_ID"] == "7");
     CHECK(env["CAIRN_SEED"] == "42");  // the config's environment cannot fake the protocol
     CHECK(env["CAIRN_HPARAMS"] == R"({"lr":0.1})");

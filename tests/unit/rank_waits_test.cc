@@ -65,6 +65,11 @@ TEST_CASE("a checkpoint is whole once every rank ended it or left it") {
   reported.moved_on();
   CHECK(left_checkpoint(reported, 4));
   CHECK_FALSE(left_checkpoint(reported, 5));
+  // A rank in the Python SDK's barrier() has left every checkpoint of a training step.
+  RankWait barrier = in(RankCall::kSync, kBarrierBase + 3);
+  barrier.reached(kBarrierBase + 3);
+  CHECK(left_checkpoint(barrier, 1000000));
+  CHECK(describe_rank_wait(barrier) == "barrier(3)");
 }
 
 TEST_CASE("rank_wait_timeout names the waiting rank, its call and the rank outside") {
