@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/experiment_control.h"
+#include "cli/webhook_sender.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/machine_resources.h"
@@ -90,8 +91,12 @@ int resume_one(const StoreLayout& store, int64_t id) {
   options.self_executable = self_executable();
   options.resume = true;
   options.slots = slots;
+  std::unique_ptr<WebhookSender> webhooks = make_webhook_sender(config->notify);
+  options.notifier = webhooks.get();
   Coordinator coordinator(store, std::move(*db), std::move(*config), status->record, options);
-  return coordinator.run();
+  const int code = coordinator.run();
+  if (webhooks) webhooks->drain(kWebhookDrainLimit);
+  return code;
 }
 
 // Every experiment whose driver died (ACTIVE, not driven) is resumed in the background, each

@@ -138,7 +138,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   if (const ConfigNode* node = top.get("environment")) {
     out.environment = config::read_environment(*node);
   }
-  if (const ConfigNode* node = top.get("notify")) out.notify_webhook = config::read_notify(*node);
+  if (const ConfigNode* node = top.get("notify")) out.notify = config::read_notify(*node);
   if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
   out.resolved = config::to_json(root);
   return out;

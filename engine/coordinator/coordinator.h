@@ -36,10 +36,14 @@
 
 namespace cairn {
 
+class Notifier;
+
 struct CoordinatorOptions {
   int slots = 0;                // 0: the number of CPU cores
   std::string self_executable;  // re-executed for builtin:mlp
   bool resume = false;          // continue an experiment from its records and event log
+  // Where the events `notify.on` asks for go (notifier.h); not owned; null: nowhere.
+  Notifier* notifier = nullptr;
 };
 
 // How many trials run at once: the slots divided among trials, capped by
@@ -187,6 +191,11 @@ class Coordinator {
   void request_stop(Trial& trial, const char* reason);
   void set_trial_state(Trial& trial, schema::TrialState state);
   void record_event(schema::EventType type, Json fields);
+  // Hand an event to options_.notifier when notify.on asks for it (notifier.h,
+  // engine/coordinator/coordinator_notify.cc). `error`: why the coordinator stopped early.
+  void notify_end(const std::string& state, const std::string& error = "") const;
+  void notify_trial_error(const Trial& trial, const std::string& why) const;
+  void notify_best(const Trial& trial, double value) const;
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;

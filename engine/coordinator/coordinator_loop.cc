@@ -164,6 +164,7 @@ int Coordinator::finish() {
     return 1;
   }
   if (retention_due_) apply_retention();
+  notify_end(state);
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (state == "ACTIVE") {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
@@ -245,6 +246,7 @@ int Coordinator::run() {
     terminal_.warn("error: " + fatal_.message());
     for (Trial* trial : live_trials())
       if (trial->running()) request_stop(*trial, "shutdown");
+    notify_end("ACTIVE", fatal_.message());
     return 1;
   }
   return finish();

@@ -449,6 +449,7 @@ void Coordinator::report_failure(Trial& trial, const ExitInfo& info, bool perman
   if (decision.outcome == AttemptOutcome::kError) {
     trial.record["error"] = why;
     trial.finished = true;
+    notify_trial_error(trial, why);
     return;
   }
   const int restart = trial.record.value("restarts", 0) + 1;
