@@ -57,12 +57,14 @@ BUILD_PACKAGES=(
 )
 # End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3, and
 # load the zsh and fish completions in those shells; clang and its libFuzzer runtime build
-# the control-channel fuzzer (tests/fuzz/).
+# the control-channel fuzzer (tests/fuzz/); headless chromium opens `cairn report`'s page
+# (tests/e2e/test_report.py).
 # What the installed binary loads at run time (see docs/install.md): Debian ships Gloo as a
 # shared library only, and libgloo0 brings hiredis, ibverbs and libnl; libstdc++ stays shared
 # (CMakeLists.txt says why).
 RUNTIME_PACKAGES=(libgloo0 libstdc++6)
-TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev)
+TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev
+  chromium)
 
 PREFIX=/usr/local
 PREFIX_GIVEN=0
