@@ -196,6 +196,9 @@ class Coordinator {
   void notify_end(const std::string& state, const std::string& error = "") const;
   void notify_trial_error(const Trial& trial, const std::string& why) const;
   void notify_best(const Trial& trial, double value) const;
+  // Gathers the live status line's facts and has terminal_ draw it, when a redraw is due
+  // (engine/coordinator/coordinator_status.cc).
+  void update_status();
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
@@ -224,6 +227,7 @@ class Coordinator {
   Json experiment_;
   CoordinatorOptions options_;
   Terminal terminal_;
+  StatusBaseline status_baseline_;
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
   std::optional<SlotPool> slots_;

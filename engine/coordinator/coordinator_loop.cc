@@ -230,6 +230,7 @@ int Coordinator::run() {
     }
     if (!fatal_.ok()) break;  // a trial could not start for the store's sake (schedule())
     if (retention_due_ && Clock::now() >= next_retention_) apply_retention();
+    update_status();
     if (stalled()) {
       // A searcher that expects work no trial will do (a store changed behind cairn's back,
       // or a bug): an error that says so, not a coordinator idle for ever.
@@ -242,6 +243,7 @@ int Coordinator::run() {
       break;
     }
   }
+  terminal_.end_status();
   if (!fatal_.ok()) {
     terminal_.warn("error: " + fatal_.message());
     for (Trial* trial : live_trials())
