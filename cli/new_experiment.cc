@@ -101,7 +101,8 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   options.slots = what.slots;
   options.self_executable = self_executable();
   // After --detach's fork: the sender's thread would not survive it.
-  std::unique_ptr<WebhookSender> webhooks = make_webhook_sender(config.notify);
+  std::unique_ptr<WebhookSender> webhooks =
+      make_webhook_sender(config.notify, webhook_spool(store, *id));
   options.notifier = webhooks.get();
   Coordinator coordinator(store, std::move(*db), std::move(config), std::move(experiment), options);
   const int code = coordinator.run();

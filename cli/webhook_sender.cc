@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <ctime>
@@ -11,6 +12,7 @@
 #include <random>
 
 #include "common/build_info.h"
+#include "common/file_util.h"
 #include "common/metric_order.h"
 
 namespace cairn::cli {
@@ -60,10 +62,41 @@ int abort_transfer(void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 }  // namespace
 
 WebhookSender::WebhookSender(std::vector<std::string> urls, std::string secret,
-                             WebhookTiming timing)
-    : urls_(std::move(urls)), secret_(std::move(secret)), timing_(timing) {
+                             std::filesystem::path spool, WebhookTiming timing)
+    : urls_(std::move(urls)),
+      secret_(std::move(secret)),
+      spool_(std::move(spool)),
+      timing_(timing) {
   std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  load_spool();
   worker_ = std::thread([this] { work(); });
+}
+
+std::filesystem::path WebhookSender::spool_file(const Delivery& d) const {
+  return spool_ / (d.id + ".json");
+}
+
+void WebhookSender::load_spool() {
+  if (spool_.empty()) return;
+  std::error_code ec;
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
+  for (const auto& entry : std::filesystem::directory_iterator(spool_, ec))
+    if (entry.path().extension() == ".json" && entry.is_regular_file(ec))
+      files.emplace_back(entry.last_write_time(ec), entry.path());
+  std::sort(files.begin(), files.end());  // oldest first, as they happened
+  for (const auto& [when, file] : files) {
+    auto text = read_file(file);
+    Json body = text.ok() ? Json::parse(*text, nullptr, false) : Json();
+    if (!body.is_object() || !body.contains("delivery_id") || !body["delivery_id"].is_string()) {
+      std::cerr << "cairn: warning: webhook: " << file.string()
+                << " is not a notification cairn wrote; left there\n";
+      continue;
+    }
+    queue_.push_back({body.value("event", ""), body["delivery_id"].get<std::string>(), *text});
+  }
+  if (!queue_.empty())
+    std::cerr << "cairn: delivering " << queue_.size()
+              << " notification(s) an earlier cairn left undelivered\n";
 }
 
 WebhookSender::~WebhookSender() {
@@ -76,6 +109,14 @@ void WebhookSender::enqueue_locked(Json payload) {
   payload["delivery_id"] = d.id;
   d.event = payload.value("event", "");
   d.body = payload.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (!spool_.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spool_, ec);
+    if (Status st = write_file_atomic(spool_file(d), d.body); !st.ok())
+      std::cerr << "cairn: warning: webhook: cannot keep the " << d.event
+                << " notification on disk (" << st.message()
+                << "); a kill of cairn before its delivery would lose it\n";
+  }
   if (queue_.size() >= kMaxQueued) {
     std::cerr << "cairn: warning: webhook: more than " << kMaxQueued
               << " notifications waiting; the oldest (" << queue_.front().event << ") is dropped\n";
@@ -125,12 +166,19 @@ void WebhookSender::work() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    bool settled = true;  // every URL took it, or gave an answer final for it
     for (const std::string& url : urls_) {
-      std::string failure = deliver(d, url);
+      const Outcome outcome = deliver(d, url);
+      settled = settled && outcome.final;
       // Cut short by drain(): its one summary line says so.
-      if (!failure.empty() && !abort_.load())
+      if (!outcome.failure.empty() && !abort_.load())
         std::cerr << "cairn: warning: webhook " << d.event << " to " << redacted_url(url)
-                  << " not delivered: " << failure << "\n";
+                  << " not delivered: " << outcome.failure
+                  << (outcome.final || spool_.empty() ? "" : "; kept for the next resume") << "\n";
+    }
+    if (settled && !spool_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(spool_file(d), ec);
     }
     lock.lock();
     busy_ = false;
@@ -138,13 +186,14 @@ void WebhookSender::work() {
   }
 }
 
-std::string WebhookSender::deliver(const Delivery& d, const std::string& url) {
+WebhookSender::Outcome WebhookSender::deliver(const Delivery& d, const std::string& url) {
   std::chrono::milliseconds backoff = timing_.first_backoff;
   std::string why;
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    if (abort_.load()) return why.empty() ? "cairn was ending" : why + "; cairn was ending";
+    if (abort_.load())
+      return {why.empty() ? "cairn was ending" : why + "; cairn was ending", false};
     CURL* curl = curl_easy_init();
-    if (!curl) return "libcurl could not start a request";
+    if (!curl) return {"libcurl could not start a request", false};
     const std::string timestamp = std::to_string(static_cast<int64_t>(std::time(nullptr)));
     curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -179,18 +228,18 @@ std::string WebhookSender::deliver(const Delivery& d, const std::string& url) {
     if (rc != CURLE_OK) {
       why = rc == CURLE_ABORTED_BY_CALLBACK ? "cairn was ending" : curl_easy_strerror(rc);
     } else if (status >= 200 && status < 300) {
-      return "";
+      return {"", true};
     } else {
       why = "HTTP " + std::to_string(status);
       retry = status == 429 || status >= 500;
     }
-    if (!retry) return why;
+    if (!retry) return {why, true};
     if (attempt == kAttempts) break;
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_for(lock, backoff, [this] { return aborting_; });
     backoff *= 2;
   }
-  return why + " (" + std::to_string(kAttempts) + " tries)";
+  return {why + " (" + std::to_string(kAttempts) + " tries)", false};
 }
 
 void WebhookSender::drain(std::chrono::milliseconds limit) {
@@ -214,7 +263,19 @@ void WebhookSender::drain(std::chrono::milliseconds limit) {
               << " notification(s) not delivered before cairn ended\n";
 }
 
-std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify) {
+std::filesystem::path webhook_spool(const StoreLayout& store, int64_t id) {
+  return store.experiment(id) / "notify";
+}
+
+bool has_pending_webhooks(const std::filesystem::path& spool) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(spool, ec))
+    if (entry.path().extension() == ".json") return true;
+  return false;
+}
+
+std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify,
+                                                   const std::filesystem::path& spool) {
   std::vector<std::string> urls = notify.webhooks;
   if (!notify.webhook_env.empty()) {
     const char* value = std::getenv(notify.webhook_env.c_str());
@@ -234,7 +295,7 @@ std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify) {
                 << " is not set; notifications go unsigned\n";
   }
   if (urls.empty()) return nullptr;
-  return std::make_unique<WebhookSender>(std::move(urls), std::move(secret));
+  return std::make_unique<WebhookSender>(std::move(urls), std::move(secret), spool);
 }
 
 }  // namespace cairn::cli

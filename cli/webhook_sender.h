@@ -11,6 +11,12 @@
 // de-duplicate), X-Cairn-Timestamp and, with notify.secret_env, X-Cairn-Signature:
 // "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body).
 //
+// With a spool directory (webhook_spool()), each event is written there (write_file_atomic)
+// before notify() returns, and removed once every URL took it (or answered a final 4xx): a
+// `kill -9` of cairn, or an end past the drain limit, leaves it there, and the next sender
+// on that directory (`cairn resume`, also of an ended experiment, or `resume --all`)
+// delivers it first, with its delivery id: at least once.
+//
 // Thread-safety: notify() and drain() are called from one thread (the coordinator's); the
 // worker is private.
 #pragma once
@@ -19,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,6 +36,7 @@
 #include "cli/notify_redaction.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/notifier.h"
+#include "store/store_location.h"
 
 namespace cairn::cli {
 
@@ -45,7 +53,8 @@ class WebhookSender : public Notifier {
   static constexpr int kAttempts = 4;
   static constexpr size_t kMaxQueued = 64;
 
-  WebhookSender(std::vector<std::string> urls, std::string secret, WebhookTiming timing = {});
+  WebhookSender(std::vector<std::string> urls, std::string secret, std::filesystem::path spool = {},
+                WebhookTiming timing = {});
   ~WebhookSender() override;  // drain(0): abandons what is still queued, saying so
   WebhookSender(const WebhookSender&) = delete;
   WebhookSender& operator=(const WebhookSender&) = delete;
@@ -63,13 +72,20 @@ class WebhookSender : public Notifier {
     std::string id;     // X-Cairn-Delivery
     std::string body;
   };
+  struct Outcome {
+    std::string failure;  // "" when delivered
+    bool final = true;    // delivered, or an answer that retrying will not change
+  };
   void work();
-  // One POST with retries; returns "" on success, else why it failed.
-  std::string deliver(const Delivery& d, const std::string& url);
+  // One POST with retries.
+  Outcome deliver(const Delivery& d, const std::string& url);
+  void load_spool();
+  std::filesystem::path spool_file(const Delivery& d) const;
   void enqueue_locked(Json payload);
 
   std::vector<std::string> urls_;
   std::string secret_;
+  std::filesystem::path spool_;
   WebhookTiming timing_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -87,7 +103,13 @@ class WebhookSender : public Notifier {
 
 // The sender for `notify`, or null when it names no URL. notify.webhook_env and
 // notify.secret_env are read from the environment here; one unset is said on stderr.
-std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify);
+std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify,
+                                                   const std::filesystem::path& spool);
+
+// Where experiment `id`'s undelivered notifications wait: .cairn/experiments/<id>/notify/.
+std::filesystem::path webhook_spool(const StoreLayout& store, int64_t id);
+// True when `spool` holds a notification not yet delivered.
+bool has_pending_webhooks(const std::filesystem::path& spool);
 
 // How long `cairn run` and `resume` wait for deliveries still pending when they end.
 inline constexpr std::chrono::milliseconds kWebhookDrainLimit{15000};

@@ -7,13 +7,14 @@ import http.server
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
 
 # x=1 fails at once (and is not restarted: max_restarts 0); x=2 and x=3 validate and complete.
 TRAIN = r'''
@@ -42,7 +43,7 @@ class Recorder:
     """An HTTP server on loopback that records each POST and answers as told: `fail_first`
     requests get a 500, and with `hang` set every request is held for that many seconds."""
 
-    def __init__(self, fail_first=0, hang=0.0):
+    def __init__(self, fail_first=0, hang=0.0, port=0):
         self.requests = []
         self.fail_first = fail_first
         self.hang = hang
@@ -55,18 +56,22 @@ class Recorder:
                 with recorder.lock:
                     recorder.requests.append((self.path, dict(self.headers), body))
                     n = len(recorder.requests)
-                if recorder.hang:
-                    time.sleep(recorder.hang)
+                deadline = time.monotonic() + recorder.hang
+                while time.monotonic() < deadline and recorder.hang:  # hang = 0 lets it go
+                    time.sleep(0.05)
                 code = 500 if n <= recorder.fail_first else 200
-                self.send_response(code)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:  # cairn gave up on this request (timed out, or was killed)
+                    pass
 
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -141,7 +146,8 @@ class WebhookTest(CairnTestCase):
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
         lines = [ln for ln in proc.stderr.splitlines() if "webhook" in ln]
         self.assertEqual(lines, ["cairn: warning: webhook experiment_end to http://127.0.0.1:%d/… "
-                                 "not delivered: Couldn't connect to server (4 tries)" % port],
+                                 "not delivered: Couldn't connect to server (4 tries); kept for "
+                                 "the next resume" % port],
                          proc.stderr)
         self.assertNotIn("sekrit", proc.stdout + proc.stderr)
         # Back-off 1 + 2 + 4 s after the run: bounded well below the 15 s drain limit.
@@ -161,6 +167,71 @@ class WebhookTest(CairnTestCase):
                       "ended", proc.stderr)
         self.assertNotIn("sekrit", proc.stdout + proc.stderr)
         self.assertLess(elapsed, 45)  # the 15 s drain limit, not the receiver's 120 s
+
+    def test_best_improved_is_posted_at_most_once_a_minute(self):
+        rec = self.serve()
+        self.write("exp.yaml", CONFIG.replace("vals: [1, 2, 3]", "vals: [2, 3]") %
+                   ('  webhook: "%s"\n  on: [best_improved]' % rec.url))
+        proc = self.cairn("run", "exp.yaml", check=0)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        # 1.1's 0.5 at once; 1.2's better 1/3 came within the minute: it waited, and the run
+        # ended first (the end event, not asked for here, would have named it).
+        self.assertEqual([(b["event"], b["best"]) for b in rec.bodies()],
+                         [("best_improved", {"trial": "1.1", "metric": "val_loss", "value": 0.5})])
+        self.assertEqual(rec.bodies()[0]["text"],
+                         "cairn: experiment 1 'hooked': new best trial 1.1 (val_loss 0.5)")
+
+    def free_port(self):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        return port
+
+    def spool(self):
+        d = os.path.join(self.dir, ".cairn", "experiments", "1", "notify")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def test_an_undelivered_end_is_kept_and_resume_delivers_it(self):
+        port = self.free_port()
+        url = "http://127.0.0.1:%d%s" % (port, SECRET_PATH)
+        self.write("exp.yaml", CONFIG % ('  webhook: "%s"\n  on: [end]' % url))
+        proc = self.cairn("run", "exp.yaml", check=0)
+        self.assertIn("not delivered: Couldn't connect to server (4 tries); kept for the next "
+                      "resume", proc.stderr)
+        kept = self.spool()
+        self.assertEqual(len(kept), 1, kept)
+        rec = self.serve(port=port)  # the receiver is back
+        proc = self.cairn("resume", "1", check=0)
+        self.assertIn("cairn: experiment 1 is COMPLETED; nothing to resume", proc.stdout)
+        self.assertIn("cairn: delivering 1 notification(s) an earlier cairn left undelivered",
+                      proc.stderr)
+        bodies = rec.bodies()
+        self.assertEqual([b["event"] for b in bodies], ["experiment_end"])
+        self.assertEqual(bodies[0]["delivery_id"] + ".json", kept[0])
+        self.assertEqual(bodies[0]["experiment"]["state"], "COMPLETED")
+        self.assertEqual(self.spool(), [])
+        self.cairn("resume", "1", check=0)  # nothing pending: nothing sent again
+        self.assertEqual(len(rec.requests), 1)
+
+    def test_a_kill_9_before_delivery_still_delivers_at_least_once(self):
+        rec = self.serve(hang=300)
+        self.write("exp.yaml", CONFIG % ('  webhook: "%s"\n  on: [end]' % rec.url))
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir, env=self.cairn_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: run.poll() is None and run.kill())
+        wait_until(lambda: len(rec.requests) == 1, timeout=120, what="the end being posted")
+        run.kill()  # SIGKILL while the receiver holds the POST
+        run.wait(timeout=30)
+        self.assertEqual(len(self.spool()), 1)
+        rec.hang = 0
+        proc = self.cairn("resume", "--all", check=0)
+        self.assertIn("resumed 0 interrupted experiment(s)", proc.stderr)
+        wait_until(lambda: len(rec.requests) >= 2 and not self.spool(), timeout=60,
+                   what="the end delivered again by resume --all")
+        first, again = rec.bodies()[:2]
+        self.assertEqual(first, again)  # the same delivery id: the receiver can drop it
+        self.assertEqual(first["experiment"]["state"], "COMPLETED")
 
     def test_webhook_env_names_the_url(self):
         rec = self.serve()
