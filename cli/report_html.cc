@@ -547,9 +547,11 @@ std::string render_report_html(const std::vector<ReportExperiment>& experiments)
     for (size_t r = 0; r < ranked.size(); ++r) trials[ranked[r]].rank = static_cast<double>(r + 1);
   }
 
-  std::string ids;
-  for (const ReportExperiment& e : experiments)
+  std::string ids, command = "cairn report";
+  for (const ReportExperiment& e : experiments) {
     ids += (ids.empty() ? "" : ", ") + e.experiment.value("id", Json(0)).dump();
+    command += " " + e.experiment.value("id", Json(0)).dump();
+  }
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
   const std::string name = several ? "" : first.value("name", "");
   html += "<title>cairn " + std::string(several ? "experiments " : "experiment ") +
@@ -665,8 +667,8 @@ std::string render_report_html(const std::vector<ReportExperiment>& experiments)
     }
     html += "</tr>\n";
   }
-  html += "</table>\n<p style=\"color:#777;font-size:12px\">Written by <code>cairn report " +
-          html_escape(ids) + "</code>.</p>\n</body></html>\n";
+  html += "</table>\n<p style=\"color:#777;font-size:12px\">Written by <code>" +
+          html_escape(command) + "</code>.</p>\n</body></html>\n";
   return html;
 }
 
