@@ -514,6 +514,10 @@ void Coordinator::handle_signal(int sig) {
     cancel();
     return;
   }
+  if (sig == SIGWINCH) {  // the terminal was resized: the status line is redrawn to fit
+    terminal_.resized();
+    return;
+  }
   ++interrupts_;
   if (interrupts_ == 1) {
     pausing_ = true;

@@ -4,8 +4,9 @@
 //
 // The status line is drawn only when stdout is a terminal (and TERM is not "dumb"): piped
 // output stays plain lines without control characters. It is redrawn at most
-// kStatusRedrawsPerSecond times a second, at the terminal's width read at each redraw (so a
-// resize shows at the next one, within a second); every line written through this class
+// kStatusRedrawsPerSecond times a second, at the terminal's width read at each redraw, and
+// at once after a resize (SIGWINCH, which the coordinator's signal pipe catches); every line
+// written through this class
 // first clears it and draws it again below, in one write.
 //
 // Thread-safety: the coordinator's thread only. The status line is this object's own
@@ -43,6 +44,8 @@ class Terminal {
   // facts and calls draw_status().
   bool status_due() const;
   void draw_status(const StatusFacts& facts) const;
+  // The terminal's size changed (SIGWINCH): the next status_due() says yes.
+  void resized() const { next_status_ = Clock::time_point{}; }
   // Clears the status line for good (the run is ending): later output is plain lines.
   void end_status() const;
 

@@ -5,6 +5,7 @@ ends; and never in piped output."""
 import fcntl
 import os
 import re
+import signal
 import struct
 import sys
 import termios
@@ -80,6 +81,9 @@ class StatusLineTest(CairnTestCase):
         # A narrower terminal: the next lines fit it.
         drawn = len(status_lines(run.text))
         set_size(run.master, 30, 40)
+        # What the terminal sends its foreground process (this pty is no controlling
+        # terminal of cairn's session, so the test sends it): redrawn at once, still running.
+        os.kill(run.proc.pid, signal.SIGWINCH)
         run.read_until(lambda t: len(status_lines(t)) > drawn + 2, what="redraws after resize")
         narrow = status_lines(run.text)[drawn + 1:]
         self.assertTrue(all(len(s) <= 39 for s in narrow), narrow)
