@@ -120,7 +120,7 @@ int resume_one(const StoreLayout& store, int64_t id) {
 // Every experiment whose driver died (ACTIVE, not driven) is resumed in the background, each
 // by its own detached process. Deliberately paused experiments stay paused.
 int resume_all(const StoreLayout& store) {
-  int resumed = 0;
+  int resumed = 0, delivering = 0;
   int exit_code = 0;
   for (int64_t id : list_experiment_ids(store)) {
     auto status = experiment_status(store, id);
@@ -140,6 +140,7 @@ int resume_all(const StoreLayout& store) {
         deliver_pending_notifications(store, id, status->record);
         ::_exit(0);
       }
+      ++delivering;
       continue;
     }
     if (state != "ACTIVE") continue;
@@ -153,6 +154,9 @@ int resume_all(const StoreLayout& store) {
     ++resumed;
   }
   std::cerr << "cairn: resumed " << resumed << " interrupted experiment(s) in the background\n";
+  if (delivering > 0)
+    std::cerr << "cairn: delivering the undelivered notifications of " << delivering
+              << " ended experiment(s) in the background\n";
   return exit_code;
 }
 

@@ -227,6 +227,8 @@ class WebhookTest(CairnTestCase):
         rec.hang = 0
         proc = self.cairn("resume", "--all", check=0)
         self.assertIn("resumed 0 interrupted experiment(s)", proc.stderr)
+        self.assertIn("delivering the undelivered notifications of 1 ended experiment(s)",
+                      proc.stderr)
         wait_until(lambda: len(rec.requests) >= 2 and not self.spool(), timeout=60,
                    what="the end delivered again by resume --all")
         first, again = rec.bodies()[:2]
