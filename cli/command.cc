@@ -61,6 +61,12 @@ Json trial_json(const Json& r) {
   if (r.value("state", "") == "RUNNING" && r.contains("rank_pids")) t["rank_pids"] = r["rank_pids"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
+  // A clone (pbt): the trial and step it started from, and that checkpoint.
+  if (r.contains("parent")) {
+    t["parent"] = r["parent"];
+    t["parent"].erase("index");
+    if (r.contains("parent_checkpoint")) t["parent"]["checkpoint"] = r["parent_checkpoint"];
+  }
   return t;
 }
 

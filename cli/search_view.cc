@@ -18,10 +18,35 @@ std::string rung_best(const Json& rung, const std::string& exp) {
          metric_text(best.value("metric", Json())) + ")";
 }
 
+// pbt: its generation, and which trial each clone came from.
+void print_population(std::ostream& out, const Json& state, const std::string& exp) {
+  out << "search      pbt generation " << state.value("generation", 0) << " (to "
+      << state.value("length", 0) << " units), " << state.value("trials_created", 0)
+      << " trials created";
+  const Json best = state.value("best", Json());
+  if (best.is_object())
+    out << "; best " << exp << "." << best.value("trial", 0) << " ("
+        << metric_text(best.value("metric", Json())) << " at " << best.value("length", 0) << ")";
+  out << "\n";
+  const Json lineage = state.value("lineage", Json::array());
+  if (!lineage.is_array() || lineage.empty()) return;
+  out << "\n";
+  Table table({"TRIAL", "CLONED FROM", "AT"});
+  for (const Json& clone : lineage)
+    table.add({exp + "." + std::to_string(clone.value("trial", 0)),
+               exp + "." + std::to_string(clone.value("parent", 0)),
+               std::to_string(clone.value("cloned_at", 0))});
+  table.print(out);
+}
+
 }  // namespace
 
 void print_search_state(std::ostream& out, const Json& state, const std::string& exp) {
   if (!state.is_object() || state.empty()) return;
+  if (state.value("searcher", "") == "pbt") {
+    print_population(out, state, exp);
+    return;
+  }
   out << "search      " << state.value("trials_created", 0) << " of "
       << state.value("trials_planned", 0) << " trials created, " << state.value("trials_closed", 0)
       << " closed";

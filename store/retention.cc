@@ -132,6 +132,10 @@ std::set<std::string> resume_points(const std::vector<Json>& trials,
                                     const std::vector<CheckpointSummary>& usable) {
   std::set<std::string> pinned;
   for (const Json& trial : trials) {
+    // A clone (pbt) starts from its parent's checkpoint, and `reproduce` of it restores that
+    // checkpoint again: kept while the clone's record refers to it.
+    if (trial.contains("parent_checkpoint") && trial["parent_checkpoint"].is_string())
+      pinned.insert(trial["parent_checkpoint"].get<std::string>());
     if (!may_resume(trial)) continue;
     const int64_t index = trial.value("index", int64_t{0});
     const std::string latest =

@@ -22,6 +22,22 @@ constexpr std::pair<TrialState, const char*> kTrialStateNames[] = {
 };
 }  // namespace
 
+const char* experiment_state_name(ExperimentState state) {
+  switch (state) {
+    case ExperimentState::kActive:
+      return "ACTIVE";
+    case ExperimentState::kPaused:
+      return "PAUSED";
+    case ExperimentState::kCompleted:
+      return "COMPLETED";
+    case ExperimentState::kError:
+      return "ERROR";
+    case ExperimentState::kCanceled:
+      return "CANCELED";
+  }
+  return "UNKNOWN";
+}
+
 const char* trial_state_name(TrialState state) {
   for (const auto& [s, name] : kTrialStateNames)
     if (s == state) return name;

@@ -54,6 +54,16 @@ enum class TrialState {
   kError,      // failed past its restarts, or could not start
   kCanceled,   // the experiment was canceled
 };
+// An experiment's state (its record's "state").
+enum class ExperimentState {
+  kActive,     // driven now, or interrupted (SIGTERM, a crash): `resume --all` continues it
+  kPaused,     // paused on purpose (Ctrl-C, `cairn pause`): `resume ID` continues it
+  kCompleted,  // the searcher finished
+  kError,      // every trial errored
+  kCanceled,   // `cairn kill`
+};
+const char* experiment_state_name(ExperimentState state);
+
 // The stored name ("QUEUED", …), and back; nullopt for a name no cairn writes.
 const char* trial_state_name(TrialState state);
 std::optional<TrialState> parse_trial_state(std::string_view name);

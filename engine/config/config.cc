@@ -119,6 +119,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.searcher = config::read_searcher(searcher);
   out.searcher_where = searcher.where;
   if (out.searcher.name == "grid") config::check_grid(hyperparameters, out.hyperparameters);
+  if (out.searcher.name == "pbt") config::check_perturbations(searcher, out.hyperparameters);
   if (const ConfigNode* node = top.get("resources")) out.resources = config::read_resources(*node);
   out.max_restarts = top.int_or("max_restarts", 3, 0);
   out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);

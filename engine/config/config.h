@@ -44,6 +44,16 @@ struct SearcherConfig {
   int64_t min_length = 1;         // 1 <= min_length <= max_length, in length_unit
   int max_rungs = 5;              // >= 1
   std::string mode = "standard";  // aggressive|standard|conservative
+  // pbt (docs/search.md, "Population-based training").
+  int population_size = 0;            // >= 2
+  int64_t perturbation_interval = 0;  // units between generations; 1..max_length
+  double quantile_fraction = 0.25;    // (0, 0.5]; floor(q * population_size) >= 1
+  struct Perturbation {
+    std::vector<double> factors = {0.8, 1.2};  // numeric: multiplied by one of them
+    double resample_probability = -1;          // < 0: 0 for numeric, 0.25 for categorical
+  };
+  // By hyperparameter name ("optimizer.lr" for a nested one); absent: the defaults.
+  std::map<std::string, Perturbation> perturbations;
 };
 
 struct ResourcesConfig {

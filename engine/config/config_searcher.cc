@@ -2,6 +2,7 @@
 // accepted for every searcher (a searcher ignores the ones it does not use), so that
 // `--set searcher.name=random` works on an asha config.
 #include <algorithm>
+#include <cmath>
 
 #include "engine/config/config_reader.h"
 #include "engine/config/config_sections.h"
@@ -17,14 +18,15 @@ struct Length {
 };
 
 std::string canonical_name(const MapReader& searcher) {
-  const ConfigNode& node = searcher.require("name", "one of single, grid, random, hyperband, asha");
+  const ConfigNode& node =
+      searcher.require("name", "one of single, grid, random, hyperband, asha, pbt");
   std::string name = read_string(node, "searcher.name");
   if (name == "adaptive_asha" || name == "async_halving") return "asha";
-  std::vector<std::string> names = {"single", "grid", "random", "hyperband", "asha"};
+  std::vector<std::string> names = {"single", "grid", "random", "hyperband", "asha", "pbt"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return name;
   std::optional<std::string> guess = closest_match(name, names);
   fail(node, "searcher.name",
-       "must be one of single, grid, random, hyperband, asha, got '" + name + "'" +
+       "must be one of single, grid, random, hyperband, asha, pbt, got '" + name + "'" +
            (guess ? "; did you mean '" + *guess + "'?" : ""));
 }
 
@@ -75,7 +77,99 @@ void read_trial_counts(const MapReader& searcher, SearcherConfig& out) {
   out.max_concurrent_trials = searcher.int_or("max_concurrent_trials", 0, 0);
 }
 
+SearcherConfig::Perturbation read_perturbation(const ConfigNode& node, const std::string& key) {
+  MapReader rule(node, key);
+  static constexpr std::array<std::string_view, 2> kKeys = {"factors", "resample_probability"};
+  rule.reject_unknown(kKeys);
+  SearcherConfig::Perturbation out;
+  if (const ConfigNode* factors = rule.get("factors")) {
+    const std::string fkey = join_key(key, "factors");
+    if (factors->kind != ConfigNode::Kind::kList || factors->items.empty())
+      fail(*factors, fkey, "must be a list of positive numbers, such as [0.8, 1.2]");
+    out.factors.clear();
+    for (const ConfigNode& f : factors->items) {
+      const double v = read_number(f, fkey);
+      if (v <= 0) fail(f, fkey, "must be positive, got " + f.text);
+      out.factors.push_back(v);
+    }
+  }
+  if (std::optional<double> p = rule.get_number("resample_probability")) {
+    if (*p < 0 || *p > 1)
+      fail(*rule.get("resample_probability"), join_key(key, "resample_probability"),
+           "must be between 0 and 1, got " + rule.get("resample_probability")->text);
+    out.resample_probability = *p;
+  }
+  return out;
+}
+
+// pbt's keys: required for it, ignored by the other searchers (like every searcher key).
+void read_pbt(const MapReader& searcher, SearcherConfig& out) {
+  if (out.name != "pbt") return;
+  out.population_size = static_cast<int>(
+      read_positive(searcher.require("population_size", "such as 8"), "searcher.population_size"));
+  const ConfigNode& size = *searcher.get("population_size");
+  if (out.population_size < 2)
+    fail(size, "searcher.population_size", "must be at least 2: PBT needs members to compare");
+  const ConfigNode& interval =
+      searcher.require("perturbation_interval", "the units a generation trains, such as 4");
+  out.perturbation_interval = read_positive(interval, "searcher.perturbation_interval");
+  if (out.perturbation_interval > out.max_length)
+    fail(interval, "searcher.perturbation_interval",
+         std::to_string(out.perturbation_interval) + " is greater than max_length " +
+             std::to_string(out.max_length));
+  if (std::optional<double> q = searcher.get_number("quantile_fraction")) {
+    const ConfigNode& at = *searcher.get("quantile_fraction");
+    if (*q <= 0 || *q > 0.5)
+      fail(
+          at, "searcher.quantile_fraction",
+          "must be in (0, 0.5] (the bottom and the top quantiles may not overlap), got " + at.text);
+    out.quantile_fraction = *q;
+  }
+  if (std::floor(out.quantile_fraction * out.population_size) < 1)
+    fail(searcher.get("quantile_fraction") ? *searcher.get("quantile_fraction") : size,
+         "searcher.quantile_fraction",
+         "times population_size (" + std::to_string(out.population_size) +
+             ") leaves no trial to replace: raise one of them (at least 1 / population_size)");
+  if (const ConfigNode* rules = searcher.get("perturbations")) {
+    MapReader map(*rules, "searcher.perturbations");
+    for (const MapEntry& entry : rules->entries)
+      out.perturbations[entry.key] =
+          read_perturbation(entry.value, join_key("searcher.perturbations", entry.key));
+  }
+}
+
 }  // namespace
+
+void check_perturbations(const ConfigNode& searcher_node,
+                         const std::map<std::string, HyperparameterSpec>& specs) {
+  const ConfigNode* rules = searcher_node.find("perturbations");
+  if (rules == nullptr || !rules->is_map()) return;
+  for (const MapEntry& entry : rules->entries) {
+    const std::string key = join_key("searcher.perturbations", entry.key);
+    // "group.member" names a member of a nested group.
+    const HyperparameterSpec* spec = nullptr;
+    const std::map<std::string, HyperparameterSpec>* level = &specs;
+    size_t start = 0;
+    for (;;) {
+      const size_t dot = entry.key.find('.', start);
+      auto it = level->find(entry.key.substr(start, dot - start));
+      if (it == level->end()) break;
+      if (dot == std::string::npos) {
+        spec = &it->second;
+        break;
+      }
+      level = &it->second.children;
+      start = dot + 1;
+    }
+    if (spec == nullptr) fail(entry.key_where, key, "names no hyperparameter");
+    if (spec->type == HyperparameterSpec::Type::kConst)
+      fail(entry.key_where, key, "is a constant: a perturbation cannot change it");
+    if (spec->type == HyperparameterSpec::Type::kNested)
+      fail(entry.key_where, key,
+           "is a group: name its members, such as " + entry.key + "." +
+               (spec->children.empty() ? "x" : spec->children.begin()->first));
+  }
+}
 
 SearcherConfig read_searcher(const ConfigNode& node) {
   MapReader searcher(node, "searcher");
@@ -99,6 +193,7 @@ SearcherConfig read_searcher(const ConfigNode& node) {
   out.max_rungs = searcher.int_or("max_rungs", 5, 1);
   out.mode =
       searcher.get_choice("mode", {"aggressive", "standard", "conservative"}).value_or("standard");
+  read_pbt(searcher, out);
   return out;
 }
 

@@ -31,11 +31,20 @@ inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
                                                                    "rank_wait_timeout"};
-inline constexpr std::array<std::string_view, 10> kSearcherKeys = {
-    "name",       "metric",     "smaller_is_better",
-    "max_length", "max_trials", "max_concurrent_trials",
-    "divisor",    "min_length", "max_rungs",
-    "mode"};
+inline constexpr std::array<std::string_view, 14> kSearcherKeys = {"name",
+                                                                   "metric",
+                                                                   "smaller_is_better",
+                                                                   "max_length",
+                                                                   "max_trials",
+                                                                   "max_concurrent_trials",
+                                                                   "divisor",
+                                                                   "min_length",
+                                                                   "max_rungs",
+                                                                   "mode",
+                                                                   "population_size",
+                                                                   "perturbation_interval",
+                                                                   "quantile_fraction",
+                                                                   "perturbations"};
 inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_trial", "devices",
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {
@@ -63,6 +72,10 @@ NotifyConfig read_notify(const ConfigNode& node);
 // The grid searcher's rules: `count` where a range needs one, and at most 100000 points.
 // `node` is the value of `hyperparameters` (nullptr when absent).
 void check_grid(const ConfigNode* node, const std::map<std::string, HyperparameterSpec>& specs);
+// pbt's `perturbations:` name hyperparameters that a perturbation can change: not constants,
+// not nested groups (their members are named "group.member").
+void check_perturbations(const ConfigNode& searcher,
+                         const std::map<std::string, HyperparameterSpec>& specs);
 
 // With `entrypoint: builtin:mlp`, what the trainer would refuse once a trial runs: lengths in
 // batches or records (it counts epochs), and hyperparameters it does not take or any value

@@ -231,7 +231,7 @@ Status Coordinator::start() {
   experiment_["driver"] = {{"pid", ::getpid()},
                            {"start_time", process_start_time(::getpid()).value_or(0)},
                            {"boot_id", boot_id()}};
-  experiment_["state"] = "ACTIVE";
+  experiment_["state"] = schema::experiment_state_name(schema::ExperimentState::kActive);
   experiment_.erase("searcher_state");  // a store from before it had its own record
   searcher_changed_ = true;             // so the search state's record exists from now on
   batch_.put_json(schema::kExperiment, experiment_);
@@ -273,9 +273,19 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
                              {"best_validation", nullptr},   {"latest_checkpoint", nullptr},
                              {"created_at", now_iso8601()}};
         mark_dirty(*trial);
-        record_event(schema::EventType::kTrialCreated,
-                     {{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}});
+        Json event{{"trial", action.trial}, {"hparams", action.hparams}, {"seed", action.seed}};
+        if (action.parent > 0) {
+          // A clone: it starts from its parent's checkpoint at parent_length units.
+          trial->record["parent"] = {{"trial", trial_id(action.parent)},
+                                     {"index", action.parent},
+                                     {"step", action.parent_length}};
+          event["parent"] = action.parent;
+          event["parent_length"] = action.parent_length;
+        }
+        record_event(schema::EventType::kTrialCreated, std::move(event));
+        Trial& created = *trial;
         add_trial(std::move(trial));
+        if (action.parent > 0) resolve_parent_checkpoint(created);
         break;
       }
       case SearcherAction::Kind::kTrain: {
@@ -340,6 +350,7 @@ void Coordinator::schedule() {
       continue;
     }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
+    if (!parent_checkpoint_ready(*trial)) continue;
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
     if (!st.ok() && st.kind() == ErrorKind::kIo) {

@@ -93,6 +93,12 @@ class Coordinator {
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,
                            uint64_t new_bytes, const Json& metadata);
+  // A clone (pbt: record "parent") gets its parent's checkpoint at the step it was cloned at
+  // as "parent_checkpoint", once the parent has registered it.
+  void resolve_parent_checkpoint(Trial& child);
+  // Whether a clone may start: its parent checkpoint is known (or the parent ended without
+  // one). Trials that are not clones are always ready.
+  bool parent_checkpoint_ready(Trial& child);
   void close_in_searcher(Trial& trial);
   void cancel();
   void check_liveness();
@@ -104,6 +110,9 @@ class Coordinator {
   // checkpoint restored for it.
   Result<TrialEnvironment> trial_environment(Trial& trial);
   Status restore_latest_checkpoint(Trial& trial, TrialEnvironment& env);
+  // A clone without a checkpoint of its own: its parent checkpoint, materialized at `dest`.
+  Status restore_parent_checkpoint(Trial& trial, const std::filesystem::path& dest,
+                                   TrialEnvironment& env);
   // Starts every rank of the trial through the launcher; a rank > 0 that cannot start fails
   // the attempt (its gang is stopped), rank 0's failure is the start's.
   Status start_ranks(Trial& trial, const TrialEnvironment& env);

@@ -135,22 +135,21 @@ bool Coordinator::stalled() const {
 }
 
 int Coordinator::finish() {
-  int total = 0, errored = 0, completed = 0;
+  using schema::ExperimentState;
+  ExperimentEnd end{canceling_, pausing_, shutting_down_, searcher_->finished()};
+  int completed = 0;
   for (const auto& [index, trial] : trials_) {
-    ++total;
-    if (trial->state == schema::TrialState::kError) ++errored;
+    ++end.trials;
+    if (trial->state == schema::TrialState::kError) ++end.errored;
     if (trial->state == schema::TrialState::kCompleted) ++completed;
   }
-  std::string state = "COMPLETED";
-  if (canceling_)
-    state = "CANCELED";
-  else if (pausing_ && !searcher_->finished())
-    state = shutting_down_ ? "ACTIVE" : "PAUSED";  // ACTIVE and undriven: interrupted
-  else if (total > 0 && errored == total)
-    state = "ERROR";
+  const ExperimentState ended = decide_experiment_end(end);
+  const std::string state = schema::experiment_state_name(ended);
+  const int total = end.trials;
   experiment_["state"] = state;
   experiment_.erase("driver");
-  if (state != "PAUSED" && state != "ACTIVE") experiment_["ended_at"] = Json(std::time(nullptr));
+  if (ended != ExperimentState::kPaused && ended != ExperimentState::kActive)
+    experiment_["ended_at"] = Json(std::time(nullptr));
   std::vector<const Json*> records;
   for (const auto& [index, trial] : trials_) records.push_back(&trial->record);
   const std::string& metric = config_.searcher.metric;
@@ -166,16 +165,16 @@ int Coordinator::finish() {
   if (retention_due_) apply_retention();
   notify_end(state);
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
-  if (state == "ACTIVE") {
+  if (ended == ExperimentState::kActive) {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
                    "` (or `cairn resume --all`) continues it");
     return 0;
   }
-  if (state == "PAUSED") {
+  if (ended == ExperimentState::kPaused) {
     terminal_.note("experiment " + id + " paused; continue it with: cairn resume " + id);
     return 0;
   }
-  if (state == "CANCELED") {
+  if (ended == ExperimentState::kCanceled) {
     terminal_.note("experiment " + id + " canceled");
     return 0;
   }
@@ -185,7 +184,7 @@ int Coordinator::finish() {
     summary += "; best trial " + best->value("id", "") + " (" + metric + " " +
                format_number((*best)["best_validation"][metric].get<double>()) + ")";
   terminal_.note(summary);
-  return state == "ERROR" ? 1 : 0;
+  return ended == ExperimentState::kError ? 1 : 0;
 }
 
 // Applies checkpoint.keep_* (store/retention.h) to this experiment's checkpoints; runs after

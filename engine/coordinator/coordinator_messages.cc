@@ -390,6 +390,54 @@ void Coordinator::register_checkpoint(Trial& trial, const CheckpointManifest& ma
   mark_dirty(trial);
   record_event(schema::EventType::kCheckpoint,
                {{"trial", trial.index}, {"step", step}, {"checkpoint", manifest.id}});
+  // Clones waiting for this checkpoint of their parent (pbt) can start from it.
+  for (Trial* child : live_trials())
+    if (child->record.contains("parent") && !child->record.contains("parent_checkpoint"))
+      resolve_parent_checkpoint(*child);
+}
+
+void Coordinator::resolve_parent_checkpoint(Trial& child) {
+  const Json& parent = child.record["parent"];
+  Trial* from = trial_by_index(parent.value("index", int64_t{0}));
+  const int64_t step = parent.value("step", int64_t{0});
+  if (!from || from->latest_checkpoint_step != step ||
+      !from->record["latest_checkpoint"].is_string())
+    return;
+  child.record["parent_checkpoint"] = from->record["latest_checkpoint"];
+  mark_dirty(child);
+}
+
+bool Coordinator::parent_checkpoint_ready(Trial& child) {
+  if (!child.record.contains("parent") || child.record.contains("parent_checkpoint")) return true;
+  const Json& parent = child.record["parent"];
+  const Trial* from = trial_by_index(parent.value("index", int64_t{0}));
+  // The parent checkpoints at every decision point; until it has at the step the clone was
+  // made at, the clone waits. A parent that ended without it (it failed past its restarts)
+  // leaves the clone its newest checkpoint from before that step, or none.
+  const int64_t step = parent.value("step", int64_t{0});
+  if (from && !from->finished && from->latest_checkpoint_step <= step) return false;
+  // Past it (a resumed coordinator: the parent trained on before the clone started), or
+  // ended: the parent's newest registered checkpoint at or before the step, from the store.
+  std::optional<std::pair<int64_t, std::string>> found;
+  (void)db_->scan(schema::kCheckpointPrefix, [&](std::string_view, std::string_view value) {
+    const Json c = Json::parse(value, nullptr, false);
+    if (c.is_object() && c.value("trial_index", Json()) == parent.value("index", Json()) &&
+        c.value("steps_completed", Json()).is_number_integer() &&
+        c.value("id", Json()).is_string() && schema::checkpoint_is_kept(c)) {
+      const int64_t s = c["steps_completed"].get<int64_t>();
+      if (s <= step && (!found || s > found->first)) found.emplace(s, c["id"].get<std::string>());
+    }
+    return true;
+  });
+  if (found)
+    child.record["parent_checkpoint"] = found->second;
+  else
+    terminal_.warn("warning: trial " + trial_id(child.index) + ": its parent " +
+                   parent.value("trial", std::string("?")) + " left no checkpoint at step " +
+                   std::to_string(step) + "; it starts from scratch");
+  child.record["parent_checkpoint"] = child.record.value("parent_checkpoint", Json(nullptr));
+  mark_dirty(child);
+  return true;
 }
 
 void Coordinator::handle_checkpoint_abort(Trial& trial, const Json& msg) {

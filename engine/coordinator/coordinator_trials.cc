@@ -125,6 +125,31 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial, TrialEnvironment& en
     record_event(schema::EventType::kCheckpointCorrupt,
                  {{"trial", trial.index}, {"checkpoint", id}});
   }
+  return restore_parent_checkpoint(trial, dest, env);
+}
+
+Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest,
+                                              TrialEnvironment& env) {
+  // A clone (pbt) with no checkpoint of its own starts from its parent's: the same content,
+  // read from the object store; nothing is copied in the store.
+  const Json parent = trial.record.value("parent_checkpoint", Json());
+  if (!parent.is_string()) return Status::Ok();
+  const std::string id = parent.get<std::string>();
+  auto manifest = load_manifest(objects_, id);
+  Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+  if (!st.ok()) {
+    if (st.kind() != ErrorKind::kCorrupt) return st;
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": its parent's checkpoint " +
+                   id.substr(0, 12) + " is unusable (" + st.message() +
+                   "); it starts from scratch");
+    return Status::Ok();
+  }
+  auto record = db_->get_json(schema::checkpoint_key(id));
+  const Json steps =
+      record.ok() && record->has_value() ? (**record).value("steps_completed", Json(0)) : Json(0);
+  env.restored_checkpoint = dest;
+  env.steps_completed = steps.is_number_integer() ? steps.get<int64_t>() : 0;
+  trial.record["restored_checkpoint"] = id;
   return Status::Ok();
 }
 

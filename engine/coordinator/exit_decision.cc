@@ -46,4 +46,14 @@ AttemptDecision decide_attempt_end(const AttemptEnd& e) {
   return {AttemptOutcome::kError, TrialState::kError, std::chrono::seconds(0), true};
 }
 
+schema::ExperimentState decide_experiment_end(const ExperimentEnd& e) {
+  using schema::ExperimentState;
+  if (e.canceling) return ExperimentState::kCanceled;
+  // ACTIVE and undriven: interrupted.
+  if (e.pausing && !e.searcher_finished)
+    return e.shutting_down ? ExperimentState::kActive : ExperimentState::kPaused;
+  if (e.trials > 0 && e.errored == e.trials) return ExperimentState::kError;
+  return ExperimentState::kCompleted;
+}
+
 }  // namespace cairn

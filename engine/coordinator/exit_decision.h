@@ -81,4 +81,16 @@ struct AttemptDecision {
 
 AttemptDecision decide_attempt_end(const AttemptEnd& end);
 
+// The state an experiment's coordinator leaves it in when its loop ends. `shutting_down`:
+// SIGTERM or SIGHUP, not the user's decision to pause, so it stays ACTIVE for `resume --all`.
+struct ExperimentEnd {
+  bool canceling = false;
+  bool pausing = false;
+  bool shutting_down = false;
+  bool searcher_finished = false;
+  int trials = 0;
+  int errored = 0;
+};
+schema::ExperimentState decide_experiment_end(const ExperimentEnd& end);
+
 }  // namespace cairn

@@ -16,8 +16,6 @@ double SplitMix64::uniform() {
   return static_cast<double>(next() >> 11) * 0x1.0p-53;
 }
 
-namespace {
-
 Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng) {
   using Type = HyperparameterSpec::Type;
   switch (spec.type) {
@@ -41,8 +39,6 @@ Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng) {
   }
   return nullptr;
 }
-
-}  // namespace
 
 Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs,
                     uint64_t experiment_seed, int64_t trial_index) {

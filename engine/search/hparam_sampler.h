@@ -25,6 +25,9 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+// One value of `spec`, drawn from `rng` (a nested spec: each child in sorted order).
+Json sample_one(const HyperparameterSpec& spec, SplitMix64& rng);
+
 Json sample_hparams(const std::map<std::string, HyperparameterSpec>& specs,
                     uint64_t experiment_seed, int64_t trial_index);
 // The trial's own seed: below 2^31 so it suits every framework's seeding call.

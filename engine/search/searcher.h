@@ -26,9 +26,17 @@ struct SearcherAction {
   int64_t length = 0;
   Json hparams;
   uint64_t seed = 0;
+  // kCreateTrial of a clone (pbt): the trial starts from `parent`'s checkpoint at
+  // `parent_length` units (0: a trial of its own).
+  int64_t parent = 0;
+  int64_t parent_length = 0;
 
   static SearcherAction create(int64_t trial, Json hparams, uint64_t seed) {
     return {Kind::kCreateTrial, trial, 0, std::move(hparams), seed};
+  }
+  static SearcherAction clone(int64_t trial, Json hparams, uint64_t seed, int64_t parent,
+                              int64_t parent_length) {
+    return {Kind::kCreateTrial, trial, 0, std::move(hparams), seed, parent, parent_length};
   }
   static SearcherAction train(int64_t trial, int64_t length) {
     return {Kind::kTrain, trial, length, nullptr, 0};

@@ -5,6 +5,7 @@
 #include "engine/search/grid_points.h"
 #include "engine/search/grid_searcher.h"
 #include "engine/search/hyperband_searcher.h"
+#include "engine/search/pbt_searcher.h"
 #include "engine/search/random_searcher.h"
 #include "engine/search/single_searcher.h"
 
@@ -43,6 +44,8 @@ Result<std::unique_ptr<Searcher>> make_searcher(const ExperimentConfig& config, 
     searcher = std::make_unique<RandomSearcher>(config, seed, concurrency);
   } else if (name == "hyperband") {
     searcher = std::make_unique<HyperbandSearcher>(config, seed, concurrency);
+  } else if (name == "pbt") {
+    searcher = std::make_unique<PbtSearcher>(config, seed);
   } else if (name == "asha" || name == "adaptive_asha" || name == "async_halving") {
     searcher = std::make_unique<AshaSearcher>(config, seed, concurrency);
   } else {

@@ -129,3 +129,32 @@ TEST_CASE("trial states round-trip through their stored names") {
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("an experiment ends canceled, paused, interrupted, errored or completed") {
+  using schema::ExperimentState;
+  ExperimentEnd e;
+  e.trials = 3;
+  e.searcher_finished = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);
+  e.errored = 2;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);  // one trial did not error
+  e.errored = 3;
+  CHECK(decide_experiment_end(e) == ExperimentState::kError);
+
+  e = ExperimentEnd{};
+  e.trials = 3;
+  e.pausing = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kPaused);  // Ctrl-C, cairn pause
+  e.shutting_down = true;
+  CHECK(decide_experiment_end(e) ==
+        ExperimentState::kActive);  // SIGTERM: resume --all continues it
+  e.searcher_finished = true;       // stopped after the last trial ended: nothing left to resume
+  CHECK(decide_experiment_end(e) == ExperimentState::kCompleted);
+  e.canceling = true;
+  CHECK(decide_experiment_end(e) == ExperimentState::kCanceled);
+  CHECK(std::string(schema::experiment_state_name(ExperimentState::kActive)) == "ACTIVE");
+}
+
+}  // namespace cairn

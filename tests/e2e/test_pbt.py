@@ -1,0 +1,172 @@
+"""End to end: population-based training (searcher.name: pbt) with real trial processes.
+Clones start from their parent's checkpoint with perturbed hyperparameters, every trial keeps
+one set of hyperparameters, the lineage is recorded, and a search killed with kill -9 and
+resumed makes the same decisions."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+
+# Each unit trained appends "trial step x value" to units.txt; the model's state is one
+# number, `value`, that moves toward x each unit, saved in the checkpoint with the step and
+# the x that produced it: a clone resumes its parent's value with its own x.
+TRIAL = r'''
+import os, sys, time
+import cairn
+
+ctx = cairn.init()
+step = ctx.steps_completed
+value = 0.0
+if ctx.latest_checkpoint:
+    saved = (ctx.latest_checkpoint / "state").read_text().split()
+    assert int(saved[0]) == step, (saved, step)
+    value = float(saved[1])
+    with open(os.path.join(os.environ["CAIRN_WORKDIR"], "restores.txt"), "a") as f:
+        f.write("%s %d %s\n" % (ctx.trial_id, step, saved[2]))
+x = ctx.hparams["x"]
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        value += x
+        if os.path.exists(os.path.join(os.environ["CAIRN_WORKDIR"], "slow")):
+            time.sleep(0.3)  # so that a test can kill cairn mid-search
+        with open(os.path.join(os.environ["CAIRN_WORKDIR"], "units.txt"), "a") as f:
+            f.write("%s %d %r %r\n" % (ctx.trial_id, step, x, value))
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "state").write_text("%d %r %s" % (step, value, ctx.trial_id))
+            if ctx.should_preempt():
+                sys.exit(0)
+    ctx.report_validation(step, {"score": value})
+'''
+
+CONFIG = """name: pbt
+entrypoint: /usr/bin/python3 trial.py
+hyperparameters:
+  x: {type: double, minval: 0.1, maxval: 1.0}
+  depth: 3
+searcher:
+  name: pbt
+  metric: score
+  smaller_is_better: false
+  max_length: 8
+  population_size: 4
+  perturbation_interval: 2
+  quantile_fraction: 0.25
+checkpoint: {period: 1000}
+reproducibility: {seed: 11}
+"""
+
+
+class PbtTest(CairnTestCase):
+    def setUp(self):
+        super().setUp()
+        self.write("trial.py", TRIAL)
+        self.write("pbt.yaml", CONFIG)
+
+    def lines(self, name):
+        path = os.path.join(self.dir, name)
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [line.split() for line in f]
+
+    def check_search(self, exp):
+        self.assertEqual(exp["state"], "COMPLETED")
+        trials = {t["id"]: t for t in exp["trials"]}
+        # 4 members, one replaced in each of the 3 generations before max_length.
+        self.assertEqual(len(trials), 7)
+        clones = {i: t for i, t in trials.items() if t.get("parent")}
+        self.assertEqual(len(clones), 3)
+        units = self.lines("units.txt")
+        restores = {(r[0], int(r[1])): r[2] for r in self.lines("restores.txt")}
+        for tid, t in clones.items():
+            parent = trials[t["parent"]["trial"]]
+            at = t["parent"]["step"]
+            self.assertIn(at, (2, 4, 6))
+            # It started from its parent's checkpoint at that step: the parent wrote it.
+            self.assertEqual(restores.get((tid, at)), parent["id"], tid)
+            # Its own hyperparameters: x perturbed by 0.8 or 1.2 (kept in range), the constant
+            # kept; every unit it trained used them.
+            px, cx = parent["hparams"]["x"], t["hparams"]["x"]
+            self.assertTrue(any(abs(cx - min(max(px * f, 0.1), 1.0)) < 1e-9 for f in (0.8, 1.2)),
+                            (px, cx))
+            self.assertEqual(t["hparams"]["depth"], 3)
+            mine = [u for u in units if u[0] == tid]
+            self.assertEqual([int(u[1]) for u in mine], list(range(at + 1, 9)), tid)
+            self.assertTrue(all(float(u[2]) == cx for u in mine))
+            self.assertEqual(t["state"], "COMPLETED")
+        stopped = [t for t in trials.values() if t["state"] == "STOPPED"]
+        self.assertEqual(len(stopped), 3, "each generation's worst member was replaced")
+        # No unit trained twice by one trial.
+        self.assertEqual(len({(u[0], u[1]) for u in units}), len(units))
+        lineage = exp["searcher_state"]["lineage"]
+        self.assertEqual(len(lineage), 3)
+        return sorted((t["id"], json.dumps(t["hparams"], sort_keys=True), t["state"],
+                       json.dumps(t.get("parent"), sort_keys=True)) for t in trials.values())
+
+    def test_clones_start_from_their_parents_checkpoints_with_their_own_hparams(self):
+        self.cairn("run", "pbt.yaml", check=0, timeout=300)
+        self.check_search(self.cairn_json("show", "1", "--json"))
+
+    def test_killed_and_resumed_search_makes_the_same_decisions(self):
+        self.cairn("run", "pbt.yaml", check=0, timeout=300)
+        clean = self.check_search(self.cairn_json("show", "1", "--json"))
+        for name in ("units.txt", "restores.txt"):
+            os.rename(os.path.join(self.dir, name), os.path.join(self.dir, "first-" + name))
+        self.write("slow", "")
+        run = subprocess.Popen([CAIRN, "run", "pbt.yaml"], cwd=self.dir, env=self.cairn_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+        self.addCleanup(lambda: run.poll() is None and run.kill())
+        # Killed once a clone exists (the second generation has begun).
+        wait_until(lambda: any(u[0].endswith(".5") for u in self.lines("units.txt")), 120,
+                   what="a clone trains")
+        os.kill(run.pid, signal.SIGKILL)  # cairn alone: its trials checkpoint and exit
+        run.wait(timeout=30)
+        self.assertEqual(self.cairn_json("show", "2", "--json")["state"], "ACTIVE",
+                         "killed mid-search")
+        os.remove(os.path.join(self.dir, "slow"))
+        self.cairn("resume", "2", check=0, timeout=300)
+        resumed = self.check_search(self.cairn_json("show", "2", "--json"))
+        strip = lambda rows: [(r[0].split(".")[1],) + r[1:3] for r in rows]  # noqa: E731
+        self.assertEqual(strip(resumed), strip(clean))
+
+
+class PbtConfigTest(CairnTestCase):
+    def bad(self, searcher_lines, hparams="  x: {type: double, minval: 0.1, maxval: 1.0}\n  depth: 3\n"):
+        self.write("bad.yaml", "name: bad\nentrypoint: /usr/bin/python3 trial.py\nhyperparameters:\n"
+                   + hparams + "searcher:\n  name: pbt\n  metric: score\n  max_length: 8\n"
+                   + searcher_lines)
+        proc = self.cairn("run", "bad.yaml", check=2)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        return proc.stderr
+
+    def test_bad_pbt_configs_name_file_line_and_key(self):
+        err = self.bad("  perturbation_interval: 2\n")
+        self.assertIn("bad.yaml:", err)
+        self.assertIn("searcher.population_size", err)
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n  quantile_fraction: 0.2\n")
+        self.assertIn("bad.yaml:12: searcher.quantile_fraction", err)
+        self.assertIn("leaves no trial to replace", err)
+        err = self.bad("  population_size: 4\n  perturbation_interval: 9\n")
+        self.assertIn("bad.yaml:11: searcher.perturbation_interval", err)
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
+                       "  perturbations:\n    depth: {factors: [0.5, 2]}\n")
+        self.assertIn("bad.yaml:13: searcher.perturbations.depth", err)
+        self.assertIn("is a constant", err)
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
+                       "  perturbations:\n    x: {factors: [0.5, -2]}\n")
+        self.assertIn("searcher.perturbations.x.factors", err)
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
+                       "  perturbations:\n    x: {resample_probability: 1.5}\n")
+        self.assertIn("searcher.perturbations.x.resample_probability", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
