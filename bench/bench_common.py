@@ -17,7 +17,11 @@ def run_checked(command, cwd=None, env=None):
     """Runs a command, exiting with its output when it fails."""
     full_env = dict(os.environ)
     full_env.pop("CAIRN_DIR", None)  # every run uses the store its directory gets
-    full_env.update(env or {})
+    for name, value in (env or {}).items():  # None removes a variable
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
     proc = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit("bench: %s exited %d\nstdout:\n%s\nstderr:\n%s" %

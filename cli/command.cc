@@ -67,6 +67,8 @@ Json trial_json(const Json& r) {
     t["parent"].erase("index");
     if (r.contains("parent_checkpoint")) t["parent"]["checkpoint"] = r["parent_checkpoint"];
   }
+  // builtin:mlp's OpenBLAS kernels (engine/coordinator/trial_blas_core.h).
+  if (r.contains("blas_core")) t["blas_core"] = r["blas_core"];
   return t;
 }
 

@@ -1,21 +1,29 @@
 // `cairn doctor`: checks what cairn needs and can use here — the store, code snapshots,
-// CPU and GPU devices, the CUDA driver, NCCL, Gloo, Python and the SDK — one line each,
+// CPU and GPU devices, OpenBLAS's kernels (cairn's and NumPy's), the CUDA driver, NCCL,
+// Gloo, Python and the SDK — one line each,
 // with what to do about a problem.
 #include <git2/version.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
+#include "cli/blas_report.h"
 #include "cli/command.h"
 #include "collective/gloo_collective.h"
+#include "common/cpu_features.h"
 #include "common/embedded.h"
 #include "common/file_util.h"
 #include "engine/coordinator/subprocess.h"
 #include "engine/coordinator/trial_process.h"
 #include "gpu/runtime_probe.h"
 #include "gpu/version_text.h"
+#include "trainer/blas.h"
+#include "trainer/blas_core_type.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -55,7 +63,45 @@ Check store_check(const GlobalOptions& global) {
               " experiments)"};
 }
 
-Check python_check() {
+// The kernels an OpenBLAS runs, against what this CPU supports (cli/blas_report.h):
+// `who` is "OpenBLAS" (cairn's own) or "NumPy's OpenBLAS (FILE)".
+Check blas_check(const std::string& name, const std::string& who, const std::string& core,
+                 bool builtin) {
+  const BlasReport r = blas_report();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  const std::string set_by =
+      forced && *forced ? " (set by OPENBLAS_CORETYPE=" + std::string(forced) + ")" : "";
+  const auto type = blas::find_core_type(core);
+  // What builtin:mlp trials run: the user's variable wins (trainer/blas_core_type.h).
+  std::string trials;
+  if (builtin && !r.cairn_core.empty())
+    trials = !set_by.empty() ? "; builtin:mlp trials run them too (a user's OPENBLAS_CORETYPE "
+                               "wins)"
+                             : "; builtin:mlp runs " + r.cairn_core + "'s, " + r.deterministic +
+                                   "'s with deterministic: true";
+  if (r.cairn_core.empty() || !blas::falls_short(core, this_cpu_features()))
+    return {name, "ok",
+            who + " runs its " + core + " kernels" + set_by +
+                (r.cairn_core.empty() ? "" : ", as new as this CPU supports (" + r.cpu + ")") +
+                trials};
+  const bool generic = type && type->needs <= blas::IsaLevel::kSse3;
+  std::string detail = who + " runs its " + (generic ? "generic " : "") + core + " kernels" +
+                       set_by + " on a CPU that supports " + r.cairn_core + "'s (" + r.cpu + "): ";
+  if (!set_by.empty())
+    detail += "unset OPENBLAS_CORETYPE, or set it to " + r.cairn_core +
+              (builtin ? " (builtin:mlp trials run what it says too)" : "");
+  else if (builtin)
+    detail += "builtin:mlp trials get OPENBLAS_CORETYPE=" + r.cairn_core +
+              " from cairn; for your own trials, set it in the config's environment:";
+  else
+    detail += "set OPENBLAS_CORETYPE=" + r.cairn_core +
+              " in the config's environment: (cairn does not change a trial's numerics)";
+  return {name, "warn", detail};
+}
+
+// `blas`: the OpenBLAS the interpreter's NumPy (and torch) loads, through the SDK's own
+// lookup (sdk/python/cairn.py, _loaded_openblas); one library serves both on Debian.
+Check python_check(std::optional<Check>* blas) {
   const auto env = process_environment();
   auto python = resolve_program("/usr/bin/python3", ".", env);
   if (!python.ok()) python = resolve_program("python3", ".", env);
@@ -73,10 +119,23 @@ Check python_check() {
                                        "import sys, cairn\n"
                                        "try:\n    import torch; t = 'torch ' + torch.__version__\n"
                                        "except Exception:\n    t = 'no torch'\n"
-                                       "print(sys.version.split()[0], t)\n"},
+                                       "try:\n    import numpy\n"
+                                       "except Exception:\n    pass\n"
+                                       "print(sys.version.split()[0], t)\n"
+                                       // The OpenBLAS that NumPy (and torch) loaded, if any.
+                                       "for p, c in cairn._loaded_openblas():\n"
+                                       "    print('blas', c, p)\n"},
                                       with_sdk, 60);
   if (out.empty()) return {"python", "fail", *python + " cannot import cairn's Python SDK"};
-  std::string line = out.substr(0, out.find('\n'));
+  std::istringstream lines(out);
+  std::string line, blas_line;
+  std::getline(lines, line);
+  if (std::getline(lines, blas_line) && blas_line.rfind("blas ", 0) == 0) {
+    const size_t space = blas_line.find(' ', 5);
+    if (space != std::string::npos)
+      *blas = blas_check("pyblas", "NumPy's OpenBLAS (" + blas_line.substr(space + 1) + ")",
+                         blas_line.substr(5, space - 5), /*builtin=*/false);
+  }
   return {"python", "ok", *python + " " + line + "; the SDK imports"};
 }
 
@@ -89,6 +148,8 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
   checks.push_back(
       {"cpu", "ok",
        std::to_string(std::thread::hardware_concurrency()) + " cores, " + cpu_model()});
+  // cairn's OpenBLAS: the kernels it runs here, and builtin:mlp's (cli/blas_report.h).
+  checks.push_back(blas_check("blas", "OpenBLAS", blas::core_in_use(), /*builtin=*/true));
   // The same loaders, and so the same checks, as a trial's (gpu/runtime_probe.h).
   const GpuRuntime gpu = probe_gpu_runtime(/*libraries=*/true);
   const bool have_gpu = gpu.driver_usable();
@@ -136,7 +197,9 @@ std::vector<Check> run_checks(const GlobalOptions& global) {
                         "CPU all-reduce fails: " + gloo.message() +
                             " (data-parallel builtin:mlp trials cannot run)"});
   }
-  checks.push_back(python_check());
+  std::optional<Check> python_blas;
+  checks.push_back(python_check(&python_blas));
+  if (python_blas) checks.push_back(*python_blas);
   return checks;
 }
 
@@ -167,7 +230,9 @@ int doctor(const GlobalOptions& global, bool json) {
 void add_doctor(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "doctor", "Check the environment: store, git, CPU/GPU devices, CUDA, NCCL, Gloo, Python SDK");
+      "doctor",
+      "Check the environment: store, git, CPU/GPU devices, OpenBLAS kernels, CUDA, NCCL, Gloo, "
+      "Python SDK");
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([&global, &outcome, json] { outcome.exit_code = doctor(global, *json); });
 }

@@ -14,6 +14,7 @@
 #include "common/file_util.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/provenance.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 
@@ -39,8 +40,11 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
                      int64_t* id_out) {
   // What the experiment runs is recorded before it gets an id: a workdir over the snapshot
   // limit or a missing data path is refused without leaving an empty experiment behind.
-  auto provenance =
-      capture_provenance(store, config, "cairn: " + config.name, what.data ? &*what.data : nullptr);
+  // A reproduction's trial runs the recorded OpenBLAS kernels, and its fingerprint says so.
+  const std::string blas_core =
+      what.extra.contains("reproduces") ? blas_core_field(what.extra["reproduces"], "core") : "";
+  auto provenance = capture_provenance(store, config, "cairn: " + config.name,
+                                       what.data ? &*what.data : nullptr, blas_core);
   if (!provenance.ok()) return fail(provenance.status());
   auto id = allocate_experiment_id(store);
   if (!id.ok()) return fail(id.status());

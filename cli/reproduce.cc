@@ -10,12 +10,15 @@
 #include "cli/replay_extent.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
+#include "common/cpu_features.h"
 #include "common/file_util.h"
 #include "engine/coordinator/dependency_fingerprint.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
 #include "store/reproduce_workdir.h"
+#include "trainer/blas_core_type.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -27,6 +30,26 @@ std::string short_value(const Json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+// The OpenBLAS kernels a builtin:mlp trial recorded it ran ("" for none: another trial, or
+// one recorded before cairn chose them).
+std::string recorded_blas_core(const TrialRef& ref) {
+  return blas_core_field(ref.trial, "core");
+}
+
+// Why a re-run's numbers may differ in its OpenBLAS kernels: "" when it ran the recorded ones.
+std::string kernels_note(const TrialRef& recorded, const TrialRef& again) {
+  const std::string then = recorded_blas_core(recorded);
+  const std::string now = recorded_blas_core(again);
+  if (then.empty() || now.empty() || then == now) return "";
+  std::string note = "; " + again.id + " ran OpenBLAS's " + now + " kernels, " + recorded.id +
+                     " ran " + then + "'s";
+  if (const auto core = blas::find_core_type(then);
+      core && !blas::can_run(*core, this_cpu_features()))
+    note += ", which this CPU cannot run (they need " +
+            blas::missing_for(*core, this_cpu_features()) + ")";
+  return note;
+}
+
 // Warns, before running, about what the recorded run had that this machine no longer has.
 void warn_about_drift(const StoreLayout& store, const TrialRef& ref,
                       const ExperimentConfig& config) {
@@ -35,6 +58,8 @@ void warn_about_drift(const StoreLayout& store, const TrialRef& ref,
   in.workdir = config.workdir;
   in.environment = config.environment;
   in.builtin = is_builtin_entrypoint(config);
+  in.deterministic = config.reproducibility.deterministic;
+  in.recorded_blas_core = recorded_blas_core(ref);
   const Json now = dependency_fingerprint(store, in);
   const Json then = ref.experiment.value("dependencies", Json::object());
   std::vector<std::string> changed;
@@ -234,6 +259,15 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
 
   config->name = "reproduce-" + ref->id;
   warn_about_drift(*store, *ref, *config);
+  // Kernels this CPU cannot run cannot give the recorded bits: said before the re-run, and
+  // with --verify's verdict (the coordinator picks kernels it can run, and says so too).
+  if (const std::string core = recorded_blas_core(*ref); !core.empty())
+    if (const auto type = blas::find_core_type(core);
+        type && !blas::can_run(*type, this_cpu_features()))
+      std::cerr << "cairn: warning: trial " << ref->id << " ran OpenBLAS's " << core
+                << " kernels, which this CPU cannot run (they need "
+                << blas::missing_for(*type, this_cpu_features())
+                << "): the re-run runs other kernels, and its results may differ" << std::endl;
   const ReplayExtent extent = replay_extent(*ref);
   if (extent.cut)
     std::cout << "cairn: trial " << ref->id << " (" << ref->trial.value("state", "")
@@ -247,6 +281,9 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                   {"seed", ref->trial["seed"]},
                   {"lengths", extent.lengths},
                   {"checkout_fingerprint", *fingerprint}}}};
+  // Deterministic re-runs run the recorded kernels (engine/coordinator/trial_blas_core.h).
+  if (ref->trial.contains("blas_core"))
+    what.extra["reproduces"]["blas_core"] = ref->trial["blas_core"];
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
   if (new_id != 0) unrecorded.release();  // the re-run's; `cairn gc` removes it once it ended
@@ -281,7 +318,7 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
     first = validation;
   if (!first.what.empty())
     return fail(Status::Failed("--verify: " + again->id + " does not reproduce " + ref->id + ": " +
-                               first.what));
+                               first.what + kernels_note(*ref, *again)));
   std::cout << "cairn: verified: " << again->id << " reproduces " << ref->id << " exactly ("
             << recorded_training.size() << " training and " << recorded_validation.size()
             << " validation steps"

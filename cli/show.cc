@@ -7,8 +7,10 @@
 #include "cli/search_view.h"
 #include "cli/table.h"
 #include "common/metric_order.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
 #include "store/schema.h"
+#include "trainer/blas_core_type.h"
 
 namespace cairn::cli {
 
@@ -22,6 +24,35 @@ std::string metrics_text(const Json& metrics) {
     out += k + "=" + (v.is_number() ? format_number(v.get<double>()) : v.dump());
   }
   return out;
+}
+
+// "Cooperlake kernels (chosen by cairn: …)" from a trial record's "blas_core".
+std::string blas_core_text(const Json& trial) {
+  const std::string name = blas_core_field(trial, "core");
+  const std::string own = blas_core_field(trial, "openblas_own");
+  const std::string cpu = blas_core_field(trial, "cpu");
+  std::string from = blas_core_field(trial, "from");
+  std::string why;
+  switch (blas::parse_source(blas_core_field(trial, "chosen_by"))
+              .value_or(blas::CoreSource::kOpenblas)) {
+    case blas::CoreSource::kCairn:
+      why = "chosen by cairn: the newest this CPU supports (" + cpu + ")" +
+            (own.empty() ? "" : "; OpenBLAS alone runs " + own + "'s");
+      break;
+    case blas::CoreSource::kOpenblas:
+      why = "OpenBLAS's own choice, as new as this CPU supports (" + cpu + ")";
+      break;
+    case blas::CoreSource::kUser:
+      why = "OPENBLAS_CORETYPE set by the user";
+      break;
+    case blas::CoreSource::kDeterministic:
+      why = "pinned by deterministic: true";
+      break;
+    case blas::CoreSource::kRecorded:
+      why = "as trial " + (from.empty() ? "?" : from) + " ran them (deterministic: true)";
+      break;
+  }
+  return "OpenBLAS " + name + " kernels (" + why + ")";
 }
 
 std::string hparams_text(const Json& hparams) {
@@ -145,6 +176,11 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
   if (trial->contains("latest_validation"))
     std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"])
               << " (step " << (*trial)["latest_validation"]["step"].dump() << ")\n";
+  if (out.contains("blas_core")) {
+    std::cout << "blas        " << blas_core_text(out) << "\n";
+    if (const std::string warning = blas_core_field(out, "warning"); !warning.empty())
+      std::cout << "            warning: " << warning << "\n";
+  }
   if (trial->contains("exit"))
     std::cout << "exit        " << (*trial)["exit"].value("description", "") << "\n";
   if (trial->contains("error"))

@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "cli/blas_report.h"
 #include "cli/command.h"
 #include "common/build_info.h"
 #include "gpu/runtime_probe.h"
@@ -43,7 +44,11 @@ Json version_json() {
                 {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
                 {"yaml-cpp", {{"linked", kStaticLibs}}},
                 {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
-                {"openblas", {{"config", openblas_get_config()}, {"linked", kStaticLibs}}},
+                {"openblas",
+                 {{"config", openblas_get_config()},
+                  {"linked", kStaticLibs},
+                  // The kernels it runs here, and builtin:mlp's (cli/blas_report.h).
+                  {"kernels", blas_report_json(blas_report())}}},
                 // Debian ships Gloo as a shared library only; it brings the shared libstdc++.
                 {"gloo", {{"linked", "shared"}}},
                 {"libstdc++", {{"linked", "shared"}}}}},
@@ -82,6 +87,7 @@ int version(bool json) {
     if (lib.contains("config")) std::cout << " (" << lib["config"].get<std::string>() << ")";
     std::cout << ", " << lib["linked"].get<std::string>() << "\n";
   }
+  std::cout << "  OpenBLAS kernels: " << blas_report_text(blas_report()) << "\n";
   std::cout << "  GPU: " << v["gpu"].get<std::string>() << " (loaded at run time)\n";
   return 0;
 }

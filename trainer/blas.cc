@@ -42,4 +42,14 @@ int threads() {
   return openblas_get_num_threads();
 }
 
+std::string core_in_use() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "";
+}
+
+std::string config() {
+  const char* text = openblas_get_config();
+  return text != nullptr ? text : "";
+}
+
 }  // namespace cairn::blas

@@ -3,6 +3,8 @@
 // BLAS can be slotted in at one place.
 #pragma once
 
+#include <string>
+
 namespace cairn::blas {
 
 enum class Op { kNone, kTranspose };
@@ -18,5 +20,12 @@ void sgemm(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, i
 // OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else every core.
 void set_threads(int threads);
 int threads();
+
+// The kernel set ("core type") OpenBLAS runs in this process, as it names it: "Haswell",
+// "SkylakeX", "Prescott", … (trainer/blas_core_type.h says how builtin:mlp's is chosen).
+std::string core_in_use();
+
+// OpenBLAS's build description: "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH … Haswell …".
+std::string config();
 
 }  // namespace cairn::blas

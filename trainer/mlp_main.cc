@@ -16,6 +16,7 @@
 #include "collective/sdk_kv_store.h"
 #include "common/exit_status.h"
 #include "common/json.h"
+#include "trainer/blas_core_type.h"
 #include "trainer/mlp_device_agreement.h"
 #include "trainer/mlp_hparams.h"
 #include "trainer/mlp_trainer.h"
@@ -165,6 +166,8 @@ int run_builtin_mlp() {
                                              std::to_string(ctx->world_size()) + " (" +
                                              collective->backend() + ")"
                                        : "";
+  if (const std::string mismatch = blas::coretype_mismatch(); !mismatch.empty() && !device->cuda)
+    std::fprintf(stderr, "builtin:mlp: warning: %s\n", mismatch.c_str());
   std::fprintf(stderr, "builtin:mlp: %s; epochs completed: %lld%s\n",
                (*trainer)->describe().c_str(),
                static_cast<long long>((*trainer)->epochs_completed()), ranks.c_str());

@@ -355,7 +355,9 @@ std::string MlpTrainer::describe() const {
          " parameters); " + std::string(optimizer_name(opt.kind)) +
          " lr=" + std::to_string(opt.lr) + " batch_size=" + std::to_string(hparams_.batch_size) +
          "; device " + device_note_ +
-         (cuda_ ? "" : "; BLAS threads " + std::to_string(blas::threads()));
+         (cuda_ ? ""
+                : "; BLAS threads " + std::to_string(blas::threads()) + ", OpenBLAS " +
+                      blas::core_in_use() + " kernels");
 }
 
 }  // namespace cairn

@@ -17,6 +17,7 @@
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/rank_environment.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/retention.h"
@@ -178,6 +179,10 @@ Result<TrialEnvironment> Coordinator::trial_environment(Trial& trial) {
   env.gpu_slots = gpu_slots_;
   env.gpu_names = gpu_names_;
   env.cpu_only = config_.resources.devices == "cpu";
+  // The OpenBLAS kernels, decided once for all ranks (engine/coordinator/trial_blas_core.h).
+  env.blas = choose_trial_blas_core(config_, experiment_, trial.record, env);
+  if (!env.blas.warning.empty())
+    terminal_.warn("warning: trial " + trial_id(trial.index) + ": " + env.blas.warning);
   Status restored = restore_latest_checkpoint(trial, env);
   if (!restored.ok()) return restored;
   return env;

@@ -17,6 +17,7 @@
 #include "common/build_info.h"
 #include "common/file_util.h"
 #include "engine/coordinator/subprocess.h"
+#include "engine/coordinator/trial_blas_core.h"
 #include "engine/coordinator/trial_process.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/nccl_library.h"
@@ -120,6 +121,10 @@ class Fingerprint {
     std::error_code ec;
     if (in_.builtin)
       if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) libraries(self);
+    if (in_.builtin)
+      if (auto core = blas_core_fingerprint(in_.deterministic, in_.recorded_blas_core, env_);
+          !core.empty())
+        out_["openblas-core"] = core;
     for (const auto& [k, v] : in_.environment) out_["env " + k] = v;
     return out_;
   }

@@ -113,7 +113,8 @@ Status link_unstored_data(const StoreLayout& store, const ExperimentConfig& conf
 }  // namespace
 
 Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig& config,
-                                const std::string& message, const DataFingerprint* data_read) {
+                                const std::string& message, const DataFingerprint* data_read,
+                                const std::string& recorded_blas_core) {
   SnapshotOptions options;
   options.size_limit = snapshot_limit(config);
   // Only what lies inside the workdir needs leaving out (a workdir may itself lie inside
@@ -145,6 +146,8 @@ Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig
   deps.workdir = config.workdir;
   deps.environment = config.environment;
   deps.builtin = is_builtin_entrypoint(config);
+  deps.deterministic = config.reproducibility.deterministic;
+  deps.recorded_blas_core = recorded_blas_core;
   return Json{{"code", code_json(*snap)},
               {"data", to_json(*data)},
               {"dependencies", dependency_fingerprint(store, deps)}};

@@ -21,9 +21,11 @@ namespace cairn {
 // `data_read`, when given, is the data fingerprint already taken where the trials will read
 // the data (`cairn reproduce` takes it to check it against a record): it is recorded as it
 // is, so the data is not read again and what was checked is what is recorded.
+// `recorded_blas_core` is the OpenBLAS core of the trial a reproduction re-runs ("" none).
 Result<Json> capture_provenance(const StoreLayout& store, const ExperimentConfig& config,
                                 const std::string& message,
-                                const DataFingerprint* data_read = nullptr);
+                                const DataFingerprint* data_read = nullptr,
+                                const std::string& recorded_blas_core = "");
 
 // The directory trials of experiment `exp_id` run in: `.cairn/experiments/<id>/code`, a
 // checkout of the recorded snapshot with the recorded data restored into it (data too large

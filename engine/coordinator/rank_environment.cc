@@ -38,6 +38,11 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   env["PYTHONPATH"] =
       t.python_sdk_dir.string() +
       (pythonpath != env.end() && !pythonpath->second.empty() ? ":" + pythonpath->second : "");
+  // Decided for the trial, so every rank runs the same kernels; it has taken the user's
+  // OPENBLAS_CORETYPE into account already.
+  if (!t.blas.coretype.empty()) env["OPENBLAS_CORETYPE"] = t.blas.coretype;
+  env.erase("CAIRN_BLAS_CORE");
+  if (!t.blas.advice.empty()) env["CAIRN_BLAS_CORE"] = t.blas.advice;
   // The user's own choice of hash seed stands; deterministic mode only fills it in.
   if (t.deterministic) env.emplace("PYTHONHASHSEED", "0");
 

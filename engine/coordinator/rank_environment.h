@@ -46,6 +46,14 @@ struct TrialEnvironment {
   bool gpu_slots = false;
   std::vector<std::string> gpu_names;
   bool cpu_only = false;  // resources.devices: cpu — hide every GPU
+
+  // OpenBLAS's kernels (engine/coordinator/trial_blas_core.h): OPENBLAS_CORETYPE for every
+  // rank (builtin:mlp), or what cairn would choose, for the SDK to compare (other trials).
+  struct Blas {
+    std::string coretype;  // "": leave OPENBLAS_CORETYPE as it is
+    std::string advice;    // CAIRN_BLAS_CORE; "": unset
+    std::string warning;   // for the terminal, not the environment
+  } blas;
 };
 
 // The complete environment of rank `rank` (0 ≤ rank < world_size).

@@ -132,6 +132,7 @@ class Context:
             settings["deterministic"] = bool(
                 channel.welcome.get("deterministic", settings["deterministic"]))
         _seed_generators(settings["seed"], settings["deterministic"])
+        _check_blas()  # NumPy or torch imported before init(); else when they are
         context = cls(settings, channel, owner_pid)
         context._signals.install(child=context._child)
         if not context._child:
@@ -1200,8 +1201,9 @@ def _seed_generators(seed, deterministic):
         if os.environ.get("PYTHONHASHSEED") in (None, "", "random"):
             _warn("deterministic mode: set PYTHONHASHSEED (e.g. 0) before Python starts; "
                   "str hashes, and so set order, still vary between runs")
-    hooks = {"numpy": lambda numpy: _seed_numpy(numpy, seed),
-             "torch": lambda torch: _seed_torch(torch, seed, deterministic)}
+    # Each also says once whether the OpenBLAS it loaded runs older kernels than the CPU has.
+    hooks = {"numpy": lambda numpy: (_seed_numpy(numpy, seed), _check_blas()),
+             "torch": lambda torch: (_seed_torch(torch, seed, deterministic), _check_blas())}
     pending = {}
     for name, hook in hooks.items():
         if name in sys.modules:
@@ -1210,6 +1212,81 @@ def _seed_generators(seed, deterministic):
             pending[name] = hook
     if pending:
         sys.meta_path.insert(0, _SeedOnImport(pending))
+
+
+# OpenBLAS's x86-64 core types by the instruction set their kernels need, oldest first: the
+# table of trainer/blas_core_type.cc, as levels (SSE2 … AVX-512 BF16).
+_BLAS_LEVELS = {
+    "northwood": 1, "opteron": 1, "prescott": 2, "opteron_sse3": 2, "barcelona": 2,
+    "atom": 3, "core2": 3, "penryn": 3, "dunnington": 3, "nano": 3, "bobcat": 3,
+    "nehalem": 4, "sandybridge": 5, "bulldozer": 5, "piledriver": 5, "steamroller": 5,
+    "excavator": 6, "haswell": 6, "zen": 6, "skylakex": 7, "cooperlake": 8,
+    "sapphirerapids": 8,
+}
+# How OpenBLAS builds name the function: plain, with 64-bit integers (NumPy's and SciPy's
+# wheels), and SciPy's prefixed build.
+_BLAS_CORENAME = ("openblas_get_corename", "openblas_get_corename64_",
+                  "scipy_openblas_get_corename64_")
+_blas_checked = False
+
+
+def _loaded_openblas():
+    """[(library file, core type)] of each OpenBLAS loaded in this process: the files
+    mapped (/proc/self/maps) whose name says BLAS, asked for openblas_get_corename through
+    ctypes with RTLD_NOLOAD, which never loads a library that is not there."""
+    try:
+        import ctypes
+        with open("/proc/self/maps") as maps:
+            files = []
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6:
+                    path = fields[5].strip()
+                    name = os.path.basename(path).lower()
+                    if "blas" in name and ".so" in name and path not in files:
+                        files.append(path)
+    except (ImportError, OSError):
+        return []
+    found = []
+    for path in files:
+        try:
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        for symbol in _BLAS_CORENAME:
+            function = getattr(library, symbol, None)
+            if function is None:
+                continue
+            function.restype = ctypes.c_char_p
+            function.argtypes = []
+            core = function()
+            if core:
+                found.append((path, core.decode("ascii", "replace")))
+            break
+    return found
+
+
+def _check_blas():
+    """Says once, on stderr (the trial's log), when an OpenBLAS the trial loaded runs
+    older kernels than the ones cairn would choose for this CPU (CAIRN_BLAS_CORE), and
+    what to set. It changes nothing: a trial's numerics are its own."""
+    global _blas_checked
+    advice = os.environ.get("CAIRN_BLAS_CORE", "")
+    if _blas_checked or not advice or os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    loaded = _loaded_openblas()
+    if not loaded:
+        return  # not yet: NumPy or torch may load one later
+    _blas_checked = True
+    best = _BLAS_LEVELS.get(advice.lower(), 0)
+    for path, core in loaded:
+        level = _BLAS_LEVELS.get(core.lower())
+        if level is not None and level < best:
+            _warn("%s runs OpenBLAS's %s kernels on a CPU that supports %s's; set "
+                  "OPENBLAS_CORETYPE=%s (in the config's environment:) to use them: faster, "
+                  "and the numerics change, so cairn does not set it for you" %
+                  (path, core, advice, advice))
+            return
 
 
 def _seed_numpy(numpy, seed):

@@ -119,3 +119,31 @@ TEST_CASE("deterministic mode fills in the hash seed without overriding the user
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("the trial's OpenBLAS kernels reach every rank, over the user's variable") {
+  TrialEnvironment t = two_rank_trial();
+  t.inherited["OPENBLAS_CORETYPE"] = "Prescott";
+  t.inherited["CAIRN_BLAS_CORE"] = "from an outer trial";
+  // Nothing decided (a trial that is not builtin:mlp): the user's variable stands, and the
+  // advice of an outer trial is not passed on.
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = rank_environment(t, rank);
+    CHECK(env["OPENBLAS_CORETYPE"] == "Prescott");
+    CHECK(env.count("CAIRN_BLAS_CORE") == 0);
+  }
+  // Decided once for the trial (engine/coordinator/trial_blas_core.h, which has weighed the
+  // user's variable): every rank gets the same.
+  t.blas.coretype = "Haswell";
+  t.blas.advice = "Cooperlake";
+  t.blas.warning = "not for the environment";
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = rank_environment(t, rank);
+    CHECK(env["OPENBLAS_CORETYPE"] == "Haswell");
+    CHECK(env["CAIRN_BLAS_CORE"] == "Cooperlake");
+    for (const auto& [name, value] : env) CHECK(value != "not for the environment");
+  }
+}
+
+}  // namespace cairn
