@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Benchmark: search efficiency on builtin:mlp, in training units (issue 4).
+"""Benchmark: search efficiency on builtin:mlp, in training units (issues 4 and 18).
 
-ASHA and Hyperband (cairn's searchers) and Optuna's TPE sampler with its HyperbandPruner,
-against cairn's random search with the same budget of training units, over several seeds:
+ASHA and Hyperband (cairn's searchers), cairn's TPE sampler alone and inside ASHA and
+Hyperband (BOHB), and Optuna's TPE sampler alone and with its HyperbandPruner, against
+cairn's random search with the same budget of training units, over several seeds:
 the best validation loss each reaches within that budget, and the fraction of random
 search's budget each needs to reach random search's final best. Goal: <= 1/5.
 
@@ -29,7 +30,14 @@ search's very configurations):
              max_trials M (default chosen so that it trains about B units).
   hyperband  cairn `hyperband`, divisor 3, min_length 1: one iteration, 143 trials, 1,581
              units (R = 81).
-  tpe        Optuna (Debian's python3-optuna) TPESampler(seed) + HyperbandPruner(min_resource
+  tpe        cairn `tpe` (random search with `sampler: tpe`, TPE's defaults: 10 startup
+             trials), max_trials = --tpe-trials (default: random's N, so the same budget).
+  bohb       cairn `asha` as above with `sampler: tpe` (BOHB's rule, docs/search.md).
+  bohb-hb    cairn `hyperband` as above with `sampler: tpe`.
+  optuna-tpe Optuna's TPESampler(seed) alone (no pruner): every trial trains to R; the study
+             stops once it has spent B units. Otherwise as optuna-tpe-hb.
+  optuna-tpe-hb
+             Optuna (Debian's python3-optuna) TPESampler(seed) + HyperbandPruner(min_resource
              1, max_resource R, reduction_factor 3), sequential, the study stopped once it has
              spent B units. Each Optuna trial runs the very same trainer, `cairn __builtin-mlp`
              (builtin:mlp standalone: the C++ SDK without CAIRN_CONTROL takes CAIRN_HPARAMS,
@@ -62,13 +70,18 @@ was not reached counts as infinite. Also the median over all searcher-seed x ran
 pairs, which does not lean on one random run's luck.
 
     /usr/bin/python3 bench/search_efficiency.py [--cairn BIN] [--seeds 1,2,3,4,5]
-        [--searchers random,asha,hyperband,tpe] [--random-trials 20] [--asha-trials 220]
-        [--max-length 81] [--jobs 2] [--tolerance 0.05] [--json FILE] [--keep]
-        [--workdir DIR]
+        [--searchers random,asha,hyperband,tpe,bohb,bohb-hb,optuna-tpe,optuna-tpe-hb]
+        [--random-trials 20] [--tpe-trials N] [--asha-trials 220] [--max-length 81]
+        [--jobs 2] [--tolerance 0.05] [--json FILE] [--cache DIR] [--keep] [--workdir DIR]
     /usr/bin/python3 bench/search_efficiency.py --from-json FILE
 
 --jobs runs that many searches at once (each is single-threaded; the figures do not
-depend on it). --tolerance adds the units to get within that share of the target (less
+depend on it). --cache keeps each finished run in DIR, keyed by (searcher, seed) and every
+setting that changes its result, and takes it from there next time: a suite can be
+completed across several sittings, and re-run in parts (delete a file to redo that run).
+The default list of searchers is the original four (random, asha, hyperband,
+optuna-tpe-hb); name the others with --searchers. A --json file written before the
+optuna searchers had their own names calls optuna-tpe-hb "tpe"; --from-json reads it so. --tolerance adds the units to get within that share of the target (less
 at the mercy of one lucky epoch). --json writes every run's validation sequence and
 figures; --from-json prints the tables of such a file again without running anything.
 About 10 minutes at the defaults on 2 busy cores; the figures are deterministic.
@@ -97,10 +110,20 @@ MAX_RUNGS = 5
 # from (experiment seed, k) whatever the searcher, so with one seed ASHA's and Hyperband's
 # first trials would be random search's very configurations (and trial seeds); the offsets
 # make every run an independent sample.
-SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "tpe": 300}
+SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "optuna-tpe-hb": 300, "tpe": 400,
+               "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700}
+OPTUNA = ("optuna-tpe", "optuna-tpe-hb")
 
-# The problem every searcher tunes: constants passed to builtin:mlp as hyperparameters.
-PROBLEM = {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4}
+# The problems (--problem): constants passed to builtin:mlp as hyperparameters. Every searcher
+# of a run tunes the same one. `digits` is scikit-learn's bundled digits set (1,797 8x8
+# images, 64 features, 10 classes) exported to CSV by export_digits().
+PROBLEMS = {
+    "spirals": {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4},
+    "teacher": {"device": "cpu", "dataset": "teacher", "samples": 4000, "noise": 0.5},
+    "digits": {"device": "cpu", "dataset": None},  # the CSV's absolute path, set in main()
+}
+PROBLEM = dict(PROBLEMS["spirals"])
+PROBLEM_NAME = "spirals"
 LR_EXPONENTS = (-4.5, 0.0)
 CHOICES = {
     "optimizer": ["sgd", "adam"],
@@ -114,6 +137,34 @@ LAYERS = (1, 4)
 STARTED = re.compile(r"^cairn: trial (\d+)\.(\d+) started \(pid \d+\)"
                      r"(?: from checkpoint \S+ \((\d+) units done\))?")
 STANDALONE_VALIDATION = re.compile(r"^cairn: step (\d+) validation:.*\bval_loss=(\S+)")
+
+
+def export_digits(directory):
+    """Writes scikit-learn's digits set as CSV (64 features, then the label) under
+    `directory` once; returns its absolute path and the file's SHA-256."""
+    path = pathlib.Path(directory).resolve() / "digits.csv"
+    if not path.exists():
+        from sklearn.datasets import load_digits
+        data = load_digits()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            for row, label in zip(data.data, data.target):
+                f.write(",".join("%g" % v for v in row) + ",%d\n" % label)
+        os.replace(tmp, path)
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def set_problem(name, data_dir):
+    """Makes `name` the problem every function here tunes; returns what identifies it for
+    the cache (the problem, with the CSV's digest in place of its path)."""
+    global PROBLEM, PROBLEM_NAME
+    PROBLEM_NAME = name
+    PROBLEM = dict(PROBLEMS[name])
+    identity = dict(PROBLEM)
+    if name == "digits":
+        PROBLEM["dataset"], identity["dataset"] = export_digits(data_dir)
+    return identity
 
 
 def clean_env(extra=None):
@@ -142,6 +193,12 @@ def searcher_config(name, args):
                         mode=args.asha_mode)
     elif name == "hyperband":
         searcher.update(divisor=DIVISOR, min_length=1)
+    elif name == "tpe":
+        searcher["max_trials"] = args.tpe_trials or args.random_trials
+    elif name == "bohb":
+        searcher = dict(searcher_config("asha", args), sampler="tpe")
+    elif name == "bohb-hb":
+        searcher = dict(searcher_config("hyperband", args), sampler="tpe")
     return searcher
 
 
@@ -238,8 +295,8 @@ def count(values):
 # -- Optuna: TPE + HyperbandPruner driving the same trainer standalone --------------------------
 
 
-def trial_seed(seed, number):
-    text = "tpe:%d:%d" % (seed + SEED_OFFSET["tpe"], number)
+def trial_seed(seed, number, name):
+    text = "tpe:%d:%d" % (seed + SEED_OFFSET[name], number)
     digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:4], "little")
 
@@ -249,6 +306,7 @@ def drive_tpe(args):
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     cairn, seed, budget, length = args.cairn, args.drive_seed, args.drive_budget, args.max_length
+    name = args.drive_tpe
     validations = []  # (trial, step, val_loss), in the order the objective consumed them
 
     def objective(trial):
@@ -263,7 +321,7 @@ def drive_tpe(args):
         hparams["weight_decay"] = trial.suggest_categorical("weight_decay",
                                                             CHOICES["weight_decay"])
         env = clean_env({"CAIRN_HPARAMS": json.dumps(hparams),
-                         "CAIRN_SEED": str(trial_seed(seed, trial.number)),
+                         "CAIRN_SEED": str(trial_seed(seed, trial.number, name)),
                          "CAIRN_DETERMINISTIC": "1", "CAIRN_MAX_LENGTH": str(length),
                          "CAIRN_CHECKPOINT_PERIOD": "0"})
         final = None
@@ -299,29 +357,53 @@ def drive_tpe(args):
         if len(validations) >= budget:
             study.stop()
 
+    pruner = (optuna.pruners.HyperbandPruner(min_resource=1, max_resource=length,
+                                             reduction_factor=DIVISOR)
+              if name == "optuna-tpe-hb" else optuna.pruners.NopPruner())
     study = optuna.create_study(
-        study_name="search-eff-tpe-%d" % seed, direction="minimize",
-        sampler=optuna.samplers.TPESampler(seed=seed + SEED_OFFSET["tpe"]),
-        pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=length,
-                                              reduction_factor=DIVISOR))
+        study_name="search-eff-%s-%d" % (name, seed), direction="minimize",
+        sampler=optuna.samplers.TPESampler(seed=seed + SEED_OFFSET[name]), pruner=pruner)
     study.optimize(objective, n_trials=100000, callbacks=[stop_at_budget])
     print(json.dumps({"validations": validations, "trials": len(study.trials),
                       "states": count(t.state.name for t in study.trials), "restarts": 0,
                       "optuna": optuna.__version__}))
 
 
-def run_tpe(cairn, seed, budget, args, workdir):
-    command = [sys.executable, os.path.abspath(__file__), "--drive-tpe", "--cairn", cairn,
+def run_optuna(name, cairn, seed, budget, args, workdir):
+    command = [sys.executable, os.path.abspath(__file__), "--drive-tpe", name, "--cairn", cairn,
+               "--problem", PROBLEM_NAME, "--data-dir", args.data_dir,
                "--drive-seed", str(seed), "--drive-budget", str(budget),
                "--max-length", str(args.max_length)]
     proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
     (workdir / "tpe.err").write_text(proc.stderr)
     if proc.returncode != 0:
-        raise RuntimeError("tpe seed %d exited %d: %s" % (seed, proc.returncode,
-                                                          proc.stderr[-2000:]))
+        raise RuntimeError("%s seed %d exited %d: %s" % (name, seed, proc.returncode,
+                                                         proc.stderr[-2000:]))
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["validations"] = [tuple(v) for v in result["validations"]]
     return result
+
+
+# -- the cache ----------------------------------------------------------------------------------
+
+
+def cache_path(args, name, seed, budget):
+    """Where --cache keeps the run of `name` with `seed`: the file name holds a digest of
+    everything that changes the run's result (the problem, the searcher's settings, the
+    budget an Optuna study stops at, the cairn binary's version), so a changed setting is a
+    different file, never a stale hit."""
+    if not args.cache:
+        return None
+    version = subprocess.run([args.cairn, "version"], capture_output=True, text=True,
+                             env=clean_env()).stdout.strip()
+    space = cairn_space()
+    space.update(args.problem_identity)  # a CSV by its digest, not its path
+    key = json.dumps({"problem": args.problem_identity, "space": space, "seed": seed,
+                      "offset": SEED_OFFSET[name], "budget": budget,
+                      "searcher": None if name in OPTUNA else searcher_config(name, args),
+                      "max_length": args.max_length, "cairn": version}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return pathlib.Path(args.cache) / ("%s-%s-seed%d-%s.json" % (PROBLEM_NAME, name, seed, digest))
 
 
 # -- the figures --------------------------------------------------------------------------------
@@ -402,6 +484,8 @@ def load_runs(path):
     runs = {}
     for run in saved["runs"]:
         run["validations"] = [(t, s, as_loss(v)) for t, s, v in run["validations"]]
+        if run["searcher"] == "tpe" and "optuna" in run:  # written before the rename
+            run["searcher"] = "optuna-tpe-hb"
         runs[(run["searcher"], run["seed"])] = run
     names = list(dict.fromkeys(n for n, _ in runs))
     names.sort(key=lambda n: n != "random")
@@ -412,8 +496,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cairn", default=default_cairn())
     parser.add_argument("--seeds", default="1,2,3,4,5")
-    parser.add_argument("--searchers", default="random,asha,hyperband,tpe")
+    parser.add_argument("--searchers", default="random,asha,hyperband,optuna-tpe-hb")
     parser.add_argument("--random-trials", type=int, default=20)
+    parser.add_argument("--tpe-trials", type=int, default=0,
+                        help="cairn tpe's max_trials (default: --random-trials)")
     parser.add_argument("--asha-trials", type=int, default=220)
     parser.add_argument("--max-length", type=int, default=81)
     parser.add_argument("--asha-mode", default="standard",
@@ -424,13 +510,18 @@ def main():
                         help="the extra column: units to get within this share of the target")
     parser.add_argument("--json", help="write every run's validations and figures here")
     parser.add_argument("--from-json", help="print the tables of a saved --json file; run nothing")
+    parser.add_argument("--problem", default="spirals", choices=sorted(PROBLEMS))
+    parser.add_argument("--data-dir", default="/tmp/cairn-bench-data",
+                        help="where the digits problem's CSV is written (once)")
+    parser.add_argument("--cache", help="keep finished runs here and reuse them (see above)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
-    parser.add_argument("--drive-tpe", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--drive-tpe", choices=OPTUNA, help=argparse.SUPPRESS)
     parser.add_argument("--drive-seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--drive-budget", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.cairn = str(pathlib.Path(args.cairn).resolve())
+    args.problem_identity = set_problem(args.problem, args.data_dir)
     if args.drive_tpe:
         return drive_tpe(args)
     if args.from_json:
@@ -439,6 +530,10 @@ def main():
 
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.searchers.split(",")
+    unknown = [n for n in names if n not in SEED_OFFSET]
+    if unknown:
+        parser.error("unknown searchers: %s (known: %s)" % (",".join(unknown),
+                                                            ",".join(SEED_OFFSET)))
     if "random" not in names:
         names.insert(0, "random")  # the baseline every figure is measured against
     print(machine_summary(args.cairn))
@@ -448,26 +543,39 @@ def main():
     else:
         scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-search-"))
     print("scratch: %s" % scratch)
-    print("problem: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
-          "searchers %s; seeds %s" % (json.dumps(PROBLEM), args.max_length, args.random_trials,
+    print("problem %s: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
+          "searchers %s; seeds %s" % (PROBLEM_NAME, json.dumps(PROBLEM), args.max_length,
+                                      args.random_trials,
                                       args.asha_trials, ",".join(names), args.seeds), flush=True)
     runs = {}
     start = time.monotonic()
 
     def one(name, seed):
+        budget = len(runs[("random", seed)]["validations"]) if name in OPTUNA else None
+        cached = cache_path(args, name, seed, budget)
+        if cached and cached.exists():
+            run = json.loads(cached.read_text())
+            run["validations"] = [(t, s, as_loss(v)) for t, s, v in run["validations"]]
+            runs[(name, seed)] = run
+            print("  %-13s seed %d: from %s" % (name, seed, cached), flush=True)
+            return
         workdir = scratch / ("%s-%d" % (name, seed))
         if workdir.exists():
             shutil.rmtree(workdir)
         workdir.mkdir()
         t0 = time.monotonic()
-        if name == "tpe":
-            run = run_tpe(args.cairn, seed, len(runs[("random", seed)]["validations"]), args,
-                          workdir)
+        if name in OPTUNA:
+            run = run_optuna(name, args.cairn, seed, budget, args, workdir)
         else:
             run = run_cairn_search(args.cairn, name, seed, args, workdir)
         run["wall_s"] = time.monotonic() - t0
         runs[(name, seed)] = run
-        print("  %-9s seed %d: %4d trials, %5d units, best %.4f, %.0f s (load %.1f) %s" % (
+        if cached:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(run, default=str))
+            os.replace(tmp, cached)
+        print("  %-13s seed %d: %4d trials, %5d units, best %.4f, %.0f s (load %.1f) %s" % (
             name, seed, run["trials"], len(run["validations"]),
             finite_min(v[2] for v in run["validations"]), run["wall_s"], os.getloadavg()[0],
             json.dumps(run["states"])), flush=True)

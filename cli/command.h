@@ -70,5 +70,7 @@ void add_gc(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_compare(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 void add_doctor(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome);
+void add_peers(CLI::App& app, GlobalOptions& global, Outcome& outcome);
 
 }  // namespace cairn::cli

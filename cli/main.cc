@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
   cairn::cli::add_gc(app, global, outcome);
   cairn::cli::add_reproduce(app, global, outcome);
   cairn::cli::add_doctor(app, global, outcome);
+  cairn::cli::add_agent(app, global, outcome);
+  cairn::cli::add_peers(app, global, outcome);
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "Describe every command, or one command");
   help->add_option("command", help_topic, "Command to describe")->type_name("COMMAND");

@@ -103,6 +103,8 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
 
   CoordinatorOptions options;
   options.slots = what.slots;
+  options.peers = what.peers;
+  options.key_file = what.key_file;
   options.self_executable = self_executable();
   // After --detach's fork: the sender's thread would not survive it.
   std::unique_ptr<WebhookSender> webhooks =

@@ -20,8 +20,10 @@ struct NewExperiment {
   // The data fingerprint, when the caller has taken it already (capture_provenance()).
   std::optional<DataFingerprint> data;
   bool detach = false;
-  int slots = 0;       // 0: the default
-  bool quiet = false;  // no "cairn: experiment N …" line
+  int slots = 0;                   // 0: the default
+  std::vector<std::string> peers;  // --peers: ranks run on the first (docs/peers.md)
+  std::string key_file;            // --key-file
+  bool quiet = false;              // no "cairn: experiment N …" line
 };
 
 // Records the code snapshot and fingerprints, allocates the id (printed alone on the first

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
+#include "cli/run_peers.h"
 #include "common/build_info.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
@@ -30,6 +31,8 @@ struct RunOptions {
   std::string name;
   bool detach = false;
   int slots = 0;
+  std::string peers;
+  std::string key_file;
 };
 
 }  // namespace
@@ -78,6 +81,9 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   // behind that stays ACTIVE and that every `resume --all` tries again.
   if (Status st = check_machine_resources(*config, opts.slots); !st.ok()) return fail(st);
   if (Status st = check_entrypoint(*config); !st.ok()) return fail(st);
+  // --peers: the agent must answer now (key, version), or nothing is created.
+  auto peers = check_run_peers(opts.peers, opts.key_file);
+  if (!peers.ok()) return fail(peers.status());
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&
@@ -92,6 +98,8 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   what.sets = opts.sets;
   what.detach = opts.detach;
   what.slots = opts.slots;
+  what.peers = std::move(*peers);
+  what.key_file = opts.key_file;
   return create_and_drive(*store, std::move(*config), what);
 }
 
@@ -112,6 +120,13 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("--slots", opts->slots,
                   "Slots to use on this machine (default: GPUs, or CPU cores)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--peers", opts->peers,
+                  "Run the trials' ranks on this agent (the first listed; see docs/peers.md)")
+      ->type_name("HOST:PORT,...");
+  cmd->add_option("--key-file", opts->key_file,
+                  "Cluster key for --peers (default: CAIRN_KEY_FILE, else "
+                  "~/.config/cairn/cluster.key)")
+      ->type_name("FILE");
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = run(global, *opts); });
 }
 

@@ -18,6 +18,25 @@ std::string rung_best(const Json& rung, const std::string& exp) {
          metric_text(best.value("metric", Json())) + ")";
 }
 
+// "sampler     tpe: 20 trials from the model, 10 at random; the last model: 29 observations at
+// length 1 (for trial 7.30)".
+void print_sampler(std::ostream& out, const Json& state, const std::string& exp) {
+  const Json sampler = state.value("sampler", Json());
+  if (!sampler.is_string()) return;
+  out << "sampler     " << sampler.get<std::string>();
+  const Json tpe = state.value("tpe", Json());
+  if (tpe.is_object()) {
+    out << ": " << tpe.value("model_trials", 0) << " trials from the model, "
+        << tpe.value("random_trials", 0) << " at random";
+    const Json last = tpe.value("last_model", Json());
+    if (last.is_object())
+      out << "; the last model: " << last.value("observations", 0) << " observations at length "
+          << last.value("length", 0) << " (for trial " << exp << "." << last.value("trial", 0)
+          << ")";
+  }
+  out << "\n";
+}
+
 // pbt: its generation, and which trial each clone came from.
 void print_population(std::ostream& out, const Json& state, const std::string& exp) {
   out << "search      pbt generation " << state.value("generation", 0) << " (to "
@@ -55,6 +74,7 @@ void print_search_state(std::ostream& out, const Json& state, const std::string&
     out << "; best at a rung " << exp << "." << best.value("trial", 0) << " ("
         << metric_text(best.value("metric", Json())) << " at " << best.value("length", 0) << ")";
   out << "\n";
+  print_sampler(out, state, exp);
   const Json brackets = state.value("brackets", Json::array());
   if (!brackets.is_array() || brackets.empty()) return;
   out << "\n";

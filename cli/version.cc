@@ -43,7 +43,8 @@ Json version_json() {
                {{"rocksdb", {{"version", rocks}, {"linked", kStaticLibs}}},
                 {"libgit2", {{"version", LIBGIT2_VERSION}, {"linked", kStaticLibs}}},
                 {"yaml-cpp", {{"linked", kStaticLibs}}},
-                {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", kStaticLibs}}},
+                // Shared always: libcurl loads the shared libssl/libcrypto (docs/peers.md).
+                {"openssl", {{"version", OPENSSL_VERSION_TEXT}, {"linked", "shared"}}},
                 {"openblas",
                  {{"config", openblas_get_config()},
                   {"linked", kStaticLibs},

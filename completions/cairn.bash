@@ -80,7 +80,7 @@ _cairn_positional_index() {
 }
 
 _cairn() {
-  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor version help completion"
+  local commands="init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor agent peers version help completion"
   local global_options="--store -h --help --version"
   local -a _cairn_words
   local _cairn_cword _cairn_command_at=0
@@ -123,8 +123,13 @@ _cairn() {
   case $command in
     init) ;;
     run)
-      options="--set --name --detach --slots"
-      takes_value="--set --name --slots"
+      options="--set --name --detach --slots --peers --key-file"
+      if [[ $prev == --key-file ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      takes_value="--set --name --slots --peers --key-file"
       ;;
     resume) options="--all" ;;
     pause | kill) ;;
@@ -152,6 +157,28 @@ _cairn() {
     compare) options="--json --diff" ;;
     reproduce) options="--verify --allow-data-change" ;;
     doctor) options="--json" ;;
+    agent)
+      options="--listen --slots --key-file --dir --new-key"
+      if [[ $prev == --key-file || $prev == --new-key ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      if [[ $prev == --dir ]]; then
+        _cairn_complete_dirs "$cur"
+        return 0
+      fi
+      takes_value="--listen --slots --key-file --dir --new-key"
+      ;;
+    peers)
+      options="--peers --key-file --timeout --json"
+      if [[ $prev == --key-file ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      takes_value="--peers --key-file --timeout"
+      ;;
     version) options="--json" ;;
     help | export | completion) ;;
     *) return 0 ;;

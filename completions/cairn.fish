@@ -122,6 +122,8 @@ complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a ch
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
 complete -c cairn -n __cairn_needs_command -a reproduce -d 'Re-run a trial from what was recorded'
 complete -c cairn -n __cairn_needs_command -a doctor -d 'Check the environment'
+complete -c cairn -n __cairn_needs_command -a agent -d "Serve this machine's slots to other machines"
+complete -c cairn -n __cairn_needs_command -a peers -d 'List the agents this machine can use'
 complete -c cairn -n __cairn_needs_command -a version -d 'Print version and build details'
 complete -c cairn -n __cairn_needs_command -a help -d 'Describe a command'
 complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell completion script'
@@ -129,11 +131,13 @@ complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell compl
 # init [DIR]
 complete -c cairn -n '__cairn_using_command init; and __cairn_at_argument 1' -a '(__fish_complete_directories)'
 
-# run CONFIG.yaml [--set KEY=VALUE]... [--name NAME] [--detach] [--slots N]
+# run CONFIG.yaml [--set KEY=VALUE]... [--name NAME] [--detach] [--slots N] [--peers HOST:PORT] [--key-file F]
 complete -c cairn -n '__cairn_using_command run' -l set -x -d 'Override a config key (KEY=VALUE)'
 complete -c cairn -n '__cairn_using_command run' -l name -x -d 'Name the experiment'
 complete -c cairn -n '__cairn_using_command run' -l detach -d 'Start the experiment in the background and return'
 complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Number of slots to use'
+complete -c cairn -n '__cairn_using_command run' -l peers -x -d 'Run the ranks on this agent (HOST:PORT)'
+complete -c cairn -n '__cairn_using_command run' -l key-file -r -F -d 'Cluster key file for --peers'
 complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -k -a '(__cairn_configs)'
 
 # resume EXP | resume --all
@@ -198,11 +202,24 @@ complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1
 # doctor [--json]
 complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
 
+# agent [--listen ADDR:PORT] [--slots N] [--key-file F] [--dir DIR] [--new-key F]
+complete -c cairn -n '__cairn_using_command agent' -l listen -x -d 'Address to listen on (ADDR:PORT)'
+complete -c cairn -n '__cairn_using_command agent' -l slots -x -d 'Slots to offer'
+complete -c cairn -n '__cairn_using_command agent' -l key-file -r -F -d 'Cluster key file'
+complete -c cairn -n '__cairn_using_command agent' -l dir -x -a '(__fish_complete_directories)' -d 'Where the agent keeps its work'
+complete -c cairn -n '__cairn_using_command agent' -l new-key -r -F -d 'Write a new cluster key to FILE and exit'
+
+# peers [--peers HOST:PORT,...] [--key-file F] [--timeout SECONDS] [--json]
+complete -c cairn -n '__cairn_using_command peers' -l peers -x -d 'Agents to ask (HOST:PORT,...)'
+complete -c cairn -n '__cairn_using_command peers' -l key-file -r -F -d 'Cluster key file'
+complete -c cairn -n '__cairn_using_command peers' -l timeout -x -d 'Seconds to wait for every peer'
+complete -c cairn -n '__cairn_using_command peers' -l json -d 'Print JSON'
+
 # version [--json]
 complete -c cairn -n '__cairn_using_command version' -l json -d 'Print JSON'
 
 # help [COMMAND]
-complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor version help completion'
+complete -c cairn -n '__cairn_using_command help; and __cairn_at_argument 1' -a 'init run resume pause kill ls show compare logs metrics checkpoints best watch report export gc reproduce doctor agent peers version help completion'
 
 # completion bash|zsh|fish
 complete -c cairn -n '__cairn_using_command completion; and __cairn_at_argument 1' -a 'bash zsh fish'

@@ -31,9 +31,24 @@ struct HyperparameterSpec {
   int line = 0;  // 1-based line in the config file; 0 when it came from --set
 };
 
+// `searcher.tpe`: the TPE sampler's settings (docs/search.md, "TPE"); Optuna 3.1's defaults.
+struct TpeConfig {
+  int n_startup_trials = 10;  // >= 0: trials with a result before the model is used
+  int n_ei_candidates = 24;   // 1..10000: candidates drawn from l(x), best l(x)/g(x) taken
+  double gamma = 0.1;         // (0, 1]: the good share, ⌈gamma · n⌉ of n observations
+  int max_good = 25;          // >= 1: … but never more than this many
+  double prior_weight = 1.0;  // > 0
+  bool consider_endpoints = false;
+  bool consider_magic_clip = true;
+};
+
 struct SearcherConfig {
-  // Canonical: single|grid|random|hyperband|asha (adaptive_asha, async_halving -> asha).
+  // Canonical: single|grid|random|hyperband|asha (adaptive_asha, async_halving -> asha;
+  // tpe -> random with sampler "tpe").
   std::string name;
+  // How random, hyperband and asha draw a trial's hyperparameters: random|tpe.
+  std::string sampler = "random";
+  TpeConfig tpe;
   std::string metric;
   bool smaller_is_better = true;
   int64_t max_length = 0;   // > 0

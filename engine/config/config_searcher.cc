@@ -17,17 +17,65 @@ struct Length {
   std::string unit;  // "" for a plain number
 };
 
-std::string canonical_name(const MapReader& searcher) {
+// The searcher's canonical name; `tpe_shorthand` says whether it was written `tpe` (random
+// search with the TPE sampler).
+std::string canonical_name(const MapReader& searcher, bool& tpe_shorthand) {
   const ConfigNode& node =
-      searcher.require("name", "one of single, grid, random, hyperband, asha, pbt");
+      searcher.require("name", "one of single, grid, random, hyperband, asha, pbt, tpe");
   std::string name = read_string(node, "searcher.name");
+  tpe_shorthand = name == "tpe";
+  if (tpe_shorthand) return "random";
   if (name == "adaptive_asha" || name == "async_halving") return "asha";
-  std::vector<std::string> names = {"single", "grid", "random", "hyperband", "asha", "pbt"};
+  std::vector<std::string> names = {"single", "grid", "random", "hyperband", "asha", "pbt", "tpe"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return name;
   std::optional<std::string> guess = closest_match(name, names);
   fail(node, "searcher.name",
-       "must be one of single, grid, random, hyperband, asha, pbt, got '" + name + "'" +
+       "must be one of single, grid, random, hyperband, asha, pbt, tpe, got '" + name + "'" +
            (guess ? "; did you mean '" + *guess + "'?" : ""));
+}
+
+TpeConfig read_tpe(const ConfigNode& node) {
+  MapReader tpe(node, "searcher.tpe");
+  tpe.reject_unknown(kTpeKeys);
+  TpeConfig out;
+  out.n_startup_trials = tpe.int_or("n_startup_trials", out.n_startup_trials, 0);
+  out.n_ei_candidates = tpe.int_or("n_ei_candidates", out.n_ei_candidates, 1, 10000);
+  if (std::optional<double> gamma = tpe.get_number("gamma")) {
+    if (!(*gamma > 0 && *gamma <= 1)) {
+      fail(*tpe.get("gamma"), "searcher.tpe.gamma",
+           "must be greater than 0 and at most 1, got " + tpe.get("gamma")->text);
+    }
+    out.gamma = *gamma;
+  }
+  out.max_good = tpe.int_or("max_good", out.max_good, 1);
+  if (std::optional<double> weight = tpe.get_number("prior_weight")) {
+    if (!(*weight > 0)) {
+      fail(*tpe.get("prior_weight"), "searcher.tpe.prior_weight",
+           "must be greater than 0, got " + tpe.get("prior_weight")->text);
+    }
+    out.prior_weight = *weight;
+  }
+  out.consider_endpoints = tpe.get_bool("consider_endpoints").value_or(out.consider_endpoints);
+  out.consider_magic_clip = tpe.get_bool("consider_magic_clip").value_or(out.consider_magic_clip);
+  return out;
+}
+
+void read_sampler(const MapReader& searcher, bool tpe_shorthand, SearcherConfig& out) {
+  std::optional<std::string> sampler = searcher.get_choice("sampler", {"random", "tpe"});
+  if (tpe_shorthand && sampler && *sampler != "tpe") {
+    fail(*searcher.get("sampler"), "searcher.sampler",
+         "is " + *sampler +
+             ", but searcher.name tpe means random search with the tpe sampler; write name: "
+             "random for random sampling");
+  }
+  out.sampler = tpe_shorthand ? "tpe" : sampler.value_or("random");
+  if (out.sampler == "tpe" && (out.name == "grid" || out.name == "single" || out.name == "pbt")) {
+    fail(*searcher.get("sampler"), "searcher.sampler",
+         "tpe draws hyperparameters for random, hyperband and asha; the " + out.name +
+             (out.name == "pbt" ? " searcher perturbs its population's instead"
+                                : " searcher draws none"));
+  }
+  if (const ConfigNode* tpe = searcher.get("tpe")) out.tpe = read_tpe(*tpe);
 }
 
 int64_t read_positive(const ConfigNode& node, const std::string& key) {
@@ -175,7 +223,8 @@ SearcherConfig read_searcher(const ConfigNode& node) {
   MapReader searcher(node, "searcher");
   searcher.reject_unknown(kSearcherKeys);
   SearcherConfig out;
-  out.name = canonical_name(searcher);
+  bool tpe_shorthand = false;
+  out.name = canonical_name(searcher, tpe_shorthand);
   out.metric =
       read_string(searcher.require("metric", "the validation metric to optimize, such as val_loss"),
                   "searcher.metric");
@@ -194,6 +243,7 @@ SearcherConfig read_searcher(const ConfigNode& node) {
   out.mode =
       searcher.get_choice("mode", {"aggressive", "standard", "conservative"}).value_or("standard");
   read_pbt(searcher, out);
+  read_sampler(searcher, tpe_shorthand, out);
   return out;
 }
 

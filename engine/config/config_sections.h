@@ -31,7 +31,7 @@ inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
                                                                    "rank_wait_timeout"};
-inline constexpr std::array<std::string_view, 14> kSearcherKeys = {"name",
+inline constexpr std::array<std::string_view, 16> kSearcherKeys = {"name",
                                                                    "metric",
                                                                    "smaller_is_better",
                                                                    "max_length",
@@ -44,7 +44,12 @@ inline constexpr std::array<std::string_view, 14> kSearcherKeys = {"name",
                                                                    "population_size",
                                                                    "perturbation_interval",
                                                                    "quantile_fraction",
-                                                                   "perturbations"};
+                                                                   "perturbations",
+                                                                   "sampler",
+                                                                   "tpe"};
+inline constexpr std::array<std::string_view, 7> kTpeKeys = {
+    "n_startup_trials",   "n_ei_candidates",    "gamma", "max_good", "prior_weight",
+    "consider_endpoints", "consider_magic_clip"};
 inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_trial", "devices",
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {

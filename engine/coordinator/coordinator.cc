@@ -14,7 +14,7 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
-#include "engine/coordinator/local_launcher.h"
+#include "engine/coordinator/launcher_choice.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/signal_pipe.h"
@@ -56,7 +56,7 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   options_.slots = machine_slots(options_.slots, gpus);
   slots_.emplace(options_.slots);
-  launcher_ = std::make_unique<LocalLauncher>();
+  launcher_ = make_launcher(options_.peers, options_.key_file);
 }
 
 Coordinator::~Coordinator() = default;

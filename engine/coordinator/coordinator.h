@@ -42,6 +42,9 @@ struct CoordinatorOptions {
   int slots = 0;                // 0: the number of CPU cores
   std::string self_executable;  // re-executed for builtin:mlp
   bool resume = false;          // continue an experiment from its records and event log
+  // --peers / --key-file: ranks run on the first listed agent (launcher_choice.h).
+  std::vector<std::string> peers;
+  std::string key_file;
   // Where the events `notify.on` asks for go (notifier.h); not owned; null: nowhere.
   Notifier* notifier = nullptr;
 };

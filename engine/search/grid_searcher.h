@@ -14,7 +14,7 @@ class GridSearcher : public SweepSearcher {
   GridSearcher(const ExperimentConfig& config, uint64_t seed, int concurrency);
 
  protected:
-  Json hparams_of(int64_t index) const override { return grid_.point(index - 1); }
+  Json hparams_of(int64_t index) override { return grid_.point(index - 1); }
 
  private:
   GridSearcher(const ExperimentConfig& config, uint64_t seed, int concurrency,

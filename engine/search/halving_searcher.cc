@@ -11,7 +11,7 @@ HalvingSearcher::HalvingSearcher(std::string name, const ExperimentConfig& confi
                                  int concurrency, std::vector<BracketPlan> plan)
     : name_(std::move(name)),
       config_(config.searcher),
-      specs_(config.hyperparameters),
+      sampler_(config, seed, TrialSampler::Rule::kLongestRung),
       seed_(seed),
       concurrency_(std::max(concurrency, 1)) {
   for (BracketPlan& bracket_plan : plan) {
@@ -44,8 +44,7 @@ void HalvingSearcher::create_while_room(Actions& out) {
     ++busy_;
     trials_.push_back(Trial{index, 0, true, false, false});
     const auto trial = static_cast<int64_t>(trials_.size());
-    out.push_back(SearcherAction::create(trial, sample_hparams(specs_, seed_, trial),
-                                         trial_seed(seed_, trial)));
+    out.push_back(SearcherAction::create(trial, sampler_.sample(trial), trial_seed(seed_, trial)));
     out.push_back(SearcherAction::train(trial, b.rungs[0].length()));
   }
 }
@@ -63,6 +62,7 @@ std::vector<SearcherAction> HalvingSearcher::on_validation(int64_t trial, int64_
   const double loss = MetricOrder(config_.smaller_is_better).key(metric);
   best_.offer(trial, rung.length(), metric, loss);
   rung.add(trial, metric, loss);
+  sampler_.observe(trial, rung.length(), loss);
   Actions out;
   if (t->rung == b.last_rung()) {  // max_length reached: the trial is complete
     rung.mark_closed(trial);
@@ -142,9 +142,14 @@ Json HalvingSearcher::describe() const {
                             {"trials_created", b.created},
                             {"rungs", std::move(rungs)}});
   }
-  return Json{
-      {"searcher", name_},        {"trials_planned", planned_}, {"trials_created", trials_.size()},
-      {"trials_closed", closed_}, {"best", best_.describe()},   {"brackets", std::move(brackets)}};
+  Json out{{"searcher", name_},
+           {"trials_planned", planned_},
+           {"trials_created", trials_.size()},
+           {"trials_closed", closed_},
+           {"best", best_.describe()}};
+  sampler_.describe(out);
+  out["brackets"] = std::move(brackets);
+  return out;
 }
 
 }  // namespace cairn

@@ -13,6 +13,7 @@
 #include "engine/search/bracket_plan.h"
 #include "engine/search/rung.h"
 #include "engine/search/searcher.h"
+#include "engine/search/trial_sampler.h"
 
 namespace cairn {
 
@@ -22,7 +23,7 @@ class HalvingSearcher : public Searcher {
   std::vector<SearcherAction> on_validation(int64_t trial, int64_t length, double metric) override;
   std::vector<SearcherAction> on_trial_closed(int64_t trial) override;
   bool finished() const override;
-  // Adds "brackets" to the common fields; docs/search.md shows the shape.
+  // Adds "sampler" and "brackets" to the common fields; docs/search.md shows the shape.
   Json describe() const override;
   std::vector<SearcherAction> set_concurrency(int concurrency) override;
 
@@ -69,7 +70,7 @@ class HalvingSearcher : public Searcher {
 
   std::string name_;
   SearcherConfig config_;
-  std::map<std::string, HyperparameterSpec> specs_;
+  TrialSampler sampler_;  // BOHB when sampler: tpe
   uint64_t seed_;
   int concurrency_;
   std::vector<Bracket> brackets_;

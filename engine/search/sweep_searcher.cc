@@ -32,8 +32,10 @@ std::vector<SearcherAction> SweepSearcher::create_while_room() {
 std::vector<SearcherAction> SweepSearcher::on_validation(int64_t trial, int64_t length,
                                                          double metric) {
   if (trial < 1 || trial > created_ || closed_.count(trial) || close_sent_.count(trial)) return {};
-  best_.offer(trial, length, metric, MetricOrder(config_.smaller_is_better).key(metric));
+  const double loss = MetricOrder(config_.smaller_is_better).key(metric);
+  best_.offer(trial, length, metric, loss);
   if (length < config_.max_length) return {};
+  on_final_validation(trial, loss);
   close_sent_.insert(trial);
   return {SearcherAction::close(trial)};
 }

@@ -23,8 +23,14 @@ class SweepSearcher : public Searcher {
  protected:
   SweepSearcher(std::string name, const SearcherConfig& config, uint64_t seed, int concurrency,
                 int64_t total);
-  // The hyperparameters of trial `index` (1-based).
-  virtual Json hparams_of(int64_t index) const = 0;
+  // The hyperparameters of trial `index` (1-based), asked once per trial, in index order,
+  // when the trial is created.
+  virtual Json hparams_of(int64_t index) = 0;
+  // `trial` validated at max_length with `loss` (lower is better), just before it is closed.
+  virtual void on_final_validation(int64_t trial, double loss) {
+    (void)trial;
+    (void)loss;
+  }
   uint64_t seed() const { return seed_; }
 
  private:

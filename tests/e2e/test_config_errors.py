@@ -51,6 +51,12 @@ MISTAKES = [
     ("permanent exit codes not a list", GOOD + "permanent_exit_codes: 2\n", 12, "permanent_exit_codes"),
     ("categorical without vals", GOOD.replace("searcher:\n", "  opt: {type: categorical, vals: []}\nsearcher:\n"), 6, "hyperparameters.opt.vals"),
     ("divisor 1", GOOD.replace("  max_length: 3", "  max_length: 3\n  divisor: 1"), 10, "searcher.divisor"),
+    ("unknown sampler", GOOD.replace("name: single", "name: asha\n  max_trials: 4\n  sampler: bayes"), 9, "searcher.sampler"),
+    ("tpe with grid", GOOD.replace("name: single", "name: grid\n  sampler: tpe"), 8, "searcher.sampler"),
+    ("tpe gamma out of range", GOOD.replace("name: single", "name: tpe\n  max_trials: 4\n  tpe:\n    gamma: 0"),
+     10, "searcher.tpe.gamma"),
+    ("tpe candidates out of range", GOOD.replace("name: single", "name: tpe\n  max_trials: 4\n  tpe:\n    n_ei_candidates: 100000"),
+     10, "searcher.tpe.n_ei_candidates"),
     ("workdir missing", GOOD + "workdir: does/not/exist\n", 12, "workdir"),
     ("data path missing", GOOD + "data: [train.py, no/such/dir]\n", 12, "data[1]"),
     # What only the searcher judges is named at `searcher:`, like the rest.

@@ -390,7 +390,11 @@ for op in ctx.operations():
     def test_doctor_checks_the_store_devices_and_the_python_sdk(self):
         checks = {c["check"]: c for c in self.cairn_json("doctor", "--json")}
         self.assertEqual(set(checks), {"store", "git", "cpu", "gpu", "nccl", "cublas", "nvrtc",
-                                       "gloo", "python"})
+                                       "gloo", "python", "blas", "pyblas"})
+        # The kernels cairn's OpenBLAS and Python's run (tests/e2e/test_blas_kernels.py checks
+        # what they say): reported, never a failure of the machine.
+        for lib in ("blas", "pyblas"):
+            self.assertIn(checks[lib]["status"], ("ok", "warn"), checks[lib])
         # builtin:mlp's GPU libraries, loaded at run time: found or not, never a failure.
         # `cairn version` does not load them (it stays cheap) and says so under their keys;
         # the driver and NCCL it reports as doctor does.

@@ -1,5 +1,6 @@
 """End to end: hyperparameter search with real trial processes — golden Hyperband, grid,
-random determinism, ASHA, NaN metrics, and a search killed with kill -9 and resumed."""
+random determinism, ASHA, NaN metrics, a search killed with kill -9 and resumed, and
+TPE and BOHB making the same trials for a seed, killed and resumed or not."""
 import collections
 import json
 import os
@@ -193,6 +194,89 @@ reproducibility: {seed: 3}
         self.assertGreaterEqual(trained, straight_units)
         self.assertLessEqual(trained, straight_units + kills * 2 * 18)
 
+    def run_killed_at_random_moments(self, config, exp_id, seed, max_kills=20):
+        """Runs `cairn run CONFIG`, kills it with SIGKILL at random moments and resumes it
+        (experiment `exp_id`) until it finishes; returns the number of kills."""
+        rng = random.Random(seed)
+        env = dict(os.environ, NO_COLOR="1")
+        log = open(os.path.join(self.dir, "driver.log"), "a")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([CAIRN, "run", config], cwd=self.dir, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        kills = 0
+        # Bounded: at most max_kills kills, then the last resume gets 120 s to finish.
+        while kills < max_kills:
+            try:
+                proc.wait(timeout=rng.uniform(0.2, 0.6))
+                break
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+                kills += 1
+                proc = subprocess.Popen([CAIRN, "resume", str(exp_id)], cwd=self.dir, env=env,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        else:
+            proc.wait(timeout=120)
+        log.flush()
+        with open(os.path.join(self.dir, "driver.log")) as f:
+            self.assertEqual(proc.returncode, 0, f.read())
+        return kills
+
+    def test_tpe_and_bohb_same_trials_for_a_seed_and_after_kill_and_resume(self):
+        # One trial at a time, so each sample depends on the config and seed alone: a
+        # second run creates the same trials, and so does a run killed with kill -9 at
+        # random moments and resumed each time (the model is refitted from the event log).
+        space = """entrypoint: /usr/bin/python3 instant.py
+hyperparameters:
+  x: {type: double, minval: 0, maxval: 1}
+  k: {type: int, minval: 1, maxval: 5}
+  opt: {type: categorical, vals: [a, b, c]}
+checkpoint: {period: 1000}
+reproducibility: {seed: 11}
+"""
+        configs = {
+            "tpe": "searcher: {name: tpe, metric: val_loss, max_length: 2, max_trials: 14, "
+                   "max_concurrent_trials: 1, tpe: {n_startup_trials: 4}}\n",
+            "bohb": "searcher: {name: asha, sampler: tpe, metric: val_loss, max_length: 9, "
+                    "max_rungs: 3, max_trials: 14, max_concurrent_trials: 1, "
+                    "tpe: {n_startup_trials: 4}}\n",
+        }
+        exp = 0
+        for name, searcher in configs.items():
+            with self.subTest(searcher=name):
+                self.write(name + ".yaml", space + searcher)
+                self.cairn("run", name + ".yaml", check=0)
+                self.cairn("run", name + ".yaml", check=0)
+                kills = self.run_killed_at_random_moments(name + ".yaml", exp + 3, seed=exp + 7)
+                runs = [self.cairn_json("show", str(exp + i), "--json") for i in (1, 2, 3)]
+                exp += 3
+                key = lambda e: [(t["id"].split(".")[1], t["hparams"], t["seed"], t["state"],
+                                  t["steps_completed"]) for t in e["trials"]]
+                self.assertEqual(len(runs[0]["trials"]), 14)
+                self.assertEqual(key(runs[1]), key(runs[0]))
+                self.assertEqual(key(runs[2]), key(runs[0]), "after %d kills" % kills)
+                self.assertGreaterEqual(kills, 1, "the run was interrupted")
+                for run in runs:
+                    state = run["searcher_state"]
+                    self.assertEqual(state["sampler"], "tpe")
+                    self.assertGreater(state["tpe"]["model_trials"], 0)
+                    self.assertEqual(state["tpe"], runs[0]["searcher_state"]["tpe"])
+                # The model's trials differ from what random sampling gives the same seed.
+                self.cairn("run", name + ".yaml", "--set", "searcher.sampler=random",
+                           *(["--set", "searcher.name=random"] if name == "tpe" else []), check=0)
+                exp += 1
+                plain = self.cairn_json("show", str(exp), "--json")
+                self.assertEqual(plain["searcher_state"]["sampler"], "random")
+                self.assertEqual([t["hparams"] for t in plain["trials"]][:4],
+                                 [t["hparams"] for t in runs[0]["trials"]][:4],
+                                 "the startup trials are random search's")
+                self.assertNotEqual([t["hparams"] for t in plain["trials"]],
+                                    [t["hparams"] for t in runs[0]["trials"]])
+                shown = self.cairn("show", str(exp - 1), check=0).stdout
+                self.assertRegex(shown, r"sampler +tpe: \d+ trials from the model, \d+ at random; "
+                                        r"the last model: \d+ observations at length \d+ \(for trial %d\.\d+\)"
+                                 % (exp - 1))
+
     def test_invalid_searcher_configs_name_the_key(self):
         base = "entrypoint: /usr/bin/python3 instant.py\nhyperparameters:\n  x: {type: double, minval: 0, maxval: 1}\n"
         cases = [
@@ -202,6 +286,13 @@ reproducibility: {seed: 3}
             ("searcher: {name: bayesian, metric: m, max_length: 3}\n", "searcher.name"),
             ("searcher: {name: random, metric: m, max_length: 3}\n", "searcher.max_trials"),
             ("searcher: {name: asha, metric: m, max_length: 9, max_trials: 4, mode: wild}\n", "searcher.mode"),
+            ("searcher: {name: asha, metric: m, max_length: 9, max_trials: 4, sampler: bayes}\n",
+             "searcher.sampler"),
+            ("searcher: {name: tpe, metric: m, max_length: 9, max_trials: 4, tpe: {gamma: 2}}\n",
+             "searcher.tpe.gamma"),
+            ("searcher: {name: tpe, metric: m, max_length: 9, max_trials: 4, tpe: {n_ei_candidates: 0}}\n",
+             "searcher.tpe.n_ei_candidates"),
+            ("searcher: {name: grid, metric: m, max_length: 9, sampler: tpe}\n", "searcher.sampler"),
         ]
         for text, key in cases:
             with self.subTest(key=key, text=text):

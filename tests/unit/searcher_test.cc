@@ -64,6 +64,7 @@ TEST_CASE("make_searcher builds the searcher the config names") {
       {"name: asha, max_length: 9, max_trials: 9", "asha"},
       {"name: adaptive_asha, max_length: 9, max_trials: 9", "asha"},
       {"name: async_halving, max_length: 9, max_trials: 9", "asha"},
+      {"name: tpe, max_length: 3, max_trials: 4", "random"},
   };
   for (const auto& [searcher, name] : cases) {
     CAPTURE(searcher);

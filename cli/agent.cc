@@ -1,0 +1,159 @@
+// `cairn agent`: serves this machine's slots to coordinators on other machines (issue 17,
+// docs/peers.md). Today it authenticates peers with the cluster key and answers status
+// requests; running ranks comes next. `cairn agent --new-key F` writes a new cluster key.
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "common/build_info.h"
+#include "engine/coordinator/agent_rank_host.h"
+#include "engine/coordinator/machine_resources.h"
+#include "engine/coordinator/signal_pipe.h"
+#include "engine/coordinator/slot_pool.h"
+#include "gpu/cuda_driver.h"
+#include "peer/agent_log.h"
+#include "peer/agent_server.h"
+#include "peer/key_location.h"
+#include "peer/peer_address.h"
+#include "peer/peer_protocol.h"
+
+namespace cairn::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct AgentOptions {
+  std::string listen;
+  int slots = 0;
+  std::string key_file;
+  std::string dir;
+  std::string new_key;
+};
+
+// $XDG_STATE_HOME/cairn/agent, else ~/.local/state/cairn/agent.
+Result<fs::path> default_agent_dir() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/')
+    return fs::path(state) / "cairn" / "agent";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".local" / "state" / "cairn" / "agent";
+  return Status::BadInput("no agent directory: HOME and XDG_STATE_HOME are unset (pass --dir DIR)");
+}
+
+int new_key(const std::string& file) {
+  auto key = write_new_cluster_key(file);
+  if (!key.ok()) return fail(key.status());
+  std::cout << "wrote a new cluster key to " << file << " (key id " << key->id
+            << "): copy it, mode 0600, to every machine of the team\n";
+  return 0;
+}
+
+int agent(const AgentOptions& options) {
+  if (!options.new_key.empty()) return new_key(options.new_key);
+  fs::path key_source;
+  auto key = find_cluster_key(options.key_file, &key_source);
+  if (!key.ok()) return fail(key.status());
+
+  PeerAddress address;
+  if (!options.listen.empty()) {
+    auto parsed = parse_peer_address(options.listen);
+    if (!parsed.ok()) return fail(parsed.status());
+    address = *parsed;
+  } else {
+    // With a key: every interface; without: loopback only.
+    address.host = key->none() ? "127.0.0.1" : "";
+  }
+  if (key->none()) {
+    auto loopback = is_loopback_host(address.host);
+    if (!loopback.ok()) return fail(loopback.status());
+    if (!*loopback)
+      return fail(Status::BadInput(
+          "no cluster key, so the agent listens on loopback only, not " + address.text() +
+          " (write one with `cairn agent --new-key FILE` and pass --key-file FILE)"));
+  }
+
+  auto dir = options.dir.empty() ? default_agent_dir() : Result<fs::path>(fs::path(options.dir));
+  if (!dir.ok()) return fail(dir.status());
+  std::error_code ec;
+  fs::create_directories(*dir, ec);
+  if (ec)
+    return fail(
+        Status::Io("cannot create the agent directory " + dir->string() + ": " + ec.message()));
+  ::chmod(dir->c_str(), 0700);
+
+  const int gpus = cuda::driver().device_count;
+  AgentInfo info;
+  info.slots_total = machine_slots(options.slots, gpus);
+  if (gpus > 0) {
+    for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))
+      info.devices.push_back("gpu" + name);
+  } else {
+    info.devices.push_back("cpu");
+  }
+
+  auto tls = TlsContext::make(TlsContext::Side::kServer, *key);
+  if (!tls.ok()) return fail(tls.status());
+  SignalPipe signals;  // before listening: a SIGTERM from now on ends the agent cleanly
+  auto listener = listen_on(address);
+  if (!listener.ok()) return fail(listener.status());
+  address.port = local_port(listener->get());
+  agent_log(
+      "listening on " + (address.host.empty() ? std::string("*") : address.host) + ":" +
+      std::to_string(address.port) + " (key id " + key->id +
+      (key->none() ? ", no key file: loopback only, unauthenticated" : ", " + key_source.string()) +
+      "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
+      "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
+      std::to_string(kPeerProtocolVersion) + ")");
+  // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
+  RankHostFactory hosts;
+  if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
+  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts),
+                     "this agent has no cluster key, so it runs no ranks (any local user "
+                     "could connect): start it with --key-file");
+  auto stopped = server.serve(signals.fd());
+  if (!stopped.ok()) {
+    agent_log("stopped: " + stopped.status().message());
+    return 1;
+  }
+  agent_log(std::string("stopped (") +
+            (*stopped == SIGTERM  ? "SIGTERM"
+             : *stopped == SIGINT ? "SIGINT"
+                                  : "SIGHUP") +
+            ")");
+  return 0;
+}
+
+}  // namespace
+
+void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
+  auto options = std::make_shared<AgentOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "agent",
+      "Serve this machine's slots to cairn coordinators on other machines (peers); runs until "
+      "SIGTERM");
+  cmd->add_option("--listen", options->listen,
+                  "Address to listen on (default: every interface, port 7070; loopback only "
+                  "without a cluster key)")
+      ->type_name("ADDR:PORT");
+  cmd->add_option("--slots", options->slots,
+                  "Slots to offer (default: one per GPU, else one per CPU core)")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--key-file", options->key_file,
+                  "Cluster key (default: CAIRN_KEY_FILE, else "
+                  "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")
+      ->type_name("FILE");
+  cmd->add_option("--dir", options->dir,
+                  "Where the agent keeps its work (default: $XDG_STATE_HOME/cairn/agent or "
+                  "~/.local/state/cairn/agent)")
+      ->type_name("DIR");
+  cmd->add_option("--new-key", options->new_key,
+                  "Write a new random cluster key to FILE (mode 0600) and exit")
+      ->type_name("FILE");
+  cmd->callback([&outcome, options] { outcome.exit_code = agent(*options); });
+  (void)global;
+}
+
+}  // namespace cairn::cli

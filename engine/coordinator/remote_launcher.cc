@@ -1,0 +1,206 @@
+#include "engine/coordinator/remote_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "common/file_util.h"
+#include "peer/agent_client.h"
+#include "peer/rank_messages.h"
+
+namespace cairn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long start() waits for the agent to answer a launch.
+constexpr auto kLaunchTime = std::chrono::seconds(30);
+// How often the connection's thread looks for work from the coordinator between frames.
+constexpr auto kPollTime = std::chrono::milliseconds(10);
+
+std::string env_or(const std::map<std::string, std::string>& env, const char* name,
+                   const std::string& fallback) {
+  auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? fallback : it->second;
+}
+
+}  // namespace
+
+struct RemoteLauncher::State {
+  std::unique_ptr<PeerConnection> peer;
+  std::string address;
+
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::deque<Json> outgoing;                         // frames for the connection's thread
+  std::map<int64_t, std::optional<Status>> pending;  // launches waiting for an answer
+  std::map<int64_t, UniqueFd> outputs;               // running ranks' output files
+  std::set<int64_t> running;                         // launched, exit not yet taken
+  std::vector<RankExit> exits;
+  std::optional<Status> broken;  // the connection failed: every rank is lost
+  bool stopping = false;
+  bool reap_local_children = true;
+  int64_t next_rank = 2;
+  std::thread thread;
+
+  void loop();
+  void fail_all(const Status& why);
+};
+
+void RemoteLauncher::State::fail_all(const Status& why) {
+  std::lock_guard lock(mutex);
+  broken = why;
+  for (auto& [rank, answer] : pending)
+    if (!answer) answer = why;
+  // A rank on a lost connection is gone (the agent kills it): report it killed.
+  for (int64_t rank : running) {
+    if (pending.count(rank)) continue;  // its start() fails instead
+    ExitInfo info;
+    info.signal = SIGKILL;
+    exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
+  }
+  running.clear();
+  outputs.clear();
+  answered.notify_all();
+  if (!exits.empty()) ::kill(::getpid(), SIGCHLD);
+}
+
+void RemoteLauncher::State::loop() {
+  for (;;) {
+    std::deque<Json> sending;
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) break;
+      sending.swap(outgoing);
+    }
+    for (const Json& frame : sending) {
+      Status sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
+      if (!sent.ok()) return fail_all(Status::Failed(address + ": " + sent.message()));
+    }
+    auto message = peer->receive(Clock::now() + kPollTime);
+    if (!message.ok() && message.status().message() == "timed out") continue;
+    if (!message.ok()) return fail_all(Status::Failed(address + ": " + message.status().message()));
+    if (!message->has_value())
+      return fail_all(Status::Failed(address + ": the agent closed the connection"));
+    const Json& m = **message;
+    const std::string type = m["type"].get<std::string>();
+    const int64_t rank =
+        m.value("rank", Json()).is_number_integer() ? m["rank"].get<int64_t>() : -1;
+    std::lock_guard lock(mutex);
+    if (type == "launched" || type == "error") {
+      auto it = pending.find(rank);
+      if (it != pending.end())
+        it->second = type == "launched"
+                         ? Status::Ok()
+                         : Status::Failed(address + ": " +
+                                          m.value("reason", std::string("refused")).substr(0, 500));
+      answered.notify_all();
+    } else if (type == "output") {
+      auto it = outputs.find(rank);
+      const Json data = m.value("data", Json());
+      if (it != outputs.end() && data.is_string())
+        (void)write_all(it->second.get(), data.get<std::string>());
+    } else if (type == "exit" && running.count(rank)) {
+      ExitInfo info;
+      info.code = m.value("code", 0);
+      info.signal = m.value("signal", 0);
+      exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
+      running.erase(rank);
+      outputs.erase(rank);
+      ::kill(::getpid(), SIGCHLD);  // wakes the coordinator's loop (launcher.h)
+    }
+  }
+}
+
+RemoteLauncher::RemoteLauncher(std::unique_ptr<State> state) : state_(std::move(state)) {
+  State* s = state_.get();
+  s->thread = std::thread([s] { s->loop(); });
+}
+
+RemoteLauncher::~RemoteLauncher() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->thread.join();
+  state_->peer->close(Clock::now() + std::chrono::seconds(1));
+}
+
+Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddress& address,
+                                                                std::shared_ptr<TlsContext> client,
+                                                                std::chrono::milliseconds timeout,
+                                                                bool reap_local_children) {
+  PeerFailure failure;
+  auto peer = connect_to_agent(address, std::move(client), Clock::now() + timeout, &failure);
+  if (!peer.ok()) return peer.status();
+  auto state = std::make_unique<State>();
+  state->peer = std::move(*peer);
+  state->address = address.text();
+  state->reap_local_children = reap_local_children;
+  return std::unique_ptr<RemoteLauncher>(new RemoteLauncher(std::move(state)));
+}
+
+Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
+  State& s = *state_;
+  UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
+  RemoteLaunch remote;
+  remote.argv = launch.argv;
+  remote.env = launch.env;
+  remote.cwd = "trials/" + env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed") + "/rank-" +
+               env_or(launch.env, "RANK", "0");
+  std::unique_lock lock(s.mutex);
+  if (s.broken) return *s.broken;
+  remote.rank = s.next_rank++;
+  s.pending[remote.rank] = std::nullopt;
+  s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
+  s.running.insert(remote.rank);
+  s.outgoing.push_back(launch_message(remote));
+  const bool answered = s.answered.wait_until(lock, Clock::now() + kLaunchTime,
+                                              [&] { return s.pending[remote.rank].has_value(); });
+  Status result = answered ? *s.pending[remote.rank]
+                           : Status::Failed(s.address + ": no answer to a launch within " +
+                                            std::to_string(kLaunchTime.count()) + " s");
+  s.pending.erase(remote.rank);
+  if (!result.ok()) {
+    s.running.erase(remote.rank);
+    s.outputs.erase(remote.rank);
+    // A late answer finds nothing pending; a rank that started after all is killed with the
+    // connection (the launcher gives up on it).
+    return result;
+  }
+  return LaunchedRank{static_cast<pid_t>(-remote.rank), 0};
+}
+
+bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const int64_t id = -static_cast<int64_t>(rank.pid);
+  if (!s.running.count(id)) return false;
+  s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
+  return true;
+}
+
+std::vector<RankExit> RemoteLauncher::take_exits() {
+  // Local children that ended (a helper cairn started): reaped, as the local launcher does.
+  State& s = *state_;
+  int status = 0;
+  while (s.reap_local_children && ::waitpid(-1, &status, WNOHANG) > 0) {
+  }
+  std::lock_guard lock(s.mutex);
+  std::vector<RankExit> exits;
+  exits.swap(s.exits);
+  return exits;
+}
+
+}  // namespace cairn

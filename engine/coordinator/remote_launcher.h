@@ -1,0 +1,57 @@
+// Ranks on another machine, through its agent (docs/peers.md "Running ranks"): the Launcher
+// of launcher.h over one authenticated connection (peer/agent_client.h). start() sends a
+// launch and waits (bounded) for the agent's answer; the agent's output frames are appended
+// to the rank's local output file (RankLaunch::output), which the coordinator follows as it
+// follows a local rank's; exit frames become take_exits()'s RankExits.
+//
+// A remote rank has no local process: its LaunchedRank has a pid below -1 (unique among
+// this launcher's ranks; no pid of this machine, so nothing that signals or probes pids can
+// touch a local process by mistake) and start_time 0.
+//
+// The working directory: the agent runs the rank under its own directory, in
+// "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below DIR/work (RankLaunch::cwd names a
+// directory of this machine, which the agent does not have: code shipping is not built yet,
+// so argv must name what exists on the agent).
+//
+// One thread owns the connection (OpenSSL's connection objects are not shared between
+// threads); the coordinator's calls hand it work and read its results under a mutex. When a
+// rank ends, that thread sends this process SIGCHLD, which wakes the coordinator's loop as
+// a local rank's end does, so take_exits() is called. take_exits() also reaps any local
+// child that ended (the local launcher does that for children that are not ranks).
+//
+// Thread-safety: start, signal and take_exits from one thread (the coordinator's loop).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "engine/coordinator/launcher.h"
+#include "peer/peer_address.h"
+#include "peer/tls_session.h"
+
+namespace cairn {
+
+class RemoteLauncher final : public Launcher {
+ public:
+  // Connects to the agent at `address` and says hello, within `timeout`. The error is one
+  // line naming the address (a key mismatch, unreachable, another version).
+  // `reap_local_children`: whether take_exits() reaps this process's ended children (what
+  // the coordinator needs; false where an agent runs in the same process, as in tests).
+  static Result<std::unique_ptr<RemoteLauncher>> connect(const PeerAddress& address,
+                                                         std::shared_ptr<TlsContext> client,
+                                                         std::chrono::milliseconds timeout,
+                                                         bool reap_local_children = true);
+  ~RemoteLauncher() override;  // closes the connection; the agent kills what still runs
+
+  Result<LaunchedRank> start(const RankLaunch& launch) override;
+  bool signal(const LaunchedRank& rank, int sig) override;
+  std::vector<RankExit> take_exits() override;
+
+  struct State;
+
+ private:
+  explicit RemoteLauncher(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,178 @@
+#include "engine/search/tpe_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+#include "engine/config/hparam_values.h"
+#include "engine/search/parzen_estimator.h"
+
+namespace cairn {
+namespace {
+
+using Type = HyperparameterSpec::Type;
+
+void collect_leaves(const std::map<std::string, HyperparameterSpec>& specs,
+                    std::vector<std::string>& path, auto& out) {
+  for (const auto& [name, spec] : specs) {  // std::map: sorted
+    path.push_back(name);
+    if (spec.type == Type::kNested)
+      collect_leaves(spec.children, path, out);
+    else if (spec.type != Type::kConst)
+      out.push_back({path, spec});
+    path.pop_back();
+  }
+}
+
+const Json* value_at(const Json& hparams, const std::vector<std::string>& path) {
+  const Json* at = &hparams;
+  for (const std::string& key : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+// Where a value sits in the estimator's space: the number itself (int, double), its exponent
+// (log), its index in vals (categorical); nullopt for a value the spec cannot have produced.
+std::optional<double> internal_value(const HyperparameterSpec& spec, const Json* value) {
+  if (value == nullptr) return std::nullopt;
+  if (spec.type == Type::kCategorical) {
+    for (size_t i = 0; i < spec.vals.size(); ++i)
+      if (spec.vals[i] == *value) return static_cast<double>(i);
+    return std::nullopt;
+  }
+  if (!value->is_number()) return std::nullopt;
+  const double x = value->get<double>();
+  if (spec.type == Type::kLog) {
+    if (!(x > 0)) return std::nullopt;
+    return std::log(x) / std::log(spec.base);
+  }
+  return x;
+}
+
+std::vector<double> internal_values(const HyperparameterSpec& spec,
+                                    const std::vector<std::string>& path,
+                                    const std::vector<const Json*>& hparams) {
+  std::vector<double> out;
+  for (const Json* h : hparams)
+    if (std::optional<double> x = internal_value(spec, value_at(*h, path))) out.push_back(*x);
+  return out;
+}
+
+// Of `count` candidates drawn from l, the first with the highest log l − log g.
+template <typename Value, typename Estimator>
+Value best_candidate(const Estimator& l, const Estimator& g, int count, SplitMix64& rng) {
+  Value best{};
+  double best_score = -HUGE_VAL;
+  for (int i = 0; i < count; ++i) {
+    const Value x = l.sample(rng);
+    double score = l.log_pdf(x) - g.log_pdf(x);
+    if (std::isnan(score)) score = -HUGE_VAL;  // both densities zero: no evidence either way
+    if (i == 0 || score > best_score) {
+      best = x;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+Json assemble(const std::map<std::string, HyperparameterSpec>& specs,
+              std::vector<Json>::const_iterator& next) {
+  Json out = Json::object();
+  for (const auto& [name, spec] : specs) {
+    if (spec.type == Type::kConst)
+      out[name] = spec.value;
+    else if (spec.type == Type::kNested)
+      out[name] = assemble(spec.children, next);
+    else
+      out[name] = *next++;
+  }
+  return out;
+}
+
+}  // namespace
+
+TpeSampler::TpeSampler(const std::map<std::string, HyperparameterSpec>& specs,
+                       const TpeConfig& settings)
+    : specs_(specs), settings_(settings) {
+  std::vector<std::string> path;
+  collect_leaves(specs_, path, leaves_);
+}
+
+int64_t TpeSampler::good_count(int64_t n, const TpeConfig& settings) {
+  // ⌈gamma · n⌉ as numpy computes it (np.ceil of the product), then the cap.
+  const auto good = static_cast<int64_t>(std::ceil(settings.gamma * static_cast<double>(n)));
+  return std::min<int64_t>(good, settings.max_good);
+}
+
+Json TpeSampler::propose(const Leaf& leaf, const std::vector<const Json*>& good,
+                         const std::vector<const Json*>& bad, SplitMix64& rng) const {
+  const HyperparameterSpec& spec = leaf.spec;
+  const ParzenSettings parzen{settings_.prior_weight, settings_.consider_magic_clip,
+                              settings_.consider_endpoints};
+  const std::vector<double> good_x = internal_values(spec, leaf.path, good);
+  const std::vector<double> bad_x = internal_values(spec, leaf.path, bad);
+  switch (spec.type) {
+    case Type::kCategorical: {
+      auto indices = [](const std::vector<double>& x) {
+        return std::vector<int>(x.begin(), x.end());
+      };
+      const auto choices = static_cast<int>(spec.vals.size());
+      const CategoricalParzen l(indices(good_x), choices, parzen);
+      const CategoricalParzen g(indices(bad_x), choices, parzen);
+      return spec.vals[best_candidate<int>(l, g, settings_.n_ei_candidates, rng)];
+    }
+    case Type::kInt: {
+      const NumericalParzen l(good_x, spec.minval, spec.maxval, 1, parzen);
+      const NumericalParzen g(bad_x, spec.minval, spec.maxval, 1, parzen);
+      return static_cast<int64_t>(best_candidate<double>(l, g, settings_.n_ei_candidates, rng));
+    }
+    case Type::kDouble:
+    case Type::kLog: {
+      const double width = spec.maxval - spec.minval;
+      if (!(width > 0)) return range_value(spec, 0);  // one value: nothing to learn
+      const NumericalParzen l(good_x, spec.minval, spec.maxval, 0, parzen);
+      const NumericalParzen g(bad_x, spec.minval, spec.maxval, 0, parzen);
+      const double x = best_candidate<double>(l, g, settings_.n_ei_candidates, rng);
+      // Through range_value, so a value is one random sampling could give: inside
+      // [minval, maxval), and base^x for log.
+      return range_value(spec, std::clamp((x - spec.minval) / width, 0.0, kLargestUniform));
+    }
+    case Type::kConst:
+    case Type::kNested:
+      break;
+  }
+  return nullptr;
+}
+
+Json TpeSampler::sample(std::vector<TpeObservation> observations, SplitMix64& rng) const {
+  std::stable_sort(
+      observations.begin(), observations.end(),
+      [](const TpeObservation& a, const TpeObservation& b) { return a.trial < b.trial; });
+  const auto n = static_cast<int64_t>(observations.size());
+  // The good ones: the lowest losses, ties to the older trial.
+  std::vector<size_t> ranked(observations.size());
+  std::iota(ranked.begin(), ranked.end(), size_t{0});
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    return std::tie(observations[a].loss, observations[a].trial) <
+           std::tie(observations[b].loss, observations[b].trial);
+  });
+  std::vector<bool> is_good(observations.size(), false);
+  const int64_t good_n = n == 0 ? 0 : good_count(n, settings_);
+  for (int64_t i = 0; i < good_n; ++i) is_good[ranked[i]] = true;
+  std::vector<const Json*> good, bad;  // each oldest first
+  for (size_t i = 0; i < observations.size(); ++i)
+    (is_good[i] ? good : bad).push_back(&observations[i].hparams);
+
+  std::vector<Json> values;
+  for (const Leaf& leaf : leaves_) values.push_back(propose(leaf, good, bad, rng));
+  auto next = std::cbegin(values);
+  return assemble(specs_, next);
+}
+
+}  // namespace cairn

@@ -1,0 +1,60 @@
+// The agent's server (`cairn agent`): accepts peer connections, authenticates each with the
+// cluster key (peer_connection.h), checks the peer's protocol version (peer_protocol.h) and
+// answers its requests: "status", and the launch/signal requests of rank_messages.h, which
+// a RankHost made for the connection carries out (output and exits are sent back as they
+// happen). Shipping code and checkpoints are still to come (docs/peers.md). When the
+// connection ends, its ranks are killed.
+//
+// One thread per connection, at most kMaxAgentConnections at once; the serving thread only
+// accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
+// frame is refused with one log line naming its address, and only its connection ends.
+//
+// Thread-safety: serve() is called once, from one thread; it owns every connection thread
+// and joins them all before it returns.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "peer/rank_host.h"
+#include "peer/tls_session.h"
+
+namespace cairn {
+
+inline constexpr int kMaxAgentConnections = 64;
+
+// What the agent says about its machine in a status reply.
+struct AgentInfo {
+  int slots_total = 1;
+  Json devices = Json::array();  // ["cpu"] or ["gpu0", "gpu1", …] (slot_pool.h's names)
+};
+
+// The reply to {"type": "status"}:
+//   {"type": "status", "slots": {"free", "total"}, "devices", "version", "protocol"}
+Json agent_status_message(const AgentInfo& info, int slots_free);
+
+class AgentServer {
+ public:
+  // `hosts` makes each connection's RankHost; when empty, launches are refused with
+  // `no_hosts_reason`.
+  AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, AgentInfo info,
+              RankHostFactory hosts = {}, std::string no_hosts_reason = {});
+  ~AgentServer();
+  AgentServer(const AgentServer&) = delete;
+  AgentServer& operator=(const AgentServer&) = delete;
+
+  // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a non-blocking
+  // descriptor whose bytes are signal numbers (a SignalPipe's); then closes the listener,
+  // ends every connection (killing their ranks) and returns once their threads are joined.
+  // Returns the signal that ended it.
+  Result<int> serve(int signal_fd);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,86 @@
+// One authenticated, encrypted connection between two cairns (tls_session.h) carrying
+// frames (frame.h). Sockets are non-blocking underneath; every call takes a deadline, and
+// may take a "stop" descriptor (a pipe the owner makes readable to end every wait at once,
+// e.g. on SIGTERM), so no call blocks for ever on a silent or hostile peer.
+//
+// OpenSSL writes to the socket with write(2): a process using this must ignore SIGPIPE (the
+// agent's SignalPipe and `cairn peers` do), or a peer that closes first kills it.
+//
+// Thread-safety: one thread at a time per connection.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "peer/frame.h"
+#include "peer/peer_address.h"
+#include "peer/tls_session.h"
+
+namespace cairn {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// Why a connection could not be made or used, as `cairn peers` reports it.
+enum class PeerFailure {
+  kNone,
+  kUnreachable,      // no TCP connection (refused, timed out, no route, name not found)
+  kKeyMismatch,      // the TLS handshake failed: the two ends hold different keys (or none)
+  kVersionMismatch,  // authenticated, but the peer speaks another protocol version
+  kBroken,           // anything else: a malformed reply, a peer that closed mid-way
+};
+const char* peer_failure_name(PeerFailure failure);  // "ok", "key_mismatch", …
+
+class PeerConnection {
+ public:
+  // Connects to an agent and completes the handshake as the client. On failure `failure`
+  // (when given) says which kind; the error is one line naming the address and, for a key
+  // mismatch, our key id.
+  static Result<std::unique_ptr<PeerConnection>> connect(const PeerAddress& address,
+                                                         std::shared_ptr<TlsContext> client,
+                                                         Deadline deadline,
+                                                         PeerFailure* failure = nullptr);
+  // Completes the handshake as the server on an accepted socket. The error is one line
+  // naming what the peer offered ("key id 1f2e… (this agent's is 9a8b…)", "no cluster key
+  // offered", "not TLS 1.3: …").
+  static Result<std::unique_ptr<PeerConnection>> accept(UniqueFd fd,
+                                                        std::shared_ptr<TlsContext> server,
+                                                        Deadline deadline, int stop_fd = -1);
+  ~PeerConnection();
+
+  const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
+  void set_stop_fd(int fd) { stop_fd_ = fd; }
+
+  Status send(const Json& message, Deadline deadline);
+  // Bytes as they are, inside TLS: for tests of the frame layer (a malformed or oversized
+  // frame) and for bulk data that is already framed.
+  Status send_bytes(std::string_view bytes, Deadline deadline);
+  // The next message; nullopt when the peer closed the connection cleanly between frames.
+  // Errors: a frame error (frame.h's line), a timeout, the stop descriptor, a broken
+  // connection. After an error the connection is unusable, except after a timeout
+  // (kFailed "timed out"): nothing was consumed then, and receive may be called again.
+  Result<std::optional<Json>> receive(Deadline deadline);
+  // Sends TLS close_notify (best effort, bounded by `deadline`).
+  void close(Deadline deadline);
+
+ private:
+  PeerConnection(UniqueFd fd, std::unique_ptr<TlsSession> tls, std::string peer_name)
+      : fd_(std::move(fd)), tls_(std::move(tls)), peer_name_(std::move(peer_name)) {}
+  // Waits until the socket is readable (`write` false) or writable; kFailed on the
+  // deadline or the stop descriptor.
+  Status wait(bool write, Deadline deadline);
+  Status handshake(Deadline deadline);
+
+  UniqueFd fd_;
+  std::unique_ptr<TlsSession> tls_;
+  std::string peer_name_;
+  int stop_fd_ = -1;
+  FrameDecoder decoder_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,44 @@
+// What runs ranks for one agent connection (rank_messages.h). The agent server (peer/)
+// only speaks the protocol; the host that starts processes lives with the code that knows
+// how (engine/coordinator/agent_rank_host.h), and the CLI hands the server a factory. An
+// agent without a host refuses every launch.
+//
+// Thread-safety: one host per connection, used by that connection's thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "peer/rank_messages.h"
+
+namespace cairn {
+
+class RankHost {
+ public:
+  virtual ~RankHost() = default;
+  // Starts the rank; an error (one line) when it could not start: nothing runs then.
+  virtual Status start(const RemoteLaunch& launch) = 0;
+  // Signals the rank's process group; nothing when it has ended or is not known.
+  virtual void signal(int64_t rank, int sig) = 0;
+
+  struct Event {
+    int64_t rank = 0;
+    std::string output;  // at most kOutputChunkBytes, when not empty
+    bool ended = false;  // after all of its output
+    int code = 0;
+    int signal = 0;
+  };
+  // What happened since the last call: output pieces in order, then each ended rank once.
+  // Never blocks.
+  virtual std::vector<Event> poll() = 0;
+  // Kills every rank still running (the connection is gone) and reaps them.
+  virtual void kill_all() = 0;
+};
+
+using RankHostFactory = std::function<std::unique_ptr<RankHost>()>;
+
+}  // namespace cairn

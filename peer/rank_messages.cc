@@ -1,0 +1,54 @@
+#include "peer/rank_messages.h"
+
+#include <filesystem>
+
+#include "common/file_util.h"
+
+namespace cairn {
+
+Json launch_message(const RemoteLaunch& launch) {
+  return Json{{"type", "launch"},
+              {"rank", launch.rank},
+              {"argv", launch.argv},
+              {"env", launch.env},
+              {"cwd", launch.cwd}};
+}
+
+Result<RemoteLaunch> parse_launch(const Json& message) {
+  auto bad = [](const std::string& why) { return Status::BadInput("bad launch: " + why); };
+  auto no_nul = [](const std::string& s) { return s.find('\0') == std::string::npos; };
+  RemoteLaunch launch;
+  auto rank = message.find("rank");
+  if (rank == message.end() || !rank->is_number_integer() || rank->get<int64_t>() < 0)
+    return bad("no rank (a non-negative integer)");
+  launch.rank = rank->get<int64_t>();
+  auto argv = message.find("argv");
+  if (argv == message.end() || !argv->is_array() || argv->empty())
+    return bad("argv is not a non-empty array");
+  if (argv->size() > kMaxLaunchArgs)
+    return bad("more than " + std::to_string(kMaxLaunchArgs) + " arguments");
+  for (const Json& arg : *argv) {
+    if (!arg.is_string() || !no_nul(arg.get<std::string>()))
+      return bad("an argument is not a string");
+    launch.argv.push_back(arg.get<std::string>());
+  }
+  auto env = message.find("env");
+  if (env == message.end() || !env->is_object()) return bad("env is not an object");
+  if (env->size() > kMaxLaunchEnv)
+    return bad("more than " + std::to_string(kMaxLaunchEnv) + " variables");
+  for (const auto& [name, value] : env->items()) {
+    if (name.empty() || name.find('=') != std::string::npos || !no_nul(name) ||
+        !value.is_string() || !no_nul(value.get<std::string>()))
+      return bad("env has a variable that is not NAME=text");
+    launch.env[name] = value.get<std::string>();
+  }
+  auto cwd = message.find("cwd");
+  if (cwd == message.end() || !cwd->is_string()) return bad("no cwd");
+  launch.cwd = cwd->get<std::string>();
+  if (!no_nul(launch.cwd) || !stays_below(std::filesystem::path(launch.cwd)))
+    return bad("cwd '" + launch.cwd.substr(0, 200) +
+               "' is not a relative path below the agent's work directory");
+  return launch;
+}
+
+}  // namespace cairn

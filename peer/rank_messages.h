@@ -1,0 +1,50 @@
+// The messages that run a rank on an agent (docs/peers.md "Running ranks"), and the checks
+// an agent applies to a launch before anything is started. A rank's working directory is a
+// relative path below the agent's work directory (DIR/work): never absolute, never climbing
+// out with "..", so a peer cannot make the agent write outside its directory.
+//
+//   coordinator → agent  {"type": "launch", "rank": K, "argv": [...], "env": {...}, "cwd": "rel"}
+//                        {"type": "signal", "rank": K, "signal": N}
+//   agent → coordinator  {"type": "launched", "rank": K}  or  {"type": "error", "rank": K,
+//   "reason"}
+//                        {"type": "output", "rank": K, "data": "..."}   (after launched, in order)
+//                        {"type": "exit", "rank": K, "code": C, "signal": S}  (after its output)
+//
+// K is the coordinator's name for the rank, unique among its running ranks on that
+// connection. Output is text: bytes that are not UTF-8 arrive as U+FFFD.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace cairn {
+
+// Bounds of a launch, far above what a trial needs, so a peer cannot make the agent build
+// huge argument vectors.
+inline constexpr size_t kMaxLaunchArgs = 4096;
+inline constexpr size_t kMaxLaunchEnv = 4096;
+// Output travels in pieces of at most this many bytes (escaped, well inside a frame).
+inline constexpr size_t kOutputChunkBytes = 64 * 1024;
+
+struct RemoteLaunch {
+  int64_t rank = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;  // relative to the agent's work directory
+};
+
+Json launch_message(const RemoteLaunch& launch);
+
+// The launch in `message`, or kBadInput with one line: a missing or mistyped field, an empty
+// argv, too many entries, a variable name with '=' or NUL, a NUL in any string, or a cwd
+// that is absolute, empty or climbs out with "..".
+Result<RemoteLaunch> parse_launch(const Json& message);
+
+}  // namespace cairn

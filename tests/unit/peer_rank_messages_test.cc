@@ -1,0 +1,45 @@
+#include <doctest/doctest.h>
+
+#include "peer/rank_messages.h"
+
+namespace cairn {
+namespace {
+
+TEST_CASE("rank messages: a launch round-trips; every field is checked") {
+  RemoteLaunch launch{3, {"/usr/bin/python3", "train.py", "--lr=0.1"}, {{"A", "1"}}, "7/7.3"};
+  auto parsed = parse_launch(launch_message(launch));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->rank == 3);
+  CHECK(parsed->argv == launch.argv);
+  CHECK(parsed->env == launch.env);
+  CHECK(parsed->cwd == "7/7.3");
+
+  auto refused = [&](const char* field, const Json& value) {
+    Json message = launch_message(launch);
+    message[field] = value;
+    auto got = parse_launch(message);
+    REQUIRE_FALSE(got.ok());
+    CHECK(got.status().kind() == ErrorKind::kBadInput);
+    CHECK(got.status().message().rfind("bad launch: ", 0) == 0);
+    return got.status().message();
+  };
+  refused("rank", -1);
+  refused("rank", "3");
+  refused("argv", Json::array());
+  refused("argv", Json::array({"a", 1}));
+  refused("argv", Json::array({std::string("a\0b", 3)}));
+  refused("env", Json{{"A=B", "1"}});
+  refused("env", Json{{"A", 1}});
+  refused("env", Json::array());
+  for (const char* cwd : {"", "/tmp", "..", "../x", "a/../../x", "a/../.."})
+    CHECK(refused("cwd", cwd).find("is not a relative path below") != std::string::npos);
+  CHECK(parse_launch(launch_message(RemoteLaunch{0, {"x"}, {}, "a/../b"})).ok());
+  CHECK(parse_launch(launch_message(RemoteLaunch{0, {"x"}, {}, "..weights"})).ok());
+  Json many = launch_message(launch);
+  many["argv"] = Json::array();
+  for (size_t i = 0; i <= kMaxLaunchArgs; ++i) many["argv"].push_back("a");
+  CHECK_FALSE(parse_launch(many).ok());
+}
+
+}  // namespace
+}  // namespace cairn
