@@ -7,6 +7,7 @@
 
 #include "cli/code_change_summary.h"
 #include "cli/command.h"
+#include "cli/notify_redaction.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
 #include "store/code_snapshot.h"
@@ -64,7 +65,7 @@ void compare_maps(const std::string& category, const std::vector<std::map<std::s
 // The parts of a config that are not already compared in their own category: hparams,
 // the seed and environment have theirs; the workdir's content is the code; a name is a label.
 std::map<std::string, Json> config_map(const Json& experiment) {
-  Json config = experiment.value("config", Json::object());
+  Json config = redact_notify(experiment.value("config", Json::object()));
   for (const char* key : {"hyperparameters", "environment", "name", "workdir"}) config.erase(key);
   if (config.contains("reproducibility")) {
     config["reproducibility"].erase("seed");

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/experiment_control.h"
+#include "cli/webhook_sender.h"
 #include "common/build_info.h"
 #include "common/file_util.h"
 #include "engine/coordinator/coordinator.h"
@@ -105,8 +106,14 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   options.peers = what.peers;
   options.key_file = what.key_file;
   options.self_executable = self_executable();
+  // After --detach's fork: the sender's thread would not survive it.
+  std::unique_ptr<WebhookSender> webhooks =
+      make_webhook_sender(config.notify, webhook_spool(store, *id));
+  options.notifier = webhooks.get();
   Coordinator coordinator(store, std::move(*db), std::move(config), std::move(experiment), options);
-  return coordinator.run();
+  const int code = coordinator.run();
+  if (webhooks) webhooks->drain(kWebhookDrainLimit);
+  return code;
 }
 
 }  // namespace cairn::cli

@@ -1,5 +1,6 @@
 // `cairn report`'s page: one self-contained HTML file (no scripts, styles or images from
-// elsewhere; the charts are inline SVG), so it can be mailed, archived or opened offline.
+// elsewhere; the charts are inline SVG, hover through SVG <title>s), so it can be mailed,
+// archived or opened offline. man/cairn.1 (`cairn report`) describes what it shows.
 #pragma once
 
 #include <string>
@@ -16,9 +17,18 @@ struct ReportTrial {
   std::vector<MetricPoint> validation;
 };
 
-// The page for `experiment` (its stored record) and its trials: a summary, the learning
-// curves (the searcher's metric at each validation, and the training loss), one plot of
-// the searcher's metric against each hyperparameter that varies, and the trial table.
+struct ReportExperiment {
+  Json experiment;  // its stored record (config, searcher_state, …)
+  std::vector<ReportTrial> trials;
+};
+
+// The page for one or more experiments, drawn on shared axes (the first experiment's
+// metric): a summary, learning curves (every validation a point naming its trial and step,
+// the best trial marked), the metric against each hyperparameter that varies (log axes for
+// `log` hyperparameters and for metrics spanning decades, cli/report_axis.h), a
+// parallel-coordinates view, the importance of each hyperparameter with its method
+// (cli/report_importance.h), Hyperband/ASHA brackets and rungs, and the trial table.
+std::string render_report_html(const std::vector<ReportExperiment>& experiments);
 std::string render_report_html(const Json& experiment, const std::vector<ReportTrial>& trials);
 
 // `text` with &, <, >, " and ' escaped, for HTML text and attribute values. Public for tests.

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/experiment_control.h"
+#include "cli/webhook_sender.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/machine_resources.h"
@@ -27,6 +28,20 @@ std::string last_event_key(const StoreLayout& store, int64_t id) {
     return true;
   });
   return last;
+}
+
+// Notifications an earlier cairn queued for `id` and did not deliver (cli/webhook_sender.h),
+// delivered now: for an experiment that has ended, nothing else would.
+void deliver_pending_notifications(const StoreLayout& store, int64_t id, const Json& record) {
+  const fs::path spool = webhook_spool(store, id);
+  if (!has_pending_webhooks(spool)) return;
+  auto config = stored_config(record, store);
+  if (!config.ok()) {
+    std::cerr << "cairn: warning: experiment " << id
+              << ": its undelivered notifications stay: " << config.status().message() << "\n";
+    return;
+  }
+  if (auto sender = make_webhook_sender(config->notify, spool)) sender->drain(kWebhookDrainLimit);
 }
 
 int resume_one(const StoreLayout& store, int64_t id) {
@@ -57,11 +72,14 @@ int resume_one(const StoreLayout& store, int64_t id) {
         (status->driver ? std::to_string(*status->driver) : std::string("?")) + ")"));
   if (state == "COMPLETED" || state == "ERROR") {
     std::cout << "cairn: experiment " << id << " is " << state << "; nothing to resume\n";
+    deliver_pending_notifications(store, id, status->record);
     return 0;
   }
-  if (state == "CANCELED")
+  if (state == "CANCELED") {
+    deliver_pending_notifications(store, id, status->record);
     return fail(
         Status::BadInput("experiment " + std::to_string(id) + " was killed; it cannot be resumed"));
+  }
   std::string moved;
   auto config = stored_config(status->record, store, &moved);
   if (!config.ok()) return fail(config.status());
@@ -90,14 +108,19 @@ int resume_one(const StoreLayout& store, int64_t id) {
   options.self_executable = self_executable();
   options.resume = true;
   options.slots = slots;
+  std::unique_ptr<WebhookSender> webhooks =
+      make_webhook_sender(config->notify, webhook_spool(store, id));
+  options.notifier = webhooks.get();
   Coordinator coordinator(store, std::move(*db), std::move(*config), status->record, options);
-  return coordinator.run();
+  const int code = coordinator.run();
+  if (webhooks) webhooks->drain(kWebhookDrainLimit);
+  return code;
 }
 
 // Every experiment whose driver died (ACTIVE, not driven) is resumed in the background, each
 // by its own detached process. Deliberately paused experiments stay paused.
 int resume_all(const StoreLayout& store) {
-  int resumed = 0;
+  int resumed = 0, delivering = 0;
   int exit_code = 0;
   for (int64_t id : list_experiment_ids(store)) {
     auto status = experiment_status(store, id);
@@ -105,7 +128,22 @@ int resume_all(const StoreLayout& store) {
     // over as if there were nothing to resume.
     if (!status.ok() && status.status().kind() != ErrorKind::kNotFound)
       exit_code = fail(status.status());
-    if (!status.ok() || status->driven || status->record.value("state", "") != "ACTIVE") continue;
+    if (!status.ok() || status->driven) continue;
+    const std::string state = status->record.value("state", "");
+    // An experiment that ended with notifications undelivered gets them delivered, in the
+    // background too; a paused one waits for its own resume.
+    if (state != "ACTIVE" && state != "PAUSED" && has_pending_webhooks(webhook_spool(store, id))) {
+      pid_t pid = ::fork();
+      if (pid < 0) return fail(Status::Io("fork: " + errno_text()));
+      if (pid == 0) {
+        start_session_with_output(store.experiment(id) / "coordinator.log");
+        deliver_pending_notifications(store, id, status->record);
+        ::_exit(0);
+      }
+      ++delivering;
+      continue;
+    }
+    if (state != "ACTIVE") continue;
     std::cout << id << std::endl;
     pid_t pid = ::fork();
     if (pid < 0) return fail(Status::Io("fork: " + errno_text()));
@@ -116,6 +154,9 @@ int resume_all(const StoreLayout& store) {
     ++resumed;
   }
   std::cerr << "cairn: resumed " << resumed << " interrupted experiment(s) in the background\n";
+  if (delivering > 0)
+    std::cerr << "cairn: delivering the undelivered notifications of " << delivering
+              << " ended experiment(s) in the background\n";
   return exit_code;
 }
 

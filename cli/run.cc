@@ -72,14 +72,11 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   if (!opts.name.empty()) config->name = opts.name;
   for (const std::string& warning : config->warnings)
     std::cerr << "cairn: warning: " << warning << "\n";
-  // Accepted because SPEC §2 names them, but not built yet: say so rather than let a user
-  // wait for peers or a notification that never come.
+  // Accepted because SPEC §2 names it, but not built yet: say so rather than let a user
+  // wait for peers that never come.
   if (config->resources.peers_mode != "none")
     std::cerr << "cairn: warning: " << opts.config_file
               << ": resources.peers is not supported yet; the trials run on this machine only\n";
-  if (!config->notify_webhook.empty())
-    std::cerr << "cairn: warning: " << opts.config_file
-              << ": notify.webhook is not supported yet; no notification will be sent\n";
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
   // So are the resources: a config this machine cannot run must not leave an experiment

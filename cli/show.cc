@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/experiment_view.h"
+#include "cli/notify_redaction.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
 #include "common/metric_order.h"
@@ -73,7 +74,7 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
            {"state", exp.value("state", "")},
            {"searcher", exp.value("searcher", "")},
            {"seed", exp.value("seed", Json(nullptr))},
-           {"config", exp.value("config", Json::object())},
+           {"config", redact_notify(exp.value("config", Json::object()))},
            {"trials", Json::array()},
            {"best_trial", Json(nullptr)}};
   // Computed from the trials, as `best` and `ls` do: the same answer while it runs and after.

@@ -204,7 +204,7 @@ _cairn() {
       ids=$(_cairn_ids | grep -vF .)
       _cairn_compgen_words "--all $ids" "$cur"
       ;;
-    pause:1 | kill:1 | best:1 | watch:1 | gc:1 | report:1)
+    pause:1 | kill:1 | best:1 | watch:1 | gc:1 | report:*)
       ids=$(_cairn_ids | grep -vF .)
       _cairn_compgen_words "$ids" "$cur"
       ;;

@@ -116,7 +116,7 @@ complete -c cairn -n __cairn_needs_command -a logs -d 'Print the output of a tri
 complete -c cairn -n __cairn_needs_command -a metrics -d 'Print the metric series of a trial'
 complete -c cairn -n __cairn_needs_command -a checkpoints -d 'List checkpoints'
 complete -c cairn -n __cairn_needs_command -a best -d 'Print the best trial (or its best checkpoint, exported)'
-complete -c cairn -n __cairn_needs_command -a report -d 'Write an experiment as one self-contained HTML file'
+complete -c cairn -n __cairn_needs_command -a report -d 'Write experiments as one self-contained HTML file'
 complete -c cairn -n __cairn_needs_command -a watch -d 'Live view of an experiment'
 complete -c cairn -n __cairn_needs_command -a export -d 'Write the files of a checkpoint into DIR'
 complete -c cairn -n __cairn_needs_command -a gc -d 'Apply the checkpoint retention policy now'
@@ -170,9 +170,9 @@ complete -c cairn -n '__cairn_using_command metrics; and __cairn_at_argument 1' 
 complete -c cairn -n '__cairn_using_command checkpoints' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command checkpoints; and __cairn_at_argument 1' -a '(__cairn_ids all)' -d 'Experiment or trial'
 
-# report EXP -o FILE.html
+# report EXP... -o FILE.html
 complete -c cairn -n '__cairn_using_command report' -s o -l output -r -F -d 'The HTML file to write'
-complete -c cairn -n '__cairn_using_command report; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment
+complete -c cairn -n '__cairn_using_command report' -a '(__cairn_ids experiments)' -d Experiment
 # best EXP [--checkpoint]
 complete -c cairn -n '__cairn_using_command best' -l checkpoint -d 'Export the best checkpoint and print its path'
 complete -c cairn -n '__cairn_using_command best; and __cairn_at_argument 1' -a '(__cairn_ids experiments)' -d Experiment

@@ -152,7 +152,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
                           ? config::read_determined_environment(*node, out.warnings)
                           : config::read_environment(*node);
   }
-  if (const ConfigNode* node = top.get("notify")) out.notify_webhook = config::read_notify(*node);
+  if (const ConfigNode* node = top.get("notify")) out.notify = config::read_notify(*node);
   if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
   out.resolved = config::to_json(root);
   // Retention reads checkpoint.keep_* from the recorded config (store/retention.h): what

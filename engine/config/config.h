@@ -103,6 +103,22 @@ struct ReproducibilityConfig {
   int snapshot_limit_mb = 100;
 };
 
+// `notify:` (docs/config.md, "Notifications"): where webhooks go and on which events. The
+// URLs are secrets: `show`, `compare`, `--json` and reports print them redacted.
+enum class NotifyEvent { kEnd, kTrialError, kBestImproved };
+struct NotifyConfig {
+  std::vector<std::string> webhooks;  // http(s):// URLs, as written
+  std::string webhook_env;            // "" or the variable holding one more URL
+  std::string secret_env;             // "" or the variable holding the signing secret
+  std::vector<NotifyEvent> on = {NotifyEvent::kEnd, NotifyEvent::kTrialError};
+  bool enabled() const { return !webhooks.empty() || !webhook_env.empty(); }
+  bool wants(NotifyEvent e) const {
+    for (NotifyEvent x : on)
+      if (x == e) return true;
+    return false;
+  }
+};
+
 struct ExperimentConfig {
   // "FILE:LINE: key: …" for each key accepted without effect (Determined's cluster settings,
   // docs/determined.md); `cairn run` prints them.
@@ -136,7 +152,7 @@ struct ExperimentConfig {
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;                   // as written (relative to workdir)
   std::map<std::string, std::string> environment;  // valid names, no CAIRN_*
-  std::string notify_webhook;                      // "" or http(s)://…
+  NotifyConfig notify;
   Json resolved;  // the whole config after --set, as JSON (for storing and `show`)
 };
 

@@ -210,18 +210,74 @@ std::map<std::string, std::string> read_environment(const ConfigNode& node) {
   return out;
 }
 
-std::string read_notify(const ConfigNode& node) {
+namespace {
+
+void check_webhook_url(const ConfigNode& at, const std::string& key, const std::string& url) {
+  bool http = url.starts_with("http://") && url.size() > 7;
+  bool https = url.starts_with("https://") && url.size() > 8;
+  // The URL is a secret (it carries a token): only its scheme is repeated.
+  if (!http && !https)
+    fail(at, key,
+         "must be an http:// or https:// URL, got '" + url.substr(0, url.find("://")) + "…'");
+  for (char c : url)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      fail(at, key, "must be a URL without spaces or control characters");
+}
+
+std::string read_env_name(const MapReader& notify, std::string_view name) {
+  std::optional<std::string> value = notify.get_string(name);
+  if (!value) return "";
+  if (!is_env_name(*value))
+    fail(*notify.get(name), notify.key_path(name),
+         "must name an environment variable (letters, digits and _), got '" + *value + "'");
+  return *value;
+}
+
+}  // namespace
+
+NotifyConfig read_notify(const ConfigNode& node) {
   MapReader notify(node, "notify");
   notify.reject_unknown(kNotifyKeys);
-  std::optional<std::string> webhook = notify.get_string("webhook");
-  if (!webhook) return "";
-  bool http = webhook->starts_with("http://") && webhook->size() > 7;
-  bool https = webhook->starts_with("https://") && webhook->size() > 8;
-  if (!http && !https) {
-    fail(*notify.get("webhook"), "notify.webhook",
-         "must be an http:// or https:// URL, got '" + *webhook + "'");
+  NotifyConfig out;
+  if (const ConfigNode* webhook = notify.get("webhook")) {
+    if (webhook->kind == ConfigNode::Kind::kMap)
+      fail(*webhook, "notify.webhook", "expected a URL or a list of URLs, got a map");
+    const bool single = webhook->kind == ConfigNode::Kind::kScalar;
+    const std::vector<ConfigNode>& items =
+        single ? std::vector<ConfigNode>{*webhook} : webhook->items;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string key =
+          single ? "notify.webhook" : "notify.webhook[" + std::to_string(i) + "]";
+      out.webhooks.push_back(read_string(items[i], key));
+      check_webhook_url(items[i], key, out.webhooks.back());
+    }
   }
-  return *webhook;
+  out.webhook_env = read_env_name(notify, "webhook_env");
+  out.secret_env = read_env_name(notify, "secret_env");
+  if (const ConfigNode* on = notify.get("on")) {
+    const bool single = on->kind == ConfigNode::Kind::kScalar;
+    if (on->kind == ConfigNode::Kind::kMap)
+      fail(*on, "notify.on", "expected a list of events such as [end, trial_error], got a map");
+    const std::vector<ConfigNode>& items = single ? std::vector<ConfigNode>{*on} : on->items;
+    out.on.clear();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string key = single ? "notify.on" : "notify.on[" + std::to_string(i) + "]";
+      const std::string event = read_string(items[i], key);
+      if (event == "end")
+        out.on.push_back(NotifyEvent::kEnd);
+      else if (event == "trial_error")
+        out.on.push_back(NotifyEvent::kTrialError);
+      else if (event == "best_improved")
+        out.on.push_back(NotifyEvent::kBestImproved);
+      else
+        fail(items[i], key, "must be one of end, trial_error, best_improved, got '" + event + "'");
+    }
+  }
+  if (!out.enabled() && (notify.get("on") || !out.secret_env.empty()))
+    fail(node, "notify",
+         "says when and how to notify but not where: add notify.webhook or "
+         "notify.webhook_env");
+  return out;
 }
 
 }  // namespace cairn::config

@@ -58,7 +58,8 @@ inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {
     "period", "keep_trial_latest", "keep_trial_best", "keep_experiment_best"};
 inline constexpr std::array<std::string_view, 3> kReproducibilityKeys = {"seed", "deterministic",
                                                                          "snapshot_limit_mb"};
-inline constexpr std::array<std::string_view, 1> kNotifyKeys = {"webhook"};
+inline constexpr std::array<std::string_view, 4> kNotifyKeys = {"webhook", "webhook_env",
+                                                                "secret_env", "on"};
 
 // Each reads the value of its top-level key.
 std::vector<std::string> read_entrypoint(const ConfigNode& node);
@@ -86,7 +87,7 @@ ConfigNode without_cluster_resources(const ConfigNode& node, std::vector<std::st
 bool is_determined_environment(const ConfigNode& node);
 std::map<std::string, std::string> read_determined_environment(const ConfigNode& node,
                                                                std::vector<std::string>& warnings);
-std::string read_notify(const ConfigNode& node);
+NotifyConfig read_notify(const ConfigNode& node);
 
 // The grid searcher's rules: `count` where a range needs one, and at most 100000 points.
 // `node` is the value of `hyperparameters` (nullptr when absent).

@@ -369,6 +369,7 @@ void Coordinator::schedule() {
       trial->finished = true;
       set_trial_state(*trial, TrialState::kError);
       close_in_searcher(*trial);
+      notify_trial_error(*trial, st.message());
     }
   }
 }

@@ -36,6 +36,8 @@
 
 namespace cairn {
 
+class Notifier;
+
 struct CoordinatorOptions {
   int slots = 0;                // 0: the number of CPU cores
   std::string self_executable;  // re-executed for builtin:mlp
@@ -43,6 +45,8 @@ struct CoordinatorOptions {
   // --peers / --key-file: ranks run on the first listed agent (launcher_choice.h).
   std::vector<std::string> peers;
   std::string key_file;
+  // Where the events `notify.on` asks for go (notifier.h); not owned; null: nowhere.
+  Notifier* notifier = nullptr;
 };
 
 // How many trials run at once: the slots divided among trials, capped by
@@ -205,6 +209,14 @@ class Coordinator {
   void stop_at_rung(Trial& trial, int64_t reached);
   void set_trial_state(Trial& trial, schema::TrialState state);
   void record_event(schema::EventType type, Json fields);
+  // Hand an event to options_.notifier when notify.on asks for it (notifier.h,
+  // engine/coordinator/coordinator_notify.cc). `error`: why the coordinator stopped early.
+  void notify_end(const std::string& state, const std::string& error = "") const;
+  void notify_trial_error(const Trial& trial, const std::string& why) const;
+  void notify_best(const Trial& trial, double value) const;
+  // Gathers the live status line's facts and has terminal_ draw it, when a redraw is due
+  // (engine/coordinator/coordinator_status.cc).
+  void update_status();
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
@@ -233,6 +245,7 @@ class Coordinator {
   Json experiment_;
   CoordinatorOptions options_;
   Terminal terminal_;
+  StatusBaseline status_baseline_;
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
   std::optional<SlotPool> slots_;

@@ -163,6 +163,7 @@ int Coordinator::finish() {
     return 1;
   }
   if (retention_due_) apply_retention();
+  notify_end(state);
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (ended == ExperimentState::kActive) {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
@@ -228,6 +229,7 @@ int Coordinator::run() {
     }
     if (!fatal_.ok()) break;  // a trial could not start for the store's sake (schedule())
     if (retention_due_ && Clock::now() >= next_retention_) apply_retention();
+    update_status();
     if (stalled()) {
       // A searcher that expects work no trial will do (a store changed behind cairn's back,
       // or a bug): an error that says so, not a coordinator idle for ever.
@@ -240,10 +242,12 @@ int Coordinator::run() {
       break;
     }
   }
+  terminal_.end_status();
   if (!fatal_.ok()) {
     terminal_.warn("error: " + fatal_.message());
     for (Trial* trial : live_trials())
       if (trial->running()) request_stop(*trial, "shutdown");
+    notify_end("ACTIVE", fatal_.message());
     return 1;
   }
   return finish();

@@ -273,6 +273,7 @@ std::optional<double> Coordinator::note_validation(Trial& trial, int64_t step,
     if (!old || MetricOrder(config_.searcher.smaller_is_better).better(*value, *old)) {
       trial.record["best_validation"] = metrics;
       trial.record["best_validation_step"] = step;
+      notify_best(trial, *value);
     }
   }
   // A checkpoint taken at this step gets the metrics it was validated with.

@@ -492,6 +492,7 @@ void Coordinator::report_failure(Trial& trial, const ExitInfo& info, bool perman
   if (decision.outcome == AttemptOutcome::kError) {
     trial.record["error"] = why;
     trial.finished = true;
+    notify_trial_error(trial, why);
     return;
   }
   const int restart = trial.record.value("restarts", 0) + 1;
@@ -554,6 +555,10 @@ void Coordinator::handle_signal(int sig) {
   }
   if (sig == SIGUSR2) {
     cancel();
+    return;
+  }
+  if (sig == SIGWINCH) {  // the terminal was resized: the status line is redrawn to fit
+    terminal_.resized();
     return;
   }
   ++interrupts_;

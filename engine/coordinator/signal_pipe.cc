@@ -20,7 +20,7 @@ void on_signal(int sig) {
   errno = saved;
 }
 
-constexpr int kSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR2};
+constexpr int kSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR2, SIGWINCH};
 
 }  // namespace
 

@@ -1,6 +1,6 @@
-// Turns SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR2 (`cairn kill`) into bytes on a pipe that the
-// coordinator polls, so signals are handled in the loop, not inside a handler. One may exist at a
-// time.
+// Turns SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR2 (`cairn kill`) and SIGWINCH (a resized
+// terminal) into bytes on a pipe that the coordinator polls, so signals are handled in the
+// loop, not inside a handler. One may exist at a time.
 #pragma once
 
 #include <signal.h>

@@ -1,17 +1,61 @@
 #include "engine/coordinator/terminal.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace cairn {
+
+namespace {
+constexpr const char* kClearLine = "\r\033[K";
+}
 
 Terminal::Terminal() {
   tty_ = ::isatty(STDOUT_FILENO) == 1;
   const char* no_colour = std::getenv("NO_COLOR");
   colour_ = tty_ && !(no_colour && *no_colour);
+  const char* term = std::getenv("TERM");
+  status_enabled_ = tty_ && !(term && std::strcmp(term, "dumb") == 0);
+}
+
+Terminal::~Terminal() {
+  end_status();
+}
+
+int Terminal::width() const {
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS"); columns && std::atoi(columns) > 0)
+    return std::atoi(columns);
+  return 80;
+}
+
+void Terminal::write_around_status(std::FILE* stream, const std::string& text) const {
+  if (status_.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stream);
+    std::fflush(stream);
+    return;
+  }
+  // Cleared and redrawn in one write to stdout where the text goes there too, so the line
+  // never flickers; a warning on stderr goes between a clear and a redraw.
+  std::string out = kClearLine;
+  if (stream == stdout) {
+    out += text;
+    out += status_;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
+  std::fwrite(status_.data(), 1, status_.size(), stdout);
+  std::fflush(stdout);
 }
 
 void Terminal::trial_line(std::string_view trial_id, std::string_view line) const {
@@ -24,24 +68,44 @@ void Terminal::trial_line(std::string_view trial_id, std::string_view line) cons
   if (colour_) out += "\033[0m";
   out += line;
   out += '\n';
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  write_around_status(stdout, out);
 }
 
 void Terminal::note(std::string_view text) const {
   std::string out = colour_ ? "\033[1mcairn:\033[0m " : "cairn: ";
   out += text;
   out += '\n';
+  write_around_status(stdout, out);
+}
+
+void Terminal::warn(std::string_view text) const {
+  std::string out = "cairn: ";
+  out += text;
+  out += '\n';
+  std::fflush(stdout);
+  write_around_status(stderr, out);
+}
+
+bool Terminal::status_due() const {
+  return status_enabled_ && Clock::now() >= next_status_;
+}
+
+void Terminal::draw_status(const StatusFacts& facts) const {
+  if (!status_enabled_) return;
+  next_status_ = Clock::now() + std::chrono::milliseconds(1000 / kStatusRedrawsPerSecond);
+  const std::string line = render_status_line(facts, width());
+  status_ = colour_ ? "\033[2m" + line + "\033[0m" : line;
+  const std::string out = kClearLine + status_;
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
 }
 
-void Terminal::warn(std::string_view text) const {
+void Terminal::end_status() const {
+  status_enabled_ = false;
+  if (status_.empty()) return;
+  status_.clear();
+  std::fwrite(kClearLine, 1, std::strlen(kClearLine), stdout);
   std::fflush(stdout);
-  std::string out = "cairn: ";
-  out += text;
-  out += '\n';
-  std::fwrite(out.data(), 1, out.size(), stderr);
 }
 
 }  // namespace cairn

@@ -520,13 +520,10 @@ for op in ctx.operations():
 
     def test_keys_not_built_yet_are_warned_about(self):
         self.setUpTrial()
-        self.write("exp.yaml", CONFIG % (0, 0) + 'resources: {peers: ["h1:7070"]}\n'
-                   'notify: {webhook: "http://127.0.0.1:9/x"}\n')
+        self.write("exp.yaml", CONFIG % (0, 0) + 'resources: {peers: ["h1:7070"]}\n')
         proc = self.cairn("run", "exp.yaml", check=0)
         self.assertIn("cairn: warning: exp.yaml: resources.peers is not supported yet; the trials "
                       "run on this machine only\n", proc.stderr)
-        self.assertIn("cairn: warning: exp.yaml: notify.webhook is not supported yet; no "
-                      "notification will be sent\n", proc.stderr)
         self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
 
     def test_the_best_trial_is_the_same_everywhere_while_the_experiment_runs(self):

@@ -193,7 +193,10 @@ TEST_CASE("config: the SPEC example parses into the right values") {
   CHECK_FALSE(c.reproducibility.deterministic);
   CHECK(c.data == std::vector<std::string>{"data/"});
   CHECK(c.environment == std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}});
-  CHECK(c.notify_webhook == "https://hooks.example.com/cairn");
+  CHECK(c.notify.webhooks == std::vector<std::string>{"https://hooks.example.com/cairn"});
+  CHECK(c.notify.wants(NotifyEvent::kEnd));
+  CHECK(c.notify.wants(NotifyEvent::kTrialError));
+  CHECK_FALSE(c.notify.wants(NotifyEvent::kBestImproved));
 
   CHECK(c.resolved["searcher"]["max_trials"] == 64);
   CHECK(c.resolved["hyperparameters"]["lr"]["minval"] == -4);
@@ -218,7 +221,7 @@ TEST_CASE("config: defaults for everything left out") {
   CHECK_FALSE(c.reproducibility.seed.has_value());
   CHECK(c.data.empty());
   CHECK(c.environment.empty());
-  CHECK(c.notify_webhook.empty());
+  CHECK_FALSE(c.notify.enabled());
 }
 
 TEST_CASE("config: values in their other accepted forms") {
@@ -651,6 +654,18 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:8: notify.webhook: ", "http:// or https://"},
       {"unknown notify key", with_extra("notify:\n  email: me@example.com\n"),
        "exp.yaml:8: notify.email: ", "unknown key"},
+      {"webhook list item not http",
+       with_extra("notify:\n  webhook:\n    - https://a.example/x\n    - hooks/y\n"),
+       "exp.yaml:10: notify.webhook[1]: ", "http:// or https://"},
+      {"webhook with a space", with_extra("notify:\n  webhook: \"https://a.example/x y\"\n"),
+       "exp.yaml:8: notify.webhook: ", "without spaces"},
+      {"notify.on unknown event",
+       with_extra("notify:\n  webhook: https://a/x\n  on: [end, done]\n"),
+       "exp.yaml:9: notify.on[1]: ", "end, trial_error, best_improved"},
+      {"notify.webhook_env not a name", with_extra("notify:\n  webhook_env: my-hook\n"),
+       "exp.yaml:8: notify.webhook_env: ", "must name an environment variable"},
+      {"notify without a webhook", with_extra("notify:\n  on: [end]\n"),
+       "exp.yaml:7: notify: ", "not where"},
       {"workdir missing",
        "entrypoint: x\nworkdir: nope\nsearcher: {name: single, metric: m, "
        "max_length: 1}\n",
