@@ -4,6 +4,29 @@
 
 namespace cairn {
 
+namespace {
+
+// Which devices the rank sees and how many threads it may use.
+void set_devices(const TrialEnvironment& t, int rank, std::map<std::string, std::string>& env) {
+  if (t.gpu_slots) {
+    // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
+    const size_t r = static_cast<size_t>(rank);
+    env["CUDA_VISIBLE_DEVICES"] =
+        t.world_size > 1 ? device_list({r < t.slots.size() ? t.slots[r] : 0}, t.gpu_names)
+                         : device_list(t.slots, t.gpu_names);
+  } else {
+    if (t.cpu_only) env["CUDA_VISIBLE_DEVICES"] = "";
+    // One core per slot by default, so concurrent trials do not oversubscribe the machine;
+    // each rank of a data-parallel trial holds one slot. A user's setting wins.
+    const std::string threads =
+        std::to_string(t.world_size > 1 ? 1 : static_cast<int>(t.slots.size()));
+    env.emplace("OMP_NUM_THREADS", threads);
+    env.emplace("OPENBLAS_NUM_THREADS", threads);
+  }
+}
+
+}  // namespace
+
 std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, int rank) {
   std::map<std::string, std::string> env = t.inherited;
   for (const auto& [k, v] : t.configured) env[k] = v;
@@ -54,21 +77,7 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   // The user's own choice of hash seed stands; deterministic mode only fills it in.
   if (t.deterministic) env.emplace("PYTHONHASHSEED", "0");
 
-  if (t.gpu_slots) {
-    // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
-    const size_t r = static_cast<size_t>(rank);
-    env["CUDA_VISIBLE_DEVICES"] =
-        t.world_size > 1 ? device_list({r < t.slots.size() ? t.slots[r] : 0}, t.gpu_names)
-                         : device_list(t.slots, t.gpu_names);
-  } else {
-    if (t.cpu_only) env["CUDA_VISIBLE_DEVICES"] = "";
-    // One core per slot by default, so concurrent trials do not oversubscribe the machine;
-    // each rank of a data-parallel trial holds one slot. A user's setting wins.
-    const std::string threads =
-        std::to_string(t.world_size > 1 ? 1 : static_cast<int>(t.slots.size()));
-    env.emplace("OMP_NUM_THREADS", threads);
-    env.emplace("OPENBLAS_NUM_THREADS", threads);
-  }
+  set_devices(t, rank, env);
   return env;
 }
 
