@@ -43,9 +43,9 @@ AttemptDecision decide_attempt_end(const AttemptEnd& e) {
   if (e.pausing && !e.permanent) return {AttemptOutcome::kStopping, TrialState::kPaused};
   if (!e.permanent && e.restarts < e.max_restarts) {
     const int backoff_s = std::min(30, 1 << std::min(e.failures_in_a_row, 5));
-    return {AttemptOutcome::kRestart, TrialState::kQueued, std::chrono::seconds(backoff_s), true};
+    return {AttemptOutcome::kRestart, TrialState::kQueued, std::chrono::seconds(backoff_s)};
   }
-  return {AttemptOutcome::kError, TrialState::kError, std::chrono::seconds(0), true};
+  return {AttemptOutcome::kError, TrialState::kError, std::chrono::seconds(0)};
 }
 
 schema::ExperimentState decide_experiment_end(const ExperimentEnd& e) {

@@ -78,7 +78,6 @@ struct AttemptDecision {
   // kRestart: how long to wait. It grows with failures in a row (a crash loop), and starts
   // over once the trial has made progress.
   std::chrono::seconds backoff{0};
-  bool failure = false;  // the attempt failed: reported as a failure, with its last lines
 };
 
 AttemptDecision decide_attempt_end(const AttemptEnd& end);

@@ -68,7 +68,6 @@ TEST_CASE("a clean exit is a pause when asked to stop, a release when its work i
   CHECK(decide_attempt_end(e).state == TrialState::kPaused);  // waits for the searcher
   e.promoted = true;
   CHECK(decide_attempt_end(e).state == TrialState::kQueued);  // promoted meanwhile
-  CHECK_FALSE(decide_attempt_end(e).failure);
 }
 
 TEST_CASE("a trial that trains to its own end completes when it exits 0 unasked") {
@@ -76,7 +75,6 @@ TEST_CASE("a trial that trains to its own end completes when it exits 0 unasked"
   e.own_length = true;
   CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kFinished);
   CHECK(decide_attempt_end(e).state == TrialState::kCompleted);
-  CHECK_FALSE(decide_attempt_end(e).failure);
   e.stop_requested = true;  // asked to stop: still a pause
   CHECK(decide_attempt_end(e).state == TrialState::kPaused);
   e = running_trial(kClean);  // time_metric: stopped at a rung, its operation validated
@@ -93,7 +91,6 @@ TEST_CASE("a clean exit before the work is done is a failure, restarted") {
   AttemptDecision d = decide_attempt_end(running_trial(kClean));
   CHECK(d.outcome == AttemptOutcome::kRestart);
   CHECK(d.state == TrialState::kQueued);
-  CHECK(d.failure);
 }
 
 TEST_CASE("closed trials finish whatever their exit; cancel wins over everything") {
@@ -131,7 +128,6 @@ TEST_CASE("a failure while cairn stops is a pause, unless the trial declared it 
   e.pausing = true;
   CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kStopping);
   CHECK(decide_attempt_end(e).state == TrialState::kPaused);
-  CHECK_FALSE(decide_attempt_end(e).failure);
   e.permanent = true;
   CHECK(decide_attempt_end(e).state == TrialState::kError);
 }
