@@ -116,6 +116,10 @@ class Coordinator {
   // A clone without a checkpoint of its own: its parent checkpoint, materialized at `dest`.
   Status restore_parent_checkpoint(Trial& trial, const std::filesystem::path& dest,
                                    TrialEnvironment& env);
+  // Materializes checkpoint `id` (of `steps` units) at `dest` for the trial's next attempt;
+  // kCorrupt when its content is damaged (the caller falls back).
+  Status restore_checkpoint(Trial& trial, const std::string& id, int64_t steps,
+                            const std::filesystem::path& dest, TrialEnvironment& env);
   // Starts every rank of the trial through the launcher; a rank > 0 that cannot start fails
   // the attempt (its gang is stopped), rank 0's failure is the start's.
   Status start_ranks(Trial& trial, const TrialEnvironment& env);

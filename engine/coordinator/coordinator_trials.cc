@@ -112,15 +112,8 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial, TrialEnvironment& en
   fs::remove_all(dest, ec);
   for (auto& [summary, ckpt] : candidates) {
     const std::string id = ckpt["id"].get<std::string>();
-    auto manifest = load_manifest(objects_, id);
-    Status st =
-        manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
-    if (st.ok()) {
-      env.restored_checkpoint = dest;
-      env.steps_completed = ckpt.value("steps_completed", int64_t{0});
-      trial.record["restored_checkpoint"] = id;
-      return Status::Ok();
-    }
+    Status st = restore_checkpoint(trial, id, ckpt.value("steps_completed", int64_t{0}), dest, env);
+    if (st.ok()) return st;
     if (st.kind() != ErrorKind::kCorrupt) return st;
     terminal_.warn("warning: trial " + trial_id(trial.index) + ": " + st.message() +
                    "; falling back to the previous checkpoint");
@@ -139,20 +132,24 @@ Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest
   const Json parent = trial.record.value("parent_checkpoint", Json());
   if (!parent.is_string()) return Status::Ok();
   const std::string id = parent.get<std::string>();
-  auto manifest = load_manifest(objects_, id);
-  Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
-  if (!st.ok()) {
-    if (st.kind() != ErrorKind::kCorrupt) return st;
-    terminal_.warn("warning: trial " + trial_id(trial.index) + ": its parent's checkpoint " +
-                   id.substr(0, 12) + " is unusable (" + st.message() +
-                   "); it starts from scratch");
-    return Status::Ok();
-  }
   auto record = db_->get_json(schema::checkpoint_key(id));
   const Json steps =
       record.ok() && record->has_value() ? (**record).value("steps_completed", Json(0)) : Json(0);
+  Status st = restore_checkpoint(trial, id, steps.is_number_integer() ? steps.get<int64_t>() : 0,
+                                 dest, env);
+  if (st.ok() || st.kind() != ErrorKind::kCorrupt) return st;
+  terminal_.warn("warning: trial " + trial_id(trial.index) + ": its parent's checkpoint " +
+                 id.substr(0, 12) + " is unusable (" + st.message() + "); it starts from scratch");
+  return Status::Ok();
+}
+
+Status Coordinator::restore_checkpoint(Trial& trial, const std::string& id, int64_t steps,
+                                       const fs::path& dest, TrialEnvironment& env) {
+  auto manifest = load_manifest(objects_, id);
+  Status st = manifest.ok() ? materialize_checkpoint(objects_, *manifest, dest) : manifest.status();
+  if (!st.ok()) return st;
   env.restored_checkpoint = dest;
-  env.steps_completed = steps.is_number_integer() ? steps.get<int64_t>() : 0;
+  env.steps_completed = steps;
   trial.record["restored_checkpoint"] = id;
   return Status::Ok();
 }

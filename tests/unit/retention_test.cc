@@ -266,4 +266,32 @@ TEST_CASE("a trial that saved its last step twice keeps the save it registered l
   CHECK(*doomed == std::vector<std::string>{older});
 }
 
+TEST_CASE("a checkpoint a pbt clone starts from is kept while the clone refers to it") {
+  // Trial 1 trained on past the step its clone (trial 2) was made at; with keep_trial_latest
+  // 1 and no best kept, only the clone's reference keeps the older checkpoint.
+  testing::TestDir dir;
+  auto db = experiment_with_policy(dir, /*keep_trial_latest=*/1, /*keep_trial_best=*/0);
+  StoreBatch batch;
+  const std::string at_2(64, 'a'), at_4(64, 'b'), other(64, 'c');
+  batch.put_json(
+      schema::trial_key(1),
+      Json{{"id", "1.1"}, {"index", 1}, {"state", "COMPLETED"}, {"latest_checkpoint", at_4}});
+  batch.put_json(schema::trial_key(2), Json{{"id", "1.2"},
+                                            {"index", 2},
+                                            {"state", "COMPLETED"},
+                                            {"parent", {{"trial", "1.1"}, {"step", 2}}},
+                                            {"parent_checkpoint", at_2}});
+  batch.put_json(schema::checkpoint_key(at_2),
+                 Json{{"id", at_2}, {"trial_index", 1}, {"steps_completed", 2}});
+  batch.put_json(schema::checkpoint_key(at_4),
+                 Json{{"id", at_4}, {"trial_index", 1}, {"steps_completed", 4}});
+  batch.put_json(schema::checkpoint_key(other),
+                 Json{{"id", other}, {"trial_index", 1}, {"steps_completed", 3}});
+  REQUIRE(db->commit(batch, true).ok());
+
+  auto doomed = checkpoints_to_delete(*db);
+  REQUIRE(doomed.ok());
+  CHECK(*doomed == std::vector<std::string>{other});
+}
+
 }  // namespace cairn
