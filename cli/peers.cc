@@ -114,12 +114,6 @@ int peers(const PeersOptions& options) {
 
   bool all_ok = true;
   for (const AgentStatus& status : found) all_ok = all_ok && status.failure == PeerFailure::kNone;
-  if (options.json) {
-    Json doc = Json::array();
-    for (const AgentStatus& status : found) doc.push_back(status.to_json());
-    print_json(doc);
-    return all_ok ? 0 : 1;
-  }
   if (found.empty()) {
     if (discover)
       std::cerr << "cairn: no peers: no agent with this cluster key announced itself within "
@@ -127,8 +121,14 @@ int peers(const PeersOptions& options) {
                 << "); list agents with --peers HOST:PORT,…\n";
     else
       std::cerr << "cairn: no peers\n";
-    return 0;
   }
+  if (options.json) {
+    Json doc = Json::array();
+    for (const AgentStatus& status : found) doc.push_back(status.to_json());
+    print_json(doc);
+    return all_ok ? 0 : 1;
+  }
+  if (found.empty()) return 0;
   Table table({"ADDRESS", "FOUND", "SLOTS", "DEVICES", "VERSION", "STATUS"});
   for (const AgentStatus& status : found) {
     const bool ok = status.failure == PeerFailure::kNone;

@@ -21,6 +21,11 @@ std::vector<LanInterface> lan_interfaces() {
     if ((it->ifa_flags & IFF_BROADCAST) && it->ifa_broadaddr &&
         it->ifa_broadaddr->sa_family == AF_INET)
       one.broadcast = reinterpret_cast<const sockaddr_in*>(it->ifa_broadaddr)->sin_addr;
+    // An address added without one (`ip addr add …` without `brd`) reads as 0.0.0.0 or as
+    // the address itself: either would mean this machine, not the LAN.
+    if (one.broadcast &&
+        (one.broadcast->s_addr == 0 || one.broadcast->s_addr == one.address.s_addr))
+      one.broadcast.reset();
     out.push_back(std::move(one));
   }
   ::freeifaddrs(list);
