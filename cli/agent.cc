@@ -72,20 +72,9 @@ Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
               address.text() + " (list it with --peers)");
     return std::unique_ptr<Announcer>();
   }
-  // "HOST" alone means the beacon port (parse_peer_list would give it the agent's).
-  std::string list = options.announce_to;
-  for (size_t start = 0; start <= list.size();) {
-    size_t comma = std::min(list.find(',', start), list.size());
-    std::string item = list.substr(start, comma - start);
-    start = comma + 1;
-    const size_t first = item.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;
-    item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
-    auto one = parse_peer_address(item);
-    if (!one.ok()) return one.status();
-    if (item.find(':') == std::string::npos) one->port = announce.beacon_port;
-    announce.to.push_back(*one);
-  }
+  auto to = parse_announce_targets(options.announce_to, announce.beacon_port);
+  if (!to.ok()) return to.status();
+  announce.to = std::move(*to);
   return Announcer::start(key, std::move(announce), agent_log);
 }
 
@@ -131,6 +120,10 @@ int agent(const AgentOptions& options) {
   } else {
     info.devices.push_back("cpu");
   }
+
+  // A bad --announce-to is bad input, refused before the agent serves anything.
+  if (auto to = parse_announce_targets(options.announce_to, options.beacon_port); !to.ok())
+    return fail(to.status());
 
   auto tls = TlsContext::make(TlsContext::Side::kServer, *key);
   if (!tls.ok()) return fail(tls.status());

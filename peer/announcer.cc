@@ -4,10 +4,14 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -84,7 +88,7 @@ struct Announcer::Impl {
   std::condition_variable wake;
   bool stopping = false;
   std::thread thread;
-  std::string last_summary;
+  std::optional<std::string> last_summary;  // none before the first round
   std::set<std::string> failing;
 
   std::vector<Destination> destinations() const {
@@ -134,7 +138,10 @@ struct Announcer::Impl {
     if (summary != last_summary) {
       last_summary = summary;
       log(summary.empty()
-              ? std::string("not announcing: no IPv4 interface with multicast or broadcast is up")
+              ? std::string(listen_loopback ? "not announcing: this agent listens on loopback only "
+                                              "(--announce-to names addresses to announce to)"
+                                            : "not announcing: no IPv4 interface with multicast or "
+                                              "broadcast is up")
               : "announcing every " + seconds_text(options.interval) + " s to " + summary +
                     " (key id " + key.id + ")");
     }
@@ -176,6 +183,28 @@ struct Announcer::Impl {
   }
 };
 
+Result<std::vector<PeerAddress>> parse_announce_targets(const std::string& text,
+                                                        uint16_t beacon_port) {
+  std::vector<PeerAddress> out;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t first = item.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
+    auto one = parse_peer_address(item);
+    if (!one.ok()) return one.status();
+    // parse_peer_address would give a bare host the agent's port, not the beacons'.
+    if (item.find(':') == std::string::npos) one->port = beacon_port;
+    auto address = resolve_ipv4(one->host);
+    if (!address.ok())
+      return Status::BadInput("--announce-to " + item + ": " + address.status().message());
+    out.push_back(*one);
+  }
+  return out;
+}
+
 Announcer::Announcer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Announcer::~Announcer() {
@@ -215,7 +244,13 @@ Result<std::unique_ptr<Announcer>> Announcer::start(ClusterKey key, AnnounceOpti
   ::setsockopt(impl->socket.get(), IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
   impl->announce_once();
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->run(); });
+  impl->thread = std::thread([raw] {
+    // Signals are the main thread's (SignalPipe): none interrupts a send here.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    raw->run();
+  });
   return std::unique_ptr<Announcer>(new Announcer(std::move(impl)));
 }
 

@@ -36,6 +36,11 @@ struct AnnounceOptions {
   std::vector<PeerAddress> to;  // extra destinations (unicast or broadcast), port = UDP port
 };
 
+// `--announce-to`'s list: "HOST[:PORT],…", a HOST alone meaning `beacon_port`; each must
+// resolve to IPv4. kBadInput with one line naming the first bad item.
+Result<std::vector<PeerAddress>> parse_announce_targets(const std::string& text,
+                                                        uint16_t beacon_port);
+
 class Announcer {
  public:
   // Starts announcing at once (the first beacon goes out before this returns). `log` gets

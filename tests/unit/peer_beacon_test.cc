@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/file_util.h"
@@ -292,6 +293,43 @@ TEST_CASE("announcer: beacons reach a listener, name the listening address, and 
   timeval short_wait{0, 300000};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
   CHECK(::recv(fd.get(), buffer, sizeof buffer, 0) < 0);
+}
+
+}  // namespace
+}  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST_CASE("announcer: --announce-to's list, a bare host meaning the beacon port") {
+  auto list = parse_announce_targets(" 127.0.0.1 , 127.0.0.2:9000,,", 7171);
+  REQUIRE(list.ok());
+  REQUIRE(list->size() == 2);
+  CHECK((*list)[0].text() == "127.0.0.1:7171");
+  CHECK((*list)[1].text() == "127.0.0.2:9000");
+  CHECK(parse_announce_targets("", 7070)->empty());
+  auto bad = parse_announce_targets("127.0.0.1,no.such.host.invalid", 7070);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().kind() == ErrorKind::kBadInput);
+  CHECK(bad.status().message().find("no.such.host.invalid") != std::string::npos);
+  CHECK_FALSE(parse_announce_targets("127.0.0.1:99999", 7070).ok());
+}
+
+TEST_CASE("announcer: an agent on loopback with nowhere to announce says so once") {
+  AnnounceOptions options;
+  options.interval = std::chrono::milliseconds(50);
+  options.listen_host = "127.0.0.1";
+  std::vector<std::string> lines;
+  std::mutex mutex;
+  auto announcer = Announcer::start(test_key('a'), options, [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    lines.push_back(line);
+  });
+  REQUIRE(announcer.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // several rounds
+  announcer->reset();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("not announcing: this agent listens on loopback only") == 0);
 }
 
 }  // namespace
