@@ -163,8 +163,8 @@ void add_peers(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       ->type_name("SECONDS")
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--discover", options->discover,
-                  "Seconds to listen for agents' beacons (default 3); also discovers when "
-                  "--peers lists agents")
+                  "Seconds to listen for agents' beacons (default 3); given with a --peers list, "
+                  "discovers too")
       ->type_name("SECONDS")
       ->check(CLI::Range(0.1, 3600.0))
       ->each([options](const std::string&) { options->discover_given = true; });
