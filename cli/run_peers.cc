@@ -2,10 +2,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 
 #include "peer/agent_client.h"
+#include "peer/discovery.h"
 #include "peer/key_location.h"
 
 namespace cairn::cli {
@@ -13,6 +16,33 @@ namespace cairn::cli {
 namespace {
 
 constexpr auto kStatusTime = std::chrono::seconds(10);
+// How long `auto` listens for agents' beacons (docs/peers.md "Discovery").
+constexpr auto kDiscoveryWindow = std::chrono::seconds(3);
+
+// The agents that announce themselves with our key within the window, as "host:port".
+Result<std::vector<std::string>> discovered_agents(const std::string& key_file) {
+  auto key = find_cluster_key(key_file);
+  if (!key.ok()) return key.status();
+  if (key->none())
+    return Status::BadInput(
+        "peers auto: no cluster key, and only agents with one announce themselves (pass "
+        "--key-file, or list the agents)");
+  DiscoveryOptions options;
+  options.window = kDiscoveryWindow;
+  // The agents' --beacon-port, when they announce on another port than 7070.
+  if (const char* port = std::getenv("CAIRN_BEACON_PORT"); port && *port) {
+    const long value = std::strtol(port, nullptr, 10);
+    if (value <= 0 || value > 65535)
+      return Status::BadInput(std::string("CAIRN_BEACON_PORT: not a port: ") + port);
+    options.beacon_port = static_cast<uint16_t>(value);
+  }
+  options.log = [](const std::string& line) { std::cerr << "cairn: " << line << "\n"; };
+  auto heard = discover_peers(*key, options);
+  if (!heard.ok()) return heard.status();
+  std::vector<std::string> out;
+  for (const DiscoveredPeer& peer : heard->peers) out.push_back(peer.address.text());
+  return out;
+}
 
 }  // namespace
 
@@ -60,18 +90,48 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
 Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConfig& config,
                                  const std::string& key_file, bool require_all) {
   std::vector<std::string> addresses;
+  bool discover = false;
   if (!listed.empty()) {
-    auto list = parse_peer_list(listed);
+    // "auto" among the items: the agents discovery finds, besides those listed.
+    std::string rest;
+    for (size_t start = 0; start <= listed.size();) {
+      const size_t comma = std::min(listed.find(',', start), listed.size());
+      const std::string item = listed.substr(start, comma - start);
+      start = comma + 1;
+      if (item == "auto")
+        discover = true;
+      else if (!item.empty())
+        rest += (rest.empty() ? "" : ",") + item;
+    }
+    auto list = parse_peer_list(rest);
     if (!list.ok()) return Status::BadInput("--peers: " + list.status().message());
     for (const PeerAddress& address : *list) addresses.push_back(address.text());
   } else if (config.resources.peers_mode == "list") {
     addresses = config.resources.peers;
   } else if (config.resources.peers_mode == "auto") {
-    return Status::BadInput(config.config_path.string() +
-                            ": resources.peers: auto needs discovery, which is not built yet; "
-                            "list the agents (docs/peers.md)");
+    discover = true;
   }
-  return check_peer_addresses(addresses, key_file, require_all);
+  auto peers = check_peer_addresses(addresses, key_file, require_all);
+  if (!peers.ok() || !discover) return peers;
+  auto found = discovered_agents(key_file);
+  if (!found.ok()) return found.status();
+  std::vector<std::string> fresh;
+  for (const std::string& address : *found)
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end())
+      fresh.push_back(address);
+  // A discovered agent that then refuses us is left out with a warning, never fatal: only
+  // what the user listed must answer.
+  auto more = check_peer_addresses(fresh, key_file, /*require_all=*/false);
+  if (!more.ok()) return more.status();
+  for (size_t i = 0; i < more->addresses.size(); ++i) {
+    if (more->slots[i].slots == 0) continue;
+    peers->addresses.push_back(more->addresses[i]);
+    peers->slots.push_back(more->slots[i]);
+  }
+  std::cerr << "cairn: peers auto: " << more->addresses.size() << " agent"
+            << (more->addresses.size() == 1 ? "" : "s") << " found in " << kDiscoveryWindow.count()
+            << " s\n";
+  return peers;
 }
 
 }  // namespace cairn::cli

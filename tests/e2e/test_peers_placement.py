@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -47,17 +48,23 @@ max_restarts: 0
 """
 
 
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Agent:
     """A `cairn agent` on loopback with its log in a file (never a pipe that could fill)."""
 
-    def __init__(self, test, name, slots):
+    def __init__(self, test, name, slots, *extra):
         self.dir = os.path.join(test.dir, name)
         os.makedirs(self.dir)
         self.log = os.path.join(test.dir, name + ".log")
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 [CAIRN, "agent", "--dir", self.dir, "--listen", "127.0.0.1:0", "--slots",
-                 str(slots), "--key-file", test.key],
+                 str(slots), "--key-file", test.key] + list(extra),
                 cwd=test.dir, env=test.cairn_env(test.env()), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         test.addCleanup(self.kill)
         line = self.wait_log("listening on")
@@ -158,6 +165,29 @@ max_restarts: 0
         split = self.cairn_json("metrics", "%d.1" % split_id, "--json")
         self.assertEqual(split["validation"], alone["validation"])
         self.assertEqual(split["training"], alone["training"])
+
+    def test_peers_auto_runs_on_the_agents_that_announce_themselves(self):
+        port = free_udp_port()
+        a = Agent(self, "agent-a", 1, "--announce-to", "127.0.0.1:%d" % port,
+                  "--announce-interval", "0.5")
+        self.write("exp.yaml", """name: auto
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: 2}
+resources: {peers: auto}
+max_restarts: 0
+""" % os.path.join(self.dir, "train.py"))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0",
+                              extra={"CAIRN_BEACON_PORT": str(port)})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("peers auto: 1 agent found in 3 s", proc.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["placement"][0]["machine"], a.address, trial)
+        # Nobody announcing: --slots 0 has nowhere to run, said at once.
+        a.kill()
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0",
+                              extra={"CAIRN_BEACON_PORT": str(free_udp_port())})
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--slots 0 runs nothing on this machine", proc.stderr)
 
     def test_a_lost_agent_costs_no_restart_and_its_trial_moves(self):
         a = Agent(self, "agent-a", 1)
