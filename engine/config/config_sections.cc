@@ -132,12 +132,22 @@ ReproducibilityConfig read_reproducibility(const ConfigNode& node) {
   MapReader reproducibility(node, "reproducibility");
   reproducibility.reject_unknown(kReproducibilityKeys);
   ReproducibilityConfig out;
-  if (const ConfigNode* seed = reproducibility.get("seed")) {
+  // Determined's experiment_seed is the experiment's seed, as seed is (docs/determined.md).
+  const ConfigNode* seed = reproducibility.get("seed");
+  std::string seed_key = "reproducibility.seed";
+  if (const ConfigNode* experiment_seed = reproducibility.get("experiment_seed")) {
+    if (seed != nullptr)
+      fail(*experiment_seed, "reproducibility.experiment_seed",
+           "is Determined's name for reproducibility.seed, which the config also writes: keep one");
+    seed = experiment_seed;
+    seed_key = "reproducibility.experiment_seed";
+  }
+  if (seed != nullptr) {
     out.seed = scalar_uint(*seed);
     if (!out.seed) {
       bool is_int = seed->kind == ConfigNode::Kind::kScalar && !seed->quoted &&
                     scalar_type(*seed) == ScalarType::kInt;
-      fail(*seed, "reproducibility.seed",
+      fail(*seed, seed_key,
            (is_int && seed->text[0] != '-' ? "is out of range (at most 2^64-1), got "
                                            : "expected a non-negative integer, got ") +
                describe(*seed));
