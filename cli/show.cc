@@ -118,7 +118,8 @@ int show_experiment(ExperimentReader& reader, bool json) {
   if (const Json d = cfg.value("determined_defaults", Json()); d.is_object()) {
     std::cout << "defaults    Determined's, for its key " << d.value("because", "") << ":";
     const char* sep = " ";
-    for (const auto& item : d.value("values", Json::object()).items()) {
+    const Json values = d.value("values", Json::object());
+    for (const auto& item : values.items()) {
       std::string value = item.value().dump();
       if (item.value().is_array()) {
         value = "[";

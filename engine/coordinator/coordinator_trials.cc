@@ -418,8 +418,9 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
   end.failures_in_a_row = trial.failures_in_a_row;
   end.log_policy = trial.log_policy_matched;
   end.retry_repeated_failures = config_.retry_repeated_failures;
-  end.ever_reported = trial.reported_training || trial.record.contains("latest_validation") ||
-                      trial.record.contains("latest_checkpoint") ||
+  end.ever_reported = trial.reported_training ||
+                      !trial.record.value("latest_validation", Json()).is_null() ||
+                      !trial.record.value("latest_checkpoint", Json()).is_null() ||
                       trial.record.value("steps_completed", int64_t{0}) > 0;
   const Rank& failed = trial.ranks[trial.outcome.failed() ? trial.outcome.failed_rank() : 0];
   for (auto line = failed.tail.rbegin(); line != failed.tail.rend(); ++line)
