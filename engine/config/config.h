@@ -216,6 +216,11 @@ Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
                                                  const std::vector<std::string>& sets,
                                                  ConfigUse use);
 
+// An experiment recorded before cairn gave configs with Determined's keys Determined's
+// defaults (its recorded config has no "determined_defaults") is resumed and reproduced as it
+// ran: this puts cairn's defaults back where `config` took Determined's.
+void drop_determined_defaults(ExperimentConfig& config);
+
 // True when the trials run the trainer built into cairn (entrypoint: builtin:mlp).
 bool is_builtin_entrypoint(const ExperimentConfig& config);
 

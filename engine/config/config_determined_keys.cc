@@ -204,3 +204,23 @@ void read_determined_periods(const ConfigNode& root, ExperimentConfig& out) {
 }
 
 }  // namespace cairn::config
+
+namespace cairn {
+
+void drop_determined_defaults(ExperimentConfig& config) {
+  const ExperimentConfig cairn_defaults;
+  const SearcherConfig searcher_defaults;
+  for (const auto& [key, value] : config.determined_defaults.values) {
+    if (key == "searcher.divisor") config.searcher.divisor = searcher_defaults.divisor;
+    if (key == "searcher.max_concurrent_trials")
+      config.searcher.max_concurrent_trials = searcher_defaults.max_concurrent_trials;
+    if (key == "max_restarts") config.max_restarts = cairn_defaults.max_restarts;
+    if (key == "log_policies" && !config.log_policies.empty() &&
+        config.log_policies.front().where.empty())
+      config.log_policies.erase(config.log_policies.begin());
+  }
+  config.determined_defaults = {};
+  config.resolved.erase("determined_defaults");
+}
+
+}  // namespace cairn

@@ -135,10 +135,9 @@ ReproducibilityConfig read_reproducibility(const ConfigNode& node) {
   // Determined's experiment_seed is the experiment's seed, as seed is (docs/determined.md).
   const ConfigNode* seed = reproducibility.get("seed");
   std::string seed_key = "reproducibility.seed";
-  if (const ConfigNode* experiment_seed = reproducibility.get("experiment_seed")) {
-    if (seed != nullptr)
-      fail(*experiment_seed, "reproducibility.experiment_seed",
-           "is Determined's name for reproducibility.seed, which the config also writes: keep one");
+  // With both (`cairn reproduce` sets seed over a config's experiment_seed), seed wins.
+  if (const ConfigNode* experiment_seed = reproducibility.get("experiment_seed");
+      experiment_seed != nullptr && seed == nullptr) {
     seed = experiment_seed;
     seed_key = "reproducibility.experiment_seed";
   }

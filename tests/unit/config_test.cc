@@ -485,6 +485,24 @@ searcher: {name: adaptive_asha, metric: loss, max_length: 64, max_trials: 16, br
 )");
   CHECK(brackets.searcher.bracket_rungs == std::vector<int>{3, 1});
   CHECK(brackets.searcher.divisor == 4);
+  // reproducibility.seed wins over experiment_seed (cairn reproduce sets it with --set).
+  ExperimentConfig both = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+reproducibility: {experiment_seed: 5}
+)",
+                                   {"reproducibility.seed=9"});
+  CHECK(*both.reproducibility.seed == 9);
+  // An experiment recorded before Determined's defaults were applied keeps cairn's.
+  drop_determined_defaults(written);
+  CHECK(written.max_restarts == 1);  // written by the config: unchanged
+  drop_determined_defaults(single);
+  CHECK(single.max_restarts == 3);
+  CHECK(single.log_policies.empty());
+  CHECK(single.determined_defaults.because.empty());
+  CHECK_FALSE(single.resolved.contains("determined_defaults"));
+  drop_determined_defaults(brackets);
+  CHECK(brackets.searcher.divisor == 3);
+  CHECK(brackets.searcher.max_concurrent_trials == 0);
 }
 
 TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
@@ -769,9 +787,8 @@ const std::vector<Mistake>& mistakes() {
       {"log policy with an unknown key",
        with_extra("log_policies:\n  - {name: x, pattern: a, actoin: cancel_retries}\n"),
        "exp.yaml:8: log_policies[0].actoin: ", "did you mean 'action'?"},
-      {"experiment_seed and seed both",
-       with_extra("reproducibility: {seed: 1, experiment_seed: 2}\n"),
-       "exp.yaml:7: reproducibility.experiment_seed: ", "keep one"},
+      {"experiment_seed not an integer", with_extra("reproducibility: {experiment_seed: x}\n"),
+       "exp.yaml:7: reproducibility.experiment_seed: ", "non-negative integer"},
       {"async_halving with num_rungs and max_rungs",
        with_searcher("  name: async_halving\n  metric: m\n  max_length: 10\n  max_trials: 4\n"
                      "  num_rungs: 3\n  max_rungs: 3\n"),
