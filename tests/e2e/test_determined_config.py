@@ -115,6 +115,39 @@ checkpoint_policy: best
                                               "splits": ["train", "val"]})
         self.assertTrue(any(t["state"] == "COMPLETED" for t in shown["trials"]), shown["trials"])
 
+    def test_bracket_rungs_and_stop_once_shape_adaptive_asha(self):
+        # The first trial is the worst at every rung: ASHA's usual rule would never promote
+        # it; stop_once promotes whoever arrives first at a rung (the best of one), so with
+        # one trial at a time it trains to max_length.
+        self.write("train.py", OPERATIONS.replace(
+            'metric = info.trial.hparams["x"] / steps', "metric = 100.0 - info.trial.trial_id"))
+        config = """entrypoint: /usr/bin/python3 train.py
+hyperparameters:
+  x: {type: double, minval: 0.5, maxval: 2.0}
+searcher:
+  name: adaptive_asha
+  metric: val_loss
+  max_length: 16
+  max_trials: 6
+  max_rungs: 3
+  divisor: 2
+  max_concurrent_trials: 1
+  bracket_rungs: [3, 1]
+  stop_once: %s
+"""
+        for n, stop_once in ((1, "true"), (2, "false")):
+            self.write("det.yaml", config % stop_once)
+            proc = self.run_config("det.yaml")
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            shown = self.cairn_json("show", str(n), "--json")
+            # Two brackets of 3 and 1 rungs (mode standard alone would give 3 and 2).
+            brackets = shown["searcher_state"]["brackets"]
+            self.assertEqual([[r["length"] for r in b["rungs"]] for b in brackets],
+                             [[4, 8, 16], [16]], brackets)
+            first = self.cairn_json("show", "%d.1" % n, "--json")
+            expected = ("COMPLETED", 16) if stop_once == "true" else ("STOPPED", 4)
+            self.assertEqual((first["state"], first["steps_completed"]), expected, first)
+
     def test_log_policies_cancel_the_restarts_of_a_trial_whose_output_matched(self):
         # Each trial reports (so the repeated-failure rule says nothing), prints its line,
         # then one more, and exits 1.
