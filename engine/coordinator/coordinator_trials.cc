@@ -507,13 +507,13 @@ void Coordinator::report_failure(Trial& trial, const ExitInfo& info, bool perman
   if (permanent && config_.max_restarts > 0)
     terminal_.note("trial " + id + " " + info.describe() +
                    ", a failure it declares permanent: not restarted");
-  if (const std::string note = no_retry_note(decision.no_retry, trial.log_policy_matched);
-      !note.empty())
-    terminal_.note("trial " + id + " not restarted: " + note);
+  const std::string note = no_retry_note(decision.no_retry, trial.log_policy_matched);
+  if (!note.empty()) terminal_.note("trial " + id + " not restarted: " + note);
   if (decision.outcome == AttemptOutcome::kError) {
-    trial.record["error"] = why;
+    const std::string error = note.empty() ? why : why + "; not restarted: " + note;
+    trial.record["error"] = error;
     trial.finished = true;
-    notify_trial_error(trial, why);
+    notify_trial_error(trial, error);
     return;
   }
   const int restart = trial.record.value("restarts", 0) + 1;

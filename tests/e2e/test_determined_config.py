@@ -186,6 +186,11 @@ log_policies:
             self.assertEqual(trial["state"], "ERROR", trial)
             self.assertEqual(trial["restarts"], restarts, (say, trial))
         self.assertIn("not restarted: a line of its output matched log policy 'Bad shard'", out)
+        # The store says why too (`cairn show TRIAL`).
+        self.assertEqual(by_say["reading bad shard 7 of 9"]["error"],
+                         "exited with status 1; not restarted: a line of its output matched log "
+                         "policy 'Bad shard' (cancel_retries)")
+        self.assertEqual(by_say["fine"]["error"], "exited with status 1")
         self.assertIn("not restarted: a line of its output matched log policy 'CUDA OOM'", out)
         self.assertIn("det.yaml:13: log_policies[1].action: exclude_node", out)
 
@@ -204,6 +209,7 @@ bind_mounts: []
         self.assertEqual(trial["state"], "ERROR", trial)
         self.assertEqual(trial["restarts"], 1, out)
         self.assertIn("failed twice in a row with the same last line", out)
+        self.assertIn("not restarted: it failed twice in a row", trial["error"])
         self.assertEqual(out.count("[1.1] SyntaxError: invalid syntax"), 2, out)  # two attempts
 
         # retry_repeated_failures: true restarts it up to max_restarts as any failure.
