@@ -20,6 +20,7 @@
 
 #include "common/json.h"
 #include "engine/config/config.h"
+#include "engine/config/log_policy_matcher.h"
 #include "engine/coordinator/control_channel.h"
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/launcher_choice.h"
@@ -258,6 +259,8 @@ class Coordinator {
   std::unique_ptr<ExperimentDb> db_;
   ObjectStore objects_;
   ExperimentConfig config_;
+  // Determined's log_policies that cancel a failed trial's restarts (docs/determined.md).
+  LogPolicyMatcher log_policies_{config_.log_policies};
   // Where trials run: a checkout of the experiment's code snapshot
   // (engine/coordinator/provenance.h).
   std::filesystem::path run_dir_;
