@@ -13,6 +13,7 @@
 // and joins them all before it returns.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,9 @@ inline constexpr int kMaxAgentConnections = 64;
 struct AgentInfo {
   int slots_total = 1;
   Json devices = Json::array();  // ["cpu"] or ["gpu0", "gpu1", …] (slot_pool.h's names)
+  // The agent's --dir: ranks' control sockets go in DIR/control (control_relay.h); empty:
+  // in a fresh directory under /tmp.
+  std::filesystem::path dir;
 };
 
 // The reply to {"type": "status"}:

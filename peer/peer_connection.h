@@ -55,6 +55,11 @@ class PeerConnection {
 
   const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
   void set_stop_fd(int fd) { stop_fd_ = fd; }
+  // The socket and the stop descriptor, for a caller that waits on them with other
+  // descriptors (control_relay.h). Bytes OpenSSL has already read are not visible to poll():
+  // call receive() with a deadline of now until it times out before waiting.
+  int fd() const { return fd_.get(); }
+  int stop_fd() const { return stop_fd_; }
 
   Status send(const Json& message, Deadline deadline);
   // Bytes as they are, inside TLS: for tests of the frame layer (a malformed or oversized

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "common/file_util.h"
+#include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
 
 namespace cairn {
@@ -35,7 +36,10 @@ class AgentRankHost final : public RankHost {
     const fs::path output =
         dir_ / "ranks" / (std::to_string(id_) + "-" + std::to_string(launch.rank) + ".out");
     fs::remove(output, ec);
-    ProcessSpec spec{launch.argv, cwd, launch.env, output};
+    // Path-valued variables get this machine's paths (remote_paths.h).
+    RemoteLaunch resolved = launch;
+    if (Status st = resolve_agent_paths(dir_, resolved); !st.ok()) return st;
+    ProcessSpec spec{launch.argv, cwd, resolved.env, output};
     auto process = TrialProcess::spawn(spec);
     if (!process.ok()) return process.status();
     Rank rank;
