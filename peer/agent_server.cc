@@ -129,10 +129,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     }
   } kill_on_exit{host, running, ranks_running};
   // The ranks' control channels, relayed over this connection (control_relay.h).
-  auto control = ControlRelay::for_agent(info.dir.empty() ? info.dir : info.dir / "control",
-                                         [&name](const std::string& line) {
-                                           agent_log("control channel of " + name + ": " + line);
-                                         });
+  auto control = ControlRelay::for_agent(
+      info.dir.empty() ? info.dir : info.dir / "control",
+      [&name](const std::string& line) { agent_log("control channel of " + name + ": " + line); });
   // Sends the ranks' output and exits; false when the connection broke.
   auto relay = [&]() {
     if (!host) return true;

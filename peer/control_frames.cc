@@ -73,8 +73,8 @@ Result<std::string> base64_decode(std::string_view text) {
       v[j] = kDecode[static_cast<unsigned char>(c)];
       if (v[j] < 0) return Status::BadInput("not base64");
     }
-    const uint32_t n = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) |
-                       uint32_t(v[3]);
+    const uint32_t n =
+        (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
     // Canonical only: the bits a padded group leaves over are zero, so one text means one
     // byte string.
     if ((pad == 1 && (n & 0xff) != 0) || (pad == 2 && (n & 0xffff) != 0))
@@ -124,9 +124,8 @@ Result<ControlFrame> parse_control_frame(const Json& message) {
       if (data == message.end() || !data->is_string()) return bad("no string \"data\"");
       const std::string& text = data->get_ref<const std::string&>();
       if (text.empty() || text.size() > (kControlChunkBytes + 2) / 3 * 4)
-        return bad("data of " + std::to_string(text.size()) +
-                   " base64 characters (1 to " + std::to_string(kControlChunkBytes) +
-                   " bytes are sent)");
+        return bad("data of " + std::to_string(text.size()) + " base64 characters (1 to " +
+                   std::to_string(kControlChunkBytes) + " bytes are sent)");
       auto bytes = base64_decode(text);
       if (!bytes.ok()) return bad(bytes.status().message());
       if (bytes->size() > kControlChunkBytes)

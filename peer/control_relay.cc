@@ -140,8 +140,7 @@ Status ControlRelay::drain_rank(PeerConnection& peer, int64_t rank) {
     // pump reads one chunk at a time; a stream ends at its end of file or its window.
     for (int round = 0; round < 64; ++round) {
       auto s = streams_.find(id);
-      if (s == streams_.end() || s->second.closing ||
-          s->second.in_flight >= kControlWindowBytes)
+      if (s == streams_.end() || s->second.closing || s->second.in_flight >= kControlWindowBytes)
         break;
       const size_t before = outgoing_.size();
       if (!pump(id, s->second, POLLIN) || outgoing_.size() == before) break;
@@ -199,8 +198,7 @@ bool ControlRelay::write_out(int64_t id, Stream& s) {
 
 bool ControlRelay::pump(int64_t id, Stream& s, short revents) {
   if ((revents & POLLOUT) && !write_out(id, s)) return false;
-  if ((revents & (POLLIN | POLLHUP | POLLERR)) && !s.closing &&
-      s.in_flight < kControlWindowBytes) {
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) && !s.closing && s.in_flight < kControlWindowBytes) {
     std::string buffer(std::min(kControlChunkBytes, kControlWindowBytes - s.in_flight), '\0');
     for (;;) {
       const ssize_t n = ::recv(s.fd.get(), buffer.data(), buffer.size(), 0);

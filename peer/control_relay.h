@@ -86,9 +86,9 @@ class ControlRelay {
   struct Stream {
     UniqueFd fd;
     int64_t rank = 0;
-    std::string out;         // from the other side, not yet written to the socket
-    size_t in_flight = 0;    // sent to the other side, not yet acknowledged
-    bool closing = false;    // the other side closed: write what is left, then close
+    std::string out;       // from the other side, not yet written to the socket
+    size_t in_flight = 0;  // sent to the other side, not yet acknowledged
+    bool closing = false;  // the other side closed: write what is left, then close
   };
   struct Listener {
     UniqueFd fd;

@@ -54,8 +54,7 @@ Result<RemoteLaunch> parse_launch(const Json& message) {
   if (paths != message.end()) {
     if (!paths->is_object() || paths->size() > 64) return bad("paths is not an object");
     for (const auto& [name, kind] : paths->items()) {
-      if (name.empty() || name.find('=') != std::string::npos || !no_nul(name) ||
-          !kind.is_string())
+      if (name.empty() || name.find('=') != std::string::npos || !no_nul(name) || !kind.is_string())
         return bad("paths has an entry that is not NAME: kind");
       bool known = false;
       for (const char* k : kLaunchPathKinds) known = known || kind.get<std::string>() == k;

@@ -45,8 +45,8 @@ struct RemoteLaunch {
 };
 
 // The kinds a launch's "paths" may name (anything else is refused).
-inline constexpr const char* kLaunchPathKinds[] = {"control", "workdir", "orphans",
-                                                   "kernel_cache", "python_sdk"};
+inline constexpr const char* kLaunchPathKinds[] = {"control", "workdir", "orphans", "kernel_cache",
+                                                   "python_sdk"};
 
 Json launch_message(const RemoteLaunch& launch);
 

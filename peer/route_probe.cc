@@ -20,8 +20,7 @@ std::string address_text(const sockaddr* sa) {
   if (sa->sa_family == AF_INET)
     ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text);
   else if (sa->sa_family == AF_INET6)
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text,
-                sizeof text);
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text, sizeof text);
   return text;
 }
 
@@ -29,12 +28,10 @@ bool same_address(const sockaddr* a, const sockaddr* b) {
   if (!a || !b || a->sa_family != b->sa_family) return false;
   if (a->sa_family == AF_INET)
     return std::memcmp(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr,
-                       &reinterpret_cast<const sockaddr_in*>(b)->sin_addr,
-                       sizeof(in_addr)) == 0;
+                       &reinterpret_cast<const sockaddr_in*>(b)->sin_addr, sizeof(in_addr)) == 0;
   if (a->sa_family == AF_INET6)
     return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr,
-                       sizeof(in6_addr)) == 0;
+                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
   return false;
 }
 
@@ -95,8 +92,8 @@ Status probe_tcp(const PeerAddress& address, std::chrono::milliseconds timeout) 
 }
 
 Json probe_reply(const Json& request) {
-  Json reply{{"type", "probe"}, {"reachable", false}, {"local_address", nullptr},
-             {"interface", nullptr}};
+  Json reply{
+      {"type", "probe"}, {"reachable", false}, {"local_address", nullptr}, {"interface", nullptr}};
   const Json host = request.value("host", Json());
   const Json port = request.value("port", Json());
   if (!host.is_string() || host.get<std::string>().empty() ||
@@ -114,8 +111,10 @@ Json probe_reply(const Json& request) {
   }
   Status reached = probe_tcp(PeerAddress{h, p}, kProbeTimeout);
   reply["reachable"] = reached.ok();
-  if (!reached.ok()) reply["error"] = reached.message();
-  else if (!route.ok()) reply["error"] = route.status().message();
+  if (!reached.ok())
+    reply["error"] = reached.message();
+  else if (!route.ok())
+    reply["error"] = route.status().message();
   return reply;
 }
 

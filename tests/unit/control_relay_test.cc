@@ -103,17 +103,17 @@ bool flush_all(ControlConnection& c) {
 }
 
 TEST_CASE("control frames: built frames parse back; malformed ones are refused") {
-  for (std::string bytes : {std::string(), std::string("a"), std::string("ab"),
-                            std::string("abc"), std::string("\0\xff\n", 3)}) {
+  for (std::string bytes : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
+                            std::string("\0\xff\n", 3)}) {
     auto back = base64_decode(base64_encode(bytes));
     REQUIRE(back.ok());
     CHECK(*back == bytes);
   }
   CHECK(base64_encode("hello\n") == "aGVsbG8K");
-  CHECK_FALSE(base64_decode("aGVsbG8").ok());    // not 4k
-  CHECK_FALSE(base64_decode("aGV*bG8K").ok());   // not the alphabet
-  CHECK_FALSE(base64_decode("aR==").ok());       // not canonical
-  CHECK_FALSE(base64_decode("a=GV").ok());       // padding inside
+  CHECK_FALSE(base64_decode("aGVsbG8").ok());   // not 4k
+  CHECK_FALSE(base64_decode("aGV*bG8K").ok());  // not the alphabet
+  CHECK_FALSE(base64_decode("aR==").ok());      // not canonical
+  CHECK_FALSE(base64_decode("a=GV").ok());      // padding inside
 
   auto data = parse_control_frame(control_data_message(3, "line\n"));
   REQUIRE(data.ok());
@@ -126,23 +126,22 @@ TEST_CASE("control frames: built frames parse back; malformed ones are refused")
   CHECK(parse_control_frame(control_ack_message(2, 10))->bytes == 10);
   CHECK(parse_control_frame(control_close_message(2))->kind == ControlFrame::Kind::kClose);
 
-  for (const Json& bad :
-       {Json{{"type", "control_data"}, {"stream", 0}, {"data", "YQ=="}},
-        Json{{"type", "control_data"}, {"stream", -4}, {"data", "YQ=="}},
-        Json{{"type", "control_data"}, {"stream", "1"}, {"data", "YQ=="}},
-        Json{{"type", "control_data"}, {"stream", 1}},
-        Json{{"type", "control_data"}, {"stream", 1}, {"data", ""}},
-        Json{{"type", "control_data"}, {"stream", 1}, {"data", "!!!!"}},
-        Json{{"type", "control_data"},
-             {"stream", 1},
-             {"data", base64_encode(std::string(kControlChunkBytes + 1, 'x'))}},
-        Json{{"type", "control_ack"}, {"stream", 1}, {"bytes", 0}},
-        Json{{"type", "control_ack"},
-             {"stream", 1},
-             {"bytes", static_cast<int64_t>(kControlWindowBytes) + 1}},
-        Json{{"type", "control_open"}, {"stream", 1}},
-        Json{{"type", "control_open"}, {"stream", 1}, {"rank", -1}},
-        Json{{"type", "control_nope"}, {"stream", 1}}}) {
+  for (const Json& bad : {Json{{"type", "control_data"}, {"stream", 0}, {"data", "YQ=="}},
+                          Json{{"type", "control_data"}, {"stream", -4}, {"data", "YQ=="}},
+                          Json{{"type", "control_data"}, {"stream", "1"}, {"data", "YQ=="}},
+                          Json{{"type", "control_data"}, {"stream", 1}},
+                          Json{{"type", "control_data"}, {"stream", 1}, {"data", ""}},
+                          Json{{"type", "control_data"}, {"stream", 1}, {"data", "!!!!"}},
+                          Json{{"type", "control_data"},
+                               {"stream", 1},
+                               {"data", base64_encode(std::string(kControlChunkBytes + 1, 'x'))}},
+                          Json{{"type", "control_ack"}, {"stream", 1}, {"bytes", 0}},
+                          Json{{"type", "control_ack"},
+                               {"stream", 1},
+                               {"bytes", static_cast<int64_t>(kControlWindowBytes) + 1}},
+                          Json{{"type", "control_open"}, {"stream", 1}},
+                          Json{{"type", "control_open"}, {"stream", 1}, {"rank", -1}},
+                          Json{{"type", "control_nope"}, {"stream", 1}}}) {
     auto parsed = parse_control_frame(bad);
     CHECK_FALSE(parsed.ok());
     if (!parsed.ok()) CHECK(parsed.status().message().find("bad control frame: ") == 0);
@@ -178,8 +177,7 @@ TEST_CASE("remote paths: path variables travel as kinds and the agent fills its 
   CHECK(parsed->paths == launch.paths);
   Json odd = launch_message(launch);
   odd["paths"]["HOME"] = "somewhere";
-  CHECK(parse_launch(odd).status().message().find("unknown kind 'somewhere'") !=
-        std::string::npos);
+  CHECK(parse_launch(odd).status().message().find("unknown kind 'somewhere'") != std::string::npos);
 
   // Whatever the coordinator puts in the values, the agent's own paths win.
   parsed->env["CAIRN_WORKDIR"] = "/etc";
@@ -280,8 +278,7 @@ TEST_CASE("control relay: a rank on an agent talks to the coordinator's control 
   INFO(output);
   CHECK(exits[0].info.code == 0);
   CHECK(output.find("last: \"bye\"") != std::string::npos);
-  CHECK(output.find("CAIRN_CONTROL=unix:" + (agent_dir / "control").string()) !=
-        std::string::npos);
+  CHECK(output.find("CAIRN_CONTROL=unix:" + (agent_dir / "control").string()) != std::string::npos);
   CHECK(output.find("CAIRN_WORKDIR=" + (agent_dir / "work" / "trials/1.1/rank-0").string()) !=
         std::string::npos);
   CHECK(output.find("CAIRN_ORPHAN_DIR=" + (agent_dir / "orphans" / "1.1").string()) !=
@@ -326,7 +323,8 @@ struct PeerPair {
       fd.reset(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     }
     REQUIRE(fd);
-    auto a = PeerConnection::accept(std::move(fd), *server, Clock::now() + std::chrono::seconds(10));
+    auto a =
+        PeerConnection::accept(std::move(fd), *server, Clock::now() + std::chrono::seconds(10));
     connecting.join();
     REQUIRE(a.ok());
     agent = std::move(*a);
@@ -356,8 +354,8 @@ TEST_CASE("control relay: frames that name nothing or are malformed are refused,
   send(control_open_message(2, 4));                                  // not a running rank
   send(control_open_message(3, 5));                                  // a good one
   send(control_data_message(3, "hello\n"));
-  send(control_open_message(3, 5));                                  // the same id again
-  send(Json{{"type", "status"}});                                    // not a control frame
+  send(control_open_message(3, 5));  // the same id again
+  send(Json{{"type", "status"}});    // not a control frame
   auto message = relay->receive(*pair.coordinator, Clock::now() + std::chrono::seconds(10));
   REQUIRE(message.ok());
   REQUIRE(message->has_value());
@@ -401,7 +399,8 @@ TEST_CASE("control relay: frames that name nothing or are malformed are refused,
   {
     std::lock_guard lock(mutex);
     // Either the kernel took it all (no violation) or the window was exceeded: never more.
-    if (relay->open_streams() == 0) CHECK(logged.back().find("over the window") != std::string::npos);
+    if (relay->open_streams() == 0)
+      CHECK(logged.back().find("over the window") != std::string::npos);
   }
 }
 
@@ -434,8 +433,8 @@ TEST_CASE("route probe: an agent answers a probe request from its machine") {
   RelayTestAgent agent(dir / "agent");
   auto client = TlsContext::make(TlsContext::Side::kClient, kKey);
   PeerFailure failure;
-  auto peer = connect_to_agent(agent.address(), *client, Clock::now() + std::chrono::seconds(10),
-                               &failure);
+  auto peer =
+      connect_to_agent(agent.address(), *client, Clock::now() + std::chrono::seconds(10), &failure);
   REQUIRE(peer.ok());
   // The agent's own port is one it can reach.
   REQUIRE((*peer)
