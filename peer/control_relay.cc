@@ -85,10 +85,15 @@ std::unique_ptr<ControlRelay> ControlRelay::for_coordinator(Target target, Log l
 }
 
 ControlRelay::~ControlRelay() {
-  streams_.clear();
-  for (auto it = listeners_.begin(); it != listeners_.end();) rank_ended((it++)->first);
+  close_all();
   std::error_code ec;
   if (!fallback_dir_.empty()) fs::remove_all(fallback_dir_, ec);
+}
+
+void ControlRelay::close_all() {
+  streams_.clear();
+  outgoing_.clear();
+  for (auto it = listeners_.begin(); it != listeners_.end();) rank_ended((it++)->first);
 }
 
 Result<std::string> ControlRelay::listen_for(int64_t rank) {

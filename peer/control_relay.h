@@ -80,6 +80,9 @@ class ControlRelay {
   // when `wake_fd` (when given) became readable (its bytes are read).
   Result<std::optional<Json>> receive(PeerConnection& peer, Deadline deadline, int wake_fd = -1);
 
+  // Closes every stream and listener (the connection is lost).
+  void close_all();
+
   size_t open_streams() const { return streams_.size(); }
 
  private:

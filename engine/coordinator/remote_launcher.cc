@@ -69,6 +69,9 @@ struct RemoteLauncher::State {
 };
 
 void RemoteLauncher::State::fail_all(const Status& why) {
+  // On the connection's thread: the relayed control connections end with it, so the
+  // coordinator sees its ranks' channels close.
+  control->close_all();
   std::lock_guard lock(mutex);
   broken = why;
   for (auto& [rank, answer] : pending)
