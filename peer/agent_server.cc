@@ -1,10 +1,10 @@
 #include "peer/agent_server.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>

@@ -246,6 +246,27 @@ class PeersRelayTest(CairnTestCase):
         self.assertEqual(self.agent.wait(timeout=30), 0, rest)
         self.assertNotIn("control channel", rest)
 
+    def test_an_agent_refuses_control_frames_that_name_nothing_and_keeps_serving(self):
+        key = os.path.join(self.outside, "cluster.key")
+        self.cairn("agent", "--new-key", key, check=0, env=self.env())
+        address = self.start_agent([CAIRN, "agent", "--dir", os.path.join(self.outside, "agent"),
+                                    "--key-file", key, "--listen", "127.0.0.1:0"])
+        client = os.path.join(os.path.dirname(os.path.abspath(CAIRN)), "peer_test_client")
+        lines = subprocess.run([client, address, key, "control"], capture_output=True,
+                               text=True, timeout=60).stdout.splitlines()
+        # The status request after them is answered on the same connection.
+        self.assertEqual(json.loads(lines[1])["type"], "status", lines)
+        refusals = [read_line_until(self.agent.stderr, lambda l: "control channel of" in l,
+                                    timeout=30, what="a refusal") for _ in range(5)]
+        expected = ["refused a control_open (stream 1): only an agent opens streams",
+                    "refused a control_data: stream 99 was never opened",
+                    'refused a frame: bad control frame: no string "data"',
+                    "refused a control_close: stream 5 was never opened",
+                    'refused a frame: bad control frame: no integer "bytes"']
+        for line, want in zip(refusals, expected):
+            self.assertRegex(line, r"control channel of 127\.0\.0\.1:\d+: " + re.escape(want))
+        self.assertIsNone(self.agent.poll())
+
     def sdk_file(self, agent_dir):
         found = [os.path.join(root, "cairn.py")
                  for root, _, files in os.walk(os.path.join(agent_dir, "sdk")) if "cairn.py" in files]
