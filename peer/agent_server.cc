@@ -167,7 +167,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   for (;;) {
     if (!relay()) return;
     const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
-    auto request = control->receive(peer, wait_until);
+    // A rank's end wakes the wait at once (its pidfd), not at the next look.
+    auto request =
+        control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
     if (!request.ok() && request.status().message() == "timed out" && running > 0) continue;
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {

@@ -202,7 +202,10 @@ bool ControlRelay::write_out(int64_t id, Stream& s) {
 }
 
 bool ControlRelay::pump(int64_t id, Stream& s, short revents) {
-  if ((revents & POLLOUT) && !write_out(id, s)) return false;
+  // A hang-up with bytes still to write: the write fails and ends the stream (poll would
+  // report the hang-up for ever otherwise).
+  if ((revents & (POLLOUT | POLLHUP | POLLERR)) && !s.out.empty() && !write_out(id, s))
+    return false;
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && !s.closing && s.in_flight < kControlWindowBytes) {
     std::string buffer(std::min(kControlChunkBytes, kControlWindowBytes - s.in_flight), '\0');
     for (;;) {
@@ -305,7 +308,7 @@ Status ControlRelay::flush(PeerConnection& peer) {
 }
 
 Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline deadline,
-                                                  int wake_fd) {
+                                                  int wake_fd, const std::vector<int>& also) {
   std::vector<pollfd> fds;
   std::vector<int64_t> keys;  // what each pollfd after the first three is: rank or stream
   for (;;) {
@@ -330,6 +333,8 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
       fds.push_back({l.fd.get(), POLLIN, 0});
       keys.push_back(rank);
     }
+    const size_t first_also = fds.size();
+    for (int fd : also) fds.push_back({fd, POLLIN, 0});
     const size_t first_stream = fds.size();
     for (const auto& [id, s] : streams_) {
       short events = 0;
@@ -346,7 +351,7 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
     if (ready < 0) return Status::Failed("poll: " + errno_text());
     if (ready == 0) return Status::Failed("timed out");
     if (fds[1].fd >= 0 && (fds[1].revents & POLLIN)) return Status::Failed("stopping");
-    for (size_t i = 3; i < first_stream; ++i) {
+    for (size_t i = 3; i < first_also; ++i) {
       if (!(fds[i].revents & POLLIN)) continue;
       const int64_t rank = keys[i - 3];
       auto l = listeners_.find(rank);
@@ -361,11 +366,17 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
         outgoing_.push_back(control_open_message(id, rank));
       }
     }
+    bool also_ready = false;
+    for (size_t i = first_also; i < first_stream; ++i) also_ready |= fds[i].revents != 0;
     for (size_t i = first_stream; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      const int64_t id = keys[i - 3];
+      const int64_t id = keys[i - 3 - also.size()];
       auto s = streams_.find(id);
       if (s != streams_.end()) (void)pump(id, s->second, fds[i].revents);
+    }
+    if (also_ready) {
+      if (Status sent = flush(peer); !sent.ok()) return sent;
+      return Status::Failed("timed out");
     }
     if (wake_fd >= 0 && (fds[2].revents & POLLIN)) {
       char drain[64];

@@ -77,8 +77,10 @@ class ControlRelay {
 
   // Waits until `deadline` for the next message from `peer` that is not a control frame,
   // relaying streams meanwhile. Answers as PeerConnection::receive does; "timed out" also
-  // when `wake_fd` (when given) became readable (its bytes are read).
-  Result<std::optional<Json>> receive(PeerConnection& peer, Deadline deadline, int wake_fd = -1);
+  // when `wake_fd` (when given) became readable (its bytes are read), or one of `also`
+  // (RankHost::exit_fds: left unread).
+  Result<std::optional<Json>> receive(PeerConnection& peer, Deadline deadline, int wake_fd = -1,
+                                      const std::vector<int>& also = {});
 
   // Closes every stream and listener (the connection is lost).
   void close_all();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,8 @@ class AgentRankHost final : public RankHost {
     rank.start_time = process->start_time();
     rank.output = output;
     rank.file.reset(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
+    // Readable once it ends (Linux 5.3); without it, the connection polls as before.
+    rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }
@@ -88,6 +91,13 @@ class AgentRankHost final : public RankHost {
     return events;
   }
 
+  std::vector<int> exit_fds() const override {
+    std::vector<int> fds;
+    for (const auto& [id, rank] : ranks_)
+      if (!rank.reaped && rank.ended) fds.push_back(rank.ended.get());
+    return fds;
+  }
+
   void kill_all() override {
     for (auto& [id, rank] : ranks_) {
       if (rank.reaped) continue;
@@ -106,6 +116,7 @@ class AgentRankHost final : public RankHost {
     uint64_t start_time = 0;
     fs::path output;
     UniqueFd file;
+    UniqueFd ended;  // a pidfd: readable once the process has ended
     bool reaped = false;
     ExitInfo exit;
   };
