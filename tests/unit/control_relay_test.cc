@@ -411,6 +411,21 @@ TEST_CASE("control relay: frames that name nothing or are malformed are refused,
   CHECK(closed);
 }
 
+TEST_CASE("control relay: a socket path too long for a Unix address falls back to /tmp") {
+  TestDir dir;
+  const fs::path deep = dir / std::string(120, 'd');
+  std::string dropped;
+  auto relay = ControlRelay::for_agent(deep, [&](const std::string& l) { dropped = l; });
+  auto address = relay->listen_for(4);
+  REQUIRE(address.ok());
+  CHECK(address->rfind("unix:/tmp/cairn-", 0) == 0);
+  CHECK_FALSE(relay->listen_for(4).ok());  // one listener per rank
+  const fs::path socket = address->substr(5);
+  CHECK(fs::exists(socket));
+  relay.reset();  // its directory goes with it
+  CHECK_FALSE(fs::exists(socket.parent_path()));
+}
+
 TEST_CASE("route probe: the route to loopback is lo; a probe says what it reached") {
   auto route = route_to("127.0.0.1");
   REQUIRE(route.ok());
