@@ -218,10 +218,11 @@ def run_cairn(cairn, workdir, trials, agent=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
     subprocess.run([cairn, "init", str(workdir)], check=True, capture_output=True, env=env)
     with open(workdir / "cairn.out", "w") as out:
-        peers = ["--peers", agent.address, "--key-file", str(agent.key)] if agent else []
-        wall, cpu, driver, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml",
-                                      "--slots", str(WORKERS)] + peers, workdir, stdout=out,
-                                     env=env)
+        # With an agent, --slots 0: every trial on the agent (its --slots is WORKERS).
+        where = (["--slots", "0", "--peers", agent.address, "--key-file", str(agent.key)]
+                 if agent else ["--slots", str(WORKERS)])
+        wall, cpu, driver, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml"] + where,
+                                     workdir, stdout=out, env=env)
     shown = subprocess.run([cairn, "--store", str(workdir), "show", "1", "--json"],
                            capture_output=True, text=True, check=True, env=env)
     states = [t.get("state") for t in json.loads(shown.stdout).get("trials", [])]

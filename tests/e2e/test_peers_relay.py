@@ -164,7 +164,7 @@ class PeersRelayTest(CairnTestCase):
         local = self.results(1)
 
         address = self.start_hidden_agent(key, agent_dir)
-        proc = self.cairn("run", "exp.yaml", "--peers", address, "--key-file", key, check=0,
+        proc = self.cairn("run", "exp.yaml", "--peers", address, "--slots", "0", "--key-file", key, check=0,
                           env=self.env(), timeout=200)
         output = proc.stdout + proc.stderr
         remote = self.results(2)
@@ -200,7 +200,7 @@ class PeersRelayTest(CairnTestCase):
             f.write(SLOW % self.dir)
         self.write("exp.yaml", SLOW_CONFIG % script)
         address = self.start_hidden_agent(key, os.path.join(self.outside, "agent"))
-        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--peers", address, "--key-file", key],
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--peers", address, "--slots", "0", "--key-file", key],
                                cwd=self.dir, env=self.env(), stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.addCleanup(run.stdout.close)
@@ -226,7 +226,7 @@ class PeersRelayTest(CairnTestCase):
         self.write("exp.yaml", SLOW_CONFIG.replace("100000", "2") % script)
         address = self.start_agent([CAIRN, "agent", "--dir", agent_dir, "--key-file", key,
                                     "--listen", "127.0.0.1:0"])
-        out = self.cairn("run", "exp.yaml", "--peers", address, "--key-file", key, check=0,
+        out = self.cairn("run", "exp.yaml", "--peers", address, "--slots", "0", "--key-file", key, check=0,
                          env=self.env(), timeout=120).stdout
         sdk = os.path.dirname(self.sdk_file(agent_dir))
         self.assertIn("[1.1] CAIRN_CONTROL=unix:" + os.path.join(agent_dir, "control"), out)
