@@ -274,6 +274,7 @@ class Coordinator {
   std::unique_ptr<MachineLaunchers> launcher_;
   std::vector<MachineInfo> machines_;  // by machine index, as slots_ and launcher_ count them
   std::vector<std::string> machine_warnings_;  // agents not reached at the start, for start()
+  std::set<int> machines_used_;  // machines that ran a rank of this run: they have its code
   // Lost agents being connected again (coordinator_machines.cc), by machine index.
   std::map<int, std::future<Result<std::unique_ptr<RemoteLauncher>>>> reconnecting_;
   std::map<int, Clock::time_point> reconnect_at_;

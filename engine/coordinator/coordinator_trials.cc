@@ -216,6 +216,7 @@ Status Coordinator::start_trial(Trial& trial) {
     env->slots.push_back((*places)[r].slot);
     env->machines.push_back((*places)[r].machine);
     if (r < trial.ranks.size()) trial.ranks[r].machine = (*places)[r].machine;
+    machines_used_.insert((*places)[r].machine);
   }
   for (size_t m = 1; m < machines_.size(); ++m)
     if (!machines_[m].gpu_names.empty())
