@@ -5,8 +5,6 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
-
 #include "engine/coordinator/terminal.h"
 
 namespace cairn {
@@ -49,25 +47,6 @@ TEST_CASE("status tally: finished trials once, live ones at each redraw") {
   const StatusFacts g = tally.facts({{Kind::kFinished, &running, 0}}, 30);
   CHECK(g.done == 5001);
   CHECK(g.running == 0);
-}
-
-TEST_CASE("status tally: a redraw costs the live trials, not the finished ones") {
-  // The same 3 live trials after 50 and after 50,000 finished ones: a redraw takes about
-  // the same time (generously bounded: the finished trials are never visited).
-  auto time_redraws = [](int finished) {
-    StatusTally tally("loss", false);
-    const Json r = record("1.1", 1, 1.0);
-    for (int i = 0; i < finished; ++i) tally.add_finished(r);
-    const std::vector<LiveTrialStatus> live(3, {LiveTrialStatus::Kind::kRunning, &r, 0});
-    const auto start = std::chrono::steady_clock::now();
-    int64_t sum = 0;
-    for (int i = 0; i < 2000; ++i) sum += tally.facts(live, 30).units_done;
-    CHECK(sum == 2000 * (finished + 3));
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  const double small = time_redraws(50);
-  const double large = time_redraws(50000);
-  CHECK(large < small * 5 + 0.2);
 }
 
 TEST_CASE("status clear: the rows a line takes at the terminal's width now") {
