@@ -10,6 +10,7 @@
 #include <map>
 
 #include "common/file_util.h"
+#include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
 
@@ -40,6 +41,8 @@ class AgentRankHost final : public RankHost {
     // Path-valued variables get this machine's paths (remote_paths.h).
     RemoteLaunch resolved = launch;
     if (Status st = resolve_agent_paths(dir_, resolved); !st.ok()) return st;
+    // A gang over machines: this machine's interface towards rank 0 (rank_interfaces.h).
+    if (Status st = set_collective_interfaces(resolved.env); !st.ok()) return st;
     ProcessSpec spec{launch.argv, cwd, resolved.env, output};
     auto process = TrialProcess::spawn(spec);
     if (!process.ok()) return process.status();
