@@ -231,6 +231,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       }
     } else if (type == "probe") {
       reply = probe_reply(message);  // bounded (route_probe.h)
+    } else if (type == "heartbeat") {
+      // The coordinator's liveness check of this agent (remote_launcher.h): answered at once.
+      reply = Json{{"type", "heartbeat"}};
     } else if (type == "signal") {
       const Json sig = message.value("signal", Json());
       const Json rank = message.value("rank", Json());

@@ -69,6 +69,8 @@ class Launcher {
   // there any more, and its ranks come out of take_exits() with machine_lost. A launcher of
   // this machine is never lost.
   virtual bool lost() const { return false; }
+  // Why, in one line, once lost() ("gpu2:7070: no heartbeat for 10 s").
+  virtual std::string lost_reason() const { return ""; }
 };
 
 }  // namespace cairn

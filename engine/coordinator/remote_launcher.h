@@ -40,6 +40,11 @@
 
 namespace cairn {
 
+// A connection that hears nothing from its agent for this long (it answers a heartbeat
+// asked every second) is lost: its ranks come out of take_exits() with machine_lost.
+// CAIRN_HEARTBEAT_TIMEOUT (seconds) changes it.
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
+
 class RemoteLauncher final : public Launcher {
  public:
   // Connects to the agent at `address`, says hello and asks its status, within `timeout`. The error
@@ -56,6 +61,7 @@ class RemoteLauncher final : public Launcher {
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
   bool lost() const override;
+  std::string lost_reason() const override;
 
   // What the agent said it offers when connected (its status answer), and this side's
   // address on the connection (the address the agent's machine reaches this one by).
