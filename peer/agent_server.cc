@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/build_info.h"
+#include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
@@ -49,8 +50,9 @@ struct AgentServer::Impl {
   AgentInfo info;
   RankHostFactory hosts;
   std::string no_hosts_reason;
-  std::atomic<int> ranks_running{0};  // over every connection: what status reports used
-  UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
+  std::unique_ptr<AgentCheckpoints> checkpoints;  // checkpoints over the wire
+  std::atomic<int> ranks_running{0};              // over every connection: what status reports used
+  UniqueFd stop_read, stop_write;                 // readable once the agent stops: ends every wait
 
   struct Worker {
     std::thread thread;
@@ -79,6 +81,7 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
+  impl_->checkpoints = std::make_unique<AgentCheckpoints>(impl_->info.dir);
 }
 
 AgentServer::~AgentServer() = default;
@@ -217,6 +220,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
           sig.get<int64_t>() < 65)
         host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
       continue;  // no reply: the exit, if it comes, says what the signal did
+    } else if (AgentCheckpoints::handles(type)) {
+      if (!checkpoints->serve(peer, message, name)) return;
+      continue;  // the exchange sent its own answers
     } else {
       // Bounded: a peer's type is echoed back and logged, never at any length.
       const std::string shown = type.substr(0, 64);

@@ -13,6 +13,7 @@
 // and joins them all before it returns.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,7 @@ inline constexpr int kMaxAgentConnections = 64;
 struct AgentInfo {
   int slots_total = 1;
   Json devices = Json::array();  // ["cpu"] or ["gpu0", "gpu1", …] (slot_pool.h's names)
+  std::filesystem::path dir;     // the agent's DIR: checkpoints (agent_checkpoints.h) live below
 };
 
 // The reply to {"type": "status"}:

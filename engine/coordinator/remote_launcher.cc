@@ -15,6 +15,7 @@
 
 #include "common/file_util.h"
 #include "peer/agent_client.h"
+#include "peer/checkpoint_client.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {
@@ -39,6 +40,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* na
 struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
+  AgentEndpoint endpoint;  // for the connections that move checkpoints
 
   std::mutex mutex;
   std::condition_variable answered;
@@ -141,9 +143,10 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
                                                                 std::chrono::milliseconds timeout,
                                                                 bool reap_local_children) {
   PeerFailure failure;
-  auto peer = connect_to_agent(address, std::move(client), Clock::now() + timeout, &failure);
+  auto peer = connect_to_agent(address, client, Clock::now() + timeout, &failure);
   if (!peer.ok()) return peer.status();
   auto state = std::make_unique<State>();
+  state->endpoint = AgentEndpoint{address, std::move(client)};
   state->peer = std::move(*peer);
   state->address = address.text();
   state->reap_local_children = reap_local_children;
@@ -162,6 +165,19 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;
+  if (auto latest = remote.env.find("CAIRN_LATEST_CHECKPOINT");
+      latest != remote.env.end() && !latest->second.empty()) {
+    // Restored on the agent, for this attempt (the rank's id), before the rank starts.
+    lock.unlock();
+    auto pushed = push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
+                                  remote.rank, latest->second, kLaunchTime);
+    if (!pushed.ok())
+      return Status::Failed("cannot restore the checkpoint on " + s.address + ": " +
+                            pushed.status().message());
+    latest->second = pushed->path;
+    lock.lock();
+    if (s.broken) return *s.broken;
+  }
   s.pending[remote.rank] = std::nullopt;
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
@@ -189,6 +205,10 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   if (!s.running.count(id)) return false;
   s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
   return true;
+}
+
+const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
+  return &state_->endpoint;
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {
