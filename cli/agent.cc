@@ -85,7 +85,8 @@ int agent(const AgentOptions& options) {
 
   const int gpus = cuda::driver().device_count;
   AgentInfo info;
-  info.dir = *dir;
+  // A keyless agent keeps no checkpoints either: any local user could fetch them.
+  if (!key->none()) info.dir = *dir;
   info.slots_total = machine_slots(options.slots, gpus);
   if (gpus > 0) {
     for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))

@@ -50,9 +50,10 @@ struct AgentServer::Impl {
   AgentInfo info;
   RankHostFactory hosts;
   std::string no_hosts_reason;
+  std::atomic<int> ranks_running{0};  // over every connection: what status reports used
+  UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
+
   std::unique_ptr<AgentCheckpoints> checkpoints;  // checkpoints over the wire
-  std::atomic<int> ranks_running{0};              // over every connection: what status reports used
-  UniqueFd stop_read, stop_write;                 // readable once the agent stops: ends every wait
 
   struct Worker {
     std::thread thread;
