@@ -180,7 +180,7 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
     staged_.erase(path);
   }
   fs::remove_all(fs::path(path), ec);
-  return true;
+  return peer.send(Json{{"type", "checkpoint_dropped"}}, Clock::now() + kChunkTime).ok();
 }
 
 bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const std::string& name) {

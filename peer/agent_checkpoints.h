@@ -9,7 +9,7 @@
 //   attempt (anything else — a path outside DIR, another attempt's, one never staged — is
 //   refused with one line); answers its manifest, reads the digests the coordinator lacks,
 //   sends only those contents, then waits for checkpoint_done (sent once the coordinator
-//   holds everything durably) and removes the directory.
+//   holds everything durably), removes the directory and answers checkpoint_dropped.
 // - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
 //   content cache DIR/objects lacks, receives them (each verified against its SHA-256 and
 //   fsynced before it gets its name), then writes the checkpoint's files to

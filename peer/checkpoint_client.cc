@@ -105,7 +105,10 @@ Result<FetchedCheckpoint> fetch_checkpoint(
   auto sent = answer(peer, agent, "checkpoint_sent");
   if (!sent.ok()) return sent.status();
   if (Status kept = keep(fetched); !kept.ok()) return kept;
-  (void)peer.send(Json{{"type", "checkpoint_done"}}, Clock::now() + kChunkTime);
+  // The checkpoint is ours now: whether the agent manages to drop its copy is its business
+  // (it says so in its log), so an error past this point is not the transfer's.
+  if (peer.send(Json{{"type", "checkpoint_done"}}, Clock::now() + kChunkTime).ok())
+    (void)answer(peer, agent, "checkpoint_dropped");
   peer.close(Clock::now() + std::chrono::seconds(1));
   return fetched;
 }

@@ -14,6 +14,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A JSON non-negative integer, whether parsed (unsigned) or built (signed).
+bool is_count(const Json& j) {
+  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+}
+
 Status bad(const std::string& why) {
   return Status::BadInput("bad checkpoint manifest: " + why);
 }
@@ -94,11 +99,11 @@ Result<WireManifest> parse_wire_manifest(const Json& j) {
     WireFile file;
     file.path = path->get<std::string>();
     if (Status st = check_manifest_path(file.path); !st.ok()) return st;
-    if (size == f.end() || !size->is_number_unsigned())
+    if (size == f.end() || !is_count(*size))
       return bad("'" + shown(file.path) + "' has no size (a non-negative integer)");
     file.size = size->get<uint64_t>();
     if (file.size > kMaxManifestFileBytes) return bad("'" + shown(file.path) + "' is over 1 TiB");
-    if (mode == f.end() || !mode->is_number_unsigned() || mode->get<uint64_t>() > 0777)
+    if (mode == f.end() || !is_count(*mode) || mode->get<uint64_t>() > 0777)
       return bad("'" + shown(file.path) + "' has no mode (permission bits, at most 0777)");
     file.mode = static_cast<uint32_t>(mode->get<uint64_t>());
     if (sha == f.end() || !sha->is_string() || !is_sha256_hex(sha->get<std::string>()))
