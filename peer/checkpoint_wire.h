@@ -1,10 +1,12 @@
 // File contents on a peer connection (docs/peers.md "Checkpoints over the wire"): an object
-// of the checkpoint's manifest (checkpoint_manifest.h) travels as chunk frames
-//   {"type": "checkpoint_chunk", "sha256": D, "offset": O, "data": BASE64}
-// of at most kChunkBytes content bytes each (so each frame stays well below the 1 MiB frame
-// bound), in order, at least one per object (an empty file is one empty chunk). The
-// receiver checks every chunk against what it asked for (digest, offset, the manifest's
-// size) and the content against its SHA-256 before it keeps anything.
+// of the checkpoint's manifest (checkpoint_manifest.h) travels as chunks, in order, at least
+// one per object (an empty file is one empty chunk). A chunk is a frame
+//   {"type": "checkpoint_chunk", "sha256": D, "offset": O, "bytes": N}
+// followed by N raw content bytes, N at most kChunkBytes (1 MiB, the frame bound): the
+// content is not JSON-escaped or base64-encoded, which would cost more than TLS itself. The
+// receiver checks every chunk header against what it asked for (digest, offset, the
+// manifest's size) before it reads the bytes, and the content against its SHA-256 before
+// it keeps anything.
 //
 // Thread-safety: pure functions over the connection they are given (one thread at a time).
 #pragma once
@@ -18,14 +20,10 @@
 
 namespace cairn {
 
-inline constexpr size_t kChunkBytes = 512 * 1024;
+inline constexpr size_t kChunkBytes = 1 << 20;
 // Each frame of a transfer has this long to arrive or leave: a stalled peer ends the
 // transfer, however large the checkpoint.
 inline constexpr auto kChunkTime = std::chrono::seconds(60);
-
-std::string base64_encode(std::string_view bytes);
-// kBadInput when `text` is not canonical base64.
-Result<std::string> base64_decode(std::string_view text);
 
 // Sends the `size` bytes of `fd` (read from its start) as the content of `digest`. Adds the
 // content bytes sent to *counted. kIo when the file is shorter than `size` (it changed).

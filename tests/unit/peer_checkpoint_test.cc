@@ -125,18 +125,6 @@ TEST_CASE("checkpoint manifest: a directory's scan hashes files and refuses link
   CHECK_FALSE(scan_checkpoint_dir(dir / "link").ok());  // the directory itself a link
 }
 
-TEST_CASE("checkpoint wire: base64 round trips and refuses what is not base64") {
-  for (size_t n = 0; n < 8; ++n) {
-    std::string bytes;
-    for (size_t i = 0; i < n; ++i) bytes.push_back(static_cast<char>(0xf0 + i));
-    auto back = base64_decode(base64_encode(bytes));
-    REQUIRE(back.ok());
-    CHECK(*back == bytes);
-  }
-  CHECK_FALSE(base64_decode("abc").ok());
-  CHECK_FALSE(base64_decode("a!c=").ok());
-}
-
 // An agent serving on 127.0.0.1 from a thread until destroyed, keeping checkpoints in `dir`.
 class CheckpointAgent {
  public:
