@@ -80,10 +80,15 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
       manifest.bytes += f.size;
     }
     std::vector<fs::path> files;
-    for (const FetchedContent& c : fetched.received) files.push_back(c.file);
+    std::vector<std::string> verified;  // receive_content checked each against its digest
+    for (const FetchedContent& c : fetched.received) {
+      files.push_back(c.file);
+      verified.push_back(c.sha256);
+    }
     std::string id;
     auto adopted = objects_.adopt_all(
-        files, [&](const std::vector<AdoptedObject>&) { return manifest.to_json().dump(); }, &id);
+        files, [&](const std::vector<AdoptedObject>&) { return manifest.to_json().dump(); }, &id,
+        &verified);
     if (!adopted.ok()) return adopted.status();
     for (const AdoptedObject& object : *adopted)
       if (object.added) result.new_bytes += object.size;
