@@ -5,7 +5,8 @@ the wire"): a Python SDK trial on a `cairn agent` on loopback writes a checkpoin
 lacks, receives it in chunks, verifies and stores it durably, registers the checkpoint and
 acks) is compared with the baseline bench/tls_copy_baseline.cc: the same bytes through a
 TLS 1.3 stream with the same cipher suite (TLS_AES_128_GCM_SHA256, an external PSK),
-hashed with SHA-256 and fsynced on the receiving side. The trial then writes the same
+hashed with SHA-256 and fsynced on the receiving side; like the trial's, the file it sends
+was written just before (untimed). The trial then writes the same
 checkpoint again: its content bytes on the wire (from the agent's log line) should be 0.
 
   /usr/bin/python3 bench/peer_checkpoint_bench.py [--cairn BIN] [--reps N] [--mib M]
@@ -48,6 +49,11 @@ SENT = re.compile(r"sent checkpoint of trial \S+ attempt \d+ to \S+: \d+ files \
 
 
 def baseline(tool, src, work):
+    # As the trial does: the file to send is written just before (untimed), so on this one
+    # machine both sides ship a file whose pages are still being written back.
+    fresh = os.path.join(work, "fresh.bin")
+    shutil.copyfile(src, fresh)
+    src = fresh
     out = os.path.join(work, "received.bin")
     server = subprocess.Popen([tool, "serve", out], stdout=subprocess.PIPE, text=True)
     port = server.stdout.readline().strip()
@@ -56,6 +62,7 @@ def baseline(tool, src, work):
     elapsed = time.monotonic() - start
     server.wait(timeout=120)
     os.remove(out)
+    os.remove(fresh)
     return elapsed
 
 

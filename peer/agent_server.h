@@ -2,8 +2,8 @@
 // cluster key (peer_connection.h), checks the peer's protocol version (peer_protocol.h) and
 // answers its requests: "status", and the launch/signal requests of rank_messages.h, which
 // a RankHost made for the connection carries out (output and exits are sent back as they
-// happen). Shipping code and checkpoints are still to come (docs/peers.md). When the
-// connection ends, its ranks are killed.
+// happen), and the checkpoint requests of agent_checkpoints.h. Shipping code is still to
+// come (docs/peers.md). When the connection ends, its ranks are killed.
 //
 // One thread per connection, at most kMaxAgentConnections at once; the serving thread only
 // accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
