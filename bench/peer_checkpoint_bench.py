@@ -95,6 +95,9 @@ def cairn_run(cairn, src, work):
         log = agent.stderr.read()
         agent.wait(timeout=60)
     content = [int(c) for c in SENT.findall(log)]
+    for line in log.splitlines():
+        if "sent checkpoint" in line:
+            print("  agent:", line.split("cairn agent: ", 1)[-1], flush=True)
     return commits, content
 
 

@@ -41,6 +41,12 @@ std::string bytes_text(uint64_t n) {
   return std::to_string(n) + " bytes";
 }
 
+std::string seconds(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
 }  // namespace
 
 AgentCheckpoints::AgentCheckpoints(fs::path dir) : dir_(std::move(dir)) {
@@ -115,8 +121,10 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
       return refuse(peer, name,
                     "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
   }
+  const auto started = Clock::now();
   auto manifest = scan_checkpoint_dir(fs::path(path));
   if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
+  const auto hashed = Clock::now();
   Json answer{{"type", "checkpoint_manifest"},
               {"trial", trial},
               {"attempt", attempt},
@@ -167,7 +175,8 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
             "), " + std::to_string(sending.size()) + " wanted, " + std::to_string(content) +
-            " content bytes on the wire");
+            " content bytes on the wire (listed in " + seconds(hashed - started) + ", sent in " +
+            seconds(Clock::now() - hashed) + ")");
   // The staging directory goes once the coordinator holds the checkpoint durably.
   auto done = receive_frame(peer);
   if (!done.ok() || (*done)["type"] != "checkpoint_done") {
