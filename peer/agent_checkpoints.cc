@@ -156,7 +156,7 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   }
   uint64_t content = 0;
   for (const WireFile* f : sending) {
-    UniqueFd fd(::open((fs::path(path) / f->path).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd fd = open_beneath(fs::path(path), f->path);
     if (!fd) {
       (void)peer.send(Json{{"type", "error"}, {"reason", f->path + " vanished: " + errno_text()}},
                       Clock::now() + kChunkTime);

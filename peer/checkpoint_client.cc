@@ -141,7 +141,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
         !sent_once.insert(d.get<std::string>()).second)
       return broken(Status::Failed("asked for a digest the manifest does not name"));
     const WireFile& f = *by_digest[d.get<std::string>()];
-    UniqueFd fd(::open((dir / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd fd = open_beneath(dir, f.path);
     if (!fd) return Status::Io("cannot open " + (dir / f.path).string() + ": " + errno_text());
     if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes); !s.ok())
       return broken(s);

@@ -1,7 +1,10 @@
 #include "peer/checkpoint_manifest.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -125,6 +128,17 @@ Result<WireManifest> parse_wire_manifest(const Json& j) {
   return m;
 }
 
+UniqueFd open_beneath(const fs::path& dir, const std::string& rel) {
+  UniqueFd base(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!base) return UniqueFd();
+  open_how how{};
+  how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+  const long fd = ::syscall(SYS_openat2, base.get(), rel.c_str(), &how, sizeof how);
+  if (fd >= 0 || errno != ENOSYS) return UniqueFd(static_cast<int>(fd));
+  return UniqueFd(::openat(base.get(), rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+}
+
 Result<WireManifest> scan_checkpoint_dir(const fs::path& dir) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -146,8 +160,9 @@ Result<WireManifest> scan_checkpoint_dir(const fs::path& dir) {
     WireFile f;
     f.path = rel.generic_string();
     if (Status checked = check_manifest_path(f.path); !checked.ok()) return checked;
-    // O_NOFOLLOW: a file swapped for a link since the walk saw it is not followed out.
-    UniqueFd fd(::open(it->path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    // Not through links: a file or directory swapped for one since the walk saw it is not
+    // followed out.
+    UniqueFd fd = open_beneath(dir, f.path);
     struct stat fst {};
     if (!fd || ::fstat(fd.get(), &fst) != 0 || !S_ISREG(fst.st_mode))
       return Status::BadInput("checkpoint file changed while read: " + f.path);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -55,6 +56,12 @@ Status check_trial_name(const std::string& trial);
 // The manifest in `j` (an object with a "files" array, as to_json writes it), checked
 // strictly; kBadInput with one line ("bad checkpoint manifest: …") on the first fault.
 Result<WireManifest> parse_wire_manifest(const Json& j);
+
+// Opens `rel` (a manifest path) below `dir` for reading without following any symlink on
+// the way, so a directory swapped for a link after the manifest was made cannot lead out
+// (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS; O_NOFOLLOW on the last part where
+// the kernel lacks openat2). An invalid descriptor, errno set, on failure.
+UniqueFd open_beneath(const std::filesystem::path& dir, const std::string& rel);
 
 // The manifest of the directory `dir`, hashing every regular file. Refused (kBadInput, one
 // line): a symlink anywhere below it (the store keeps files, and a link could lead out), a

@@ -123,6 +123,12 @@ TEST_CASE("checkpoint manifest: a directory's scan hashes files and refuses link
   CHECK(linked.status().message().find("symlink: sub/out") != std::string::npos);
   fs::create_directory_symlink(dir / "ckpt", dir / "link");
   CHECK_FALSE(scan_checkpoint_dir(dir / "link").ok());  // the directory itself a link
+  // Opening below a directory never goes through a link, wherever it is on the way.
+  CHECK(open_beneath(dir / "ckpt", "sub/w.bin"));
+  fs::create_directory_symlink("/etc", dir / "ckpt/etc");
+  CHECK_FALSE(open_beneath(dir / "ckpt", "etc/passwd"));
+  CHECK_FALSE(open_beneath(dir / "ckpt", "sub/out"));
+  CHECK_FALSE(open_beneath(dir / "ckpt", "../ckpt/a.txt"));
 }
 
 // An agent serving on 127.0.0.1 from a thread until destroyed, keeping checkpoints in `dir`.
