@@ -254,10 +254,13 @@ bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const st
 
   // The checkpoint directory the rank gets, from the cache (copies: a trial that writes to
   // its restored files must not change the cache).
-  const fs::path dest = dir_ / "work" / "trials" / trial / ("restore-" + std::to_string(attempt));
-  fs::remove_all(dest, ec);
-  fs::create_directories(dest, ec);
-  if (ec) return refuse(peer, name, "cannot create " + dest.string() + ": " + ec.message());
+  // A directory of its own for each restore: another rank of the same attempt may be
+  // reading the one restored before it.
+  const fs::path parent = dir_ / "work" / "trials" / trial;
+  fs::create_directories(parent, ec);
+  auto made = make_unique_dir(parent, "restore-" + std::to_string(attempt) + "-");
+  if (!made.ok()) return refuse(peer, name, made.status().message());
+  const fs::path dest = *made;
   for (const WireFile& f : manifest->files) {
     const fs::path to = dest / f.path;
     fs::create_directories(to.parent_path(), ec);

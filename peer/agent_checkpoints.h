@@ -12,9 +12,9 @@
 //   holds everything durably), removes the directory and answers checkpoint_dropped.
 // - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
 //   content cache DIR/objects lacks, receives them (each verified against its SHA-256 and
-//   fsynced before it gets its name), then writes the checkpoint's files to
-//   DIR/work/trials/<trial>/restore-<attempt> and answers {"type": "checkpoint_restored",
-//   "path"}.
+//   fsynced before it gets its name), then writes the checkpoint's files to a fresh
+//   DIR/work/trials/<trial>/restore-<attempt>-<random> and answers
+//   {"type": "checkpoint_restored", "path"}.
 //
 // Every exchange logs one line with the content bytes that crossed the wire; the totals are
 // also counted here (for tests).

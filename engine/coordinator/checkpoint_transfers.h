@@ -14,6 +14,8 @@
 // the destructor waits for every job (each bounded by the wire's timeouts).
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <list>
 #include <map>
@@ -36,7 +38,8 @@ struct CheckpointJob {
   AgentEndpoint agent;
   int64_t trial_index = 0;
   std::string trial;    // its id ("1.2")
-  int64_t attempt = 0;  // which attempt of the trial asked (its chief's launcher id)
+  int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
+  pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
   int connection = -1;  // the control connection waiting for the answer
   Json seq;             // the request's seq, for the answer's "re"
   std::string path;     // kFetch: the staged directory on the agent

@@ -12,10 +12,9 @@ namespace cairn {
 
 namespace {
 
-// The attempt a rank belongs to, as the wire names it: its launcher's id for it (a remote
-// rank's pid is minus that id, unique for the launcher's life).
-int64_t attempt_of(const LaunchedRank& rank) {
-  return -static_cast<int64_t>(rank.pid);
+// The trial's current attempt, as the wire names it (the rank's CAIRN_ATTEMPT).
+int64_t attempt_of(const Trial& trial) {
+  return trial.record.value("attempts", int64_t{0});
 }
 
 }  // namespace
@@ -36,7 +35,8 @@ bool Coordinator::remote_checkpoint_begin(Trial& trial, ControlConnection& conn,
   job.agent = *agent;
   job.trial_index = trial.index;
   job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(*trial.chief().process);
+  job.attempt = attempt_of(trial);
+  job.chief = trial.chief().process->pid;
   job.connection = conn.fd();
   job.seq = msg.value("seq", Json(0));
   transfers_->start(std::move(job));
@@ -57,7 +57,8 @@ bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, c
   job.agent = *agent;
   job.trial_index = trial.index;
   job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(*trial.chief().process);
+  job.attempt = attempt_of(trial);
+  job.chief = trial.chief().process->pid;
   job.connection = conn.fd();
   job.seq = msg.value("seq", Json(0));
   job.path = path;
@@ -80,8 +81,8 @@ void Coordinator::finish_checkpoint_transfers() {
     Trial* trial = trial_by_index(job.trial_index);
     // Only the attempt that asked may have its checkpoint: a stale one (the trial restarted,
     // or ended, meanwhile) is refused, never registered.
-    const bool current = trial && trial->chief().process &&
-                         attempt_of(*trial->chief().process) == job.attempt &&
+    const bool current = trial && trial->chief().process && attempt_of(*trial) == job.attempt &&
+                         trial->chief().process->pid == job.chief &&
                          trial->chief().connection_fd == job.connection;
     if (job.kind == CheckpointJob::Kind::kStage) {
       if (!current) continue;  // its rank is gone; the agent's empty directory stays

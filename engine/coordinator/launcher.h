@@ -33,6 +33,9 @@ struct RankLaunch {
   std::filesystem::path cwd;
   std::map<std::string, std::string> env;
   std::filesystem::path output;  // stdout+stderr are appended here
+  // Which machine runs it (slot_pool.h's SlotRef::machine: 0 is this one). A launcher of one
+  // machine ignores it; machine_launchers.h routes by it.
+  int machine = 0;
 };
 
 // A started rank, as its launcher names it. `pid` is unique among the launcher's running
@@ -46,6 +49,9 @@ struct LaunchedRank {
 struct RankExit {
   LaunchedRank rank;
   ExitInfo info;
+  // The rank was lost with its machine (the connection to its agent broke), which is not the
+  // trial's doing: the coordinator restarts the gang elsewhere without charging max_restarts.
+  bool machine_lost = false;
 };
 
 class Launcher {
@@ -64,6 +70,10 @@ class Launcher {
   // The agent that runs `rank`, to which its checkpoints travel over the wire
   // (peer/checkpoint_client.h); nullptr for a rank of this machine.
   virtual const AgentEndpoint* agent_of(const LaunchedRank& rank) const { return nullptr; }
+  // The machine behind this launcher is gone (its agent's connection broke): nothing starts
+  // there any more, and its ranks come out of take_exits() with machine_lost. A launcher of
+  // this machine is never lost.
+  virtual bool lost() const { return false; }
 };
 
 }  // namespace cairn

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -41,6 +42,7 @@ struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
   AgentEndpoint endpoint;  // for the connections that move checkpoints
+  Offer offer;
 
   std::mutex mutex;
   std::condition_variable answered;
@@ -69,7 +71,7 @@ void RemoteLauncher::State::fail_all(const Status& why) {
     if (pending.count(rank)) continue;  // its start() fails instead
     ExitInfo info;
     info.signal = SIGKILL;
-    exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
+    exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info, /*machine_lost=*/true});
   }
   running.clear();
   outputs.clear();
@@ -145,8 +147,23 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   PeerFailure failure;
   auto peer = connect_to_agent(address, client, Clock::now() + timeout, &failure);
   if (!peer.ok()) return peer.status();
+  // What it offers (slots, devices), asked once: the placement's view of the machine.
+  const auto deadline = Clock::now() + timeout;
+  Status asked = (*peer)->send(Json{{"type", "status"}}, deadline);
+  auto answer = asked.ok() ? (*peer)->receive(deadline) : Result<std::optional<Json>>(asked);
+  if (!answer.ok()) return Status::Failed(address.text() + ": " + answer.status().message());
+  if (!answer->has_value() || (**answer).value("type", "") != "status")
+    return Status::Failed(address.text() + ": no status answer");
   auto state = std::make_unique<State>();
   state->endpoint = AgentEndpoint{address, std::move(client)};
+  const Json& status = **answer;
+  const Json slots = status.value("slots", Json::object()).value("total", Json());
+  state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
+  for (const Json& device : status.value("devices", Json::array()))
+    if (device.is_string() && device.get<std::string>().rfind("gpu", 0) == 0)
+      state->offer.gpu_names.push_back(device.get<std::string>().substr(3));
+  state->offer.local_address = local_host((*peer)->fd());
+  state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);
   state->address = address.text();
   state->reap_local_children = reap_local_children;
@@ -169,8 +186,11 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
       latest != remote.env.end() && !latest->second.empty()) {
     // Restored on the agent, for this attempt (the rank's id), before the rank starts.
     lock.unlock();
-    auto pushed = push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
-                                  remote.rank, latest->second, kLaunchTime);
+    const std::string attempt = env_or(launch.env, "CAIRN_ATTEMPT", "");
+    auto pushed =
+        push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
+                        attempt.empty() ? remote.rank : std::strtoll(attempt.c_str(), nullptr, 10),
+                        latest->second, kLaunchTime);
     if (!pushed.ok())
       return Status::Failed("cannot restore the checkpoint on " + s.address + ": " +
                             pushed.status().message());
@@ -209,6 +229,15 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
 
 const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
   return &state_->endpoint;
+}
+
+bool RemoteLauncher::lost() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->broken.has_value();
+}
+
+const RemoteLauncher::Offer& RemoteLauncher::offer() const {
+  return state_->offer;
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {
