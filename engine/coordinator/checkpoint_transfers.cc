@@ -33,6 +33,7 @@ void CheckpointTransfers::start(CheckpointJob job) {
       }
     }
   }
+  ++in_flight_[job.trial_index];
   Worker& worker = workers_.emplace_back();
   worker.thread = std::thread([this, &worker, job = std::move(job)] {
     CheckpointJobResult result = run(job);
@@ -49,6 +50,7 @@ std::vector<CheckpointJobResult> CheckpointTransfers::take() {
   std::lock_guard lock(mutex_);
   std::vector<CheckpointJobResult> out;
   out.swap(done_);
+  for (const CheckpointJobResult& r : out) --in_flight_[r.job.trial_index];
   return out;
 }
 

@@ -67,6 +67,13 @@ class CheckpointTransfers {
   void start(CheckpointJob job);
   // The jobs that finished since the last call.
   std::vector<CheckpointJobResult> take();
+  // Whether a job of the trial is still running (not yet taken): its next attempt waits, so
+  // a checkpoint its last attempt completed is registered before the restart reads the
+  // latest one.
+  bool busy(int64_t trial_index) const {
+    auto it = in_flight_.find(trial_index);
+    return it != in_flight_.end() && it->second > 0;
+  }
 
   // Directories staged on agents and handed to a trial, not yet ended or aborted.
   std::map<int64_t, std::set<std::string>>& staged() { return staged_; }
@@ -84,6 +91,7 @@ class CheckpointTransfers {
   };
   std::list<Worker> workers_;
   std::map<int64_t, std::set<std::string>> staged_;
+  std::map<int64_t, int> in_flight_;  // jobs started and not yet taken, by trial
 };
 
 }  // namespace cairn

@@ -79,9 +79,12 @@ void Coordinator::finish_checkpoint_transfers() {
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
     Trial* trial = trial_by_index(job.trial_index);
-    // Only the attempt that asked may have its checkpoint: a stale one (the trial restarted,
-    // or ended, meanwhile) is refused, never registered.
-    const bool current = trial && trial->chief().process && attempt_of(*trial) == job.attempt &&
+    // Only the attempt that asked may have its checkpoint. A checkpoint its attempt
+    // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is
+    // registered: the trial's next attempt waits for it (schedule(), busy()). One of an
+    // attempt that is no longer the trial's latest is refused, never registered.
+    const bool latest = trial && attempt_of(*trial) == job.attempt;
+    const bool current = latest && trial->chief().process &&
                          trial->chief().process->pid == job.chief &&
                          trial->chief().connection_fd == job.connection;
     if (job.kind == CheckpointJob::Kind::kStage) {
@@ -98,9 +101,9 @@ void Coordinator::finish_checkpoint_transfers() {
     }
     if (!trial) continue;
     Status status = done.status;
-    if (status.ok() && !current)
+    if (status.ok() && !latest)
       status = Status::Failed("attempt " + std::to_string(job.attempt) + " of trial " + job.trial +
-                              " is no longer the trial's current attempt");
+                              " is no longer the trial's latest attempt");
     if (!status.ok()) {
       log_output(*trial, "cairn: error: checkpoint at step " + std::to_string(job.step) +
                              " was not saved: " + status.message() + "\n");
@@ -112,9 +115,11 @@ void Coordinator::finish_checkpoint_transfers() {
       continue;
     }
     register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
-    // Deferred until the batch that registers it is committed (reply_to).
-    reply_to(job.connection,
-             Json{{"type", "ack"}, {"re", job.seq}, {"checkpoint", done.manifest.id}});
+    // Deferred until the batch that registers it is committed (reply_to). Only to the rank
+    // that asked: once it is gone, its descriptor may be another connection's.
+    if (current)
+      reply_to(job.connection,
+               Json{{"type", "ack"}, {"re", job.seq}, {"checkpoint", done.manifest.id}});
   }
 }
 
