@@ -10,11 +10,12 @@ key."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CairnTestCase  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
 from test_peers import TEST_CLIENT, Agent, PeersTest  # noqa: E402
 
 WEIGHTS_BYTES = 3 * 1024 * 1024 + 17  # several chunks, the last one partial
@@ -56,6 +57,34 @@ searcher: {name: single, metric: val_loss, max_length: 3}
 max_restarts: 1
 checkpoint: {keep_trial_latest: 3}
 """
+
+# Checkpoints at step 1 on the first agent, then waits there to lose its machine; the next
+# attempt, on the other agent, restores and checks it, then finishes.
+MOVE = r"""
+import hashlib, os, time
+import cairn
+
+WEIGHTS = hashlib.sha256(b"m").digest() * (%d // 32)
+ctx = cairn.init()
+print("pid", os.getpid(), "attempt", os.environ.get("CAIRN_ATTEMPT"), flush=True)
+print("latest", ctx.latest_checkpoint, flush=True)
+if ctx.latest_checkpoint is not None:
+    with open(os.path.join(str(ctx.latest_checkpoint), "weights.bin"), "rb") as f:
+        assert f.read() == WEIGHTS, "restored weights differ"
+    print("restored weights ok", flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        with ctx.checkpoint(step) as path:
+            with open(os.path.join(str(path), "weights.bin"), "wb") as f:
+                f.write(WEIGHTS)
+        print("checkpointed", step, flush=True)
+        if ctx.latest_checkpoint is None:
+            time.sleep(120)  # until its machine is gone
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+""" % WEIGHTS_BYTES
 
 SENT = re.compile(r"sent checkpoint of trial (\S+) attempt (\d+) to \S+: (\d+) files \((\d+) "
                   r"bytes\), (\d+) wanted, (\d+) content bytes on the wire")
@@ -141,6 +170,48 @@ class PeerCheckpointsTest(CairnTestCase):
         self.assertEqual(by_step[3]["bytes"], total, by_step[3])
         code, rest = agent.stop()
         self.assertEqual(code, 0, rest)
+
+    def test_a_trial_that_loses_its_agent_resumes_on_another_from_its_checkpoint(self):
+        key, _ = self.new_key("cluster.key")
+        a = Agent(self, "--key-file", key, "--slots", "1")
+        b = Agent(self, "--key-file", key, "--slots", "1")
+        self.write("move.py", MOVE)
+        self.write("exp.yaml", CONFIG.replace("max_restarts: 1", "max_restarts: 0")
+                   .replace("max_length: 3", "max_length: 2") % os.path.join(self.dir, "move.py"))
+        log = os.path.join(self.dir, "run.out")
+        with open(log, "w") as out:
+            run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
+                                    a.address + "," + b.address, "--key-file", key],
+                                   cwd=self.dir, env=self.agent_env(), stdout=out,
+                                   stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
+
+        def output():
+            with open(log) as f:
+                return f.read()
+
+        # The first listed agent runs it; its checkpoint reaches this store from there.
+        sent = SENT.search(a.line(lambda l: "sent checkpoint" in l))
+        self.assertEqual(sent.group(2), "1")
+        total = int(sent.group(4))
+        self.assertEqual(int(sent.group(6)), total)
+        wait_until(lambda: "[1.1] checkpointed 1" in output(), timeout=60,
+                   what="the first checkpoint acknowledged")
+        pid = int(re.search(r"\[1\.1\] pid (\d+) attempt 1", output()).group(1))
+        # The machine goes away: its agent and the rank it ran.
+        a.process.kill()
+        os.kill(pid, signal.SIGKILL)
+        # The other agent gets the checkpoint from this store: all of it, its cache was empty.
+        received = RECEIVED.search(b.line(lambda l: "received checkpoint" in l, timeout=60))
+        self.assertEqual((received.group(1), received.group(2)), ("1.1", "2"))
+        self.assertEqual((int(received.group(5)), int(received.group(6))), (2, total))
+        self.assertEqual(run.wait(timeout=120), 0, output())
+        text = output()
+        self.assertIn("restored weights ok", text)
+        self.assertIn("latest " + os.path.join(b.dir, received.group(7)), text)
+        show = json.loads(self.cairn("show", "1.1", "--json", check=0).stdout)
+        self.assertEqual(show["state"], "COMPLETED", show)
+        self.assertEqual(show["restarts"], 0, show)
 
     def test_hostile_checkpoint_requests_refused_with_one_line_agent_keeps_serving(self):
         key, _ = self.new_key("cluster.key")
