@@ -86,8 +86,9 @@ def cairn_run(cairn, src, work):
             f.write(TRIAL)
         with open(os.path.join(work, "exp.yaml"), "w") as f:
             f.write(CONFIG % os.path.join(work, "trial.py"))
+        # --slots 0: the trial runs on the agent, never on this machine's slots.
         proc = run_checked([cairn, "run", "exp.yaml", "--peers", "127.0.0.1:" + port,
-                            "--key-file", key], cwd=work, env=env)
+                            "--key-file", key, "--slots", "0"], cwd=work, env=env)
         commits = {int(s): float(t) for s, t in
                    re.findall(r"BENCH commit (\d+) ([\d.]+)", proc.stdout + proc.stderr)}
     finally:
@@ -95,6 +96,8 @@ def cairn_run(cairn, src, work):
         log = agent.stderr.read()
         agent.wait(timeout=60)
     content = [int(c) for c in SENT.findall(log)]
+    if len(content) != 2:
+        sys.exit("bench: the agent shipped %d checkpoints, not 2:\n%s" % (len(content), log))
     for line in log.splitlines():
         if "sent checkpoint" in line:
             print("  agent:", line.split("cairn agent: ", 1)[-1], flush=True)
