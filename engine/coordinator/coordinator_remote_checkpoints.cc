@@ -76,6 +76,11 @@ bool Coordinator::remote_checkpoint_abort(Trial& trial, const Json& msg) {
 
 void Coordinator::finish_checkpoint_transfers() {
   if (!transfers_) return;
+  // A rank waiting for its checkpoint to travel is not silent: liveness_timeout does not
+  // count the transfer (a local checkpoint's ingestion holds the loop, so it never did).
+  if (config_.liveness_timeout > 0)
+    for (Trial* trial : live_trials())
+      if (transfers_->busy(trial->index)) trial->last_heard = Clock::now();
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
     Trial* trial = trial_by_index(job.trial_index);
