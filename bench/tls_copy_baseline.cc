@@ -22,7 +22,7 @@
 
 namespace {
 
-const unsigned char kKey[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+const unsigned char kKey[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
                                 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 const char kIdentity[] = "bench";
 
@@ -44,9 +44,8 @@ int use_session(SSL* ssl, const EVP_MD*, const unsigned char** id, size_t* len,
 }
 
 int find_session(SSL* ssl, const unsigned char* id, size_t len, SSL_SESSION** sess) {
-  *sess = len == std::strlen(kIdentity) && std::memcmp(id, kIdentity, len) == 0
-              ? psk_session(ssl)
-              : nullptr;
+  *sess = len == std::strlen(kIdentity) && std::memcmp(id, kIdentity, len) == 0 ? psk_session(ssl)
+                                                                                : nullptr;
   return 1;
 }
 
