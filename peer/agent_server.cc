@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/build_info.h"
+#include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
 #include "peer/control_relay.h"
 #include "peer/peer_address.h"
@@ -56,6 +57,8 @@ struct AgentServer::Impl {
   std::atomic<int> ranks_running{0};  // over every connection: what status reports used
   UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
+  std::unique_ptr<AgentCheckpoints> checkpoints;  // checkpoints over the wire
+
   struct Worker {
     std::thread thread;
     std::atomic<bool> done{false};
@@ -83,6 +86,7 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
+  impl_->checkpoints = std::make_unique<AgentCheckpoints>(impl_->info.dir);
 }
 
 AgentServer::~AgentServer() = default;
@@ -241,6 +245,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
           sig.get<int64_t>() < 65)
         host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
       continue;  // no reply: the exit, if it comes, says what the signal did
+    } else if (AgentCheckpoints::handles(type)) {
+      if (!checkpoints->serve(peer, message, name)) return;
+      continue;  // the exchange sent its own answers
     } else {
       // Bounded: a peer's type is echoed back and logged, never at any length.
       const std::string shown = type.substr(0, 64);

@@ -24,6 +24,8 @@
 
 namespace cairn {
 
+struct AgentEndpoint;  // peer/checkpoint_client.h
+
 // What starting one rank needs. `env` is its complete environment (rank_environment.h);
 // `argv` goes to execve as is, never through a shell.
 struct RankLaunch {
@@ -65,6 +67,9 @@ class Launcher {
   // the coordinator calls it whenever its loop wakes (a local rank's end wakes it through
   // SIGCHLD). Whatever a rank left running is killed before its end is reported.
   virtual std::vector<RankExit> take_exits() = 0;
+  // The agent that runs `rank`, to which its checkpoints travel over the wire
+  // (peer/checkpoint_client.h); nullptr for a rank of this machine.
+  virtual const AgentEndpoint* agent_of(const LaunchedRank& rank) const { return nullptr; }
   // The machine behind this launcher is gone (its agent's connection broke): nothing starts
   // there any more, and its ranks come out of take_exits() with machine_lost. A launcher of
   // this machine is never lost.

@@ -19,6 +19,7 @@
 #include "engine/coordinator/remote_paths.h"
 #include "peer/agent_client.h"
 #include "peer/control_relay.h"
+#include "peer/checkpoint_client.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {
@@ -45,6 +46,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* na
 struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
+  AgentEndpoint endpoint;  // for the connections that move checkpoints
   Offer offer;
 
   std::mutex mutex;
@@ -188,7 +190,7 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
                                                                 std::chrono::milliseconds timeout,
                                                                 bool reap_local_children) {
   PeerFailure failure;
-  auto peer = connect_to_agent(address, std::move(client), Clock::now() + timeout, &failure);
+  auto peer = connect_to_agent(address, client, Clock::now() + timeout, &failure);
   if (!peer.ok()) return peer.status();
   // What it offers (slots, devices), asked once: the placement's view of the machine.
   const auto deadline = Clock::now() + timeout;
@@ -203,6 +205,7 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
     if (value > 0 && value < 86400)
       state->heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   }
+  state->endpoint = AgentEndpoint{address, std::move(client)};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
@@ -235,6 +238,22 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;
+  if (auto latest = remote.env.find("CAIRN_LATEST_CHECKPOINT");
+      latest != remote.env.end() && !latest->second.empty()) {
+    // Restored on the agent, for this attempt (the rank's id), before the rank starts.
+    lock.unlock();
+    const std::string attempt = env_or(launch.env, "CAIRN_ATTEMPT", "");
+    auto pushed =
+        push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
+                        attempt.empty() ? remote.rank : std::strtoll(attempt.c_str(), nullptr, 10),
+                        latest->second, kLaunchTime);
+    if (!pushed.ok())
+      return Status::Failed("cannot restore the checkpoint on " + s.address + ": " +
+                            pushed.status().message());
+    latest->second = pushed->path;
+    lock.lock();
+    if (s.broken) return *s.broken;
+  }
   s.pending[remote.rank] = std::nullopt;
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
@@ -267,6 +286,10 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
   s.wake();
   return true;
+}
+
+const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
+  return &state_->endpoint;
 }
 
 bool RemoteLauncher::lost() const {

@@ -26,6 +26,12 @@
 // a local rank's end does, so take_exits() is called. take_exits() also reaps any local
 // child that ended (the local launcher does that for children that are not ranks).
 //
+// Checkpoints (docs/peers.md "Checkpoints over the wire"): a rank launched with
+// CAIRN_LATEST_CHECKPOINT gets that checkpoint restored on the agent first
+// (peer/checkpoint_client.h push_checkpoint: only the content the agent's cache lacks
+// travels), and the variable names the agent's copy. The restore runs within start(), which
+// already waits for the agent's answer.
+//
 // Thread-safety: start, signal and take_exits from one thread (the coordinator's loop).
 #pragma once
 
@@ -60,6 +66,8 @@ class RemoteLauncher final : public Launcher {
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  // Every rank of this launcher runs on its agent.
+  const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
   bool lost() const override;
   std::string lost_reason() const override;
 
