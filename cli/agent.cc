@@ -113,8 +113,6 @@ int agent(const AgentOptions& options) {
 
   const int gpus = cuda::driver().device_count;
   AgentInfo info;
-  // A keyless agent keeps no checkpoints either: any local user could fetch them.
-  if (!key->none()) info.dir = *dir;
   info.slots_total = machine_slots(options.slots, gpus);
   info.dir = *dir;
   if (gpus > 0) {

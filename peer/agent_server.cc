@@ -86,7 +86,10 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
-  impl_->checkpoints = std::make_unique<AgentCheckpoints>(impl_->info.dir);
+  // An agent that runs no ranks (a keyless one: any local user could connect) keeps no
+  // checkpoints either.
+  impl_->checkpoints =
+      std::make_unique<AgentCheckpoints>(impl_->hosts ? impl_->info.dir : std::filesystem::path());
 }
 
 AgentServer::~AgentServer() = default;
