@@ -3,7 +3,6 @@
 one `cairn run` that fills their slots and this machine's, splits a gang unevenly over
 machines (bit-identical to the same gang on one machine), refuses what can never fit, and
 restarts a trial whose agent died on another machine without charging max_restarts."""
-import json
 import os
 import re
 import signal
@@ -248,20 +247,7 @@ max_restarts: 0
                               "no heartbeat for 2 s", extra={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
 
 
-def netns_available():
-    name = "cairn-probe-%d" % os.getpid()
-    try:
-        made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, "cannot run ip netns: %s" % e
-    if made.returncode != 0:
-        return False, "cannot make a network namespace: " + made.stderr.strip()
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
-    return True, ""
-
-
-NETNS, NETNS_WHY = netns_available()
+NETNS, NETNS_WHY = cairn_testlib.netns_available()
 
 
 @needs("netns", NETNS, NETNS_WHY)
