@@ -30,12 +30,13 @@ Goal: cairn <= 5 ms per trial, and ahead of Optuna.
 
     /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--baseline BIN] [--trials N]
                                            [--reps R] [--only xargs,pool,cairn,optuna] [--keep]
-                                           [--trial python|cpp] [--agent]
+                                           [--trial python|cpp] [--agent] [--agents N]
 
 --agent adds a driver "cairn-agent": the same `cairn run` with --peers naming one `cairn agent`
 on loopback (started once, with its own key and --slots 2), so every trial runs as a remote
 rank, its control channel relayed through the agent's connection (docs/peers.md); its
-overhead over "cairn" is what running on a peer costs per trial.
+overhead over "cairn" is what running on a peer costs per trial. --agents 2 (the issue's
+setting) starts two such agents sharing one key, each with half the slots, and names both.
 
 --baseline BIN adds a driver "cairn-base": the same `cairn run` with another build (say,
 the previous commit's), interleaved with the others in every repetition, so a change is
@@ -182,14 +183,15 @@ def run_optuna(workdir, trials):
 class LoopbackAgent:
     """`cairn agent` on 127.0.0.1 with a key of its own, for the cairn-agent driver."""
 
-    def __init__(self, cairn, scratch):
+    def __init__(self, cairn, scratch, index=0, slots=WORKERS):
         self.key = scratch / "cluster.key"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-        subprocess.run([cairn, "agent", "--new-key", str(self.key)], check=True,
-                       capture_output=True, env=env)
+        if not self.key.exists():
+            subprocess.run([cairn, "agent", "--new-key", str(self.key)], check=True,
+                           capture_output=True, env=env)
         self.process = subprocess.Popen(
-            [cairn, "agent", "--dir", str(scratch / "agent"), "--key-file", str(self.key),
-             "--listen", "127.0.0.1:0", "--slots", str(WORKERS)],
+            [cairn, "agent", "--dir", str(scratch / ("agent-%d" % index)), "--key-file",
+             str(self.key), "--listen", "127.0.0.1:0", "--slots", str(slots), "--no-announce"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, env=env)
         line = self.process.stderr.readline()
@@ -205,7 +207,7 @@ class LoopbackAgent:
         self.process.wait(timeout=30)
 
 
-def run_cairn(cairn, workdir, trials, agent=None):
+def run_cairn(cairn, workdir, trials, agents=None):
     config = {
         "name": "runner-bench",
         "entrypoint": TRIAL,
@@ -219,8 +221,8 @@ def run_cairn(cairn, workdir, trials, agent=None):
     subprocess.run([cairn, "init", str(workdir)], check=True, capture_output=True, env=env)
     with open(workdir / "cairn.out", "w") as out:
         # With an agent, --slots 0: every trial on the agent (its --slots is WORKERS).
-        where = (["--slots", "0", "--peers", agent.address, "--key-file", str(agent.key)]
-                 if agent else ["--slots", str(WORKERS)])
+        where = (["--slots", "0", "--peers", ",".join(a.address for a in agents),
+                  "--key-file", str(agents[0].key)] if agents else ["--slots", str(WORKERS)])
         wall, cpu, driver, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml"] + where,
                                      workdir, stdout=out, env=env)
     shown = subprocess.run([cairn, "--store", str(workdir), "show", "1", "--json"],
@@ -310,6 +312,8 @@ def main():
                              "bench/trivial_trial.cc, compiled with g++ against the C++ SDK")
     parser.add_argument("--agent", action="store_true",
                         help="add the driver cairn-agent: cairn run --peers a loopback agent")
+    parser.add_argument("--agents", type=int, default=1,
+                        help="with --agent: how many loopback agents (slots split among them)")
     parser.add_argument("--drive", choices=["pool", "optuna"], help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -339,13 +343,17 @@ def main():
         os.environ["RUNNER_BENCH_TRIAL"] = json.dumps(TRIAL)
     print("trial: %s" % " ".join(TRIAL))
     results = {name: [] for name in names}
-    agent = LoopbackAgent(cairn, scratch) if "cairn-agent" in names else None
+    agents = []
+    if "cairn-agent" in names:
+        # The same slots in all as the local driver's, split over the agents.
+        for i in range(args.agents):
+            agents.append(LoopbackAgent(cairn, scratch, i, max(1, WORKERS // args.agents)))
     runners = {"xargs": lambda w: run_xargs(w, args.trials),
                "pool": lambda w: run_pool(w, args.trials),
                "cairn": lambda w: run_cairn(cairn, w, args.trials),
                "cairn-base": lambda w: run_cairn(str(pathlib.Path(args.baseline).resolve()), w,
                                                  args.trials),
-               "cairn-agent": lambda w: run_cairn(cairn, w, args.trials, agent),
+               "cairn-agent": lambda w: run_cairn(cairn, w, args.trials, agents),
                "optuna": lambda w: run_optuna(w, args.trials)}
     try:
         for rep in range(args.reps):
@@ -363,7 +371,7 @@ def main():
                     shutil.rmtree(workdir, ignore_errors=True)
         report(args.trials, results)
     finally:
-        if agent:
+        for agent in agents:
             agent.close()
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
