@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -18,8 +17,8 @@
 #include "common/file_util.h"
 #include "engine/coordinator/remote_paths.h"
 #include "peer/agent_client.h"
-#include "peer/control_relay.h"
 #include "peer/checkpoint_client.h"
+#include "peer/control_relay.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {
@@ -28,7 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long start() waits for the agent to answer a launch.
+// How long start() may spend restoring a checkpoint on the agent before the launch.
 constexpr auto kLaunchTime = std::chrono::seconds(30);
 // How often the connection's thread asks the agent for a heartbeat; the agent answers at
 // once, so a connection with nothing heard for kHeartbeatTimeout is lost: an agent that
@@ -50,14 +49,13 @@ struct RemoteLauncher::State {
   Offer offer;
 
   std::mutex mutex;
-  std::condition_variable answered;
-  std::deque<Json> outgoing;                         // frames for the connection's thread
-  std::map<int64_t, std::optional<Status>> pending;  // launches waiting for an answer
-  std::map<int64_t, UniqueFd> outputs;               // running ranks' output files
-  std::set<int64_t> running;                         // launched, exit not yet taken
-  std::map<int64_t, std::string> control_targets;    // running ranks' CAIRN_CONTROL here
-  std::unique_ptr<ControlRelay> control;             // the connection thread's
-  UniqueFd wake_read, wake_write;                    // a byte: outgoing frames or stopping
+  std::deque<Json> outgoing;                       // frames for the connection's thread
+  std::set<int64_t> pending;                       // launches not yet answered
+  std::map<int64_t, UniqueFd> outputs;             // running ranks' output files
+  std::set<int64_t> running;                       // launched, exit not yet taken
+  std::map<int64_t, std::string> control_targets;  // running ranks' CAIRN_CONTROL here
+  std::unique_ptr<ControlRelay> control;           // the connection thread's
+  UniqueFd wake_read, wake_write;                  // a byte: outgoing frames or stopping
   std::vector<RankExit> exits;
   std::optional<Status> broken;  // the connection failed: every rank is lost
   bool stopping = false;
@@ -80,11 +78,10 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   control->close_all();
   std::lock_guard lock(mutex);
   broken = why;
-  for (auto& [rank, answer] : pending)
-    if (!answer) answer = why;
-  // A rank on a lost connection is gone (the agent kills it): report it killed.
+  pending.clear();
+  // A rank on a lost connection (started or still being launched) is gone (the agent kills it):
+  // report it killed.
   for (int64_t rank : running) {
-    if (pending.count(rank)) continue;  // its start() fails instead
     ExitInfo info;
     info.signal = SIGKILL;
     exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info, /*machine_lost=*/true});
@@ -92,7 +89,6 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   running.clear();
   outputs.clear();
   control_targets.clear();
-  answered.notify_all();
   if (!exits.empty()) ::kill(::getpid(), SIGCHLD);
 }
 
@@ -133,14 +129,20 @@ void RemoteLauncher::State::loop() {
     const int64_t rank =
         m.value("rank", Json()).is_number_integer() ? m["rank"].get<int64_t>() : -1;
     std::lock_guard lock(mutex);
-    if (type == "launched" || type == "error") {
-      auto it = pending.find(rank);
-      if (it != pending.end())
-        it->second = type == "launched"
-                         ? Status::Ok()
-                         : Status::Failed(address + ": " +
-                                          m.value("reason", std::string("refused")).substr(0, 500));
-      answered.notify_all();
+    if (type == "launched") {
+      pending.erase(rank);
+    } else if (type == "error" && pending.count(rank)) {
+      pending.erase(rank);
+      const std::string reason = m.value("reason", std::string("refused")).substr(0, 500);
+      if (auto out = outputs.find(rank); out != outputs.end())
+        (void)write_all(out->second.get(), "cairn: agent " + address + ": " + reason + "\n");
+      ExitInfo info;
+      info.code = 127;  // as a shell reports a command it could not run
+      exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
+      running.erase(rank);
+      outputs.erase(rank);
+      control_targets.erase(rank);
+      ::kill(::getpid(), SIGCHLD);
     } else if (type == "output") {
       auto it = outputs.find(rank);
       const Json data = m.value("data", Json());
@@ -254,27 +256,17 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
     lock.lock();
     if (s.broken) return *s.broken;
   }
-  s.pending[remote.rank] = std::nullopt;
+  s.pending.insert(remote.rank);
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
   if (auto control = launch.env.find("CAIRN_CONTROL"); control != launch.env.end())
     s.control_targets[remote.rank] = control->second;
   s.outgoing.push_back(launch_message(remote));
   s.wake();
-  const bool answered = s.answered.wait_until(lock, Clock::now() + kLaunchTime,
-                                              [&] { return s.pending[remote.rank].has_value(); });
-  Status result = answered ? *s.pending[remote.rank]
-                           : Status::Failed(s.address + ": no answer to a launch within " +
-                                            std::to_string(kLaunchTime.count()) + " s");
-  s.pending.erase(remote.rank);
-  if (!result.ok()) {
-    s.running.erase(remote.rank);
-    s.outputs.erase(remote.rank);
-    s.control_targets.erase(remote.rank);
-    // A late answer finds nothing pending; a rank that started after all is killed with the
-    // connection (the launcher gives up on it).
-    return result;
-  }
+  // Not waited for: the coordinator's loop goes on while the launch crosses the wire (a
+  // round trip per rank would serialize its starts). A refusal comes back as the rank's end
+  // (exit status 127, the agent's reason in its output), as a program that cannot be
+  // executed ends a local rank.
   return LaunchedRank{static_cast<pid_t>(-remote.rank), 0};
 }
 

@@ -1,6 +1,8 @@
 // Ranks on another machine, through its agent (docs/peers.md "Running ranks"): the Launcher
 // of launcher.h over one authenticated connection (peer/agent_client.h). start() sends a
-// launch and waits (bounded) for the agent's answer; the agent's output frames are appended
+// launch and returns without waiting for the answer (a restore it needs first is pushed
+// before, bounded); a refused launch ends the rank with exit status 127 and the agent's
+// reason in its output. The agent's output frames are appended
 // to the rank's local output file (RankLaunch::output), which the coordinator follows as it
 // follows a local rank's; exit frames become take_exits()'s RankExits.
 //

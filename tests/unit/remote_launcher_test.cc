@@ -113,11 +113,18 @@ TEST_CASE("remote launcher: ranks start on the agent, output and exits come back
   CHECK(exits[0].rank.pid == sleeper->pid);
   CHECK(exits[0].info.signal == SIGTERM);
 
-  // A launch the agent refuses is start()'s error, with the agent's reason.
+  // A launch the agent refuses ends the rank with status 127, the agent's reason in its
+  // output (start() does not wait for the answer).
   launch.argv = {"no-such-program"};
+  launch.output = dir / "1.1-refused.out";
   auto refused = (*launcher)->start(launch);
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.status().message().find("not found on PATH") != std::string::npos);
+  REQUIRE(refused.ok());
+  exits = wait_for_exits(**launcher, 1);
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].rank.pid == refused->pid);
+  CHECK(exits[0].info.code == 127);
+  CHECK_FALSE(exits[0].machine_lost);
+  CHECK(read_file(launch.output)->find("not found on PATH") != std::string::npos);
   ::sigaction(SIGCHLD, &old, nullptr);
 }
 
