@@ -16,18 +16,26 @@ event in a file. Measured:
                parent is dead and this VM's PID 1 reaps orphans only every second or so)
                and once PID 1 has reaped it; reported apart, the first also from the
                moment it was reaped.
+  agent kill   (--only agent) the trial runs on one of two `cairn agent`s on loopback
+               (`cairn run --slots 0 --peers A,B`); `kill -9` of that agent and of the
+               trial (its machine went away) -> the trial's first new training step on
+               the other agent. No back-off (a lost machine is not the trial's failure)
+               and no heartbeat wait (the connection breaks at once); the killed agent is
+               started again on its port, so the next kill finds two agents.
   standalone   the same trial started directly (no cairn) from a checkpoint, Popen ->
                first training step: Python start-up, `import cairn`, the checkpoint
                read and one 50 ms step. The baseline both figures are net of.
 
 net (trial kill) = raw - 1 s back-off (deliberate: engine/coordinator/coordinator_trials.cc) - standalone
 net (resume)     = raw - standalone
-Goal: net <= 1 s each. The checkpoint is ~4 KB (the trial's state and the SDK's random
+net (agent kill) = raw - standalone
+Goal: net <= 1 s each for kill and resume; <= 2 s for an agent kill (issue 17's goal). The checkpoint is ~4 KB (the trial's state and the SDK's random
 generator state), so reading it (cairn copying it out of the object store with its hash
 verified, the trial reading it) is in the raw figures but costs well under a millisecond.
 
     /usr/bin/python3 bench/recovery_bench.py [--cairn BIN] [--runs R] [--kills K]
                                              [--standalone N] [--keep]
+                                             [--only kill,resume,agent]
 """
 import argparse
 import json
@@ -245,6 +253,95 @@ def stop_driver(driver):
             driver.wait()
 
 
+# -- agent kill ---------------------------------------------------------------------------
+
+
+class Agent:
+    """A `cairn agent` on 127.0.0.1 (one slot), which can be killed and started again on
+    the same port."""
+
+    def __init__(self, cairn, directory, key, port=0):
+        self.cairn, self.directory, self.key = cairn, directory, key
+        self.log = open(directory.with_suffix(".log"), "a")
+        self.process = subprocess.Popen(
+            [cairn, "agent", "--dir", str(directory), "--key-file", str(key), "--slots", "1",
+             "--listen", "127.0.0.1:%d" % port, "--no-announce"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.PIPE, text=True,
+            env=clean_env())
+        line = self.process.stderr.readline()
+        self.port = int(line.split("listening on 127.0.0.1:")[1].split()[0])
+        self.address = "127.0.0.1:%d" % self.port
+        self.drain = subprocess.Popen(["cat"], stdin=self.process.stderr, stdout=self.log)
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
+
+    def again(self):
+        return Agent(self.cairn, self.directory, self.key, self.port)
+
+
+def trial_machine(cairn, store):
+    proc = subprocess.run([cairn, "--store", str(store), "show", "1.1", "--json"],
+                          capture_output=True, text=True, env=clean_env())
+    if proc.returncode != 0:
+        return None
+    record = json.loads(proc.stdout)
+    placement = record.get("placement") or []
+    return placement[0]["machine"] if record.get("state") == "RUNNING" and placement else None
+
+
+def agent_kill_run(cairn, workdir, kills, log):
+    store = workdir / "store"
+    events = Events(workdir / "events.txt")
+    config = write_config(workdir, events.path)
+    key = workdir / "cluster.key"
+    subprocess.run([cairn, "agent", "--new-key", str(key)], check=True, capture_output=True,
+                   env=clean_env())
+    agents = [Agent(cairn, workdir / "agent-a", key), Agent(cairn, workdir / "agent-b", key)]
+    subprocess.run([cairn, "init", str(store)], check=True, capture_output=True, env=clean_env())
+    out = open(workdir / "cairn.out", "w")
+    driver = subprocess.Popen([cairn, "--store", str(store), "run", str(config), "--slots", "0",
+                               "--peers", ",".join(a.address for a in agents), "--key-file",
+                               str(key)], cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                              env=clean_env())
+    samples = []
+    try:
+        # A remote rank's pid in the store is cairn's name for it (below -1): the trial's
+        # own pid is the one in its event file.
+        pid = wait_for("the first trial pid", lambda: next(iter(events.pids()), None))
+        for kill in range(kills):
+            wait_for_checkpoint(events, pid, after_steps=2)
+            where = wait_for("the trial's machine", lambda: trial_machine(cairn, store))
+            (victim,) = [a for a in agents if a.address == where]
+            before = events.pids()
+            killed_at = time.time()
+            victim.kill()
+            os.kill(pid, signal.SIGKILL)
+            t, new_pid, step = wait_for("the moved trial's first step",
+                                        lambda: events.first_other("step", before, killed_at))
+            sample = phases(events, new_pid, killed_at)
+            sample["raw"] = t - killed_at
+            sample["restored_step"] = events.first(new_pid, "restored")[1]
+            samples.append(sample)
+            log("  agent kill %d: %s and pid %d killed; pid %d restored step %d, first new "
+                "step %d after %.3f s" % (kill + 1, where, pid, new_pid,
+                                          sample["restored_step"], step, sample["raw"]))
+            agents[agents.index(victim)] = victim.again()
+            # The next kill must find another agent to move to: wait until the coordinator
+            # has connected the restarted one again (it tries a lost agent every 5 s).
+            wait_for("the coordinator to reconnect %s" % where,
+                     lambda: (workdir / "cairn.out").read_text().count(" is back (") > kill,
+                     interval=0.05)
+            pid = new_pid
+    finally:
+        stop_driver(driver)
+        out.close()
+        for agent in agents:
+            agent.kill()
+    return samples
+
+
 # -- resume -------------------------------------------------------------------------------
 
 
@@ -316,7 +413,7 @@ def median(samples, key):
     return statistics.median(s[key] for s in samples)
 
 
-def report(standalone, kills, resumes):
+def report(standalone, kills, resumes, agent_kills=()):
     s_first = median(standalone, "step")
     print("\nmedian seconds (n = samples)")
     print("  standalone trial, Popen -> (n=%d): start %.3f, init %.3f, restored %.3f, "
@@ -327,13 +424,14 @@ def report(standalone, kills, resumes):
     for name, samples, deliberate in (
             ("trial kill", kills, BACKOFF_S),
             ("resume, orphan exited (zombie)", resumes["exited"], 0.0),
-            ("resume, orphan reaped", resumes["reaped"], 0.0)):
+            ("resume, orphan reaped", resumes["reaped"], 0.0),
+            ("agent kill", agent_kills, 0.0)):
         if not samples:
             continue
         raw = median(samples, "raw")
         nets = sorted(s["raw"] - deliberate - s_first for s in samples)
         net = statistics.median(nets)
-        origin = "kill -9" if deliberate else "`cairn resume`"
+        origin = "kill -9" if deliberate or name == "agent kill" else "`cairn resume`"
         print("  %s (n=%d), %s -> start %.3f, init %.3f, restored %.3f, first step %.3f"
               % (name, len(samples), origin, median(samples, "start"), median(samples, "init"),
                  median(samples, "restored"), raw))
@@ -365,9 +463,10 @@ def report(standalone, kills, resumes):
                       "(median); the first step came %.3f s after that (net of the "
                       "standalone trial: %.3f s)" % (median(samples, "reaped"), after,
                                                      after - s_first))
-        verdict = "meets" if net <= GOAL_S else "MISSES"
-        print("    goal: net <= %.1f s: %s (%.3f s)" % (GOAL_S, verdict, net))
-        verdicts.append(net <= GOAL_S)
+        goal = 2.0 if name == "agent kill" else GOAL_S
+        verdict = "meets" if net <= goal else "MISSES"
+        print("    goal: net <= %.1f s: %s (%.3f s)" % (goal, verdict, net))
+        verdicts.append(net <= goal)
     return all(verdicts)
 
 
@@ -379,6 +478,8 @@ def main():
     parser.add_argument("--standalone", type=int, default=5,
                         help="standalone starts before each cairn run")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--only", default="kill,resume",
+                        help="which recoveries: kill, resume, agent (comma-separated)")
     args = parser.parse_args()
     cairn = str(pathlib.Path(args.cairn).resolve())
 
@@ -387,10 +488,11 @@ def main():
     print("scratch: %s" % scratch)
     log = lambda line: print(line, flush=True)  # noqa: E731
     standalone, kills, resumes = [], [], {"exited": [], "reaped": []}
+    agent_kills = []
     try:
         workdir, checkpoint = make_standalone_checkpoint(scratch)
         for run in range(args.runs):
-            for kind in ("kill", "resume"):
+            for kind in args.only.split(","):
                 for _ in range(args.standalone):
                     standalone.append(standalone_once(workdir, checkpoint, len(standalone)))
                 log("standalone so far: median first step %.3f s" % median(standalone, "step"))
@@ -399,11 +501,14 @@ def main():
                 if kind == "kill":
                     log("trial kills, run %d:" % (run + 1))
                     kills += trial_kill_run(cairn, target, args.kills, log)
+                elif kind == "agent":
+                    log("agent kills, run %d:" % (run + 1))
+                    agent_kills += agent_kill_run(cairn, target, args.kills, log)
                 else:
                     log("cairn kills + resume, run %d:" % (run + 1))
                     for mode, samples in resume_run(cairn, target, args.kills, log).items():
                         resumes[mode] += samples
-        report(standalone, kills, resumes)
+        report(standalone, kills, resumes, agent_kills)
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
