@@ -115,6 +115,7 @@ int agent(const AgentOptions& options) {
   AgentInfo info;
   info.slots_total = machine_slots(options.slots, gpus);
   info.dir = *dir;
+  info.keep_checkpoints = !key->none();
   if (gpus > 0) {
     for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))
       info.devices.push_back("gpu" + name);

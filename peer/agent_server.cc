@@ -86,10 +86,8 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
-  // An agent that runs no ranks (a keyless one: any local user could connect) keeps no
-  // checkpoints either.
-  impl_->checkpoints =
-      std::make_unique<AgentCheckpoints>(impl_->hosts ? impl_->info.dir : std::filesystem::path());
+  impl_->checkpoints = std::make_unique<AgentCheckpoints>(
+      impl_->info.keep_checkpoints ? impl_->info.dir : std::filesystem::path());
 }
 
 AgentServer::~AgentServer() = default;

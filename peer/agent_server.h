@@ -36,6 +36,9 @@ struct AgentInfo {
   // checkpoints (agent_checkpoints.h) live below it; empty: control sockets in a fresh
   // directory under /tmp.
   std::filesystem::path dir;
+  // Whether it stages and serves checkpoints below DIR (agent_checkpoints.h): not a keyless
+  // agent, to which any local user could connect.
+  bool keep_checkpoints = true;
 };
 
 // The reply to {"type": "status"}:

@@ -518,13 +518,16 @@ for op in ctx.operations():
             self.assertIn("--slots", proc.stderr.splitlines()[0])
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn")), "nothing was created")
 
-    def test_keys_not_built_yet_are_warned_about(self):
+    def test_a_listed_peer_that_does_not_answer_creates_nothing(self):
+        # resources.peers is built (docs/peers.md, "Placement"): a peer that does not answer
+        # is one line and exit status 2 before the experiment exists.
         self.setUpTrial()
-        self.write("exp.yaml", CONFIG % (0, 0) + 'resources: {peers: ["h1:7070"]}\n')
-        proc = self.cairn("run", "exp.yaml", check=0)
-        self.assertIn("cairn: warning: exp.yaml: resources.peers is not supported yet; the trials "
-                      "run on this machine only\n", proc.stderr)
-        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+        self.write("exp.yaml", CONFIG % (0, 0) + 'resources: {peers: ["127.0.0.1:1"]}\n')
+        proc = self.cairn("run", "exp.yaml")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("cannot connect to 127.0.0.1:1", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
 
     def test_the_best_trial_is_the_same_everywhere_while_the_experiment_runs(self):
         # Grid over lr: trials 1.1, 1.2, 1.3 validate val_loss = lr each step; 1.3 holds
