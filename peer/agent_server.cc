@@ -49,6 +49,7 @@ struct AgentServer::Impl {
   AgentInfo info;
   RankHostFactory hosts;
   std::string no_hosts_reason;
+  AgentRequestHandler requests;
   std::atomic<int> ranks_running{0};  // over every connection: what status reports used
   UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
@@ -82,6 +83,10 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
 }
 
 AgentServer::~AgentServer() = default;
+
+void AgentServer::set_request_handler(AgentRequestHandler handler) {
+  impl_->requests = std::move(handler);
+}
 
 void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   const int stop = stop_read.get();
@@ -217,6 +222,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
           sig.get<int64_t>() < 65)
         host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
       continue;  // no reply: the exit, if it comes, says what the signal did
+    } else if (auto handled = requests ? requests(message, peer, name) : std::nullopt) {
+      reply = std::move(*handled);
     } else {
       // Bounded: a peer's type is echoed back and logged, never at any length.
       const std::string shown = type.substr(0, 64);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 
 namespace cairn {
 
+struct RunSource;  // run_shipping.h
+
 // What starting one rank needs. `env` is its complete environment (rank_environment.h);
 // `argv` goes to execve as is, never through a shell.
 struct RankLaunch {
@@ -31,6 +34,9 @@ struct RankLaunch {
   std::filesystem::path cwd;
   std::map<std::string, std::string> env;
   std::filesystem::path output;  // stdout+stderr are appended here
+  // What `cwd` holds, for a launcher on another machine to ship there (run_shipping.h);
+  // null for an experiment without a snapshot.
+  std::shared_ptr<const RunSource> source;
 };
 
 // A started rank, as its launcher names it. `pid` is unique among the launcher's running

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/rank_messages.h"
 
@@ -39,6 +40,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* na
 struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
+  std::optional<RunShipper> shipper;  // code and data, over a connection of its own
 
   std::mutex mutex;
   std::condition_variable answered;
@@ -141,11 +143,12 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
                                                                 std::chrono::milliseconds timeout,
                                                                 bool reap_local_children) {
   PeerFailure failure;
-  auto peer = connect_to_agent(address, std::move(client), Clock::now() + timeout, &failure);
+  auto peer = connect_to_agent(address, client, Clock::now() + timeout, &failure);
   if (!peer.ok()) return peer.status();
   auto state = std::make_unique<State>();
   state->peer = std::move(*peer);
   state->address = address.text();
+  state->shipper.emplace(address, client);
   state->reap_local_children = reap_local_children;
   return std::unique_ptr<RemoteLauncher>(new RemoteLauncher(std::move(state)));
 }
@@ -159,6 +162,11 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   remote.env = launch.env;
   remote.cwd = "trials/" + env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed") + "/rank-" +
                env_or(launch.env, "RANK", "0");
+  if (launch.source) {  // the agent's copy of the run directory (run_shipping.h)
+    auto cwd = s.shipper->prepare(*launch.source);
+    if (!cwd.ok()) return cwd.status();
+    remote.cwd = *cwd;
+  }
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;

@@ -8,10 +8,11 @@
 // this launcher's ranks; no pid of this machine, so nothing that signals or probes pids can
 // touch a local process by mistake) and start_time 0.
 //
-// The working directory: the agent runs the rank under its own directory, in
-// "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below DIR/work (RankLaunch::cwd names a
-// directory of this machine, which the agent does not have: code shipping is not built yet,
-// so argv must name what exists on the agent).
+// The working directory: with RankLaunch::source (an experiment with a snapshot), the
+// agent's copy of the run directory, shipped before the first launch of that run over a
+// connection of its own (run_shipping.h; start() waits for it, the first time only);
+// without, "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below the agent's DIR/work, and argv must
+// name what exists on the agent.
 //
 // One thread owns the connection (OpenSSL's connection objects are not shared between
 // threads); the coordinator's calls hand it work and read its results under a mutex. When a
