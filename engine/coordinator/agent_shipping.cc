@@ -63,7 +63,9 @@ void drain(PeerConnection& peer, uint64_t size) {
 
 uint64_t announced(const Json& request, const char* field) {
   const Json v = request.value(field, Json());
-  return v.is_number_unsigned() ? v.get<uint64_t>() : 0;
+  return v.is_number_unsigned()                          ? v.get<uint64_t>()
+         : v.is_number_integer() && v.get<int64_t>() > 0 ? static_cast<uint64_t>(v.get<int64_t>())
+                                                         : 0;
 }
 
 std::string some(const std::vector<std::string>& names) {
@@ -220,7 +222,8 @@ Result<std::vector<DataFile>> parse_files(const Json& files, bool absolute) {
   std::vector<DataFile> out;
   for (const Json& f : files) {
     if (!f.is_object() || !f.value("path", Json()).is_string() ||
-        !is_hex(f.value("sha256", Json()), 64) || !f.value("size", Json()).is_number_unsigned())
+        !is_hex(f.value("sha256", Json()), 64) || !f.value("size", Json()).is_number_integer() ||
+        f["size"].get<int64_t>() < 0)
       return Status::BadInput("a file is not {path, sha256, size}");
     DataFile file{f["path"].get<std::string>(), f["sha256"].get<std::string>(),
                   f["size"].get<uint64_t>()};
