@@ -73,8 +73,10 @@ Result<std::shared_ptr<const RunSource>> make_run_source(const StoreLayout& stor
   source->store_root = store.root();
   source->tree = code["tree"].get<std::string>();
   auto data = data_fingerprint_from_json(experiment.value("data", Json::object()));
-  if (!data.ok()) return data.status();
-  source->data = std::move(*data);
+  if (data.ok())
+    source->data = std::move(*data);
+  else
+    source->data_damaged = data.status();
   source->data_entries = config.data;
   source->workdir = config.workdir;
   const std::string key = local_run_dir.string() + '\0' + source->tree + '\0' + source->data.digest;
@@ -122,6 +124,11 @@ Result<std::string> ship_run(PeerConnection& peer, const RunSource& source, Dead
                              ShipStats* stats) {
   ShipStats local;
   ShipStats& s = stats ? *stats : local;
+  if (!source.data_damaged.ok())
+    return Status::Corrupt(
+        "the experiment's data record is damaged, so what its trials read "
+        "cannot be checked on a peer: " +
+        source.data_damaged.message());
   // Code: what the agent lacks of the tree.
   auto have = ask(peer, Json{{"type", "code_have"}, {"tree", source.tree}}, "code_have", deadline);
   if (!have.ok()) return have.status();
@@ -198,6 +205,7 @@ Result<std::string> ship_run(PeerConnection& peer, const RunSource& source, Dead
 
 Status check_data_on_agent(const PeerAddress& address, std::shared_ptr<TlsContext> client,
                            const RunSource& source, Deadline deadline) {
+  if (!source.data_damaged.ok()) return source.data_damaged;
   PeerFailure failure;
   auto peer = connect_to_agent(address, std::move(client), deadline, &failure);
   if (!peer.ok()) return peer.status();

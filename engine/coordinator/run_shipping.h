@@ -42,6 +42,7 @@ struct RunSource {
   std::filesystem::path store_root;       // the `.cairn` directory (code.git, objects/)
   std::string tree;                       // the snapshot's tree
   DataFingerprint data;                   // as recorded
+  Status data_damaged;                    // the record cannot be read: nothing is shipped
   std::vector<std::string> data_entries;  // the config's `data:`
   std::filesystem::path workdir;          // absolute: where relative data entries lie
   std::string run;  // the agent's name for the run directory: one per experiment, as locally
@@ -49,7 +50,8 @@ struct RunSource {
 
 // The experiment's RunSource, or null when it has no snapshot (recorded before snapshots
 // existed: its ranks run in the live workdir locally, and on a peer from what argv names).
-// `local_run_dir` is the experiment's run directory here (prepare_run_directory()).
+// `local_run_dir` is the experiment's run directory here (prepare_run_directory()). A
+// damaged data record does not fail it (local ranks do not need it): ship_run refuses.
 Result<std::shared_ptr<const RunSource>> make_run_source(
     const StoreLayout& store, const Json& experiment, const ExperimentConfig& config,
     const std::filesystem::path& local_run_dir);

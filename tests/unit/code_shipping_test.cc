@@ -7,13 +7,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <signal.h>
+
 #include <fstream>
+#include <thread>
 
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "engine/coordinator/agent_shipping.h"
 #include "engine/coordinator/run_shipping.h"
+#include "peer/agent_client.h"
+#include "peer/agent_server.h"
 #include "peer/chunk_stream.h"
+#include "peer/peer_address.h"
 #include "store/code_pack.h"
 #include "store/code_snapshot.h"
 #include "tests/unit/test_dir.h"
@@ -46,10 +53,13 @@ struct Writable {
   }
 };
 
-std::string snapshot(const fs::path& store, const fs::path& workdir) {
+std::string snapshot(const fs::path& store, const fs::path& workdir,
+                     std::vector<fs::path> exclude = {}) {
   auto repo = CodeRepository::open(store);
   REQUIRE(repo.ok());
-  auto snap = repo->snapshot(workdir, SnapshotOptions{}, "test");
+  SnapshotOptions options;
+  options.exclude = std::move(exclude);  // what `cairn run` leaves out: the data
+  auto snap = repo->snapshot(workdir, options, "test");
   REQUIRE_MESSAGE(snap.ok(), snap.status().message());
   return snap->tree;
 }
@@ -338,6 +348,107 @@ TEST_CASE("agent data check: the same fingerprint at the same path, or one line 
   // Paths that are not absolute are not looked at.
   CHECK(check_agent_data(dir / "agent", Json{{"entries", {"data"}}, {"files", Json::array()}})
             .kind() == ErrorKind::kBadInput);
+}
+
+// An agent with the shipping handler, serving on 127.0.0.1 from a thread until destroyed.
+class ShippingAgent {
+ public:
+  ShippingAgent(const ClusterKey& key, const fs::path& dir) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+    signal_read_.reset(fds[0]);
+    signal_write_.reset(fds[1]);
+    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
+    REQUIRE(listener.ok());
+    port_ = local_port(listener->get());
+    auto tls = TlsContext::make(TlsContext::Side::kServer, key);
+    REQUIRE(tls.ok());
+    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, AgentInfo{});
+    server_->set_request_handler(make_shipping_handler(dir));
+    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
+  }
+  ~ShippingAgent() {
+    const char sig = SIGTERM;
+    (void)!::write(signal_write_.get(), &sig, 1);
+    thread_.join();
+  }
+  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
+
+ private:
+  UniqueFd signal_read_, signal_write_;
+  uint16_t port_ = 0;
+  std::unique_ptr<AgentServer> server_;
+  std::thread thread_;
+};
+
+TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a run") {
+  ::signal(SIGPIPE, SIG_IGN);
+  TestDir dir;
+  Writable writable{dir.path()};
+  const fs::path work = dir / "work", store_root = dir / "store";
+  put(work / "train.py", "print('hi')\n");
+  put(work / "data" / "a.csv", "1,2\n");
+  auto store = init_store(dir.path());
+  REQUIRE(store.ok());
+  RunSource source;
+  source.store_root = store->root();
+  source.tree = snapshot(store->root(), work, {work / "data"});
+  source.data_entries = {"data/"};
+  source.workdir = work;
+  auto data = fingerprint_data(*store, work, source.data_entries, 1 << 20);
+  REQUIRE(data.ok());
+  REQUIRE(data->stored);
+  source.data = *data;
+  source.run = "0123456789abcdef";
+
+  const ClusterKey key{std::string(32, 'k'), cluster_key_id(std::string(32, 'k'))};
+  ShippingAgent agent(key, dir / "agent");
+  auto client = TlsContext::make(TlsContext::Side::kClient, key);
+  REQUIRE(client.ok());
+  auto ship = [&](ShipStats* stats) {
+    PeerFailure failure;
+    auto peer =
+        connect_to_agent(agent.address(), *client,
+                         std::chrono::steady_clock::now() + std::chrono::seconds(10), &failure);
+    REQUIRE(peer.ok());
+    return ship_run(**peer, source, std::chrono::steady_clock::now() + std::chrono::seconds(30),
+                    stats);
+  };
+  ShipStats first;
+  auto cwd = ship(&first);
+  REQUIRE_MESSAGE(cwd.ok(), cwd.status().message());
+  CHECK(*cwd == "runs/0123456789abcdef");
+  CHECK(first.objects == 2);  // the tree and train.py: the data is not code
+  CHECK(first.pack_bytes > 0);
+  CHECK(first.data_files == 1);
+  CHECK(first.data_bytes == 4);
+  const fs::path run = dir / "agent" / "work" / "runs" / "0123456789abcdef";
+  CHECK(slurp(run / "train.py") == "print('hi')\n");
+  CHECK(slurp(run / "data" / "a.csv") == "1,2\n");
+  ShipStats second;
+  REQUIRE(ship(&second).ok());
+  CHECK(second.objects == 0);
+  CHECK(second.pack_bytes == 0);
+  CHECK(second.data_files == 0);
+
+  // Data too large to keep: checked where it is, by the same fingerprint.
+  source.data.stored = false;
+  source.run = "fedcba9876543210";
+  CHECK(check_data_on_agent(agent.address(), *client, source,
+                            std::chrono::steady_clock::now() + std::chrono::seconds(10))
+            .ok());
+  put(work / "data" / "a.csv", "9,9\n");
+  Status refused = check_data_on_agent(agent.address(), *client, source,
+                                       std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  CHECK(refused.kind() == ErrorKind::kFailed);
+  CHECK(refused.message() == agent.address().text() + ": data " + (work / "data").string() +
+                                 " on this machine is not what the experiment recorded: 1 " +
+                                 "changed (" + (work / "data" / "a.csv").string() + ")");
+  // And the run is refused with it: no run directory.
+  auto other = ship(nullptr);
+  CHECK_FALSE(other.ok());
+  CHECK(other.status().message().find("1 changed") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "agent" / "work" / "runs" / "fedcba9876543210"));
 }
 
 }  // namespace
