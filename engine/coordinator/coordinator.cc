@@ -219,6 +219,7 @@ Status Coordinator::start() {
   auto run_source = make_run_source(store_, experiment_, config_, run_dir_);
   if (!run_source.ok()) return run_source.status();
   run_source_ = std::move(*run_source);
+  launcher_->prepare(run_source_);
   auto searcher = create_searcher();
   if (!searcher.ok()) return searcher.status();
   searcher_ = std::move(*searcher);

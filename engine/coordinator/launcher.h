@@ -55,6 +55,10 @@ struct RankExit {
 class Launcher {
  public:
   virtual ~Launcher() = default;
+  // What ranks started later will run from (RankLaunch::source): a launcher on another
+  // machine may begin getting it there now, so that the first start() waits less. Never
+  // blocks.
+  virtual void prepare(const std::shared_ptr<const RunSource>& source) { (void)source; }
   // Starts one rank. An error says why it could not start (a missing program, a directory
   // that cannot be created); nothing is left running then.
   virtual Result<LaunchedRank> start(const RankLaunch& launch) = 0;

@@ -153,6 +153,10 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   return std::unique_ptr<RemoteLauncher>(new RemoteLauncher(std::move(state)));
 }
 
+void RemoteLauncher::prepare(const std::shared_ptr<const RunSource>& source) {
+  state_->shipper->prefetch(source);
+}
+
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   State& s = *state_;
   UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));

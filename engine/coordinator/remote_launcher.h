@@ -9,8 +9,9 @@
 // touch a local process by mistake) and start_time 0.
 //
 // The working directory: with RankLaunch::source (an experiment with a snapshot), the
-// agent's copy of the run directory, shipped before the first launch of that run over a
-// connection of its own (run_shipping.h; start() waits for it, the first time only);
+// agent's copy of the run directory, shipped over a connection of its own from prepare()
+// on, in the background (run_shipping.h; the first start() of that run waits for what is
+// left of it);
 // without, "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below the agent's DIR/work, and argv must
 // name what exists on the agent.
 //
@@ -44,6 +45,7 @@ class RemoteLauncher final : public Launcher {
                                                          bool reap_local_children = true);
   ~RemoteLauncher() override;  // closes the connection; the agent kills what still runs
 
+  void prepare(const std::shared_ptr<const RunSource>& source) override;
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;

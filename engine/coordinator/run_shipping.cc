@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 
@@ -221,17 +222,55 @@ Status check_data_on_agent(const PeerAddress& address, std::shared_ptr<TlsContex
   return Status::Ok();
 }
 
-Result<std::string> RunShipper::prepare(const RunSource& source) {
-  auto known = cwd_.find(source.run);
-  if (known != cwd_.end()) return known->second;
+RunShipper::RunShipper(PeerAddress address, std::shared_ptr<TlsContext> client)
+    : address_(std::move(address)), client_(std::move(client)) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+    stop_read_.reset(fds[0]);
+    stop_write_.reset(fds[1]);
+  }
+}
+
+RunShipper::~RunShipper() {
+  if (stop_write_) {
+    const char byte = 1;
+    (void)!::write(stop_write_.get(), &byte, 1);
+  }
+  for (auto& [run, job] : under_way_)
+    if (job.valid()) job.wait();
+}
+
+Result<std::string> RunShipper::ship(const RunSource& source) {
   PeerFailure failure;
   auto peer = connect_to_agent(address_, client_, Clock::now() + kConnectTime, &failure);
   if (!peer.ok()) return peer.status();
+  (*peer)->set_stop_fd(stop_read_.get());
   auto cwd = ship_run(**peer, source, Clock::now() + kShipTime);
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
   if (!cwd.ok()) return Status::Failed(address_.text() + ": " + cwd.status().message());
-  cwd_[source.run] = *cwd;
-  return *cwd;
+  return cwd;
+}
+
+void RunShipper::prefetch(std::shared_ptr<const RunSource> source) {
+  if (!source || cwd_.count(source->run) || under_way_.count(source->run)) return;
+  const std::string run = source->run;
+  under_way_[run] =
+      std::async(std::launch::async, [this, source = std::move(source)] { return ship(*source); });
+}
+
+Result<std::string> RunShipper::prepare(const RunSource& source) {
+  auto known = cwd_.find(source.run);
+  if (known != cwd_.end()) return known->second;
+  Result<std::string> cwd = Status::Failed("not shipped");
+  auto job = under_way_.find(source.run);
+  if (job != under_way_.end()) {
+    cwd = job->second.get();
+    under_way_.erase(job);
+  } else {
+    cwd = ship(source);
+  }
+  if (cwd.ok()) cwd_[source.run] = *cwd;
+  return cwd;
 }
 
 }  // namespace cairn

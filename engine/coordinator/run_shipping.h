@@ -22,11 +22,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "engine/config/config.h"
@@ -88,17 +90,30 @@ Status check_data_on_agent(const PeerAddress& address, std::shared_ptr<TlsContex
                            const RunSource& source, Deadline deadline);
 
 // One agent's shipments: each run is shipped once, over a connection of its own, and its
-// cwd remembered.
+// cwd remembered. prefetch() starts shipping on a thread of its own, so that the first
+// launch finds it done (or waits only for the rest of it).
 class RunShipper {
  public:
-  RunShipper(PeerAddress address, std::shared_ptr<TlsContext> client)
-      : address_(std::move(address)), client_(std::move(client)) {}
+  RunShipper(PeerAddress address, std::shared_ptr<TlsContext> client);
+  // Ends a shipment under way and joins its thread: at once once it is connected, else
+  // within the connect timeout (10 s).
+  ~RunShipper();
+  RunShipper(const RunShipper&) = delete;
+  RunShipper& operator=(const RunShipper&) = delete;
+
+  // Starts shipping `source` unless it is shipped or under way. Never blocks.
+  void prefetch(std::shared_ptr<const RunSource> source);
+  // The run's cwd on the agent: what a prefetch got (waiting for it), else shipped now. A
+  // failed shipment is tried again by the next call.
   Result<std::string> prepare(const RunSource& source);
 
  private:
+  Result<std::string> ship(const RunSource& source);
   PeerAddress address_;
   std::shared_ptr<TlsContext> client_;
+  UniqueFd stop_read_, stop_write_;         // readable once the shipper is destroyed
   std::map<std::string, std::string> cwd_;  // run → cwd on the agent
+  std::map<std::string, std::future<Result<std::string>>> under_way_;
 };
 
 }  // namespace cairn

@@ -431,6 +431,22 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   CHECK(second.pack_bytes == 0);
   CHECK(second.data_files == 0);
 
+  // In the background: prefetch() ships, prepare() takes its answer.
+  {
+    RunSource later = source;
+    later.run = "00000000000000aa";
+    RunShipper shipper(agent.address(), *client);
+    shipper.prefetch(std::make_shared<const RunSource>(later));
+    auto shipped = shipper.prepare(later);
+    REQUIRE_MESSAGE(shipped.ok(), shipped.status().message());
+    CHECK(*shipped == "runs/00000000000000aa");
+    CHECK(fs::is_directory(dir / "agent" / "work" / "runs" / "00000000000000aa"));
+    CHECK(*shipper.prepare(later) == "runs/00000000000000aa");
+    // A shipment still under way when the shipper goes is ended, not waited for.
+    later.run = "00000000000000bb";
+    shipper.prefetch(std::make_shared<const RunSource>(later));
+  }
+
   // Data too large to keep: checked where it is, by the same fingerprint.
   source.data.stored = false;
   source.run = "fedcba9876543210";
