@@ -4,6 +4,7 @@ script. The rank runs from the agent's copy of the snapshot, never from the live
 a second experiment of the same code ships no objects; data kept in the store travels by
 content; larger data must be at the same path on the agent with the recorded fingerprint,
 or the launch is refused with one line."""
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs, read_line_until  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
+TEST_CLIENT = os.path.join(os.path.dirname(os.path.abspath(CAIRN)), "peer_test_client")
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cairn agent: ")
 
 TRAIN = r"""# version 1
@@ -226,6 +228,88 @@ class PeersCodeTest(CairnTestCase):
         said = [l for l in (run.stdout + run.stderr).splitlines() if why in l]
         self.assertEqual(len(said), 1, run.stdout + run.stderr)
         self.assertNotIn("[1.1]", run.stdout)
+
+    def hostile_pack(self, entries):
+        """A pack holding a tree of `entries` [(mode, name, content)] written as given (what
+        no git tool writes: git hash-object --literally), and that tree's id."""
+        repo = os.path.join(self.dir, "hostile.git")
+        if not os.path.isdir(repo):
+            subprocess.run(["git", "init", "-q", "--bare", repo], check=True, timeout=60)
+
+        def write(kind, data):
+            return subprocess.run(["git", "--git-dir", repo, "hash-object", "-w", "--literally",
+                                   "-t", kind, "--stdin"], input=data, check=True,
+                                  capture_output=True, timeout=60).stdout.decode().strip()
+        body, oids = b"", []
+        for mode, name, content in entries:
+            blob = write("blob", content)
+            oids.append(blob)
+            body += mode.encode() + b" " + name.encode() + b"\0" + bytes.fromhex(blob)
+        tree = write("tree", body)
+        pack = subprocess.run(["git", "--git-dir", repo, "pack-objects", "--stdout"],
+                              input="\n".join([tree] + oids).encode() + b"\n", check=True,
+                              capture_output=True, timeout=60).stdout
+        return tree, pack
+
+    def send_pack(self, agent, tree, pack):
+        path = os.path.join(self.dir, "hostile.git", "sent.pack")
+        with open(path, "wb") as f:
+            f.write(pack)
+        out = subprocess.run([TEST_CLIENT, agent.address, self.key, "code-pack", tree, path],
+                             capture_output=True, text=True, timeout=60).stdout.splitlines()
+        self.assertEqual(len(out), 3, out)  # the hello, the answer, the status after it
+        return json.loads(out[1]), json.loads(out[2])
+
+    def test_hostile_trees_and_damaged_packs_are_refused_and_the_agent_keeps_serving(self):
+        self.assertTrue(os.path.exists(TEST_CLIENT), "build peer_test_client: " + TEST_CLIENT)
+        agent = Agent(self, self.key)
+
+        def outside_agent():
+            found = set()
+            for root, dirs, files in os.walk(self.dir):
+                for name in dirs + files:
+                    path = os.path.join(root, name)
+                    if not path.startswith((agent.dir, os.path.join(self.dir, "hostile.git"))):
+                        found.add(path)
+            return found
+        cases = [
+            ("an entry named ..", [("100644", "..", b"owned\n")], "'..' has an entry that"),
+            ("an absolute name", [("100644", "/tmp/owned-by-a-peer", b"owned\n")],
+             "'/tmp/owned-by-a-peer' has an entry that"),
+            ("a link out", [("120000", "escape", b"../../../etc")],
+             "escape is a link that leads outside the checkout (../../../etc)"),
+            ("an absolute link", [("120000", "escape", b"/etc")],
+             "escape is a link that leads outside the checkout (/etc)"),
+        ]
+        for what, entries, says in cases:
+            with self.subTest(what):
+                tree, pack = self.hostile_pack(entries)
+                before = outside_agent()
+                answer, status = self.send_pack(agent, tree, pack)
+                self.assertEqual(answer["type"], "error", answer)
+                self.assertIn("refused code tree: " + says, answer["reason"])
+                self.assertEqual(status["type"], "status", status)
+                line = agent.lines_until("refused code from")[-1]
+                self.assertTrue(line.endswith(answer["reason"]), line)
+                self.assertEqual(os.listdir(os.path.join(agent.dir, "code")), [])
+                self.assertEqual(outside_agent() - before, set())
+                self.assertFalse(os.path.exists("/tmp/owned-by-a-peer"))
+        # A damaged pack: refused, nothing kept.
+        tree, pack = self.hostile_pack([("100644", "fine.txt", b"fine\n" * 100)])
+        damaged = bytearray(pack)
+        damaged[len(pack) // 2] ^= 0x5A
+        answer, status = self.send_pack(agent, tree, bytes(damaged))
+        self.assertEqual(answer["type"], "error", answer)
+        self.assertIn("the code pack is damaged", answer["reason"])
+        self.assertEqual(status["type"], "status", status)
+        agent.lines_until("refused code from")
+        self.assertEqual(os.listdir(os.path.join(agent.dir, "code")), [])
+        # The same pack undamaged is taken: the refusals above were about what they held.
+        answer, _ = self.send_pack(agent, tree, pack)
+        self.assertEqual(answer["type"], "code_ready", answer)
+        self.assertEqual(answer["objects"], 2)
+        with open(os.path.join(agent.dir, "code", tree, "fine.txt")) as f:
+            self.assertEqual(f.read(), "fine\n" * 100)
 
 
 if __name__ == "__main__":
