@@ -388,6 +388,10 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   const fs::path work = dir / "work", store_root = dir / "store";
   put(work / "train.py", "print('hi')\n");
   put(work / "data" / "a.csv", "1,2\n");
+  // Several chunks' worth, bytes of every value.
+  std::string big(kChunkBytes * 2 + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  put(work / "data" / "big.bin", big);
   auto store = init_store(dir.path());
   REQUIRE(store.ok());
   RunSource source;
@@ -395,7 +399,7 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   source.tree = snapshot(store->root(), work, {work / "data"});
   source.data_entries = {"data/"};
   source.workdir = work;
-  auto data = fingerprint_data(*store, work, source.data_entries, 1 << 20);
+  auto data = fingerprint_data(*store, work, source.data_entries, 8 << 20);
   REQUIRE(data.ok());
   REQUIRE(data->stored);
   source.data = *data;
@@ -420,11 +424,12 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   CHECK(*cwd == "runs/0123456789abcdef");
   CHECK(first.objects == 2);  // the tree and train.py: the data is not code
   CHECK(first.pack_bytes > 0);
-  CHECK(first.data_files == 1);
-  CHECK(first.data_bytes == 4);
+  CHECK(first.data_files == 2);
+  CHECK(first.data_bytes == 4 + big.size());
   const fs::path run = dir / "agent" / "work" / "runs" / "0123456789abcdef";
   CHECK(slurp(run / "train.py") == "print('hi')\n");
   CHECK(slurp(run / "data" / "a.csv") == "1,2\n");
+  CHECK(slurp(run / "data" / "big.bin") == big);
   ShipStats second;
   REQUIRE(ship(&second).ok());
   CHECK(second.objects == 0);
