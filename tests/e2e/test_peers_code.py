@@ -228,6 +228,18 @@ class PeersCodeTest(CairnTestCase):
         said = [l for l in (run.stdout + run.stderr).splitlines() if why in l]
         self.assertEqual(len(said), 1, run.stdout + run.stderr)
         self.assertNotIn("[1.1]", run.stdout)
+        self.assertFalse(os.path.exists(os.path.join(agent.dir, "work", "runs")))
+
+        # An agent where the data's directory is empty: the file is missing there.
+        empty = Agent(self, self.key, wrap=["unshare", "-rm", "sh", "-c",
+                                            'mount -t tmpfs tmpfs "$0" && exec "$@"', big])
+        run = self.run_on(empty)
+        self.assertNotEqual(run.returncode, 0, run.stdout + run.stderr)
+        why = ("data %s on this machine is not what the experiment recorded: 1 missing "
+               "(%s/x.bin)" % (big, big))
+        self.assertTrue(empty.lines_until("refused a run")[-1].endswith(": " + why))
+        said = [l for l in (run.stdout + run.stderr).splitlines() if why in l]
+        self.assertEqual(len(said), 1, run.stdout + run.stderr)
 
     def hostile_pack(self, entries):
         """A pack holding a tree of `entries` [(mode, name, content)] written as given (what
