@@ -3,6 +3,7 @@
 // requests; running ranks comes next. `cairn agent --new-key F` writes a new cluster key.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "gpu/cuda_driver.h"
 #include "peer/agent_log.h"
 #include "peer/agent_server.h"
+#include "peer/announcer.h"
 #include "peer/key_location.h"
 #include "peer/peer_address.h"
 #include "peer/peer_protocol.h"
@@ -32,6 +34,10 @@ struct AgentOptions {
   std::string key_file;
   std::string dir;
   std::string new_key;
+  double announce_interval = 2;
+  bool no_announce = false;
+  std::string announce_to;
+  int beacon_port = kDefaultBeaconPort;
 };
 
 // $XDG_STATE_HOME/cairn/agent, else ~/.local/state/cairn/agent.
@@ -49,6 +55,28 @@ int new_key(const std::string& file) {
   std::cout << "wrote a new cluster key to " << file << " (key id " << key->id
             << "): copy it, mode 0600, to every machine of the team\n";
   return 0;
+}
+
+// The announcing thread for an agent listening on `address`; null (with a log line) when the
+// agent listens on an IPv6 address alone, which IPv4 beacons cannot name.
+Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
+                                                    const ClusterKey& key,
+                                                    const PeerAddress& address) {
+  AnnounceOptions announce;
+  announce.interval =
+      std::chrono::milliseconds(static_cast<int64_t>(options.announce_interval * 1000));
+  announce.beacon_port = static_cast<uint16_t>(options.beacon_port);
+  announce.agent_port = address.port;
+  announce.listen_host = address.host == "::" ? "" : address.host;
+  if (announce.listen_host.find(':') != std::string::npos) {
+    agent_log("not announcing: beacons name IPv4 addresses and this agent listens on " +
+              address.text() + " (list it with --peers)");
+    return std::unique_ptr<Announcer>();
+  }
+  auto to = parse_announce_targets(options.announce_to, announce.beacon_port);
+  if (!to.ok()) return to.status();
+  announce.to = std::move(*to);
+  return Announcer::start(key, std::move(announce), agent_log);
 }
 
 int agent(const AgentOptions& options) {
@@ -94,6 +122,10 @@ int agent(const AgentOptions& options) {
     info.devices.push_back("cpu");
   }
 
+  // A bad --announce-to is bad input, refused before the agent serves anything.
+  if (auto to = parse_announce_targets(options.announce_to, options.beacon_port); !to.ok())
+    return fail(to.status());
+
   auto tls = TlsContext::make(TlsContext::Side::kServer, *key);
   if (!tls.ok()) return fail(tls.status());
   SignalPipe signals;  // before listening: a SIGTERM from now on ends the agent cleanly
@@ -107,6 +139,13 @@ int agent(const AgentOptions& options) {
       "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
       "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
       std::to_string(kPeerProtocolVersion) + ")");
+  // Beacons (docs/peers.md, "Discovery"): only with a key, which is what authenticates them.
+  std::unique_ptr<Announcer> announcer;
+  if (!key->none() && !options.no_announce) {
+    auto started = start_announcing(options, *key, address);
+    if (!started.ok()) return fail(started.status());
+    announcer = std::move(*started);
+  }
   // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
   RankHostFactory hosts;
   if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
@@ -116,6 +155,7 @@ int agent(const AgentOptions& options) {
   AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
   server.set_request_handler(make_shipping_handler(*dir, key->none() ? keyless : ""));
   auto stopped = server.serve(signals.fd());
+  announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {
     agent_log("stopped: " + stopped.status().message());
     return 1;
@@ -155,6 +195,20 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("--new-key", options->new_key,
                   "Write a new random cluster key to FILE (mode 0600) and exit")
       ->type_name("FILE");
+  cmd->add_option("--announce-interval", options->announce_interval,
+                  "Seconds between discovery beacons (default 2)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_flag("--no-announce", options->no_announce,
+                "Send no discovery beacons (coordinators must list this agent with --peers)");
+  cmd->add_option("--announce-to", options->announce_to,
+                  "Also send beacons to these addresses (unicast or broadcast; port: "
+                  "--beacon-port), comma-separated")
+      ->type_name("HOST[:PORT],...");
+  cmd->add_option("--beacon-port", options->beacon_port,
+                  "UDP port of the discovery beacons (default 7070)")
+      ->type_name("PORT")
+      ->check(CLI::Range(1, 65535));
   cmd->callback([&outcome, options] { outcome.exit_code = agent(*options); });
   (void)global;
 }

@@ -62,6 +62,9 @@ Json trial_json(const Json& r) {
   // The store-wide number (store/trial_numbers.h) and the slots of its latest start.
   if (r.contains("number")) t["number"] = r["number"];
   if (r.contains("slots")) t["slots"] = r["slots"];
+  // Where each rank of its latest start ran: [{"rank", "machine" ("local" or an agent's
+  // "host:port"), "slot"}] (docs/peers.md "Placement").
+  if (r.contains("placement")) t["placement"] = r["placement"];
   if (r.contains("exit")) t["exit"] = r["exit"];
   if (r.contains("error")) t["error"] = r["error"];
   // A clone (pbt): the trial and step it started from, and that checkpoint.

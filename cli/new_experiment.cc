@@ -74,6 +74,10 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   // --slots shapes the searcher's decisions (its concurrency): kept for a resume that has
   // to make the first of them (the coordinator died before its first commit).
   if (what.slots > 0) experiment["slots"] = what.slots;
+  // Where the trials run, for `resume` (docs/peers.md "Placement").
+  if (!what.peers.empty()) experiment["peers"] = what.peers;
+  if (!what.run_locally) experiment["run_locally"] = false;
+  if (!what.key_file.empty()) experiment["key_file"] = fs::absolute(what.key_file).string();
   for (auto& item : provenance->items()) experiment[item.key()] = item.value();
   for (auto& item : what.extra.items()) experiment[item.key()] = item.value();
 
@@ -104,6 +108,7 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   CoordinatorOptions options;
   options.slots = what.slots;
   options.peers = what.peers;
+  options.run_locally = what.run_locally;
   options.key_file = what.key_file;
   options.self_executable = self_executable();
   // After --detach's fork: the sender's thread would not survive it.

@@ -21,7 +21,8 @@ struct NewExperiment {
   std::optional<DataFingerprint> data;
   bool detach = false;
   int slots = 0;                   // 0: the default
-  std::vector<std::string> peers;  // --peers: ranks run on the first (docs/peers.md)
+  bool run_locally = true;         // false: --slots 0
+  std::vector<std::string> peers;  // --peers / resources.peers (docs/peers.md "Placement")
   std::string key_file;            // --key-file
   bool quiet = false;              // no "cairn: experiment N …" line
 };

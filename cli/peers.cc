@@ -1,14 +1,18 @@
 // `cairn peers`: the agents this machine can use, as seen now — each one's address, slots,
 // devices, cairn version, how it was found, and whether it can be used (docs/peers.md).
+#include <netdb.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <iostream>
 #include <thread>
 
 #include "cli/command.h"
 #include "cli/table.h"
 #include "peer/agent_client.h"
+#include "peer/discovery.h"
 #include "peer/key_location.h"
+#include "peer/lan_interfaces.h"
 
 namespace cairn::cli {
 
@@ -19,7 +23,45 @@ struct PeersOptions {
   std::string key_file;
   double timeout = 5;
   bool json = false;
+  double discover = 3;
+  bool discover_given = false;
+  int beacon_port = kDefaultBeaconPort;
 };
+
+// --peers without the "auto" items, and whether there was one.
+std::string listed_only(const std::string& peers, bool* has_auto) {
+  std::string rest;
+  for (size_t start = 0; start <= peers.size();) {
+    const size_t comma = std::min(peers.find(',', start), peers.size());
+    std::string item = peers.substr(start, comma - start);
+    start = comma + 1;
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    if (item == "auto") {
+      *has_auto = true;
+    } else if (!item.empty()) {
+      rest += (rest.empty() ? "" : ",") + item;
+    }
+  }
+  return rest;
+}
+
+// "10.0.0.5:7070" for every IPv4 address `address` resolves to: how a discovered peer that
+// was also listed is recognised (and shown once, as listed).
+std::vector<std::string> numeric_names(const PeerAddress& address) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(address.host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a; a = a->ai_next)
+    out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr) + ":" +
+                  std::to_string(address.port));
+  ::freeaddrinfo(found);
+  return out;
+}
 
 std::string devices_text(const Json& devices) {
   if (!devices.is_array() || devices.empty()) return "-";
@@ -29,12 +71,36 @@ std::string devices_text(const Json& devices) {
 
 int peers(const PeersOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);  // a peer that closes mid-write is an error, not our death
-  auto list = parse_peer_list(options.peers);
+  bool discover = options.peers.empty() || options.discover_given;
+  auto list = parse_peer_list(listed_only(options.peers, &discover));
   if (!list.ok()) return fail(list.status());
   auto key = find_cluster_key(options.key_file);
   if (!key.ok()) return fail(key.status());
   auto tls = TlsContext::make(TlsContext::Side::kClient, *key);
   if (!tls.ok()) return fail(tls.status());
+
+  std::vector<std::string> found_by(list->size(), "listed");
+  if (discover) {
+    if (key->none())
+      std::cerr << "cairn: no cluster key, and only agents with one announce themselves: "
+                   "discovery finds none (pass --key-file, or list agents with --peers)\n";
+    DiscoveryOptions discovery;
+    discovery.window = std::chrono::milliseconds(static_cast<int64_t>(options.discover * 1000));
+    discovery.beacon_port = static_cast<uint16_t>(options.beacon_port);
+    discovery.log = [](const std::string& line) { std::cerr << "cairn: " << line << "\n"; };
+    auto heard = discover_peers(*key, discovery);
+    if (!heard.ok()) return fail(heard.status());
+    std::vector<std::string> listed_names;
+    for (const PeerAddress& listed : *list)
+      for (std::string& name : numeric_names(listed)) listed_names.push_back(std::move(name));
+    for (const DiscoveredPeer& peer : heard->peers) {
+      const std::string name = peer.address.text();
+      if (std::find(listed_names.begin(), listed_names.end(), name) != listed_names.end()) continue;
+      listed_names.push_back(name);
+      list->push_back(peer.address);
+      found_by.push_back("discovery");
+    }
+  }
 
   // Every peer at once: the command takes as long as the slowest, bounded by --timeout.
   const auto deadline = std::chrono::steady_clock::now() +
@@ -44,20 +110,25 @@ int peers(const PeersOptions& options) {
   for (size_t i = 0; i < list->size(); ++i)
     threads.emplace_back([&, i] { found[i] = query_agent_status((*list)[i], *tls, deadline); });
   for (auto& thread : threads) thread.join();
+  for (size_t i = 0; i < found.size(); ++i) found[i].found_by = found_by[i];
 
   bool all_ok = true;
   for (const AgentStatus& status : found) all_ok = all_ok && status.failure == PeerFailure::kNone;
+  if (found.empty()) {
+    if (discover)
+      std::cerr << "cairn: no peers: no agent with this cluster key announced itself within "
+                << options.discover << " s (key id " << key->id
+                << "); list agents with --peers HOST:PORT,…\n";
+    else
+      std::cerr << "cairn: no peers\n";
+  }
   if (options.json) {
     Json doc = Json::array();
     for (const AgentStatus& status : found) doc.push_back(status.to_json());
     print_json(doc);
     return all_ok ? 0 : 1;
   }
-  if (found.empty()) {
-    std::cerr << "cairn: no peers: pass --peers HOST:PORT,… (discovery on the LAN is not "
-                 "implemented yet)\n";
-    return 0;
-  }
+  if (found.empty()) return 0;
   Table table({"ADDRESS", "FOUND", "SLOTS", "DEVICES", "VERSION", "STATUS"});
   for (const AgentStatus& status : found) {
     const bool ok = status.failure == PeerFailure::kNone;
@@ -79,8 +150,10 @@ void add_peers(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto options = std::make_shared<PeersOptions>();
   CLI::App* cmd = app.add_subcommand(
       "peers", "List the agents this machine can use: address, slots, devices, version, status");
-  cmd->add_option("--peers", options->peers, "Agents to ask, comma-separated")
-      ->type_name("HOST:PORT,...");
+  cmd->add_option("--peers", options->peers,
+                  "Agents to ask, comma-separated; \"auto\" (also the default) adds the agents "
+                  "discovered on the LAN")
+      ->type_name("HOST:PORT,...|auto");
   cmd->add_option("--key-file", options->key_file,
                   "Cluster key (default: CAIRN_KEY_FILE, else "
                   "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")
@@ -89,6 +162,16 @@ void add_peers(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                   "Seconds to wait for every peer's answer (default 5)")
       ->type_name("SECONDS")
       ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--discover", options->discover,
+                  "Seconds to listen for agents' beacons (default 3); given with a --peers list, "
+                  "discovers too")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->each([options](const std::string&) { options->discover_given = true; });
+  cmd->add_option("--beacon-port", options->beacon_port,
+                  "UDP port to listen on for beacons (default 7070)")
+      ->type_name("PORT")
+      ->check(CLI::Range(1, 65535));
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->callback([&outcome, options] { outcome.exit_code = peers(*options); });
   (void)global;

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/experiment_control.h"
+#include "cli/run_peers.h"
 #include "cli/webhook_sender.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
@@ -86,7 +87,19 @@ int resume_one(const StoreLayout& store, int64_t id) {
   // Another machine, or one with fewer cores, may not fit the experiment any more: say so
   // before anything about resuming is printed or written. (The coordinator checks again.)
   const int slots = recorded_slots(status->record);
-  if (Status st = check_machine_resources(*config, slots); !st.ok()) return fail(st);
+  // The agents it ran on, asked again (one that does not answer is tried while it runs).
+  std::vector<std::string> recorded_peers;
+  for (const Json& peer : status->record.value("peers", Json::array()))
+    if (peer.is_string()) recorded_peers.push_back(peer.get<std::string>());
+  const std::string key_file = status->record.value("key_file", "");
+  const bool run_locally = status->record.value("run_locally", true);
+  auto peers = check_peer_addresses(recorded_peers, key_file, /*require_all=*/false);
+  if (!peers.ok()) return fail(peers.status());
+  const int gpus = usable_gpus(*config);
+  if (Status st = check_cluster_resources(
+          *config, gpus, run_locally ? machine_slots(slots, gpus) : 0, peers->slots);
+      !st.ok())
+    return fail(st);
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
     // Data too large to keep is read through links in the run directory, which follow the
@@ -108,6 +121,9 @@ int resume_one(const StoreLayout& store, int64_t id) {
   options.self_executable = self_executable();
   options.resume = true;
   options.slots = slots;
+  options.peers = std::move(recorded_peers);
+  options.key_file = key_file;
+  options.run_locally = run_locally;
   std::unique_ptr<WebhookSender> webhooks =
       make_webhook_sender(config->notify, webhook_spool(store, id));
   options.notifier = webhooks.get();

@@ -30,7 +30,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   std::string name;
   bool detach = false;
-  int slots = 0;
+  int slots = -1;  // -1: the default; 0: ranks run on the peers only
   std::string peers;
   std::string key_file;
 };
@@ -72,20 +72,23 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   if (!opts.name.empty()) config->name = opts.name;
   for (const std::string& warning : config->warnings)
     std::cerr << "cairn: warning: " << warning << "\n";
-  // Accepted because SPEC §2 names it, but not built yet: say so rather than let a user
-  // wait for peers that never come.
-  if (config->resources.peers_mode != "none")
-    std::cerr << "cairn: warning: " << opts.config_file
-              << ": resources.peers is not supported yet; the trials run on this machine only\n";
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
-  // So are the resources: a config this machine cannot run must not leave an experiment
-  // behind that stays ACTIVE and that every `resume --all` tries again.
-  if (Status st = check_machine_resources(*config, opts.slots); !st.ok()) return fail(st);
   if (Status st = check_entrypoint(*config); !st.ok()) return fail(st);
-  // --peers: the agent must answer now (key, version), or nothing is created.
-  auto peers = check_run_peers(opts.peers, opts.key_file);
+  // --peers or resources.peers: every agent must answer now (key, version, slots), or
+  // nothing is created.
+  auto peers = check_run_peers(opts.peers, *config, opts.key_file, /*require_all=*/true);
   if (!peers.ok()) return fail(peers.status());
+  if (opts.slots == 0 && peers->addresses.empty())
+    return fail(Status::BadInput(
+        "--slots 0 runs nothing on this machine: name the agents that run the trials with "
+        "--peers HOST:PORT,… or resources.peers (docs/peers.md)"));
+  // So are the resources, over this machine and the peers: a config they cannot run must not
+  // leave an experiment behind that stays ACTIVE and that every `resume --all` tries again.
+  const int gpus = usable_gpus(*config);
+  const int local_slots = opts.slots == 0 ? 0 : machine_slots(std::max(0, opts.slots), gpus);
+  if (Status st = check_cluster_resources(*config, gpus, local_slots, peers->slots); !st.ok())
+    return fail(st);
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&
@@ -99,8 +102,9 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   what.config_text = text.ok() ? *text : std::string();
   what.sets = opts.sets;
   what.detach = opts.detach;
-  what.slots = opts.slots;
-  what.peers = std::move(*peers);
+  what.slots = std::max(0, opts.slots);
+  what.run_locally = opts.slots != 0;
+  what.peers = std::move(peers->addresses);
   what.key_file = opts.key_file;
   return create_and_drive(*store, std::move(*config), what);
 }
@@ -120,10 +124,12 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_option("--name", opts->name, "Name of the experiment (default: the config's name)");
   cmd->add_flag("--detach", opts->detach, "Print the experiment id and continue in the background");
   cmd->add_option("--slots", opts->slots,
-                  "Slots to use on this machine (default: GPUs, or CPU cores)")
-      ->check(CLI::Range(1, 1 << 20));
+                  "Slots to use on this machine (default: GPUs, or CPU cores; 0: none, the "
+                  "trials run on the peers only)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--peers", opts->peers,
-                  "Run the trials' ranks on this agent (the first listed; see docs/peers.md)")
+                  "Also run trials and ranks on these agents (default: resources.peers; see "
+                  "docs/peers.md)")
       ->type_name("HOST:PORT,...");
   cmd->add_option("--key-file", opts->key_file,
                   "Cluster key for --peers (default: CAIRN_KEY_FILE, else "

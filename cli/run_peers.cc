@@ -2,29 +2,136 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+
 #include "peer/agent_client.h"
+#include "peer/discovery.h"
 #include "peer/key_location.h"
 
 namespace cairn::cli {
 
-Result<std::vector<std::string>> check_run_peers(const std::string& peers,
-                                                 const std::string& key_file) {
-  auto list = parse_peer_list(peers);
-  if (!list.ok()) return Status::BadInput("--peers: " + list.status().message());
-  if (list->empty()) return std::vector<std::string>();
-  if (list->size() > 1)
+namespace {
+
+constexpr auto kStatusTime = std::chrono::seconds(10);
+// How long `auto` listens for agents' beacons (docs/peers.md "Discovery").
+constexpr auto kDiscoveryWindow = std::chrono::seconds(3);
+
+// The agents that announce themselves with our key within the window, as "host:port".
+Result<std::vector<std::string>> discovered_agents(const std::string& key_file) {
+  auto key = find_cluster_key(key_file);
+  if (!key.ok()) return key.status();
+  if (key->none())
     return Status::BadInput(
-        "--peers: one agent only for now (placement over several machines is not built yet; "
-        "docs/peers.md)");
+        "peers auto: no cluster key, and only agents with one announce themselves (pass "
+        "--key-file, or list the agents)");
+  DiscoveryOptions options;
+  options.window = kDiscoveryWindow;
+  // The agents' --beacon-port, when they announce on another port than 7070.
+  if (const char* port = std::getenv("CAIRN_BEACON_PORT"); port && *port) {
+    const long value = std::strtol(port, nullptr, 10);
+    if (value <= 0 || value > 65535)
+      return Status::BadInput(std::string("CAIRN_BEACON_PORT: not a port: ") + port);
+    options.beacon_port = static_cast<uint16_t>(value);
+  }
+  options.log = [](const std::string& line) { std::cerr << "cairn: " << line << "\n"; };
+  auto heard = discover_peers(*key, options);
+  if (!heard.ok()) return heard.status();
+  std::vector<std::string> out;
+  for (const DiscoveredPeer& peer : heard->peers) out.push_back(peer.address.text());
+  return out;
+}
+
+}  // namespace
+
+Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
+                                      const std::string& key_file, bool require_all) {
+  RunPeers peers;
+  if (addresses.empty()) return peers;
+  std::vector<PeerAddress> parsed;
+  for (const std::string& text : addresses) {
+    auto address = parse_peer_address(text);
+    if (!address.ok()) return Status::BadInput("peer " + text + ": " + address.status().message());
+    parsed.push_back(*address);
+  }
   ::signal(SIGPIPE, SIG_IGN);  // the coordinator's SignalPipe does the same
   auto key = find_cluster_key(key_file);
   if (!key.ok()) return key.status();
   auto tls = TlsContext::make(TlsContext::Side::kClient, *key);
   if (!tls.ok()) return tls.status();
-  const AgentStatus status = query_agent_status(
-      list->front(), *tls, std::chrono::steady_clock::now() + std::chrono::seconds(10));
-  if (status.failure != PeerFailure::kNone) return Status::BadInput("--peers: " + status.error);
-  return std::vector<std::string>{list->front().text()};
+  const auto deadline = std::chrono::steady_clock::now() + kStatusTime;
+  std::vector<std::future<AgentStatus>> asking;
+  for (const PeerAddress& address : parsed)
+    asking.push_back(std::async(std::launch::async, query_agent_status, address, *tls, deadline));
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const AgentStatus status = asking[i].get();
+    const std::string text = parsed[i].text();
+    if (std::find(peers.addresses.begin(), peers.addresses.end(), text) != peers.addresses.end())
+      continue;  // listed twice: one machine
+    PeerSlots slots;
+    slots.address = text;
+    if (status.failure != PeerFailure::kNone) {
+      if (require_all) return Status::BadInput("peer " + status.error);
+      std::cerr << "cairn: warning: peer " << status.error
+                << "; its slots are not used until it answers\n";
+    } else {
+      slots.slots = status.slots_total;
+      for (const Json& device : status.devices)
+        if (device.is_string() && device.get<std::string>().rfind("gpu", 0) == 0) slots.gpus = true;
+    }
+    peers.addresses.push_back(text);
+    peers.slots.push_back(slots);
+  }
+  return peers;
+}
+
+Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConfig& config,
+                                 const std::string& key_file, bool require_all) {
+  std::vector<std::string> addresses;
+  bool discover = false;
+  if (!listed.empty()) {
+    // "auto" among the items: the agents discovery finds, besides those listed.
+    std::string rest;
+    for (size_t start = 0; start <= listed.size();) {
+      const size_t comma = std::min(listed.find(',', start), listed.size());
+      const std::string item = listed.substr(start, comma - start);
+      start = comma + 1;
+      if (item == "auto")
+        discover = true;
+      else if (!item.empty())
+        rest += (rest.empty() ? "" : ",") + item;
+    }
+    auto list = parse_peer_list(rest);
+    if (!list.ok()) return Status::BadInput("--peers: " + list.status().message());
+    for (const PeerAddress& address : *list) addresses.push_back(address.text());
+  } else if (config.resources.peers_mode == "list") {
+    addresses = config.resources.peers;
+  } else if (config.resources.peers_mode == "auto") {
+    discover = true;
+  }
+  auto peers = check_peer_addresses(addresses, key_file, require_all);
+  if (!peers.ok() || !discover) return peers;
+  auto found = discovered_agents(key_file);
+  if (!found.ok()) return found.status();
+  std::vector<std::string> fresh;
+  for (const std::string& address : *found)
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end())
+      fresh.push_back(address);
+  // A discovered agent that then refuses us is left out with a warning, never fatal: only
+  // what the user listed must answer.
+  auto more = check_peer_addresses(fresh, key_file, /*require_all=*/false);
+  if (!more.ok()) return more.status();
+  for (size_t i = 0; i < more->addresses.size(); ++i) {
+    if (more->slots[i].slots == 0) continue;
+    peers->addresses.push_back(more->addresses[i]);
+    peers->slots.push_back(more->slots[i]);
+  }
+  std::cerr << "cairn: peers auto: " << more->addresses.size() << " agent"
+            << (more->addresses.size() == 1 ? "" : "s") << " found in " << kDiscoveryWindow.count()
+            << " s\n";
+  return peers;
 }
 
 }  // namespace cairn::cli

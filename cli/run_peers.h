@@ -1,19 +1,31 @@
-// `cairn run --peers`: checked before an experiment is created, so that a wrong key, an
-// agent of another version or one that does not answer leaves nothing behind.
+// The peers of `cairn run` and `cairn resume` (docs/peers.md "Placement"): `--peers`, else
+// the config's `resources.peers`, each asked for its status (key, version, slots) before an
+// experiment is created or resumed, all at once and bounded (10 s).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/config/config.h"
+#include "engine/coordinator/machine_resources.h"
 
 namespace cairn::cli {
 
-// The agents of --peers (empty when not given), once the first has answered a status
-// request with our key and version (bounded: 10 s). One agent only for now: placement over
-// several machines is not built (docs/peers.md), so a longer list is refused rather than
-// half-used.
-Result<std::vector<std::string>> check_run_peers(const std::string& peers,
-                                                 const std::string& key_file);
+struct RunPeers {
+  std::vector<std::string> addresses;  // "host:port", in the order listed
+  std::vector<PeerSlots> slots;        // what each answered (0 slots: it did not)
+};
+
+// `listed` is --peers as given ("" when not given); the config's resources.peers otherwise.
+// `require_all` (run): a peer that does not answer with our key and version is an error
+// (exit 2, nothing created). Otherwise (resume) it is a warning on stderr, and the
+// coordinator keeps trying it.
+Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConfig& config,
+                                 const std::string& key_file, bool require_all);
+
+// The same for addresses already parsed (a resume's recorded peers).
+Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
+                                      const std::string& key_file, bool require_all);
 
 }  // namespace cairn::cli

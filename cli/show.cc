@@ -1,5 +1,6 @@
 // `cairn show ID`: an experiment or a trial.
 #include <iostream>
+#include <set>
 
 #include "cli/command.h"
 #include "cli/experiment_view.h"
@@ -81,6 +82,9 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
   if (const Json* best = best_trial_record(exp, trials)) out["best_trial"] = (*best)["id"];
   for (const Json& t : trials) out["trials"].push_back(trial_json(t));
   if (exp.contains("searcher_state")) out["searcher_state"] = exp["searcher_state"];
+  // The agents its trials may run on (docs/peers.md "Placement"), and whether this machine.
+  if (exp.contains("peers")) out["peers"] = exp["peers"];
+  if (exp.contains("run_locally")) out["run_locally"] = exp["run_locally"];
   // Provenance (SPEC §5): what the experiment ran, for scripts and `cairn compare`.
   for (const char* key : {"code", "data", "dependencies", "reproduces"})
     if (exp.contains(key)) out[key] = exp[key];
@@ -172,6 +176,19 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
   std::cout << "seed        " << out["seed"].dump() << "\n";
   std::cout << "steps       " << out["steps_completed"].dump() << "\n";
   std::cout << "restarts    " << out["restarts"].dump() << "\n";
+  if (out.contains("placement") && out["placement"].is_array()) {
+    // "local", or per rank when they ran on several machines: "0: local, 1: gpu2:7070".
+    std::string where;
+    std::set<std::string> machines;
+    for (const Json& p : out["placement"]) machines.insert(p.value("machine", "?"));
+    if (machines.size() == 1 && out["placement"].size() == 1)
+      where = *machines.begin();
+    else
+      for (const Json& p : out["placement"])
+        where += (where.empty() ? "" : ", ") + p.value("rank", Json(0)).dump() + ": " +
+                 p.value("machine", "?");
+    std::cout << "ran on      " << where << "\n";
+  }
   std::cout << "best        " << metrics_text(out["best_validation"]) << "\n";
   if (trial->contains("latest_validation"))
     std::cout << "latest      " << metrics_text((*trial)["latest_validation"]["metrics"])

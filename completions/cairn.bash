@@ -158,7 +158,7 @@ _cairn() {
     reproduce) options="--verify --allow-data-change" ;;
     doctor) options="--json" ;;
     agent)
-      options="--listen --slots --key-file --dir --new-key"
+      options="--listen --slots --key-file --dir --new-key --announce-interval --no-announce --announce-to --beacon-port"
       if [[ $prev == --key-file || $prev == --new-key ]]; then
         compopt -o filenames 2>/dev/null
         mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
@@ -168,16 +168,20 @@ _cairn() {
         _cairn_complete_dirs "$cur"
         return 0
       fi
-      takes_value="--listen --slots --key-file --dir --new-key"
+      takes_value="--listen --slots --key-file --dir --new-key --announce-interval --announce-to --beacon-port"
       ;;
     peers)
-      options="--peers --key-file --timeout --json"
+      options="--peers --key-file --timeout --discover --beacon-port --json"
       if [[ $prev == --key-file ]]; then
         compopt -o filenames 2>/dev/null
         mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
         return 0
       fi
-      takes_value="--peers --key-file --timeout"
+      if [[ $prev == --peers ]]; then
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -W "auto" -- "$cur")
+        return 0
+      fi
+      takes_value="--peers --key-file --timeout --discover --beacon-port"
       ;;
     version) options="--json" ;;
     help | export | completion) ;;

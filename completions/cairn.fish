@@ -203,16 +203,24 @@ complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1
 complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
 
 # agent [--listen ADDR:PORT] [--slots N] [--key-file F] [--dir DIR] [--new-key F]
+#       [--announce-interval SECONDS] [--no-announce] [--announce-to HOST[:PORT],...] [--beacon-port PORT]
 complete -c cairn -n '__cairn_using_command agent' -l listen -x -d 'Address to listen on (ADDR:PORT)'
 complete -c cairn -n '__cairn_using_command agent' -l slots -x -d 'Slots to offer'
 complete -c cairn -n '__cairn_using_command agent' -l key-file -r -F -d 'Cluster key file'
 complete -c cairn -n '__cairn_using_command agent' -l dir -x -a '(__fish_complete_directories)' -d 'Where the agent keeps its work'
 complete -c cairn -n '__cairn_using_command agent' -l new-key -r -F -d 'Write a new cluster key to FILE and exit'
+complete -c cairn -n '__cairn_using_command agent' -l announce-interval -x -d 'Seconds between discovery beacons'
+complete -c cairn -n '__cairn_using_command agent' -l no-announce -d 'Send no discovery beacons'
+complete -c cairn -n '__cairn_using_command agent' -l announce-to -x -d 'Also send beacons to these addresses (HOST[:PORT],...)'
+complete -c cairn -n '__cairn_using_command agent' -l beacon-port -x -d 'UDP port of the discovery beacons'
 
-# peers [--peers HOST:PORT,...] [--key-file F] [--timeout SECONDS] [--json]
-complete -c cairn -n '__cairn_using_command peers' -l peers -x -d 'Agents to ask (HOST:PORT,...)'
+# peers [--peers HOST:PORT,...|auto] [--key-file F] [--timeout SECONDS] [--discover SECONDS]
+#       [--beacon-port PORT] [--json]
+complete -c cairn -n '__cairn_using_command peers' -l peers -x -a 'auto' -d 'Agents to ask (HOST:PORT,... or auto)'
 complete -c cairn -n '__cairn_using_command peers' -l key-file -r -F -d 'Cluster key file'
 complete -c cairn -n '__cairn_using_command peers' -l timeout -x -d 'Seconds to wait for every peer'
+complete -c cairn -n '__cairn_using_command peers' -l discover -x -d 'Seconds to listen for beacons'
+complete -c cairn -n '__cairn_using_command peers' -l beacon-port -x -d 'UDP port to listen on for beacons'
 complete -c cairn -n '__cairn_using_command peers' -l json -d 'Print JSON'
 
 # version [--json]

@@ -37,6 +37,21 @@ Result<AddrInfoList> resolve(const std::string& host, uint16_t port, bool passiv
   return AddrInfoList(found);
 }
 
+// The numeric host of an address, without port or brackets ("10.0.0.2", "fe80::1").
+std::string sockaddr_host(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, host, sizeof host);
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+      inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host, sizeof host);
+    else
+      inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+  }
+  return host;
+}
+
 std::string sockaddr_name(const sockaddr* sa) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (sa->sa_family == AF_INET) {
@@ -249,6 +264,20 @@ std::string remote_name(int fd) {
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
   return sockaddr_name(reinterpret_cast<sockaddr*>(&ss));
+}
+
+std::string local_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return sockaddr_host(reinterpret_cast<sockaddr*>(&ss));
+}
+
+std::string remote_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return sockaddr_host(reinterpret_cast<sockaddr*>(&ss));
 }
 
 }  // namespace cairn

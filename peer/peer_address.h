@@ -51,4 +51,9 @@ Result<UniqueFd> connect_to(const PeerAddress& address,
 // "127.0.0.1:53412", "[::1]:53412": the other end of a connected socket.
 std::string remote_name(int fd);
 
+// The numeric hosts of this end and of the other end of a connected socket ("10.0.0.2",
+// "fe80::1": no port, no brackets); "" when the socket has none.
+std::string local_host(int fd);
+std::string remote_host(int fd);
+
 }  // namespace cairn

@@ -54,6 +54,7 @@ class PeerConnection {
   ~PeerConnection();
 
   const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
+  int fd() const { return fd_.get(); }  // the TCP socket, for its addresses (never read it)
   void set_stop_fd(int fd) { stop_fd_ = fd; }
 
   Status send(const Json& message, Deadline deadline);

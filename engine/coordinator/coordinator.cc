@@ -56,8 +56,18 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   gpu_slots_ = gpus > 0;
   gpu_names_ = gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   options_.slots = machine_slots(options_.slots, gpus);
-  slots_.emplace(options_.slots);
-  launcher_ = make_launcher(options_.peers, options_.key_file);
+  MachineInfo local;
+  local.slots = options_.run_locally ? options_.slots : 0;
+  local.gpu_names = gpu_names_;
+  Machines machines = connect_machines(std::move(local), options_.peers, options_.key_file);
+  launcher_ = std::move(machines.launchers);
+  machines_ = std::move(machines.info);
+  machine_warnings_ = std::move(machines.warnings);
+  std::vector<int> per_machine;
+  for (const MachineInfo& machine : machines_) per_machine.push_back(machine.slots);
+  slots_.emplace(per_machine);
+  for (int m = 1; m < launcher_->size(); ++m)
+    if (launcher_->lost(m)) slots_->set_available(m, false);
 }
 
 Coordinator::~Coordinator() = default;
@@ -204,14 +214,22 @@ Status Coordinator::start() {
   // `cairn run`, `reproduce` and `resume` checked this already, before creating or changing
   // anything; again here, with the slots this coordinator really has, before it writes.
   const int gpus = static_cast<int>(gpu_names_.size());
-  if (Status st = check_machine_resources(config_, gpus, slots_->size()); !st.ok()) return st;
+  for (const std::string& warning : machine_warnings_)
+    terminal_.warn("warning: " + warning + "; its slots are not used until it answers");
+  std::vector<PeerSlots> peers;
+  for (size_t m = 1; m < machines_.size(); ++m)
+    peers.push_back({machines_[m].address, machines_[m].slots, !machines_[m].gpu_names.empty()});
+  if (Status st = check_cluster_resources(config_, gpus, machines_[0].slots, peers); !st.ok())
+    return st;
   // The concurrency shapes when a searcher creates trials, so it is part of the searcher's
   // state: fixed when the experiment is created and reused on every resume.
   // A resume of an experiment whose search never started (no first commit) decides it
   // now, from the slots its `run` was given (`slots`, recorded with the experiment).
   if (!experiment_.contains("concurrency"))
     experiment_["concurrency"] =
-        trial_concurrency(config_, experiment_.value("slots", options_.slots));
+        trial_concurrency(config_, machines_.size() > 1 || !options_.run_locally
+                                       ? slots_->size()
+                                       : experiment_.value("slots", options_.slots));
   auto run_dir =
       prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
   if (!run_dir.ok()) return run_dir.status();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "engine/config/config.h"
 #include "engine/coordinator/control_channel.h"
 #include "engine/coordinator/launcher.h"
+#include "engine/coordinator/launcher_choice.h"
 #include "engine/coordinator/output_tail.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
@@ -42,7 +44,10 @@ struct CoordinatorOptions {
   int slots = 0;                // 0: the number of CPU cores
   std::string self_executable;  // re-executed for builtin:mlp
   bool resume = false;          // continue an experiment from its records and event log
-  // --peers / --key-file: ranks run on the first listed agent (launcher_choice.h).
+  // false with `--slots 0`: ranks run on the peers only.
+  bool run_locally = true;
+  // --peers / resources.peers, --key-file: the agents ranks may also run on
+  // (launcher_choice.h, docs/peers.md "Placement").
   std::vector<std::string> peers;
   std::string key_file;
   // Where the events `notify.on` asks for go (notifier.h); not owned; null: nowhere.
@@ -188,6 +193,16 @@ class Coordinator {
   void log_output(Trial& trial, std::string_view chunk);
   // The ranks that ended (launcher_->take_exits()), each to its trial.
   void collect_exits();
+  // Placement (coordinator_machines.cc): lost agents' slots withdrawn and the agents
+  // connected again in the background; the machines a trial prefers (the one that ran it
+  // last, which holds its checkpoint, then those that have the code); where its ranks run,
+  // for the record and the event log; rank 0's machine as the others reach it.
+  void watch_machines();
+  std::vector<int> preferred_machines(const Trial& trial) const;
+  Json placement_json(const std::vector<SlotRef>& places) const;
+  std::string master_address(const std::vector<SlotRef>& places) const;
+  // "(pid 1234)" for a trial all here, else "on 10.0.0.2:7070" / "on local ×2, b:7070 ×1".
+  std::string where_started(const Trial& trial) const;
   // The attempt ended (every rank has): its state, restart or error (exit_decision.h).
   // `permanent`: every rank that failed declared it so (declares_permanent): no restart.
   void handle_exit(Trial& trial, ExitInfo info, bool permanent);
@@ -256,8 +271,13 @@ class Coordinator {
   std::optional<SlotPool> slots_;
   bool gpu_slots_ = false;              // slots are GPUs: trials get CUDA_VISIBLE_DEVICES
   std::vector<std::string> gpu_names_;  // what CUDA_VISIBLE_DEVICES calls them (gpu_names)
-  // Where ranks run (launcher.h): processes of this machine.
-  std::unique_ptr<Launcher> launcher_;
+  // Where ranks run (launcher.h): this machine (0) and the agents (1…), as placed by slots_.
+  std::unique_ptr<MachineLaunchers> launcher_;
+  std::vector<MachineInfo> machines_;  // by machine index, as slots_ and launcher_ count them
+  std::vector<std::string> machine_warnings_;  // agents not reached at the start, for start()
+  // Lost agents being connected again (coordinator_machines.cc), by machine index.
+  std::map<int, std::future<Result<std::unique_ptr<RemoteLauncher>>>> reconnecting_;
+  std::map<int, Clock::time_point> reconnect_at_;
   std::optional<ControlListener> listener_;
   std::optional<OutputTail> output_;
   std::map<int, std::unique_ptr<ControlConnection>> connections_;

@@ -163,6 +163,18 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
           Json{{"type", "error"}, {"message", "no running trial '" + id + "' in this experiment"}});
     return;
   }
+  // A process of an earlier attempt (one its lost machine left running, one that outlived
+  // its gang) names that attempt: it speaks for nothing now. A hello without an attempt (an
+  // SDK that predates it, a hand-written client) is taken as the current one.
+  if (const Json attempt = msg.value("attempt", Json());
+      attempt.is_number_integer() &&
+      attempt.get<int64_t>() != trial->record.value("attempts", int64_t{0})) {
+    reply(conn, Json{{"type", "error"},
+                     {"message", "attempt " + attempt.dump() + " of trial " + id +
+                                     " has ended (the trial is at attempt " +
+                                     trial->record.value("attempts", Json(0)).dump() + ")"}});
+    return;
+  }
   const int rank =
       msg.contains("rank") && msg["rank"].is_number_integer() ? msg["rank"].get<int>() : 0;
   if (rank < 0 || rank >= trial->world_size()) {

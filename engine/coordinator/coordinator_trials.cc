@@ -203,11 +203,26 @@ Status Coordinator::start_trial(Trial& trial) {
   for (Rank& rank : trial.ranks) rank.tail.clear();
   auto env = trial_environment(trial);
   if (!env.ok()) return env.status();
-  auto slots = slots_->acquire(trial.index, config_.resources.slots_per_trial);
-  if (!slots) return Status::Failed("no free slot");  // schedule() checks first
-  env->slots = *slots;
-  trial.record["slots"] = *slots;
+  auto places =
+      slots_->acquire(trial.index, config_.resources.slots_per_trial, preferred_machines(trial));
+  if (!places) return Status::Failed("no free slot");  // schedule() checks first
   trial.reset_attempt();
+  // Every start is a new attempt, counted across resumes (the record keeps it).
+  trial.record["attempts"] = trial.record.value("attempts", int64_t{0}) + 1;
+  env->attempt = trial.record["attempts"].get<int64_t>();
+  env->slots.clear();
+  env->machines.clear();
+  for (size_t r = 0; r < places->size(); ++r) {
+    env->slots.push_back((*places)[r].slot);
+    env->machines.push_back((*places)[r].machine);
+    if (r < trial.ranks.size()) trial.ranks[r].machine = (*places)[r].machine;
+  }
+  for (size_t m = 1; m < machines_.size(); ++m)
+    if (!machines_[m].gpu_names.empty())
+      env->peer_gpu_names[static_cast<int>(m)] = machines_[m].gpu_names;
+  env->master_addr = master_address(*places);
+  trial.record["slots"] = env->slots;
+  trial.record["placement"] = placement_json(*places);
   Status started = start_ranks(trial, *env);
   if (!started.ok()) {
     slots_->release(trial.index);
@@ -224,8 +239,7 @@ Status Coordinator::start_trial(Trial& trial) {
                 trial.record["restored_checkpoint"].get<std::string>().substr(0, 12) + " (" +
                 std::to_string(env->steps_completed) + " units done)"
           : "";
-  terminal_.note("trial " + trial_id(trial.index) + " started (pid " +
-                 std::to_string(trial.chief().process->pid) + ")" + from);
+  terminal_.note("trial " + trial_id(trial.index) + " started " + where_started(trial) + from);
   return Status::Ok();
 }
 
@@ -241,6 +255,7 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
   for (Rank& rank : trial.ranks) {
     launch.env = rank_environment(env, rank.rank);
     launch.output = rank.output_file;
+    launch.machine = rank.machine;
     // Output files are opened for appending: what this attempt writes begins at the file's
     // end as it is before the start (measured after it, the first bytes could be past it).
     // From where the last read stopped, so that what is past it (written after the previous
@@ -288,7 +303,9 @@ void Coordinator::record_start(Trial& trial) {
   trial.record["boot_id"] = boot_id();
   trial.record.erase("exit");
   set_trial_state(trial, TrialState::kRunning);
-  record_event(schema::EventType::kTrialStarted, {{"trial", trial.index}, {"pid", chief.pid}});
+  record_event(
+      schema::EventType::kTrialStarted,
+      {{"trial", trial.index}, {"pid", chief.pid}, {"placement", trial.record["placement"]}});
 }
 
 void Coordinator::log_output(Trial& trial, std::string_view chunk) {
@@ -334,6 +351,7 @@ void Coordinator::collect_exits() {
         return r.process && r.process->pid == ended.rank.pid;
       });
       if (rank == trial->ranks.end()) continue;
+      if (ended.machine_lost) trial->machine_lost = true;
       drain_output(*trial, *rank, /*final=*/true);
       rank->process.reset();
       rank_exited(*trial, *rank, ended.info);
@@ -411,6 +429,7 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
   end.restarts = trial.record.value("restarts", 0);
   end.max_restarts = config_.max_restarts;
   end.failures_in_a_row = trial.failures_in_a_row;
+  end.machine_lost = trial.machine_lost;
   return end;
 }
 
@@ -468,6 +487,17 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
       break;
     case AttemptOutcome::kStopping:
       terminal_.note("trial " + id + " stopped: " + why);
+      break;
+    case AttemptOutcome::kMachineLost:
+      // Infrastructure, not the trial: restarted elsewhere at once, max_restarts untouched.
+      record_event(schema::EventType::kTrialRestart,
+                   {{"trial", trial.index},
+                    {"restart", trial.record.value("restarts", 0)},
+                    {"reason", "its machine was lost"},
+                    {"counted", false}});
+      terminal_.note("trial " + id +
+                     " lost its machine; restarting it elsewhere from its latest checkpoint "
+                     "(not counted against max_restarts)");
       break;
     case AttemptOutcome::kRestart:
     case AttemptOutcome::kError:

@@ -41,6 +41,9 @@ AttemptDecision decide_attempt_end(const AttemptEnd& e) {
   if (ok && e.own_length) return {AttemptOutcome::kFinished, TrialState::kCompleted};
   // Killed while cairn was stopping: not the trial's fault.
   if (e.pausing && !e.permanent) return {AttemptOutcome::kStopping, TrialState::kPaused};
+  // Its machine went away (an agent's connection broke): not the trial's failure, so it
+  // neither spends a restart nor waits a back-off.
+  if (e.machine_lost && !ok) return {AttemptOutcome::kMachineLost, TrialState::kQueued};
   if (!e.permanent && e.restarts < e.max_restarts) {
     const int backoff_s = std::min(30, 1 << std::min(e.failures_in_a_row, 5));
     return {AttemptOutcome::kRestart, TrialState::kQueued, std::chrono::seconds(backoff_s)};

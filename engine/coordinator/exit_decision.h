@@ -60,6 +60,8 @@ struct AttemptEnd {
   int restarts = 0;       // restarts so far
   int max_restarts = 0;
   int failures_in_a_row = 0;  // failed starts without a checkpoint in between
+  // A rank was lost with its machine (an agent's connection broke): not the trial's doing.
+  bool machine_lost = false;
 };
 
 enum class AttemptOutcome {
@@ -68,8 +70,10 @@ enum class AttemptOutcome {
   kPaused,    // asked to stop, and it did: PAUSED
   kReleased,  // its operation done: QUEUED when promoted, else PAUSED until the searcher decides
   kStopping,  // failed or killed while cairn stopped: PAUSED, not the trial's fault
-  kRestart,   // failed: QUEUED, restarted from its latest checkpoint after `backoff`
-  kError,     // failed past its restarts, or permanently: ERROR
+  // lost with its machine: QUEUED at once, elsewhere, not counted against max_restarts
+  kMachineLost,
+  kRestart,  // failed: QUEUED, restarted from its latest checkpoint after `backoff`
+  kError,    // failed past its restarts, or permanently: ERROR
 };
 
 struct AttemptDecision {

@@ -34,6 +34,9 @@ struct RankLaunch {
   std::filesystem::path cwd;
   std::map<std::string, std::string> env;
   std::filesystem::path output;  // stdout+stderr are appended here
+  // Which machine runs it (slot_pool.h's SlotRef::machine: 0 is this one). A launcher of one
+  // machine ignores it; machine_launchers.h routes by it.
+  int machine = 0;
   // What `cwd` holds, for a launcher on another machine to ship there (run_shipping.h);
   // null for an experiment without a snapshot.
   std::shared_ptr<const RunSource> source;
@@ -50,6 +53,9 @@ struct LaunchedRank {
 struct RankExit {
   LaunchedRank rank;
   ExitInfo info;
+  // The rank was lost with its machine (the connection to its agent broke), which is not the
+  // trial's doing: the coordinator restarts the gang elsewhere without charging max_restarts.
+  bool machine_lost = false;
 };
 
 class Launcher {
@@ -69,6 +75,10 @@ class Launcher {
   // the coordinator calls it whenever its loop wakes (a local rank's end wakes it through
   // SIGCHLD). Whatever a rank left running is killed before its end is reported.
   virtual std::vector<RankExit> take_exits() = 0;
+  // The machine behind this launcher is gone (its agent's connection broke): nothing starts
+  // there any more, and its ranks come out of take_exits() with machine_lost. A launcher of
+  // this machine is never lost.
+  virtual bool lost() const { return false; }
 };
 
 }  // namespace cairn

@@ -4,6 +4,9 @@
 // may happen on another machine or with fewer slots.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "common/status.h"
 #include "engine/config/config.h"
 
@@ -20,6 +23,20 @@ int machine_slots(int requested, int gpus);
 // kBadInput, one line naming the config's place and key ("exp.yaml:7: resources.devices:
 // …"), when `resources.devices: gpu` finds no GPU or a trial needs more slots than `slots`.
 Status check_machine_resources(const ExperimentConfig& config, int gpus, int slots);
+
+// What one peer offers, as its agent's status said.
+struct PeerSlots {
+  std::string address;  // "host:port"
+  int slots = 0;
+  bool gpus = false;  // its slots are GPUs
+};
+
+// check_machine_resources over this machine (`local_slots`, 0 with --slots 0) and its peers
+// (docs/peers.md "Placement"): a trial's ranks may be split over machines, so what must fit
+// is the largest gang in all their slots (with `resources.devices: gpu`, the GPU machines'
+// only). With no peers, the same check and message as check_machine_resources.
+Status check_cluster_resources(const ExperimentConfig& config, int local_gpus, int local_slots,
+                               const std::vector<PeerSlots>& peers);
 
 // The three above, for the machine cairn runs on with --slots `requested` (0: default).
 Status check_machine_resources(const ExperimentConfig& config, int requested_slots);

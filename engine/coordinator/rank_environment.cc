@@ -1,19 +1,31 @@
 #include "engine/coordinator/rank_environment.h"
 
+#include <algorithm>
+
 #include "engine/coordinator/slot_pool.h"
 
 namespace cairn {
 
 namespace {
 
+// The machine rank `rank` runs on (0: this one).
+int machine_of(const TrialEnvironment& t, int rank) {
+  const size_t r = static_cast<size_t>(rank);
+  return r < t.machines.size() ? t.machines[r] : 0;
+}
+
 // Which devices the rank sees and how many threads it may use.
 void set_devices(const TrialEnvironment& t, int rank, std::map<std::string, std::string>& env) {
-  if (t.gpu_slots) {
+  const int machine = machine_of(t, rank);
+  auto peer = t.peer_gpu_names.find(machine);
+  const bool gpu_slots = machine == 0 ? t.gpu_slots : peer != t.peer_gpu_names.end();
+  if (gpu_slots) {
+    const std::vector<std::string>& names = machine == 0 ? t.gpu_names : peer->second;
     // A single-process trial gets all of its GPUs; each rank of a data-parallel one, its own.
     const size_t r = static_cast<size_t>(rank);
-    env["CUDA_VISIBLE_DEVICES"] =
-        t.world_size > 1 ? device_list({r < t.slots.size() ? t.slots[r] : 0}, t.gpu_names)
-                         : device_list(t.slots, t.gpu_names);
+    env["CUDA_VISIBLE_DEVICES"] = t.world_size > 1
+                                      ? device_list({r < t.slots.size() ? t.slots[r] : 0}, names)
+                                      : device_list(t.slots, names);
   } else {
     if (t.cpu_only) env["CUDA_VISIBLE_DEVICES"] = "";
     // One core per slot by default, so concurrent trials do not oversubscribe the machine;
@@ -33,6 +45,10 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   // cairn's variables win over anything inherited or configured: they are the protocol.
   env["CAIRN_EXPERIMENT_ID"] = std::to_string(t.experiment_id);
   env["CAIRN_TRIAL_ID"] = t.trial_id;
+  // Sent back in the rank's hello: a process of an earlier attempt (left running on a machine
+  // that was lost, say) can never speak for this one.
+  env.erase("CAIRN_ATTEMPT");
+  if (t.attempt > 0) env["CAIRN_ATTEMPT"] = std::to_string(t.attempt);
   // What the `determined` package needs beyond the SDK's own (docs/determined.md): the
   // trial's integer number, the searcher's metric and order, and the slot of each rank.
   if (t.trial_number > 0) env["CAIRN_TRIAL_NUMBER"] = std::to_string(t.trial_number);
@@ -59,10 +75,20 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   if (t.restored_checkpoint) env["CAIRN_LATEST_CHECKPOINT"] = t.restored_checkpoint->string();
   env["CAIRN_STEPS_COMPLETED"] = std::to_string(t.restored_checkpoint ? t.steps_completed : 0);
 
-  // torchrun's variables (SPEC §4).
-  env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
-  env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(t.world_size);
-  env["MASTER_ADDR"] = "127.0.0.1";
+  // torchrun's variables (SPEC §4). LOCAL_*: among the ranks on the same machine.
+  int local_rank = 0, local_world = 0;
+  bool one_machine = true;
+  for (int r = 0; r < t.world_size; ++r) {
+    if (machine_of(t, r) != machine_of(t, 0)) one_machine = false;
+    if (machine_of(t, r) != machine_of(t, rank)) continue;
+    ++local_world;
+    if (r < rank) ++local_rank;
+  }
+  env["RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = std::to_string(local_rank);
+  env["WORLD_SIZE"] = std::to_string(t.world_size);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(std::max(1, local_world));
+  env["MASTER_ADDR"] = one_machine ? "127.0.0.1" : t.master_addr;
   env["MASTER_PORT"] = std::to_string(t.master_port);
 
   auto pythonpath = env.find("PYTHONPATH");

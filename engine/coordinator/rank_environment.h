@@ -21,6 +21,7 @@ struct TrialEnvironment {
 
   int64_t experiment_id = 0;
   std::string trial_id;      // "7.3"
+  int64_t attempt = 0;       // which start of the trial this is (CAIRN_ATTEMPT); 0: unset
   int64_t trial_number = 0;  // store-wide (store/trial_numbers.h); 0: none
   std::string searcher_metric;
   bool smaller_is_better = true;
@@ -39,15 +40,22 @@ struct TrialEnvironment {
   std::optional<std::filesystem::path> restored_checkpoint;
   int64_t steps_completed = 0;
 
-  // torchrun's rendezvous: every rank of the trial runs on this machine.
+  // torchrun's rendezvous. MASTER_ADDR is `master_addr` when the ranks run on several
+  // machines (rank 0's machine as the others reach it), else 127.0.0.1.
   int world_size = 1;
   int master_port = 29500;
+  std::string master_addr = "127.0.0.1";
 
-  // The trial's slots, in rank order. GPU slots are named by `gpu_names` in
-  // CUDA_VISIBLE_DEVICES; CPU slots are cores.
+  // The trial's slots, in rank order, each an index among its machine's slots; `machines`
+  // says which machine runs each rank (slot_pool.h: 0 is this one; empty: all here).
+  // GPU slots are named in CUDA_VISIBLE_DEVICES by `gpu_names` here and by
+  // `peer_gpu_names` on another machine (a machine it does not list has CPU slots); CPU
+  // slots are cores.
   std::vector<int> slots;
+  std::vector<int> machines;
   bool gpu_slots = false;
   std::vector<std::string> gpu_names;
+  std::map<int, std::vector<std::string>> peer_gpu_names;
   bool cpu_only = false;  // resources.devices: cpu — hide every GPU
 
   // OpenBLAS's kernels (engine/coordinator/trial_blas_core.h): OPENBLAS_CORETYPE for every

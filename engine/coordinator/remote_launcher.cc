@@ -40,6 +40,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* na
 struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
+  Offer offer;
   std::optional<RunShipper> shipper;  // code and data, over a connection of its own
 
   std::mutex mutex;
@@ -69,7 +70,7 @@ void RemoteLauncher::State::fail_all(const Status& why) {
     if (pending.count(rank)) continue;  // its start() fails instead
     ExitInfo info;
     info.signal = SIGKILL;
-    exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
+    exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info, /*machine_lost=*/true});
   }
   running.clear();
   outputs.clear();
@@ -145,7 +146,22 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   PeerFailure failure;
   auto peer = connect_to_agent(address, client, Clock::now() + timeout, &failure);
   if (!peer.ok()) return peer.status();
+  // What it offers (slots, devices), asked once: the placement's view of the machine.
+  const auto deadline = Clock::now() + timeout;
+  Status asked = (*peer)->send(Json{{"type", "status"}}, deadline);
+  auto answer = asked.ok() ? (*peer)->receive(deadline) : Result<std::optional<Json>>(asked);
+  if (!answer.ok()) return Status::Failed(address.text() + ": " + answer.status().message());
+  if (!answer->has_value() || (**answer).value("type", "") != "status")
+    return Status::Failed(address.text() + ": no status answer");
   auto state = std::make_unique<State>();
+  const Json& status = **answer;
+  const Json slots = status.value("slots", Json::object()).value("total", Json());
+  state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
+  for (const Json& device : status.value("devices", Json::array()))
+    if (device.is_string() && device.get<std::string>().rfind("gpu", 0) == 0)
+      state->offer.gpu_names.push_back(device.get<std::string>().substr(3));
+  state->offer.local_address = local_host((*peer)->fd());
+  state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);
   state->address = address.text();
   state->shipper.emplace(address, client);
@@ -201,6 +217,15 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   if (!s.running.count(id)) return false;
   s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
   return true;
+}
+
+bool RemoteLauncher::lost() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->broken.has_value();
+}
+
+const RemoteLauncher::Offer& RemoteLauncher::offer() const {
+  return state_->offer;
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {

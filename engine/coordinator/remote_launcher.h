@@ -26,6 +26,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/coordinator/launcher.h"
 #include "peer/peer_address.h"
@@ -35,8 +37,8 @@ namespace cairn {
 
 class RemoteLauncher final : public Launcher {
  public:
-  // Connects to the agent at `address` and says hello, within `timeout`. The error is one
-  // line naming the address (a key mismatch, unreachable, another version).
+  // Connects to the agent at `address`, says hello and asks its status, within `timeout`. The error
+  // is one line naming the address (a key mismatch, unreachable, another version).
   // `reap_local_children`: whether take_exits() reaps this process's ended children (what
   // the coordinator needs; false where an agent runs in the same process, as in tests).
   static Result<std::unique_ptr<RemoteLauncher>> connect(const PeerAddress& address,
@@ -49,6 +51,17 @@ class RemoteLauncher final : public Launcher {
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  bool lost() const override;
+
+  // What the agent said it offers when connected (its status answer), and this side's
+  // address on the connection (the address the agent's machine reaches this one by).
+  struct Offer {
+    int slots = 0;
+    std::vector<std::string> gpu_names;  // "0", "1", … for its gpu0, gpu1, …; empty: CPU slots
+    std::string local_address;           // this end of the connection ("10.0.0.1")
+    std::string agent_address;           // the agent's end, as connected ("10.0.0.2")
+  };
+  const Offer& offer() const;
 
   struct State;
 

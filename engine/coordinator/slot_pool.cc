@@ -5,24 +5,75 @@
 
 namespace cairn {
 
-int SlotPool::free() const {
-  return static_cast<int>(std::count(owner_.begin(), owner_.end(), int64_t{0}));
+SlotPool::SlotPool(const std::vector<int>& per_machine) {
+  for (int slots : per_machine) owner_.emplace_back(static_cast<size_t>(std::max(0, slots)), 0);
+  available_.assign(owner_.size(), true);
 }
 
-std::optional<std::vector<int>> SlotPool::acquire(int64_t trial, int count) {
+int SlotPool::size() const {
+  int total = 0;
+  for (int m = 0; m < machines(); ++m)
+    if (available_[static_cast<size_t>(m)]) total += size(m);
+  return total;
+}
+
+int SlotPool::size(int machine) const {
+  if (machine < 0 || machine >= machines()) return 0;
+  return static_cast<int>(owner_[static_cast<size_t>(machine)].size());
+}
+
+int SlotPool::free() const {
+  int total = 0;
+  for (int m = 0; m < machines(); ++m) total += free(m);
+  return total;
+}
+
+int SlotPool::free(int machine) const {
+  if (!available(machine)) return 0;
+  const auto& owners = owner_[static_cast<size_t>(machine)];
+  return static_cast<int>(std::count(owners.begin(), owners.end(), int64_t{0}));
+}
+
+std::optional<std::vector<SlotRef>> SlotPool::acquire(int64_t trial, int count,
+                                                      const std::vector<int>& preferred) {
   if (count <= 0 || free() < count) return std::nullopt;
-  std::vector<int> got;
-  for (size_t i = 0; i < owner_.size() && static_cast<int>(got.size()) < count; ++i) {
-    if (owner_[i] != 0) continue;
-    owner_[i] = trial;
-    got.push_back(static_cast<int>(i));
+  std::vector<int> order;
+  for (int m : preferred)
+    if (available(m) && std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
+  std::vector<int> rest;
+  for (int m = 0; m < machines(); ++m)
+    if (available(m) && std::find(order.begin(), order.end(), m) == order.end()) rest.push_back(m);
+  std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) { return free(a) > free(b); });
+  order.insert(order.end(), rest.begin(), rest.end());
+  std::vector<SlotRef> got;
+  for (int m : order) {
+    auto& owners = owner_[static_cast<size_t>(m)];
+    for (size_t i = 0; i < owners.size() && static_cast<int>(got.size()) < count; ++i) {
+      if (owners[i] != 0) continue;
+      owners[i] = trial;
+      got.push_back({m, static_cast<int>(i)});
+    }
   }
   return got;
 }
 
 void SlotPool::release(int64_t trial) {
-  for (auto& owner : owner_)
-    if (owner == trial) owner = 0;
+  for (auto& owners : owner_)
+    for (auto& owner : owners)
+      if (owner == trial) owner = 0;
+}
+
+void SlotPool::set_available(int machine, bool available) {
+  if (machine >= 0 && machine < machines()) available_[static_cast<size_t>(machine)] = available;
+}
+
+void SlotPool::set_slots(int machine, int slots) {
+  if (machine >= 0 && machine < machines())
+    owner_[static_cast<size_t>(machine)].assign(static_cast<size_t>(std::max(0, slots)), 0);
+}
+
+bool SlotPool::available(int machine) const {
+  return machine >= 0 && machine < machines() && available_[static_cast<size_t>(machine)];
 }
 
 std::vector<std::string> gpu_names(int device_count, const char* parent_visible) {

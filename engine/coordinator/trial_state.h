@@ -65,6 +65,7 @@ struct Rank {
   std::optional<LaunchedRank> process;  // started and not yet ended
   std::optional<ExitInfo> exit;         // ended, this attempt
   int connection_fd = -1;
+  int machine = 0;              // where it runs (slot_pool.h's SlotRef::machine; 0: this machine)
   size_t operations_asked = 0;  // next_operation requests answered in this attempt
   RankWait wait;                // what it waits in (multi-rank trials)
   // Across attempts.
@@ -140,6 +141,9 @@ struct Trial {
   std::optional<Json> orphan_process;
   Clock::time_point last_heard{};  // the last message or output from the running process
   bool liveness_killed = false;
+  // A rank of this attempt was lost with its machine (launcher.h's machine_lost): the attempt
+  // ends as a relocation, not a failure of the trial. Cleared by reset_attempt().
+  bool machine_lost = false;
   int failures_in_a_row = 0;  // failed starts without a checkpoint in between
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
@@ -189,6 +193,7 @@ struct Trial {
   void reset_attempt() {
     for (Rank& r : ranks) r.reset_attempt();
     outcome = GangOutcome{};
+    machine_lost = false;
     operations.clear();
     syncs.clear();
     checkpoint_rounds.clear();

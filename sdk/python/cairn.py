@@ -454,6 +454,7 @@ def _settings_from_environment():
         "hparams": _hparams_from_environment(),
         "seed": _env_int("CAIRN_SEED", 0),
         "trial_id": env.get("CAIRN_TRIAL_ID") or None,
+        "attempt": _env_int("CAIRN_ATTEMPT", 0),
         "experiment_id": int(experiment) if experiment.isdigit() else (experiment or None),
         "steps_completed": _env_int("CAIRN_STEPS_COMPLETED", 0),
         "latest_checkpoint": pathlib.Path(latest).resolve() if latest else None,
@@ -651,7 +652,8 @@ class _Channel:
         self.send({"type": "hello", "protocol": PROTOCOL_VERSION, "trial": settings["trial_id"],
                    "experiment": settings["experiment_id"], "rank": settings["rank"],
                    "world_size": settings["world_size"], "pid": os.getpid(),
-                   "sdk": "python/" + __version__})
+                   "sdk": "python/" + __version__,
+                   **({"attempt": settings["attempt"]} if settings.get("attempt") else {})})
         deadline = time.monotonic() + _HANDSHAKE_SECONDS
         while not self.welcome:
             if self.closed:

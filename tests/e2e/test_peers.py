@@ -365,7 +365,8 @@ class PeersTest(CairnTestCase):
         script = os.path.join(self.dir, "train.py")
         self.write("exp.yaml", RUN_CONFIG % script)
         proc = self.cairn("run", "exp.yaml", "--peers", agent.address, "--key-file", key,
-                          check=0, env=self.agent_env(), timeout=120)
+                          "--slots", "0", check=0, env=self.agent_env(), timeout=120)
+        self.assertIn("trial 1.1 started on " + agent.address, proc.stdout + proc.stderr)
         runs = os.path.join(agent.dir, "work", "runs")
         self.assertRegex(proc.stdout + proc.stderr,
                          r"\[1\.1\] running in %s/[0-9a-f]{16}\n" % re.escape(runs))
@@ -383,7 +384,7 @@ class PeersTest(CairnTestCase):
     def test_cairn_run_peers_refuses_before_creating_anything(self):
         key, _ = self.new_key("cluster.key")
         other, other_id = self.new_key("other.key")
-        agent = Agent(self, "--key-file", key)
+        agent = Agent(self, "--key-file", key, "--slots", "2")
         self.write("train.py", RUN_TRAIN)
         self.write("exp.yaml", RUN_CONFIG % os.path.join(self.dir, "train.py"))
         proc = self.cairn("run", "exp.yaml", "--peers", agent.address, "--key-file", other,
@@ -394,7 +395,17 @@ class PeersTest(CairnTestCase):
         proc = self.cairn("run", "exp.yaml", "--peers", agent.address + ",127.0.0.1:1",
                           "--key-file", key, env=self.agent_env())
         self.assertEqual(proc.returncode, 2)
-        self.assertIn("one agent only", proc.stderr)
+        self.assertIn("cannot connect to 127.0.0.1:1", proc.stderr)
+        # --slots 0 with no agent to run on, and a gang that fits nowhere: refused at once.
+        proc = self.cairn("run", "exp.yaml", "--slots", "0", env=self.agent_env())
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--slots 0 runs nothing on this machine", proc.stderr)
+        proc = self.cairn("run", "exp.yaml", "--slots", "0", "--peers", agent.address,
+                          "--key-file", key, "--set", "resources.slots_per_trial=3",
+                          env=self.agent_env())
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("resources.slots_per_trial: 3 is more than the 2 slots of this machine (0) "
+                      "and its peers (%s: 2) together" % agent.address, proc.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
 
     def test_sigterm_ends_the_agent_and_its_open_connections(self):

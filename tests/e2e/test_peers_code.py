@@ -126,7 +126,8 @@ class PeersCodeTest(CairnTestCase):
         self.git("commit", "-q", "-m", "project")
 
     def run_on(self, agent, background=False):
-        argv = [CAIRN, "run", "exp.yaml", "--peers", agent.address, "--key-file", self.key]
+        argv = [CAIRN, "run", "exp.yaml", "--peers", agent.address, "--key-file", self.key,
+                "--slots", "0"]  # on the agent only
         if background:
             return subprocess.Popen(argv, cwd=self.proj, env=self.env(), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)

@@ -613,6 +613,40 @@ raw.close()
         self.assertEqual(dup["raw"]["type"], "error")
         self.assertIn("rank 0 of trial 1.1 is already connected", dup["raw"]["message"])
 
+    def test_a_process_of_an_ended_attempt_speaks_for_nothing(self):
+        # Attempt 1 fails; attempt 2 first says hello as attempt 1 would (a process its
+        # lost machine left running), then as itself.
+        self.write("stale.py", r"""
+import json, os, socket, sys
+attempt = int(os.environ["CAIRN_ATTEMPT"])
+if attempt == 1:
+    sys.exit(3)
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+raw.connect(os.environ["CAIRN_CONTROL"][len("unix:"):])
+raw.sendall(json.dumps({"type": "hello", "protocol": 1, "trial": os.environ["CAIRN_TRIAL_ID"],
+                        "rank": 0, "attempt": 1}).encode() + b"\n")
+answer = json.loads(raw.makefile().readline())
+raw.close()
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "stale.json"), "w") as f:
+    json.dump({"attempt": attempt, "answer": answer}, f)
+import cairn
+ctx = cairn.init()
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+""")
+        self.write("stale.yaml", "entrypoint: /usr/bin/python3 stale.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 1\n")
+        run = self.cairn("run", "stale.yaml", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        with open(os.path.join(self.dir, "stale.json")) as f:
+            stale = json.load(f)
+        self.assertEqual(stale["attempt"], 2)
+        self.assertEqual(stale["answer"], {
+            "type": "error",
+            "message": "attempt 1 of trial 1.1 has ended (the trial is at attempt 2)"})
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+
     def test_a_rank_that_closed_its_connection_may_connect_again(self):
         # The refusal above is for a rank whose connection is open: a process that closed
         # its connection (cairn may not have read the close yet) and connects again is welcome.

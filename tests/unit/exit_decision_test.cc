@@ -132,6 +132,26 @@ TEST_CASE("a failure while cairn stops is a pause, unless the trial declared it 
   CHECK(decide_attempt_end(e).state == TrialState::kError);
 }
 
+TEST_CASE("a rank lost with its machine is requeued at once, without spending a restart") {
+  AttemptEnd e = running_trial(kKilled);
+  e.machine_lost = true;
+  e.restarts = 3;  // none left: a failure would end in ERROR
+  e.failures_in_a_row = 4;
+  AttemptDecision d = decide_attempt_end(e);
+  CHECK(d.outcome == AttemptOutcome::kMachineLost);
+  CHECK(d.state == TrialState::kQueued);
+  CHECK(d.backoff.count() == 0);
+  // Stopping, canceling and a searcher's close still win.
+  e.pausing = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kStopping);
+  e.pausing = false;
+  e.closed = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kFinished);
+  e.closed = false;
+  e.canceling = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kCanceled);
+}
+
 TEST_CASE("trial states round-trip through their stored names") {
   for (TrialState s :
        {TrialState::kQueued, TrialState::kRunning, TrialState::kPaused, TrialState::kCompleted,

@@ -161,3 +161,39 @@ TEST_CASE("the trial's OpenBLAS kernels reach every rank, over the user's variab
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("ranks on several machines: local ranks per machine, rank 0's address, their GPUs") {
+  TrialEnvironment t = two_rank_trial();
+  t.world_size = 4;
+  t.slots = {0, 1, 0, 1};
+  t.machines = {0, 0, 2, 1};  // two here, one on each of two agents
+  t.gpu_slots = true;
+  t.gpu_names = {"4", "5"};
+  t.peer_gpu_names[2] = {"0", "1"};  // machine 1 has CPU slots
+  t.master_addr = "10.0.0.1";
+  auto rank0 = rank_environment(t, 0);
+  auto rank1 = rank_environment(t, 1);
+  auto rank2 = rank_environment(t, 2);
+  auto rank3 = rank_environment(t, 3);
+  CHECK(rank0["LOCAL_RANK"] == "0");
+  CHECK(rank1["LOCAL_RANK"] == "1");
+  CHECK(rank1["LOCAL_WORLD_SIZE"] == "2");
+  CHECK(rank2["LOCAL_RANK"] == "0");
+  CHECK(rank2["LOCAL_WORLD_SIZE"] == "1");
+  CHECK(rank3["RANK"] == "3");
+  CHECK(rank3["WORLD_SIZE"] == "4");
+  for (auto* env : {&rank0, &rank1, &rank2, &rank3}) CHECK((*env)["MASTER_ADDR"] == "10.0.0.1");
+  // Each machine's own names for its GPUs; a CPU machine gets threads instead.
+  CHECK(rank1["CUDA_VISIBLE_DEVICES"] == "5");
+  CHECK(rank2["CUDA_VISIBLE_DEVICES"] == "0");
+  CHECK(rank3.count("CUDA_VISIBLE_DEVICES") == 0);
+  CHECK(rank3["OMP_NUM_THREADS"] == "1");
+  // All on one machine (an agent): loopback, whatever the machine's address.
+  t.machines = {1, 1, 1, 1};
+  CHECK(rank_environment(t, 0)["MASTER_ADDR"] == "127.0.0.1");
+  CHECK(rank_environment(t, 3)["LOCAL_RANK"] == "3");
+}
+
+}  // namespace cairn

@@ -4,23 +4,78 @@
 
 namespace cairn {
 
+// The slot indices of a placement on one machine.
+std::vector<int> indices(const std::vector<SlotRef>& places) {
+  std::vector<int> out;
+  for (const SlotRef& p : places) out.push_back(p.slot);
+  return out;
+}
+
 TEST_CASE("slots are handed out without oversubscription and come back on release") {
   SlotPool pool(4);
   CHECK(pool.free() == 4);
   auto a = pool.acquire(1, 2);
   REQUIRE(a);
-  CHECK(*a == std::vector<int>{0, 1});
+  CHECK(indices(*a) == std::vector<int>{0, 1});
   auto b = pool.acquire(2, 1);
   REQUIRE(b);
-  CHECK(*b == std::vector<int>{2});
+  CHECK(indices(*b) == std::vector<int>{2});
   CHECK_FALSE(pool.acquire(3, 2));  // only one left
   CHECK(pool.free() == 1);
   pool.release(1);
   auto c = pool.acquire(3, 2);
   REQUIRE(c);
-  CHECK(*c == std::vector<int>{0, 1});
-  CHECK(device_list(*c, gpu_names(4, nullptr)) == "0,1");
+  CHECK(indices(*c) == std::vector<int>{0, 1});
+  CHECK(device_list(indices(*c), gpu_names(4, nullptr)) == "0,1");
   CHECK_FALSE(pool.acquire(4, 0));
+}
+
+TEST_CASE("placement over machines: preferred first, then the freest, gangs split unevenly") {
+  SlotPool pool(std::vector<int>{0, 3, 2});  // --slots 0, two agents
+  CHECK(pool.size() == 5);
+  CHECK(pool.free(0) == 0);
+  // A gang of 4 lands on as few machines as possible: 3 on the freest, 1 on the next.
+  auto gang = pool.acquire(1, 4);
+  REQUIRE(gang);
+  CHECK(*gang == std::vector<SlotRef>{{1, 0}, {1, 1}, {1, 2}, {2, 0}});
+  CHECK(pool.free() == 1);
+  CHECK_FALSE(pool.acquire(2, 2));  // never half a gang
+  pool.release(1);
+  // Single-slot trials spread: each goes to the machine with the most free slots.
+  auto a = pool.acquire(2, 1);
+  auto b = pool.acquire(3, 1);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->front().machine == 1);
+  CHECK(b->front().machine == 1);  // 2 free there, 2 on machine 2: the lower index
+  auto c = pool.acquire(4, 1);
+  REQUIRE(c);
+  CHECK(c->front().machine == 2);
+  // The machine that holds a trial's checkpoint comes first, even when another is freer.
+  pool.release(2);
+  pool.release(3);
+  pool.release(4);
+  auto preferred = pool.acquire(5, 1, {2});
+  REQUIRE(preferred);
+  CHECK(preferred->front() == SlotRef{2, 0});
+}
+
+TEST_CASE("a lost machine offers nothing until it is back, perhaps with another count") {
+  SlotPool pool(std::vector<int>{1, 2});
+  auto held = pool.acquire(1, 2, {1});
+  REQUIRE(held);
+  pool.set_available(1, false);
+  CHECK(pool.size() == 1);
+  CHECK(pool.free() == 1);
+  auto only_here = pool.acquire(2, 1, {1});
+  REQUIRE(only_here);
+  CHECK(only_here->front().machine == 0);
+  CHECK_FALSE(pool.acquire(3, 1));
+  pool.release(1);
+  pool.set_slots(1, 4);
+  pool.set_available(1, true);
+  CHECK(pool.size() == 5);
+  CHECK(pool.free() == 4);
 }
 
 TEST_CASE("GPU slots are named as cairn's own CUDA_VISIBLE_DEVICES names the devices") {

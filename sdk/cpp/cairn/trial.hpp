@@ -299,6 +299,7 @@ inline bool Context::connect(std::string* error) {
                           {"world_size", settings_.world_size},
                           {"pid", static_cast<int64_t>(::getpid())},
                           {"sdk", sdk_detail::kSdkVersion}};
+  if (settings_.attempt > 0) hello["attempt"] = settings_.attempt;
   if (!channel_->handshake(hello, std::chrono::seconds(60), error)) return false;
   // An older cairn sent these settings in `welcome` too, besides CAIRN_CHECKPOINT_PERIOD and
   // CAIRN_DETERMINISTIC; such a cairn is still understood (its values win, as they did).

@@ -29,6 +29,7 @@ struct TrialSettings {
   std::optional<std::filesystem::path> latest_checkpoint;
   int rank = 0;
   int world_size = 1;
+  int64_t attempt = 0;  // CAIRN_ATTEMPT: which start of the trial; 0 when unset
   bool deterministic = false;
   int64_t checkpoint_period = 1;
   int64_t max_length = 1;  // the one operation of a standalone run
@@ -96,6 +97,7 @@ inline bool parse_settings(const Environment& environment, TrialSettings* settin
   if (!latest.empty()) settings->latest_checkpoint = std::filesystem::absolute(latest, ec);
   settings->rank = integer_setting<int>(environment, "RANK", 0);
   settings->world_size = std::max(1, integer_setting<int>(environment, "WORLD_SIZE", 1));
+  settings->attempt = integer_setting<int64_t>(environment, "CAIRN_ATTEMPT", 0);
   std::string deterministic = lookup(environment, "CAIRN_DETERMINISTIC");
   settings->deterministic = deterministic == "1" || deterministic == "true";
   settings->checkpoint_period = integer_setting<int64_t>(environment, "CAIRN_CHECKPOINT_PERIOD", 1);

@@ -1,0 +1,101 @@
+// Placement over this machine and the agents (docs/peers.md "Placement"): which machines a
+// trial prefers, where its ranks ran (recorded, so `show` says it and `resume` prefers the
+// same machines), rank 0's address for the others, and lost agents.
+#include <algorithm>
+#include <map>
+
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/trial_state.h"
+
+namespace cairn {
+
+namespace {
+
+// How often a lost agent is tried again.
+constexpr auto kReconnectEvery = std::chrono::seconds(5);
+
+}  // namespace
+
+void Coordinator::watch_machines() {
+  const auto now = Clock::now();
+  for (int m = 1; m < launcher_->size(); ++m) {
+    auto pending = reconnecting_.find(m);
+    if (pending != reconnecting_.end()) {
+      if (pending->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+      auto launcher = pending->second.get();
+      reconnecting_.erase(pending);
+      if (!launcher.ok()) continue;
+      MachineInfo& info = machines_[static_cast<size_t>(m)];
+      const RemoteLauncher::Offer offer = (*launcher)->offer();
+      // Nothing is held there any more: every rank it ran came back lost (launcher.h).
+      info.slots = offer.slots;
+      info.gpu_names = offer.gpu_names;
+      info.reach_address = offer.agent_address;
+      if (machines_[0].reach_address.empty()) machines_[0].reach_address = offer.local_address;
+      launcher_->replace(m, std::move(*launcher));
+      slots_->set_slots(m, info.slots);
+      slots_->set_available(m, true);
+      terminal_.note("agent " + info.address + " is back (" + std::to_string(info.slots) +
+                     " slots)");
+      continue;
+    }
+    if (!launcher_->lost(m)) continue;
+    if (slots_->available(m)) {
+      slots_->set_available(m, false);
+      terminal_.warn("warning: lost agent " + machines_[static_cast<size_t>(m)].address +
+                     "; its trials restart on other slots, and it is tried again every " +
+                     std::to_string(kReconnectEvery.count()) + " s");
+    }
+    auto& at = reconnect_at_[m];
+    if (now < at) continue;
+    at = now + kReconnectEvery;
+    reconnecting_[m] = std::async(std::launch::async, reconnect_agent,
+                                  machines_[static_cast<size_t>(m)].address, options_.key_file);
+  }
+}
+
+std::vector<int> Coordinator::preferred_machines(const Trial& trial) const {
+  // The machine rank 0 ran on last holds the trial's latest checkpoint (and the code).
+  std::vector<int> preferred;
+  for (const Json& place : trial.record.value("placement", Json::array())) {
+    const std::string name = place.value("machine", "");
+    for (size_t m = 0; m < machines_.size(); ++m)
+      if (machines_[m].name() == name &&
+          std::find(preferred.begin(), preferred.end(), static_cast<int>(m)) == preferred.end())
+        preferred.push_back(static_cast<int>(m));
+  }
+  return preferred;
+}
+
+Json Coordinator::placement_json(const std::vector<SlotRef>& places) const {
+  Json out = Json::array();
+  for (size_t r = 0; r < places.size(); ++r)
+    out.push_back({{"rank", r},
+                   {"machine", machines_[static_cast<size_t>(places[r].machine)].name()},
+                   {"slot", places[r].slot}});
+  return out;
+}
+
+std::string Coordinator::master_address(const std::vector<SlotRef>& places) const {
+  const bool one_machine = std::all_of(places.begin(), places.end(), [&](const SlotRef& p) {
+    return p.machine == places.front().machine;
+  });
+  if (places.empty() || one_machine) return "127.0.0.1";
+  const std::string& reach = machines_[static_cast<size_t>(places.front().machine)].reach_address;
+  return reach.empty() ? "127.0.0.1" : reach;
+}
+
+std::string Coordinator::where_started(const Trial& trial) const {
+  std::map<int, int> ranks_on;
+  for (const Rank& rank : trial.ranks) ++ranks_on[rank.machine];
+  if (ranks_on.size() == 1 && ranks_on.begin()->first == 0 && trial.chief().process)
+    return "(pid " + std::to_string(trial.chief().process->pid) + ")";
+  std::string out;
+  for (const auto& [machine, count] : ranks_on) {
+    out += (out.empty() ? "on " : ", ") + machines_[static_cast<size_t>(machine)].name();
+    if (trial.world_size() > 1) out += " ×" + std::to_string(count);
+  }
+  return out;
+}
+
+}  // namespace cairn

@@ -1,0 +1,234 @@
+"""Placement over this machine and several agents (issue 17 item 4 and 8, docs/peers.md
+"Placement"): real `cairn agent`s on loopback, each with its own --dir, port and slots, and
+one `cairn run` that fills their slots and this machine's, splits a gang unevenly over
+machines (bit-identical to the same gang on one machine), refuses what can never fit, and
+restarts a trial whose agent died on another machine without charging max_restarts."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+
+# A trial that says where it runs, reports, checkpoints every unit and resumes from it.
+TRAIN = r"""
+import os, sys, time
+import cairn
+
+ctx = cairn.init()
+print("pid", os.getpid(), "starts at", ctx.steps_completed, flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(float(os.environ.get("STEP_SECONDS", "0.05")))
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        print("step", step, flush=True)
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / "step").write_text(str(step))
+        if ctx.should_preempt():
+            sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+"""
+
+MLP = """name: mlp-gang
+entrypoint: builtin:mlp
+hyperparameters: {dataset: teacher, samples: 512, hidden: 32, batch_size: 64, threads: 1,
+                  device: cpu}
+searcher: {name: single, metric: val_loss, max_length: 4}
+resources: {slots_per_trial: 3}
+checkpoint: {period: 2}
+reproducibility: {seed: 5, deterministic: true}
+max_restarts: 0
+"""
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    """A `cairn agent` on loopback with its log in a file (never a pipe that could fill)."""
+
+    def __init__(self, test, name, slots, *extra):
+        self.dir = os.path.join(test.dir, name)
+        os.makedirs(self.dir)
+        self.log = os.path.join(test.dir, name + ".log")
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [CAIRN, "agent", "--dir", self.dir, "--listen", "127.0.0.1:0", "--slots",
+                 str(slots), "--key-file", test.key] + list(extra),
+                cwd=test.dir, env=test.cairn_env(test.env()), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        test.addCleanup(self.kill)
+        line = self.wait_log("listening on")
+        self.address = "127.0.0.1:" + re.search(r"listening on \S*:(\d+) ", line).group(1)
+
+    def text(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def wait_log(self, needle, timeout=60):
+        found = []
+
+        def seen():
+            found[:] = [l for l in self.text().splitlines() if needle in l]
+            return found
+
+        wait_until(seen, timeout=timeout, what="%r in the agent's log" % needle)
+        return found[0]
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+
+
+class PlacementTest(CairnTestCase):
+    def setUp(self):
+        super().setUp()
+        self.home = os.path.join(self.dir, "home")
+        os.makedirs(self.home)
+        self.key = os.path.join(self.dir, "cluster.key")
+        self.cairn("agent", "--new-key", self.key, check=0, env=self.env())
+        self.write("train.py", TRAIN)
+
+    def env(self, extra=None):
+        base = {"HOME": self.home, "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None,
+                "CAIRN_KEY_FILE": None}
+        base.update(extra or {})
+        return base
+
+    def run_cairn(self, *args, timeout=240, extra=None):
+        return self.cairn(*args, "--key-file", self.key, env=self.env(extra), timeout=timeout)
+
+    def trial_records(self, experiment=1):
+        return self.cairn_json("show", str(experiment), "--json")["trials"]
+
+    def test_trials_fill_this_machine_and_every_agent(self):
+        a = Agent(self, "agent-a", 1)
+        b = Agent(self, "agent-b", 1)
+        self.write("exp.yaml", """name: spread
+entrypoint: /usr/bin/python3 %s
+hyperparameters: {x: {type: categorical, vals: [1, 2, 3, 4, 5, 6]}}
+searcher: {name: grid, metric: val_loss, max_length: 3}
+max_restarts: 0
+""" % os.path.join(self.dir, "train.py"))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "1", "--peers",
+                              a.address + "," + b.address, extra={"STEP_SECONDS": "0.3"})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        trials = self.trial_records()
+        self.assertEqual([t["state"] for t in trials], ["COMPLETED"] * 6, trials)
+        machines = {t["placement"][0]["machine"] for t in trials}
+        # With one slot each and trials of about a second, all three machines ran trials.
+        self.assertEqual(machines, {"local", a.address, b.address}, trials)
+        self.assertIn("started on " + a.address, proc.stdout)
+        show = self.cairn("show", trials[0]["id"], check=0).stdout
+        self.assertRegex(show, r"ran on +(local|127\.0\.0\.1:\d+)\n")
+        # The experiment remembers its agents for `resume`.
+        self.assertEqual(self.cairn_json("show", "1", "--json").get("peers"),
+                         [a.address, b.address])
+
+    def test_a_gang_split_over_machines_trains_as_it_does_on_one(self):
+        self.write("mlp.yaml", MLP)
+        # One machine, three slots: the reference.
+        proc = self.run_cairn("run", "mlp.yaml", "--slots", "3")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        alone = self.cairn_json("metrics", "1.1", "--json")
+        # Three ranks over two agents and no local slot: split 2 + 1.
+        a = Agent(self, "agent-a", 2)
+        b = Agent(self, "agent-b", 2)
+        # A gang of 5 cannot fit in 4 slots: refused at once, nothing created.
+        proc = self.run_cairn("run", "mlp.yaml", "--slots", "0", "--peers",
+                              a.address + "," + b.address, "--set",
+                              "resources.slots_per_trial=5")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("resources.slots_per_trial: 5 is more than the 4 slots of this machine "
+                      "(0) and its peers (%s: 2, %s: 2) together" % (a.address, b.address),
+                      proc.stderr)
+        proc = self.run_cairn("run", "mlp.yaml", "--slots", "0", "--peers",
+                              a.address + "," + b.address)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        exp = self.cairn_json("ls", "--json")
+        split_id = max(e["id"] for e in exp)
+        trial = self.cairn_json("show", "%d.1" % split_id, "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        placed = [p["machine"] for p in trial["placement"]]
+        self.assertEqual(sorted(placed), sorted([a.address, a.address, b.address]), trial)
+        self.assertIn("started on %s ×2, %s ×1" % (a.address, b.address), proc.stdout)
+        split = self.cairn_json("metrics", "%d.1" % split_id, "--json")
+        self.assertEqual(split["validation"], alone["validation"])
+        self.assertEqual(split["training"], alone["training"])
+
+    def test_peers_auto_runs_on_the_agents_that_announce_themselves(self):
+        port = free_udp_port()
+        a = Agent(self, "agent-a", 1, "--announce-to", "127.0.0.1:%d" % port,
+                  "--announce-interval", "0.5")
+        self.write("exp.yaml", """name: auto
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: 2}
+resources: {peers: auto}
+max_restarts: 0
+""" % os.path.join(self.dir, "train.py"))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0",
+                              extra={"CAIRN_BEACON_PORT": str(port)})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("peers auto: 1 agent found in 3 s", proc.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["placement"][0]["machine"], a.address, trial)
+        # Nobody announcing: --slots 0 has nowhere to run, said at once.
+        a.kill()
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0",
+                              extra={"CAIRN_BEACON_PORT": str(free_udp_port())})
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--slots 0 runs nothing on this machine", proc.stderr)
+
+    def test_a_lost_agent_costs_no_restart_and_its_trial_moves(self):
+        a = Agent(self, "agent-a", 1)
+        b = Agent(self, "agent-b", 1)
+        self.write("exp.yaml", """name: moves
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: 30}
+checkpoint: {period: 1}
+max_restarts: 0
+""" % os.path.join(self.dir, "train.py"))
+        out = open(os.path.join(self.dir, "run.out"), "w")
+        self.addCleanup(out.close)
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
+                                a.address + "," + b.address, "--key-file", self.key],
+                               cwd=self.dir, env=self.cairn_env(self.env({"STEP_SECONDS": "0.2"})),
+                               stdout=out, stderr=subprocess.STDOUT)
+
+        def output():
+            with open(os.path.join(self.dir, "run.out")) as f:
+                return f.read()
+
+        # Ties go to the first listed agent; wait until the trial has checkpointed there.
+        a.wait_log("started rank")
+        wait_until(lambda: "[1.1] step 3" in output(), timeout=60, what="three steps on a")
+        pid = int(re.search(r"\[1\.1\] pid (\d+) starts at 0", output()).group(1))
+        # The machine goes away: its agent and the rank it ran.
+        a.process.kill()
+        os.kill(pid, signal.SIGKILL)
+        b.wait_log("started rank", timeout=60)
+        self.assertEqual(run.wait(timeout=180), 0, output())
+        text = output()
+        self.assertIn("lost agent " + a.address, text)
+        self.assertIn("trial 1.1 lost its machine", text)
+        resumed_at = int(re.findall(r"\[1\.1\] pid \d+ starts at (\d+)", text)[-1])
+        self.assertGreaterEqual(resumed_at, 3, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)  # max_restarts is 0: a charge would fail it
+        self.assertEqual(trial["placement"][0]["machine"], b.address)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
