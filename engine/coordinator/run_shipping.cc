@@ -243,7 +243,9 @@ RunShipper::~RunShipper() {
 Result<std::string> RunShipper::ship(const RunSource& source) {
   PeerFailure failure;
   auto peer = connect_to_agent(address_, client_, Clock::now() + kConnectTime, &failure);
-  if (!peer.ok()) return peer.status();
+  // Failed, whatever went wrong: a peer's trouble, never the store's (kIo would stop the
+  // experiment as a failing disk does).
+  if (!peer.ok()) return Status::Failed(peer.status().message());
   (*peer)->set_stop_fd(stop_read_.get());
   auto cwd = ship_run(**peer, source, Clock::now() + kShipTime);
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
