@@ -436,6 +436,39 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   CHECK(second.pack_bytes == 0);
   CHECK(second.data_files == 0);
 
+  // An agent whose cache lost its objects but kept its checkouts: the pack minus its tips
+  // cannot be checked out, so everything is sent once more.
+  {
+    auto ship_tree = [&](const std::string& text, const std::string& run, ShipStats* stats) {
+      RunSource changed = source;
+      put(work / "train.py", text);
+      changed.tree = snapshot(store->root(), work, {work / "data"});
+      changed.run = run;
+      PeerFailure failure;
+      auto peer =
+          connect_to_agent(agent.address(), *client,
+                           std::chrono::steady_clock::now() + std::chrono::seconds(10), &failure);
+      REQUIRE(peer.ok());
+      return ship_run(**peer, changed, std::chrono::steady_clock::now() + std::chrono::seconds(30),
+                      stats);
+    };
+    put(work / "lib.py", "shared = True\n");
+    ShipStats with_lib;
+    REQUIRE(ship_tree("print('a')\n", "00000000000000c1", &with_lib).ok());
+    CHECK(with_lib.objects == 3);  // the tree, train.py, lib.py
+    for (const auto& entry :
+         fs::directory_iterator(dir / "agent" / "code-cache.git" / "objects" / "pack"))
+      fs::remove(entry.path());
+    ShipStats again;
+    auto shipped = ship_tree("print('b')\n", "00000000000000c2", &again);
+    REQUIRE_MESSAGE(shipped.ok(), shipped.status().message());
+    CHECK(again.objects == 2 + 3);  // minus the tip (no lib.py), then everything
+    CHECK(slurp(dir / "agent" / "work" / "runs" / "00000000000000c2" / "lib.py") ==
+          "shared = True\n");
+    fs::remove(work / "lib.py");
+    put(work / "train.py", "print('hi')\n");
+  }
+
   // In the background: prefetch() ships, prepare() takes its answer.
   {
     RunSource later = source;
