@@ -365,7 +365,10 @@ Json prepare_run(Shipping& s, const Json& request, const std::string& name) {
   const fs::path dest = s.dir / "work" / "runs" / run;
   const std::string cwd = "runs/" + run;
   std::error_code ec;
-  if (fs::is_directory(dest, ec)) return Json{{"type", "run_ready"}, {"run", run}, {"cwd", cwd}};
+  if (fs::is_directory(dest, ec)) {
+    agent_log("prepared run " + run + " for " + name + ": already here");
+    return Json{{"type", "run_ready"}, {"run", run}, {"cwd", cwd}};
+  }
   auto cache = CodeCache::open(s.dir);
   if (!cache.ok()) return refused(cache.status().message());
   if (!(*cache)->has_checkout(tree)) return refused("code " + short_id(tree) + " was not sent");

@@ -9,7 +9,7 @@
 // and nothing is written outside DIR. Every shipment is one log line:
 //   received code <tree> from ADDRESS: N objects, B bytes
 //   received data <sha256> from ADDRESS: B bytes
-//   prepared run <run> for ADDRESS: code <tree>, N data files, M data links
+//   prepared run <run> for ADDRESS: code <tree>, N data files, M data links   (or: already here)
 //   refused … from ADDRESS: <why>
 //
 // Thread-safety: the handler is called from every connection's thread; what changes the
