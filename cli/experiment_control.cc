@@ -79,6 +79,8 @@ Result<ExperimentConfig> stored_config(const Json& experiment, const StoreLayout
                               fs::path(file).parent_path(), sets, ConfigUse::kStoredExperiment);
   if (!config.ok()) return config.status();
   config->name = experiment.value("name", config->name);
+  if (!experiment.value("config", Json::object()).contains("determined_defaults"))
+    drop_determined_defaults(*config);  // recorded before cairn applied them
   return config;
 }
 

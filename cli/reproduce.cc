@@ -223,6 +223,8 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                                         fs::path(what.config_file).parent_path(), what.sets,
                                         ConfigUse::kStoredExperiment);
   if (!config.ok()) return fail(config.status());
+  if (!ref->experiment.value("config", Json::object()).contains("determined_defaults"))
+    drop_determined_defaults(*config);  // recorded before cairn applied them
   // Before the checkout and the experiment exist, as `cairn run` does.
   what.slots = recorded_slots(ref->experiment);
   if (Status st = check_machine_resources(*config, what.slots); !st.ok()) return fail(st);

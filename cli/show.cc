@@ -117,6 +117,25 @@ int show_experiment(ExperimentReader& reader, bool json) {
       std::cout << " --set " << (s.is_string() ? s.get<std::string>() : s.dump());
     std::cout << "\n";
   }
+  // A config with Determined's keys gets Determined's defaults for the keys it does not
+  // write (docs/determined.md): said here, since the file does not say it.
+  if (const Json d = cfg.value("determined_defaults", Json()); d.is_object()) {
+    std::cout << "defaults    Determined's, for its key " << d.value("because", "") << ":";
+    const char* sep = " ";
+    const Json values = d.value("values", Json::object());
+    for (const auto& item : values.items()) {
+      std::string value = item.value().dump();
+      if (item.value().is_array()) {
+        value = "[";
+        for (const Json& p : item.value())
+          value += (value.size() > 1 ? ", " : "") + p.value("name", "");
+        value += "]";
+      }
+      std::cout << sep << item.key() << " " << value;
+      sep = ", ";
+    }
+    std::cout << "\n";
+  }
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
   if (exp->contains("code")) {
     const Json& code = (*exp)["code"];

@@ -38,6 +38,7 @@ void reject_unknown_top_level(const MapReader& top) {
     const auto& known = config::kTopLevelKeys;
     if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
     if (config::is_determined_cluster_key(entry.key)) continue;
+    if (config::is_determined_top_level_key(entry.key)) continue;
     if (auto section = section_of(entry.key)) {
       fail(entry.key_where, entry.key,
            "unknown top-level key; did you mean " + *section + "." + entry.key +
@@ -46,9 +47,24 @@ void reject_unknown_top_level(const MapReader& top) {
                *section + ":')");
     }
   }
+  // A key close to one of Determined's (and to none of cairn's) is most likely a typo of it.
+  const std::vector<std::string> cairn_keys(config::kTopLevelKeys.begin(),
+                                            config::kTopLevelKeys.end());
+  for (const config::MapEntry& entry : top.node().entries) {
+    if (std::find(cairn_keys.begin(), cairn_keys.end(), entry.key) != cairn_keys.end() ||
+        config::is_determined_cluster_key(entry.key) ||
+        config::is_determined_top_level_key(entry.key) ||
+        config::closest_match(entry.key, cairn_keys))
+      continue;
+    if (auto guess = config::closest_match(entry.key, config::determined_top_level_keys()))
+      fail(entry.key_where, entry.key,
+           "unknown key; did you mean '" + *guess + "'? (a key of Determined's config)");
+  }
   std::vector<std::string_view> known(config::kTopLevelKeys.begin(), config::kTopLevelKeys.end());
   for (const config::MapEntry& entry : top.node().entries)
-    if (config::is_determined_cluster_key(entry.key)) known.push_back(entry.key);
+    if (config::is_determined_cluster_key(entry.key) ||
+        config::is_determined_top_level_key(entry.key))
+      known.push_back(entry.key);
   top.reject_unknown(known);
 }
 
@@ -103,6 +119,33 @@ fs::path config_path_of(const std::string& file_label, const fs::path& base_dir)
   return fs::absolute(base_dir / label.filename(), error).lexically_normal();
 }
 
+// What Determined's keys and defaults set, recorded at cairn's keys in the config that `show
+// --json` prints, and the defaults under "determined_defaults" for `show` to state.
+void record_determined_values(const ConfigNode& root, ExperimentConfig& out) {
+  const ConfigNode* checkpoint = root.find("checkpoint");
+  if (root.find("min_checkpoint_period") != nullptr &&
+      (checkpoint == nullptr || !checkpoint->is_map() || checkpoint->find("period") == nullptr)) {
+    Json& recorded = out.resolved["checkpoint"];
+    if (!recorded.is_object()) recorded = Json::object();
+    recorded["period"] = out.checkpoint.period;
+  }
+  if (out.determined_defaults.because.empty()) return;
+  Json values = Json::object();
+  for (const auto& [key, value] : out.determined_defaults.values) {
+    values[key] = value;
+    if (key == "log_policies") continue;  // the config's own list stays as written
+    Json* at = &out.resolved;
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+      at = &(*at)[key.substr(start, dot - start)];
+      if (!at->is_object()) *at = Json::object();
+    }
+    (*at)[key.substr(start)] = value;
+  }
+  out.resolved["determined_defaults"] = {{"because", out.determined_defaults.because},
+                                         {"values", values}};
+}
+
 ExperimentConfig build_config(const ConfigNode& root, const std::string& file_label,
                               const fs::path& base_dir, ConfigUse use) {
   MapReader top(root, "");
@@ -137,13 +180,21 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.rank_wait_timeout = top.int_or("rank_wait_timeout", 600, 0);
   if (const ConfigNode* node = top.get("permanent_exit_codes"))
     out.permanent_exit_codes = config::read_permanent_exit_codes(*node);
+  out.retry_repeated_failures = top.get_bool("retry_repeated_failures").value_or(false);
+  if (const ConfigNode* node = top.get("log_policies"))
+    out.log_policies = config::read_log_policies(*node, out.warnings);
   if (const ConfigNode* node = top.get("checkpoint"))
     out.checkpoint = config::read_checkpoint(*node);
   config::read_determined_cluster_keys(root, out);
+  config::read_determined_periods(root, out);
   if (const ConfigNode* node = top.get("reproducibility")) {
     out.reproducibility = config::read_reproducibility(*node);
   }
-  if (const ConfigNode* node = top.get("data")) {
+  // The value's shape decides: a map is Determined's data, the user's own settings for the
+  // script; a path or a list of paths is cairn's data, fingerprinted with the experiment.
+  if (const ConfigNode* node = top.get("data"); node != nullptr && node->is_map()) {
+    out.user_data = config::to_json(*node);
+  } else if (node != nullptr) {
     out.data = config::read_data(*node);
     if (use == ConfigUse::kNewExperiment) config::check_data_exists(*node, out.workdir);
   }
@@ -153,6 +204,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
                           : config::read_environment(*node);
   }
   if (const ConfigNode* node = top.get("notify")) out.notify = config::read_notify(*node);
+  config::apply_determined_defaults(root, out);
   if (use == ConfigUse::kNewExperiment) config::check_builtin_mlp(root, out);
   out.resolved = config::to_json(root);
   // Retention reads checkpoint.keep_* from the recorded config (store/retention.h): what
@@ -167,6 +219,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
     checkpoint["keep_trial_best"] = out.checkpoint.keep_trial_best;
     checkpoint["keep_experiment_best"] = out.checkpoint.keep_experiment_best;
   }
+  record_determined_values(root, out);
   // In the order of the file's lines ("FILE:LINE: …"), as a reader goes through it.
   auto line_of = [](const std::string& w) {
     const size_t colon = w.find(": ");

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -67,6 +68,12 @@ struct SearcherConfig {
   double divisor = 3;             // > 1
   int64_t min_length = 1;         // 1 <= min_length <= max_length, in length_unit
   int max_rungs = 5;              // >= 1
+  // asha: the number of rungs of each bracket, instead of the ones `mode` picks (Determined's
+  // bracket_rungs); each >= 1, and at most the rungs the ladder has. Empty: `mode` decides.
+  std::vector<int> bracket_rungs;
+  // asha: a trial below a rung's top 1/divisor when it reports there is stopped at once and
+  // never resumed; the others go on without pausing (Determined's stop_once).
+  bool stop_once = false;
   std::string mode = "standard";  // aggressive|standard|conservative
   // pbt (docs/search.md, "Population-based training").
   int population_size = 0;            // >= 2
@@ -103,6 +110,20 @@ struct ReproducibilityConfig {
   int snapshot_limit_mb = 100;
 };
 
+// One entry of Determined's `log_policies` (docs/determined.md): a line of a trial's output
+// that `pattern` matches decides what happens when the attempt fails.
+struct LogPolicy {
+  enum class Action {
+    kCancelRetries,  // the failed trial is not restarted
+    kExcludeNode,    // Determined's: no other node to run on here; accepted, no effect
+    kNone,           // only named (Determined shows the name as a label)
+  };
+  std::string name;     // "" when the old shape gave none
+  std::string pattern;  // ECMAScript regex, searched in each line; "" matches nothing
+  Action action = Action::kNone;
+  std::string where;  // "FILE:LINE" of the entry
+};
+
 // `notify:` (docs/config.md, "Notifications"): where webhooks go and on which events. The
 // URLs are secrets: `show`, `compare`, `--json` and reports print them redacted.
 enum class NotifyEvent { kEnd, kTrialError, kBestImproved };
@@ -137,6 +158,12 @@ struct ExperimentConfig {
   // default; builtin:mlp's kPermanentFailureExit (common/exit_status.h) counts whatever this
   // says (docs/fault-tolerance.md).
   std::vector<int> permanent_exit_codes;
+  // false (the default): a trial that never reported anything and failed twice in a row
+  // with an exit status (not a signal) and the same last line of output is not restarted
+  // again (docs/fault-tolerance.md); true: such failures are restarted like any other.
+  bool retry_repeated_failures = false;
+  // Lines of a failed attempt's output that decide its restart (Determined's log_policies).
+  std::vector<LogPolicy> log_policies;
   // Seconds a running trial may go without a message on its control channel (or output)
   // before it is killed and counted as failed; 0: never.
   int liveness_timeout = 0;
@@ -150,7 +177,16 @@ struct ExperimentConfig {
   int rank_wait_timeout = 600;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
-  std::vector<std::string> data;                   // as written (relative to workdir)
+  std::vector<std::string> data;  // as written (relative to workdir)
+  // Determined's `data:` (a map, the user's own settings): given to trials as
+  // CAIRN_USER_DATA, read by det.get_cluster_info().user_data. Null when absent.
+  Json user_data;
+  // A config that carries a key only Determined's configs have gets Determined's defaults
+  // for the keys it does not write (docs/determined.md); `show` states them.
+  struct DeterminedDefaults {
+    std::string because;                               // the first such key, dotted; "": none
+    std::vector<std::pair<std::string, Json>> values;  // ("searcher.divisor", 4), …
+  } determined_defaults;
   std::map<std::string, std::string> environment;  // valid names, no CAIRN_*
   NotifyConfig notify;
   Json resolved;  // the whole config after --set, as JSON (for storing and `show`)
@@ -179,6 +215,11 @@ Result<ExperimentConfig> parse_experiment_config(std::string_view yaml_text,
                                                  const std::filesystem::path& base_dir,
                                                  const std::vector<std::string>& sets,
                                                  ConfigUse use);
+
+// An experiment recorded before cairn gave configs with Determined's keys Determined's
+// defaults (its recorded config has no "determined_defaults") is resumed and reproduced as it
+// ran: this puts cairn's defaults back where `config` took Determined's.
+void drop_determined_defaults(ExperimentConfig& config);
 
 // True when the trials run the trainer built into cairn (entrypoint: builtin:mlp).
 bool is_builtin_entrypoint(const ExperimentConfig& config);

@@ -87,6 +87,20 @@ void read_saves(const ConfigNode& storage, const ConfigNode* checkpoint, Checkpo
 
 }  // namespace
 
+bool is_determined_devices(const MapEntry& entry) {
+  return entry.key == "devices" && entry.value.kind == ConfigNode::Kind::kList;
+}
+
+bool is_determined_resources_key(const MapEntry& entry) {
+  return find_key(kClusterResourcesKeys, entry.key) != nullptr || is_determined_devices(entry);
+}
+
+std::vector<std::string> determined_cluster_keys() {
+  std::vector<std::string> out;
+  for (const IgnoredKey& k : kClusterKeys) out.emplace_back(k.key);
+  return out;
+}
+
 bool is_determined_cluster_key(std::string_view key) {
   return find_key(kClusterKeys, key) != nullptr;
 }
@@ -108,6 +122,11 @@ ConfigNode without_cluster_resources(const ConfigNode& node, std::vector<std::st
   for (const MapEntry& entry : node.entries) {
     if (const IgnoredKey* k = find_key(kClusterResourcesKeys, entry.key))
       warn(warnings, entry, "resources." + entry.key, k->instead);
+    // The value's shape decides: Determined's devices are a list of Docker --device strings,
+    // cairn's a word (auto, cpu, gpu).
+    else if (is_determined_devices(entry))
+      warn(warnings, entry, "resources.devices",
+           "trials run without containers and see this machine's devices");
     else
       kept.entries.push_back(entry);
   }

@@ -212,6 +212,41 @@ void read_pbt(const MapReader& searcher, SearcherConfig& out) {
   }
 }
 
+// Determined's keys of the searcher (docs/determined.md). async_halving is one bracket of
+// num_rungs rungs: asha with mode aggressive and max_rungs num_rungs.
+void read_determined_searcher(const MapReader& searcher, SearcherConfig& out) {
+  for (std::string_view key : {"source_trial_id", "source_checkpoint_uuid"})
+    if (const ConfigNode* node = searcher.get(key))
+      fail(*node, searcher.key_path(key),
+           "warm starts from another trial's checkpoint are not supported yet "
+           "(docs/determined.md): start the trial from it in the script");
+  const std::string written = read_string(*searcher.get("name"), "searcher.name");
+  // Other searchers ignore num_rungs, as every searcher ignores the keys it does not use.
+  if (written == "async_halving") {
+    // Determined requires num_rungs; without it, max_rungs (5 unless written) is the count.
+    if (const ConfigNode* rungs = searcher.get("num_rungs")) {
+      if (const ConfigNode* max_rungs = searcher.get("max_rungs"))
+        fail(*max_rungs, "searcher.max_rungs",
+             "async_halving's rungs are num_rungs; drop max_rungs");
+      out.max_rungs =
+          checked_int(read_int(*rungs, "searcher.num_rungs"), *rungs, "searcher.num_rungs", 1);
+    }
+    if (const ConfigNode* mode = searcher.get("mode"); mode != nullptr && out.mode != "aggressive")
+      fail(*mode, "searcher.mode",
+           "async_halving is one bracket (mode aggressive); use adaptive_asha for " + out.mode);
+    out.mode = "aggressive";
+  }
+  if (const ConfigNode* brackets = searcher.get("bracket_rungs")) {
+    if (brackets->kind != ConfigNode::Kind::kList || brackets->items.empty())
+      fail(*brackets, "searcher.bracket_rungs",
+           "must be a list of rung counts, one per bracket, such as [4, 3]");
+    for (const ConfigNode& item : brackets->items)
+      out.bracket_rungs.push_back(checked_int(read_int(item, "searcher.bracket_rungs"), item,
+                                              "searcher.bracket_rungs", 1, out.max_rungs));
+  }
+  out.stop_once = searcher.get_bool("stop_once").value_or(false);
+}
+
 }  // namespace
 
 void check_perturbations(const ConfigNode& searcher_node,
@@ -268,6 +303,7 @@ SearcherConfig read_searcher(const ConfigNode& node) {
   out.max_rungs = searcher.int_or("max_rungs", 5, 1);
   out.mode =
       searcher.get_choice("mode", {"aggressive", "standard", "conservative"}).value_or("standard");
+  read_determined_searcher(searcher, out);
   read_pbt(searcher, out);
   read_sampler(searcher, tpe_shorthand, out);
   return out;

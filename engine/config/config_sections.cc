@@ -132,12 +132,21 @@ ReproducibilityConfig read_reproducibility(const ConfigNode& node) {
   MapReader reproducibility(node, "reproducibility");
   reproducibility.reject_unknown(kReproducibilityKeys);
   ReproducibilityConfig out;
-  if (const ConfigNode* seed = reproducibility.get("seed")) {
+  // Determined's experiment_seed is the experiment's seed, as seed is (docs/determined.md).
+  const ConfigNode* seed = reproducibility.get("seed");
+  std::string seed_key = "reproducibility.seed";
+  // With both (`cairn reproduce` sets seed over a config's experiment_seed), seed wins.
+  if (const ConfigNode* experiment_seed = reproducibility.get("experiment_seed");
+      experiment_seed != nullptr && seed == nullptr) {
+    seed = experiment_seed;
+    seed_key = "reproducibility.experiment_seed";
+  }
+  if (seed != nullptr) {
     out.seed = scalar_uint(*seed);
     if (!out.seed) {
       bool is_int = seed->kind == ConfigNode::Kind::kScalar && !seed->quoted &&
                     scalar_type(*seed) == ScalarType::kInt;
-      fail(*seed, "reproducibility.seed",
+      fail(*seed, seed_key,
            (is_int && seed->text[0] != '-' ? "is out of range (at most 2^64-1), got "
                                            : "expected a non-negative integer, got ") +
                describe(*seed));

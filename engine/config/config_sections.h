@@ -5,6 +5,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +16,7 @@
 
 namespace cairn::config {
 
-inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
+inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {"name",
                                                                    "entrypoint",
                                                                    "workdir",
                                                                    "hyperparameters",
@@ -30,25 +31,14 @@ inline constexpr std::array<std::string_view, 16> kTopLevelKeys = {"name",
                                                                    "liveness_timeout",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
-                                                                   "rank_wait_timeout"};
-inline constexpr std::array<std::string_view, 18> kSearcherKeys = {"name",
-                                                                   "metric",
-                                                                   "smaller_is_better",
-                                                                   "max_length",
-                                                                   "max_trials",
-                                                                   "max_concurrent_trials",
-                                                                   "divisor",
-                                                                   "min_length",
-                                                                   "max_rungs",
-                                                                   "mode",
-                                                                   "population_size",
-                                                                   "perturbation_interval",
-                                                                   "quantile_fraction",
-                                                                   "perturbations",
-                                                                   "sampler",
-                                                                   "tpe",
-                                                                   "max_time",
-                                                                   "time_metric"};
+                                                                   "rank_wait_timeout",
+                                                                   "retry_repeated_failures"};
+inline constexpr std::array<std::string_view, 23> kSearcherKeys = {
+    "name", "metric", "smaller_is_better", "max_length", "max_trials", "max_concurrent_trials",
+    "divisor", "min_length", "max_rungs", "mode", "population_size", "perturbation_interval",
+    "quantile_fraction", "perturbations", "sampler", "tpe", "max_time", "time_metric",
+    // Determined's (docs/determined.md)
+    "bracket_rungs", "stop_once", "num_rungs", "source_trial_id", "source_checkpoint_uuid"};
 inline constexpr std::array<std::string_view, 7> kTpeKeys = {
     "n_startup_trials",   "n_ei_candidates",    "gamma", "max_good", "prior_weight",
     "consider_endpoints", "consider_magic_clip"};
@@ -56,8 +46,8 @@ inline constexpr std::array<std::string_view, 3> kResourcesKeys = {"slots_per_tr
                                                                    "peers"};
 inline constexpr std::array<std::string_view, 4> kCheckpointKeys = {
     "period", "keep_trial_latest", "keep_trial_best", "keep_experiment_best"};
-inline constexpr std::array<std::string_view, 3> kReproducibilityKeys = {"seed", "deterministic",
-                                                                         "snapshot_limit_mb"};
+inline constexpr std::array<std::string_view, 4> kReproducibilityKeys = {
+    "seed", "deterministic", "snapshot_limit_mb", "experiment_seed" /* Determined's seed */};
 inline constexpr std::array<std::string_view, 4> kNotifyKeys = {"webhook", "webhook_env",
                                                                 "secret_env", "on"};
 
@@ -79,7 +69,32 @@ std::map<std::string, std::string> read_environment(const ConfigNode& node);
 // Its top-level keys that only a cluster needs: accepted, one warning each in out.warnings;
 // checkpoint_storage.save_* set checkpoint.keep_* the config does not write itself.
 bool is_determined_cluster_key(std::string_view key);
+std::vector<std::string> determined_cluster_keys();
+// Determined's top-level keys that mean something here or configure its Trial APIs
+// (log_policies, min_checkpoint_period, records_per_epoch, …; config_determined_keys.cc).
+bool is_determined_top_level_key(std::string_view key);
+// Every top-level key of Determined's that cairn accepts (for suggestions).
+std::vector<std::string> determined_top_level_keys();
+// The first key of `root` (after --set) that only Determined's configs have, as a dotted
+// path, or nullopt for a config of cairn's own: such a config gets Determined's defaults.
+std::optional<std::string> first_determined_key(const ConfigNode& root);
+// Determined's defaults (searcher.divisor 4, searcher.max_concurrent_trials 16,
+// max_restarts 5, the CUDA OOM log policy) for every one of them `root` does not write,
+// recorded in out.determined_defaults.
+void apply_determined_defaults(const ConfigNode& root, ExperimentConfig& out);
+// log_policies: Determined's shape of 0.38 ([{name, pattern, action: cancel_retries}]) or the
+// older one ([{pattern, action: {type: cancel_retries}}]).
+// exclude_node is accepted with a warning: there is no other node to run on.
+std::vector<LogPolicy> read_log_policies(const ConfigNode& node,
+                                         std::vector<std::string>& warnings);
+// min_checkpoint_period (checkpoint.period when the config has no checkpoint.period, in the
+// searcher's unit), min_validation_period, records_per_epoch, checkpoint_policy,
+// perform_initial_validation: what each means here, warning those that change nothing.
+void read_determined_periods(const ConfigNode& root, ExperimentConfig& out);
 void read_determined_cluster_keys(const ConfigNode& root, ExperimentConfig& out);
+// Determined's resources.devices (a list) and its other keys of `resources` (resource_pool, …).
+bool is_determined_devices(const MapEntry& entry);
+bool is_determined_resources_key(const MapEntry& entry);
 // `resources` without Determined's cluster keys (resource_pool, priority, …), warning each.
 ConfigNode without_cluster_resources(const ConfigNode& node, std::vector<std::string>& warnings);
 // Determined's shape of `environment` ({environment_variables: [NAME=VALUE…], image: …}),

@@ -20,6 +20,7 @@
 
 #include "common/json.h"
 #include "engine/config/config.h"
+#include "engine/config/log_policy_matcher.h"
 #include "engine/coordinator/control_channel.h"
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/launcher_choice.h"
@@ -258,6 +259,8 @@ class Coordinator {
   std::unique_ptr<ExperimentDb> db_;
   ObjectStore objects_;
   ExperimentConfig config_;
+  // Determined's log_policies that cancel a failed trial's restarts (docs/determined.md).
+  LogPolicyMatcher log_policies_{config_.log_policies};
   // Where trials run: a checkout of the experiment's code snapshot
   // (engine/coordinator/provenance.h).
   std::filesystem::path run_dir_;
@@ -275,6 +278,7 @@ class Coordinator {
   std::unique_ptr<MachineLaunchers> launcher_;
   std::vector<MachineInfo> machines_;  // by machine index, as slots_ and launcher_ count them
   std::vector<std::string> machine_warnings_;  // agents not reached at the start, for start()
+  std::set<int> machines_used_;  // machines that ran a rank of this run: they have its code
   // Lost agents being connected again (coordinator_machines.cc), by machine index.
   std::map<int, std::future<Result<std::unique_ptr<RemoteLauncher>>>> reconnecting_;
   std::map<int, Clock::time_point> reconnect_at_;

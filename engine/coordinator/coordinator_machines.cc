@@ -57,13 +57,21 @@ void Coordinator::watch_machines() {
 std::vector<int> Coordinator::preferred_machines(const Trial& trial) const {
   // The machine rank 0 ran on last holds the trial's latest checkpoint (and the code).
   std::vector<int> preferred;
+  auto add = [&](int m) {
+    if (std::find(preferred.begin(), preferred.end(), m) == preferred.end()) preferred.push_back(m);
+  };
   for (const Json& place : trial.record.value("placement", Json::array())) {
     const std::string name = place.value("machine", "");
     for (size_t m = 0; m < machines_.size(); ++m)
-      if (machines_[m].name() == name &&
-          std::find(preferred.begin(), preferred.end(), static_cast<int>(m)) == preferred.end())
-        preferred.push_back(static_cast<int>(m));
+      if (machines_[m].name() == name) add(static_cast<int>(m));
   }
+  // Then the machines that have the experiment's code already (this one, and the agents
+  // that ran one of its ranks), the freest first; the others only when those are full.
+  std::vector<int> warm(machines_used_.begin(), machines_used_.end());
+  if (std::find(warm.begin(), warm.end(), 0) == warm.end()) warm.push_back(0);
+  std::stable_sort(warm.begin(), warm.end(),
+                   [&](int a, int b) { return slots_->free(a) > slots_->free(b); });
+  for (int m : warm) add(m);
   return preferred;
 }
 

@@ -56,6 +56,7 @@ void Coordinator::handle_line(ControlConnection& conn, const std::string& line) 
 }
 
 std::string Coordinator::store_training_batch(Trial& trial, std::string_view batch_json) {
+  trial.reported_training = true;
   if (training_batch_is_numeric(batch_json)) {  // every batch the SDKs send
     batch_.put(schema::training_batch_key(trial.index, next_training_batch_seq_++), batch_json);
     return {};

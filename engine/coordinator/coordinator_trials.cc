@@ -161,6 +161,8 @@ Result<TrialEnvironment> Coordinator::trial_environment(Trial& trial) {
   TrialEnvironment env;
   env.inherited = current_environment();
   env.configured = config_.environment;
+  // Determined's `data:` map, for det.get_cluster_info().user_data (docs/determined.md).
+  if (!config_.user_data.is_null()) env.configured["CAIRN_USER_DATA"] = config_.user_data.dump();
   env.experiment_id = exp_id;
   env.trial_id = trial_id(trial.index);
   env.workdir = config_.workdir;
@@ -201,6 +203,7 @@ Status Coordinator::start_trial(Trial& trial) {
   // A failure report shows the last lines of this attempt only: earlier attempts' lines
   // were shown when they failed, and repeating them buries the new error.
   for (Rank& rank : trial.ranks) rank.tail.clear();
+  trial.log_policy_matched.clear();
   auto env = trial_environment(trial);
   if (!env.ok()) return env.status();
   auto places =
@@ -216,6 +219,7 @@ Status Coordinator::start_trial(Trial& trial) {
     env->slots.push_back((*places)[r].slot);
     env->machines.push_back((*places)[r].machine);
     if (r < trial.ranks.size()) trial.ranks[r].machine = (*places)[r].machine;
+    machines_used_.insert((*places)[r].machine);
   }
   for (size_t m = 1; m < machines_.size(); ++m)
     if (!machines_[m].gpu_names.empty())
@@ -322,6 +326,9 @@ void Coordinator::log_rank_output(Trial& trial, Rank& rank, std::string_view chu
   for (size_t nl; (nl = rank.partial_line.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::string line = rank.partial_line.substr(start, nl - start);
     terminal_.trial_line(prefix, line);
+    if (trial.log_policy_matched.empty() && !log_policies_.empty())
+      if (const LogPolicy* policy = log_policies_.cancels_retries(line))
+        trial.log_policy_matched = policy->name.empty() ? policy->pattern : policy->name;
     keep_tail_line(rank.tail, std::move(line));
   }
   rank.partial_line.erase(0, start);
@@ -430,6 +437,19 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
   end.max_restarts = config_.max_restarts;
   end.failures_in_a_row = trial.failures_in_a_row;
   end.machine_lost = trial.machine_lost;
+  end.log_policy = trial.log_policy_matched;
+  end.retry_repeated_failures = config_.retry_repeated_failures;
+  end.ever_reported = trial.reported_training ||
+                      !trial.record.value("latest_validation", Json()).is_null() ||
+                      !trial.record.value("latest_checkpoint", Json()).is_null() ||
+                      trial.record.value("steps_completed", int64_t{0}) > 0;
+  const Rank& failed = trial.ranks[trial.outcome.failed() ? trial.outcome.failed_rank() : 0];
+  for (auto line = failed.tail.rbegin(); line != failed.tail.rend(); ++line)
+    if (line->find_first_not_of(" \t\r") != std::string::npos) {
+      end.last_line = *line;
+      break;
+    }
+  end.previous_failure_line = trial.previous_failure_line;
   return end;
 }
 
@@ -462,7 +482,9 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
   mark_dirty(trial);
   record_event(schema::EventType::kTrialExited,
                {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
-  const AttemptDecision decision = decide_attempt_end(attempt_end_facts(trial, info, permanent));
+  const AttemptEnd facts = attempt_end_facts(trial, info, permanent);
+  const AttemptDecision decision = decide_attempt_end(facts);
+  trial.previous_failure_line = repeated_failure_line(facts);
   const std::string id = trial_id(trial.index);
   const std::string why = failure_reason(trial, info, fault);
   set_trial_state(trial, decision.state);
@@ -517,10 +539,13 @@ void Coordinator::report_failure(Trial& trial, const ExitInfo& info, bool perman
   if (permanent && config_.max_restarts > 0)
     terminal_.note("trial " + id + " " + info.describe() +
                    ", a failure it declares permanent: not restarted");
+  const std::string note = no_retry_note(decision.no_retry, trial.log_policy_matched);
+  if (!note.empty()) terminal_.note("trial " + id + " not restarted: " + note);
   if (decision.outcome == AttemptOutcome::kError) {
-    trial.record["error"] = why;
+    const std::string error = note.empty() ? why : why + "; not restarted: " + note;
+    trial.record["error"] = error;
     trial.finished = true;
-    notify_trial_error(trial, why);
+    notify_trial_error(trial, error);
     return;
   }
   const int restart = trial.record.value("restarts", 0) + 1;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "engine/coordinator/trial_process.h"
 #include "store/schema.h"
@@ -62,6 +63,27 @@ struct AttemptEnd {
   int failures_in_a_row = 0;  // failed starts without a checkpoint in between
   // A rank was lost with its machine (an agent's connection broke): not the trial's doing.
   bool machine_lost = false;
+  // What says a failure would only repeat itself (docs/fault-tolerance.md):
+  // a cancel_retries log policy (Determined's log_policies) that a line of this attempt's
+  // output matched, by name or pattern; "": none.
+  std::string log_policy;
+  // The repeated-failure rule: off when the config says retry_repeated_failures.
+  bool retry_repeated_failures = false;
+  bool ever_reported = false;            // some attempt reported a metric or stored a checkpoint
+  std::optional<std::string> last_line;  // the failed rank's last line of output, this attempt
+  // repeated_failure_line() of the previous attempt: nullopt unless it failed that way.
+  std::optional<std::string> previous_failure_line;
+};
+
+// Why a failed trial with restarts left is not restarted.
+enum class NoRetry {
+  kNone,
+  kPermanent,  // it declared the failure permanent (permanent_exit_codes)
+  kLogPolicy,  // a line of its output matched a cancel_retries log policy
+  // It never reported anything, and failed twice in a row with an exit status (not a
+  // signal) and the same last line: a syntax error or a missing module says nothing new
+  // the third time.
+  kRepeated,
 };
 
 enum class AttemptOutcome {
@@ -82,9 +104,19 @@ struct AttemptDecision {
   // kRestart: how long to wait. It grows with failures in a row (a crash loop), and starts
   // over once the trial has made progress.
   std::chrono::seconds backoff{0};
+  NoRetry no_retry = NoRetry::kNone;  // kError with restarts left: why
 };
 
 AttemptDecision decide_attempt_end(const AttemptEnd& end);
+
+// The line the next attempt's failure is compared with (AttemptEnd::previous_failure_line):
+// this attempt's last line when it failed with an exit status (not a signal) and the trial
+// never reported anything; nullopt otherwise, which breaks the run of repeats.
+std::optional<std::string> repeated_failure_line(const AttemptEnd& end);
+
+// What the terminal says of a NoRetry other than kNone and kPermanent (which has its own
+// note); "" for those. `log_policy`: AttemptEnd::log_policy.
+std::string no_retry_note(NoRetry why, const std::string& log_policy);
 
 // The state an experiment's coordinator leaves it in when its loop ends. `shutting_down`:
 // SIGTERM or SIGHUP, not the user's decision to pause, so it stays ACTIVE for `resume --all`.

@@ -112,7 +112,12 @@ Result<std::string> resolve_program(const std::string& program, const fs::path& 
     fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
     if (executable(candidate)) return candidate.string();
   }
-  return Status::BadInput("entrypoint: program '" + program + "' not found on PATH");
+  // model_def:Trial is Determined's Trial-class entrypoint, which no PATH holds.
+  const std::string hint = program.find(':') != std::string::npos
+                               ? " (module:Class names a Determined Trial class; cairn runs Core "
+                                 "API scripts, see docs/determined.md)"
+                               : "";
+  return Status::BadInput("entrypoint: program '" + program + "' not found on PATH" + hint);
 }
 
 namespace {

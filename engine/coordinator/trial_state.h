@@ -149,6 +149,12 @@ struct Trial {
   // promotion arrived between that answer and the exit.
   bool released = false;
   std::set<std::string> metric_warnings;  // non-numeric metrics already reported, as described
+  // Whether a failure would only repeat itself (exit_decision.h): the cancel_retries log
+  // policy a line of this attempt matched ("": none; cleared at each start), whether the
+  // trial ever sent a training report, and the previous attempt's repeated_failure_line().
+  std::string log_policy_matched;
+  bool reported_training = false;
+  std::optional<std::string> previous_failure_line;
 
   // This attempt's gang: how its ranks ended, and what keeps them together (multi-rank).
   // Cleared by reset_attempt() when the gang starts.

@@ -1,11 +1,13 @@
 #include "engine/search/asha_searcher.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cairn {
 
 AshaSearcher::AshaSearcher(const ExperimentConfig& config, uint64_t seed, int concurrency)
-    : HalvingSearcher("asha", config, seed, concurrency, asha_plan(config.searcher)) {}
+    : HalvingSearcher("asha", config, seed, concurrency, asha_plan(config.searcher)),
+      stop_once_(config.searcher.stop_once) {}
 
 void AshaSearcher::on_rung_changed(int index, int r, Actions& out) {
   Bracket& b = bracket(index);
@@ -13,7 +15,14 @@ void AshaSearcher::on_rung_changed(int index, int r, Actions& out) {
     Rung& rung = b.rungs[r];
     // The tolerance keeps ⌊6/1.5⌋ at 4 whatever the rounding of the division.
     const auto top = static_cast<int64_t>(std::floor(rung.size() / divisor() * (1 + 1e-9)));
-    promote(index, r, rung.promote_best(top), out);
+    if (stop_once_) {
+      // Decided once, on arrival: among the best ⌊n/η⌋ (at least one) of the n that reached
+      // the rung so far, it goes on at once; otherwise it stops for good.
+      promote(index, r, rung.promote_best(std::max<int64_t>(top, 1)), out);
+      close(rung.close_waiting(), out);
+    } else {
+      promote(index, r, rung.promote_best(top), out);
+    }
   }
   close_settled_rungs(index, out);
 }

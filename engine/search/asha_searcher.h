@@ -23,6 +23,10 @@ class AshaSearcher : public HalvingSearcher {
 
  private:
   void close_settled_rungs(int bracket, Actions& out);
+
+  // Determined's stop_once: a trial is promoted or stopped when it reaches a rung, never
+  // left waiting there for a later promotion.
+  bool stop_once_ = false;
 };
 
 }  // namespace cairn

@@ -159,7 +159,14 @@ std::vector<BracketPlan> asha_plan(const SearcherConfig& config) {
       std::min<int64_t>(config.max_rungs, floor_log(std::max(config.max_trials, 1), eta) + 1);
   std::vector<int64_t> ladder = asha_ladder(config, limit);
   std::reverse(ladder.begin(), ladder.end());
-  const auto counts = asha_bracket_rungs(config.mode, static_cast<int>(ladder.size()));
+  const int rungs = static_cast<int>(ladder.size());
+  // Determined's bracket_rungs name the brackets instead of `mode`; a bracket cannot have
+  // more rungs than the ladder.
+  std::vector<int> counts = asha_bracket_rungs(config.mode, rungs);
+  if (!config.bracket_rungs.empty()) {
+    counts.clear();
+    for (int j : config.bracket_rungs) counts.push_back(std::min(j, rungs));
+  }
   std::vector<double> weights;  // Determined's: roughly the same budget for every bracket
   for (int j : counts) weights.push_back(std::pow(eta, j - 1) / j);
   const std::vector<int64_t> trials = split_trials(config.max_trials, weights);

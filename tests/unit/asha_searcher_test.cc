@@ -242,3 +242,36 @@ TEST_CASE("asha keeps `concurrency` trials busy and creates no more than max_tri
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("asha stop_once (Determined's): each trial is promoted or stopped on arrival") {
+  for (int concurrency : {1, 4}) {
+    CAPTURE(concurrency);
+    const ExperimentConfig cfg = asha_config(
+        "max_length: 9, max_rungs: 3, max_trials: 16, mode: aggressive, stop_once: true");
+    REQUIRE(cfg.searcher.stop_once);
+    AshaSearcher searcher(cfg, 1234, concurrency);
+    InstantTrials sim(searcher, concurrency, loss_of);
+    sim.run();
+    check_all_closed(searcher, sim, 16);
+    // A promotion went to a trial among the best max(1, ⌊n/η⌋) of the n that had reached
+    // the rung, itself included: the first to arrive always goes on.
+    for (size_t i = 0; i < sim.promotions.size(); ++i) {
+      auto rung = sim.rung_at_promotion[i];
+      std::sort(rung.begin(), rung.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.second, a.first) < std::tie(b.second, b.first);
+      });
+      const auto top =
+          std::max<size_t>(1, static_cast<size_t>(std::floor(rung.size() / 3.0 + 1e-9)));
+      size_t rank = 0;
+      while (rank < rung.size() && rung[rank].first != std::get<0>(sim.promotions[i])) ++rank;
+      CHECK(rank < top);
+    }
+    // It goes on unless there is evidence against it: more trials train on than under plain
+    // aggressive ASHA ("16@1 6@3 2@9 | units=40", the golden table above).
+    CHECK(summary(sim, 9) == "1: 16@1 7@3 4@9 | units=54 | at 9: 1 2 4 10");
+  }
+}
+
+}  // namespace cairn

@@ -169,3 +169,18 @@ TEST_CASE("asha rung lengths: rounded down, at least 1, no repeats, no empty top
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+TEST_CASE("asha bracket_rungs (Determined's) name the brackets instead of mode") {
+  SearcherConfig config = asha(9, 3, 16, "standard");
+  config.bracket_rungs = {3, 1};
+  // Weighted η^(j-1)/j as mode's brackets are: 3 : 1.
+  CHECK(rungs_of(asha_plan(config)) == std::vector<std::string>{"12@1 4@3 1@9", "4@9"});
+  // A bracket cannot have more rungs than the ladder (max_trials 2 allows one rung only).
+  config.max_trials = 2;
+  config.bracket_rungs = {3};
+  CHECK(rungs_of(asha_plan(config)) == std::vector<std::string>{"2@9"});
+}
+
+}  // namespace cairn

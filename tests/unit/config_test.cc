@@ -373,6 +373,138 @@ environment: {IMAGE: x}
   CHECK(plain.warnings.empty());
 }
 
+TEST_CASE("config: Determined's keys that mean something here, by the value's shape") {
+  TempDir dir;
+  ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher:
+  name: async_halving
+  metric: loss
+  max_length: {batches: 640}
+  max_trials: 8
+  num_rungs: 3
+  stop_once: true
+data: {url: "s3://bucket/x", batch: 32, splits: [train, val]}
+resources: {devices: ["/dev/infiniband:/dev/infiniband"]}
+reproducibility: {experiment_seed: 777}
+min_checkpoint_period: {batches: 64}
+min_validation_period: {batches: 32}
+records_per_epoch: 5000
+log_policies:
+  - name: Bad input
+    pattern: ".*ValueError: bad input.*"
+    action: cancel_retries
+  - pattern: ".*uncorrectable ECC error encountered.*"
+    action: {type: exclude_node}
+  - name: Just a label
+)");
+  CHECK(c.searcher.name == "asha");  // async_halving: one bracket of num_rungs rungs
+  CHECK(c.searcher.mode == "aggressive");
+  CHECK(c.searcher.max_rungs == 3);
+  CHECK(c.searcher.stop_once);
+  CHECK(c.user_data == Json{{"url", "s3://bucket/x"}, {"batch", 32}, {"splits", {"train", "val"}}});
+  CHECK(c.data.empty());  // not cairn's data paths
+  CHECK(c.resources.devices == "auto");
+  REQUIRE(c.reproducibility.seed.has_value());
+  CHECK(*c.reproducibility.seed == 777);
+  CHECK(c.checkpoint.period == 64);
+  CHECK(c.resolved["checkpoint"]["period"] == 64);
+  // The config's own policies, after Determined's default one for CUDA running out of memory.
+  REQUIRE(c.log_policies.size() == 4);
+  CHECK(c.log_policies[0].name == "CUDA OOM");
+  CHECK(c.log_policies[0].action == LogPolicy::Action::kCancelRetries);
+  CHECK(c.log_policies[1].name == "Bad input");
+  CHECK(c.log_policies[1].pattern == ".*ValueError: bad input.*");
+  CHECK(c.log_policies[1].action == LogPolicy::Action::kCancelRetries);
+  CHECK(c.log_policies[1].where == "exp.yaml:16");
+  CHECK(c.log_policies[2].name.empty());
+  CHECK(c.log_policies[2].action == LogPolicy::Action::kExcludeNode);
+  CHECK(c.log_policies[3].action == LogPolicy::Action::kNone);
+  // One warning for each key that changes nothing here, in the file's order.
+  REQUIRE(c.warnings.size() == 4);
+  CHECK(c.warnings[0].starts_with("exp.yaml:10: resources.devices: "));
+  CHECK(c.warnings[1].starts_with("exp.yaml:13: min_validation_period: "));
+  CHECK(c.warnings[2].starts_with("exp.yaml:14: records_per_epoch: "));
+  CHECK(c.warnings[3].starts_with("exp.yaml:20: log_policies[1].action: exclude_node"));
+  // Determined's defaults for what the config does not write.
+  CHECK(c.determined_defaults.because == "searcher.stop_once");
+  CHECK(c.searcher.divisor == 4);
+  CHECK(c.searcher.max_concurrent_trials == 16);
+  CHECK(c.max_restarts == 5);
+  CHECK(c.resolved["searcher"]["divisor"] == 4);
+  CHECK(c.resolved["max_restarts"] == 5);
+  CHECK(c.resolved["determined_defaults"]["because"] == "searcher.stop_once");
+  CHECK(c.resolved["determined_defaults"]["values"]["searcher.max_concurrent_trials"] == 16);
+}
+
+TEST_CASE(
+    "config: Determined's defaults apply only to a config with its keys, and never over "
+    "what it writes") {
+  TempDir dir;
+  // cairn's own config: cairn's defaults, no log policy.
+  ExperimentConfig cairn_config = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: asha, metric: loss, max_length: 9, max_trials: 9}
+data: [.]
+)");
+  CHECK(cairn_config.determined_defaults.because.empty());
+  CHECK(cairn_config.searcher.divisor == 3);
+  CHECK(cairn_config.searcher.max_concurrent_trials == 0);
+  CHECK(cairn_config.max_restarts == 3);
+  CHECK(cairn_config.log_policies.empty());
+  CHECK_FALSE(cairn_config.retry_repeated_failures);
+  CHECK_FALSE(cairn_config.resolved.contains("determined_defaults"));
+  CHECK(cairn_config.user_data.is_null());
+  // One Determined-only key (a cluster key here) is enough; what the config writes wins,
+  // and a policy named "CUDA OOM" replaces Determined's.
+  ExperimentConfig written = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: adaptive_asha, metric: loss, max_length: 9, max_trials: 9, divisor: 3}
+max_restarts: 1
+retry_repeated_failures: true
+bind_mounts: []
+log_policies: [{name: CUDA OOM}]
+)",
+                                      {"searcher.max_concurrent_trials=2"});
+  CHECK(written.determined_defaults.because == "bind_mounts");
+  CHECK(written.searcher.divisor == 3);
+  CHECK(written.searcher.max_concurrent_trials == 2);
+  CHECK(written.max_restarts == 1);
+  CHECK(written.retry_repeated_failures);
+  CHECK(written.determined_defaults.values.empty());
+  REQUIRE(written.log_policies.size() == 1);
+  CHECK(written.log_policies[0].action == LogPolicy::Action::kNone);
+  // The searcher's bracket_rungs reach the plan's config; a single searcher gets no
+  // concurrency default (it has one trial).
+  ExperimentConfig single = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+reproducibility: {experiment_seed: 5}
+)");
+  CHECK(single.determined_defaults.because == "reproducibility.experiment_seed");
+  CHECK(single.searcher.max_concurrent_trials == 0);
+  CHECK(single.max_restarts == 5);
+  ExperimentConfig brackets = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: adaptive_asha, metric: loss, max_length: 64, max_trials: 16, bracket_rungs: [3, 1]}
+)");
+  CHECK(brackets.searcher.bracket_rungs == std::vector<int>{3, 1});
+  CHECK(brackets.searcher.divisor == 4);
+  // reproducibility.seed wins over experiment_seed (cairn reproduce sets it with --set).
+  ExperimentConfig both = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+reproducibility: {experiment_seed: 5}
+)",
+                                   {"reproducibility.seed=9"});
+  CHECK(*both.reproducibility.seed == 9);
+  // An experiment recorded before Determined's defaults were applied keeps cairn's.
+  drop_determined_defaults(written);
+  CHECK(written.max_restarts == 1);  // written by the config: unchanged
+  drop_determined_defaults(single);
+  CHECK(single.max_restarts == 3);
+  CHECK(single.log_policies.empty());
+  CHECK(single.determined_defaults.because.empty());
+  CHECK_FALSE(single.resolved.contains("determined_defaults"));
+  drop_determined_defaults(brackets);
+  CHECK(brackets.searcher.divisor == 3);
+  CHECK(brackets.searcher.max_concurrent_trials == 0);
+}
+
 TEST_CASE("config: YAML merge keys (<<) add the keys a map does not write itself") {
   TempDir dir;
   ExperimentConfig c = parse_ok(dir, R"(entrypoint: python3 train.py
@@ -636,8 +768,50 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: reproducibility.seed: ", "non-negative integer"},
       {"deterministic not a bool", with_extra("reproducibility:\n  deterministic: yes\n"),
        "exp.yaml:8: reproducibility.deterministic: ", "expected true or false"},
-      {"data as a map", with_extra("data: {train: x}\n"),
-       "exp.yaml:7: data: ", "expected a path or a list"},
+      {"data neither a map nor paths", with_extra("data: true\n"),
+       "exp.yaml:7: data: ", "expected a string"},
+      {"log_policies not a list", with_extra("log_policies: {name: x}\n"),
+       "exp.yaml:7: log_policies: ", "must be a list"},
+      {"log policy with an unknown action",
+       with_extra("log_policies:\n  - {name: x, pattern: a, action: retry}\n"),
+       "exp.yaml:8: log_policies[0].action: ", "must be cancel_retries or exclude_node"},
+      {"old-shape log policy with an unknown type",
+       with_extra("log_policies:\n  - pattern: a\n    action: {type: nope}\n"),
+       "exp.yaml:9: log_policies[0].action: ", "must be cancel_retries or exclude_node"},
+      {"log policy with a bad pattern",
+       with_extra("log_policies:\n  - {name: x, pattern: 'a(', action: cancel_retries}\n"),
+       "exp.yaml:8: log_policies[0].pattern: ", "not a regular expression"},
+      {"log policy action without a pattern",
+       with_extra("log_policies:\n  - {name: x, action: cancel_retries}\n"),
+       "exp.yaml:8: log_policies[0].action: ", "needs a pattern"},
+      {"log policy with an unknown key",
+       with_extra("log_policies:\n  - {name: x, pattern: a, actoin: cancel_retries}\n"),
+       "exp.yaml:8: log_policies[0].actoin: ", "did you mean 'action'?"},
+      {"experiment_seed not an integer", with_extra("reproducibility: {experiment_seed: x}\n"),
+       "exp.yaml:7: reproducibility.experiment_seed: ", "non-negative integer"},
+      {"async_halving with num_rungs and max_rungs",
+       with_searcher("  name: async_halving\n  metric: m\n  max_length: 10\n  max_trials: 4\n"
+                     "  num_rungs: 3\n  max_rungs: 3\n"),
+       "exp.yaml:8: searcher.max_rungs: ", "drop max_rungs"},
+      {"async_halving with a mode other than aggressive",
+       with_searcher("  name: async_halving\n  metric: m\n  max_length: 10\n  max_trials: 4\n"
+                     "  num_rungs: 3\n  mode: standard\n"),
+       "exp.yaml:8: searcher.mode: ", "one bracket"},
+      {"bracket_rungs past max_rungs",
+       with_searcher("  name: asha\n  metric: m\n  max_length: 10\n  max_trials: 4\n"
+                     "  max_rungs: 3\n  bracket_rungs: [3, 4]\n"),
+       "exp.yaml:8: searcher.bracket_rungs: ", "must be at most 3, got 4"},
+      {"warm start from another trial",
+       with_searcher("  name: single\n  metric: m\n  max_length: 10\n  source_trial_id: 7\n"),
+       "exp.yaml:6: searcher.source_trial_id: ", "not supported yet"},
+      {"min_checkpoint_period in another unit",
+       with_searcher("  name: single\n  metric: m\n  max_length: {batches: 100}\n"
+                     "min_checkpoint_period: {epochs: 1}\n"),
+       "exp.yaml:6: min_checkpoint_period: ", "write it in batches"},
+      {"retry_repeated_failures not a bool", with_extra("retry_repeated_failures: 2\n"),
+       "exp.yaml:7: retry_repeated_failures: ", "expected true or false"},
+      {"a key neither cairn's nor Determined's", with_extra("log_policy: []\n"),
+       "exp.yaml:7: log_policy: ", "did you mean 'log_policies'?"},
       {"data item not a string", with_extra("data:\n  - a\n  - [b]\n"),
        "exp.yaml:9: data[1]: ", "expected a string"},
       {"data path missing", with_extra("data:\n  - no/such/file.csv\n"),

@@ -123,6 +123,85 @@ TEST_CASE("failures back off exponentially up to 30 s, then end in ERROR") {
   CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kError);
 }
 
+TEST_CASE("a failure whose output matched a cancel_retries log policy is not restarted") {
+  AttemptEnd e = running_trial(kCrash);
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kRestart);
+  e.log_policy = "CUDA OOM";
+  AttemptDecision d = decide_attempt_end(e);
+  CHECK(d.outcome == AttemptOutcome::kError);
+  CHECK(d.no_retry == NoRetry::kLogPolicy);
+  CHECK(no_retry_note(d.no_retry, e.log_policy).find("'CUDA OOM'") != std::string::npos);
+  // Whatever the exit: a kill after the line still cancels the restarts.
+  e.exit = kKilled;
+  CHECK(decide_attempt_end(e).no_retry == NoRetry::kLogPolicy);
+  // A clean end is no failure, whatever the output said.
+  e.exit = kClean;
+  e.stop_requested = true;
+  CHECK(decide_attempt_end(e).outcome == AttemptOutcome::kPaused);
+  // A permanent failure says so first.
+  e = running_trial(kCrash);
+  e.log_policy = "x";
+  e.permanent = true;
+  CHECK(decide_attempt_end(e).no_retry == NoRetry::kPermanent);
+  CHECK(no_retry_note(NoRetry::kPermanent, "x").empty());
+}
+
+TEST_CASE(
+    "a failure that repeats the last one's last line, with nothing reported, ends the "
+    "trial") {
+  AttemptEnd first = running_trial(kCrash);
+  first.last_line = "SyntaxError: invalid syntax";
+  // The first failure is restarted, and remembered.
+  CHECK(decide_attempt_end(first).outcome == AttemptOutcome::kRestart);
+  REQUIRE(repeated_failure_line(first).has_value());
+  CHECK(*repeated_failure_line(first) == "SyntaxError: invalid syntax");
+
+  AttemptEnd second = first;
+  second.restarts = 1;
+  second.previous_failure_line = repeated_failure_line(first);
+  AttemptDecision d = decide_attempt_end(second);
+  CHECK(d.outcome == AttemptOutcome::kError);
+  CHECK(d.state == TrialState::kError);
+  CHECK(d.no_retry == NoRetry::kRepeated);
+  CHECK(no_retry_note(d.no_retry, "").find("retry_repeated_failures") != std::string::npos);
+
+  SUBCASE("another last line is another failure") {
+    second.last_line = "ModuleNotFoundError: No module named 'x'";
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+  }
+  SUBCASE("the config can turn the rule off") {
+    second.retry_repeated_failures = true;
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+  }
+  SUBCASE("a trial that reported something got somewhere") {
+    second.ever_reported = true;
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+    CHECK_FALSE(repeated_failure_line(second).has_value());
+  }
+  SUBCASE("a signal may not happen again, and is not remembered") {
+    second.exit = kKilled;
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+    CHECK_FALSE(repeated_failure_line(second).has_value());
+  }
+  SUBCASE("a failure that printed nothing has no line to compare") {
+    second.last_line.reset();
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+    CHECK_FALSE(repeated_failure_line(second).has_value());
+  }
+  SUBCASE("only twice in a row: no line remembered, no repeat") {
+    second.previous_failure_line.reset();
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+  }
+  SUBCASE("out of restarts it is an error as always, for no other reason") {
+    second.restarts = second.max_restarts;
+    CHECK(decide_attempt_end(second).no_retry == NoRetry::kNone);
+  }
+  SUBCASE("a clean exit before the work is done is no repeat") {
+    second.exit = kClean;
+    CHECK(decide_attempt_end(second).outcome == AttemptOutcome::kRestart);
+  }
+}
+
 TEST_CASE("a failure while cairn stops is a pause, unless the trial declared it permanent") {
   AttemptEnd e = running_trial(kKilled);
   e.pausing = true;

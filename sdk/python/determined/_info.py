@@ -73,7 +73,8 @@ class ClusterInfo:
 
     @property
     def user_data(self):
-        return {}
+        """The experiment config's ``data`` map, as in Determined ({} when it has none)."""
+        return dict(self._trial_info._config.get("data", {})) if self._trial_info else {}
 
     @property
     def trial(self):
@@ -113,6 +114,15 @@ def latest_checkpoint_id(path):
         return "cairn-latest"
 
 
+def _user_data():
+    text = os.environ.get("CAIRN_USER_DATA", "").strip()
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _hparams():
     text = os.environ.get("CAIRN_HPARAMS", "").strip()
     try:
@@ -146,7 +156,8 @@ def get_cluster_info():
         # Determined's seeds fit 31 bits; scripts pass them to NumPy, which takes 32.
         trial_seed=_int("CAIRN_SEED") % (1 << 31),
         hparams=_hparams(),
-        config={},
+        # The experiment config as Determined gives it: here only its `data` map.
+        config={"data": _user_data()} if _user_data() else {},
         steps_completed=_int("CAIRN_STEPS_COMPLETED"),
         trial_run_id=1)
     addr = os.environ.get("MASTER_ADDR", "127.0.0.1") or "127.0.0.1"
