@@ -7,6 +7,7 @@ or the launch is refused with one line."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -187,6 +188,33 @@ class PeersCodeTest(CairnTestCase):
         self.assertIn("[2.1] script says # version 1", second.stdout)
         self.assertIn("[2.1] running in %s" % os.path.join(agent.dir, "work", "runs"),
                       second.stdout)
+
+    def test_a_resumed_experiment_runs_in_the_same_run_directory_on_the_agent(self):
+        self.put("data/small.csv", "a,b\n")
+        self.project("data/small.csv", "data/small.csv")
+        agent = Agent(self, self.key)
+        run = self.run_on(agent, background=True)
+        started = agent.lines_until("started rank")
+        run_dir = started[-1].rsplit(" in work/", 1)[1]
+        # The coordinator dies while its rank waits: the agent kills the rank with the
+        # connection, the experiment stays ACTIVE.
+        run.send_signal(signal.SIGKILL)
+        run.communicate(timeout=60)
+        agent.lines_until("dropped 127.0.0.1")
+        self.put("go", "")
+        resumed = subprocess.run([CAIRN, "resume", "1"], cwd=self.proj, env=self.env(),
+                                 capture_output=True, text=True, timeout=180)
+        self.assertEqual(resumed.returncode, 0, resumed.stdout + resumed.stderr)
+        again = agent.lines_until("started rank")
+        run_id = run_dir.split("/")[1]
+        self.assertTrue(any(re.search(r"prepared run %s for \S+: already here$" % run_id, l)
+                            for l in again), again)
+        self.assertTrue(any(re.search(r"received code \S+ from \S+: 0 objects, 0 bytes$", l)
+                            for l in again), again)
+        self.assertTrue(again[-1].endswith(" in work/" + run_dir), again[-1])
+        self.assertIn("[1.1] running in %s\n" % os.path.join(agent.dir, "work", run_dir),
+                      resumed.stdout)
+        self.assertIn("[1.1] script says # version 1", resumed.stdout)
 
     def test_larger_data_is_read_where_it_is_on_the_agent_after_its_fingerprint_is_checked(self):
         # Over the snapshot limit (1 MiB): fingerprinted only, so not shipped.
