@@ -196,11 +196,14 @@ class PeersCodeTest(CairnTestCase):
         run = self.run_on(agent, background=True)
         started = agent.lines_until("started rank")
         run_dir = started[-1].rsplit(" in work/", 1)[1]
+        launcher = re.search(r"started rank \d+ of (\S+):", started[-1]).group(1)
         # The coordinator dies while its rank waits: the agent kills the rank with the
         # connection, the experiment stays ACTIVE.
         run.send_signal(signal.SIGKILL)
         run.communicate(timeout=60)
-        agent.lines_until("dropped 127.0.0.1")
+        ended = agent.lines_until(launcher)  # "disconnected" or "dropped", as TCP says
+        while not re.search(r"(disconnected|dropped) %s" % re.escape(launcher), ended[-1]):
+            ended = agent.lines_until(launcher)
         self.put("go", "")
         resumed = subprocess.run([CAIRN, "resume", "1"], cwd=self.proj, env=self.env(),
                                  capture_output=True, text=True, timeout=180)
