@@ -30,7 +30,12 @@ Goal: cairn <= 5 ms per trial, and ahead of Optuna.
 
     /usr/bin/python3 bench/runner_bench.py [--cairn BIN] [--baseline BIN] [--trials N]
                                            [--reps R] [--only xargs,pool,cairn,optuna] [--keep]
-                                           [--trial python|cpp]
+                                           [--trial python|cpp] [--agent]
+
+--agent adds a driver "cairn-agent": the same `cairn run` with --peers naming one `cairn agent`
+on loopback (started once, with its own key and --slots 2), so every trial runs as a remote
+rank, its control channel relayed through the agent's connection (docs/peers.md); its
+overhead over "cairn" is what running on a peer costs per trial.
 
 --baseline BIN adds a driver "cairn-base": the same `cairn run` with another build (say,
 the previous commit's), interleaved with the others in every repetition, so a change is
@@ -174,7 +179,33 @@ def run_optuna(workdir, trials):
     return {"wall": wall, "cpu": cpu, "driver_cpu": driver, "inner": result["inner_s"]}
 
 
-def run_cairn(cairn, workdir, trials):
+class LoopbackAgent:
+    """`cairn agent` on 127.0.0.1 with a key of its own, for the cairn-agent driver."""
+
+    def __init__(self, cairn, scratch):
+        self.key = scratch / "cluster.key"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        subprocess.run([cairn, "agent", "--new-key", str(self.key)], check=True,
+                       capture_output=True, env=env)
+        self.process = subprocess.Popen(
+            [cairn, "agent", "--dir", str(scratch / "agent"), "--key-file", str(self.key),
+             "--listen", "127.0.0.1:0", "--slots", str(WORKERS)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, env=env)
+        line = self.process.stderr.readline()
+        match = re.search(r"listening on \S*:(\d+) ", line)
+        if not match:
+            sys.exit("bench: the agent did not start: " + line)
+        self.address = "127.0.0.1:" + match.group(1)
+        # Its log (a few lines per trial) is drained so it never blocks on a full pipe.
+        threading.Thread(target=lambda: self.process.stderr.read(), daemon=True).start()
+
+    def close(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def run_cairn(cairn, workdir, trials, agent=None):
     config = {
         "name": "runner-bench",
         "entrypoint": TRIAL,
@@ -187,8 +218,11 @@ def run_cairn(cairn, workdir, trials):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
     subprocess.run([cairn, "init", str(workdir)], check=True, capture_output=True, env=env)
     with open(workdir / "cairn.out", "w") as out:
-        wall, cpu, driver, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml",
-                                      "--slots", str(WORKERS)], workdir, stdout=out, env=env)
+        # With an agent, --slots 0: every trial on the agent (its --slots is WORKERS).
+        where = (["--slots", "0", "--peers", agent.address, "--key-file", str(agent.key)]
+                 if agent else ["--slots", str(WORKERS)])
+        wall, cpu, driver, _ = timed([cairn, "--store", str(workdir), "run", "exp.yaml"] + where,
+                                     workdir, stdout=out, env=env)
     shown = subprocess.run([cairn, "--store", str(workdir), "show", "1", "--json"],
                            capture_output=True, text=True, check=True, env=env)
     states = [t.get("state") for t in json.loads(shown.stdout).get("trials", [])]
@@ -243,6 +277,12 @@ def report(trials, results):
         print("  cairn vs cairn-base (--baseline): %.2f ms vs %.2f ms per trial (paired %.2f vs "
               "%.2f)" % (overhead["cairn"], overhead["cairn-base"], paired["cairn"],
                          paired["cairn-base"]))
+    if "cairn" in overhead and "cairn-agent" in overhead:
+        print("  cairn-agent vs cairn (--agent: every trial on a loopback agent): %.2f ms vs "
+              "%.2f ms per trial (paired %.2f vs %.2f): %.2fx the local overhead (paired %.2fx)"
+              % (overhead["cairn-agent"], overhead["cairn"], paired["cairn-agent"],
+                 paired["cairn"], overhead["cairn-agent"] / overhead["cairn"],
+                 paired["cairn-agent"] / paired["cairn"]))
     if "cairn" in overhead:
         verdict = "meets" if max(overhead["cairn"], paired["cairn"]) <= GOAL_MS else "MISSES"
         print("  goal: cairn overhead <= %.0f ms per trial: %s (%.2f ms; paired %.2f ms)" % (
@@ -268,6 +308,8 @@ def main():
     parser.add_argument("--trial", choices=["python", "cpp"], default="python",
                         help="the trivial trial: bench/trivial_trial.py (default) or "
                              "bench/trivial_trial.cc, compiled with g++ against the C++ SDK")
+    parser.add_argument("--agent", action="store_true",
+                        help="add the driver cairn-agent: cairn run --peers a loopback agent")
     parser.add_argument("--drive", choices=["pool", "optuna"], help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -282,6 +324,8 @@ def main():
         names.insert(0, "xargs")  # the ideal every overhead is measured against
     if args.baseline and "cairn-base" not in names:
         names.append("cairn-base")
+    if args.agent and "cairn-agent" not in names:
+        names.append("cairn-agent")
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-runner-"))
     print(machine_summary(cairn))
     print("scratch: %s" % scratch)
@@ -295,11 +339,13 @@ def main():
         os.environ["RUNNER_BENCH_TRIAL"] = json.dumps(TRIAL)
     print("trial: %s" % " ".join(TRIAL))
     results = {name: [] for name in names}
+    agent = LoopbackAgent(cairn, scratch) if "cairn-agent" in names else None
     runners = {"xargs": lambda w: run_xargs(w, args.trials),
                "pool": lambda w: run_pool(w, args.trials),
                "cairn": lambda w: run_cairn(cairn, w, args.trials),
                "cairn-base": lambda w: run_cairn(str(pathlib.Path(args.baseline).resolve()), w,
                                                  args.trials),
+               "cairn-agent": lambda w: run_cairn(cairn, w, args.trials, agent),
                "optuna": lambda w: run_optuna(w, args.trials)}
     try:
         for rep in range(args.reps):
@@ -317,6 +363,8 @@ def main():
                     shutil.rmtree(workdir, ignore_errors=True)
         report(args.trials, results)
     finally:
+        if agent:
+            agent.close()
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     print("\nload average after: %.2f" % os.getloadavg()[0])

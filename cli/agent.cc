@@ -115,6 +115,7 @@ int agent(const AgentOptions& options) {
   const int gpus = cuda::driver().device_count;
   AgentInfo info;
   info.slots_total = machine_slots(options.slots, gpus);
+  info.dir = *dir;
   if (gpus > 0) {
     for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))
       info.devices.push_back("gpu" + name);

@@ -42,7 +42,17 @@ void deliver_pending_notifications(const StoreLayout& store, int64_t id, const J
               << ": its undelivered notifications stay: " << config.status().message() << "\n";
     return;
   }
-  if (auto sender = make_webhook_sender(config->notify, spool)) sender->drain(kWebhookDrainLimit);
+  // A pending one goes only if its marker was committed (cli/webhook_sender.h).
+  auto reader = ExperimentReader::open(store, id);
+  auto markers = reader.ok() ? notify_markers((*reader)->db())
+                             : Result<std::set<std::string>>(reader.status());
+  if (!markers.ok()) {
+    std::cerr << "cairn: warning: experiment " << id
+              << ": its undelivered notifications stay: " << markers.status().message() << "\n";
+    return;
+  }
+  if (auto sender = make_webhook_sender(config->notify, spool, std::move(*markers)))
+    sender->drain(kWebhookDrainLimit);
 }
 
 int resume_one(const StoreLayout& store, int64_t id) {
@@ -124,8 +134,10 @@ int resume_one(const StoreLayout& store, int64_t id) {
   options.peers = std::move(recorded_peers);
   options.key_file = key_file;
   options.run_locally = run_locally;
+  auto markers = notify_markers(**db);
+  if (!markers.ok()) return fail(markers.status());
   std::unique_ptr<WebhookSender> webhooks =
-      make_webhook_sender(config->notify, webhook_spool(store, id));
+      make_webhook_sender(config->notify, webhook_spool(store, id), std::move(*markers));
   options.notifier = webhooks.get();
   Coordinator coordinator(store, std::move(*db), std::move(*config), status->record, options);
   const int code = coordinator.run();

@@ -13,7 +13,7 @@
 
 #include "common/build_info.h"
 #include "common/file_util.h"
-#include "common/metric_order.h"
+#include "store/schema.h"
 
 namespace cairn::cli {
 
@@ -62,28 +62,28 @@ int abort_transfer(void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 }  // namespace
 
 WebhookSender::WebhookSender(std::vector<std::string> urls, std::string secret,
-                             std::filesystem::path spool, WebhookTiming timing)
+                             std::filesystem::path spool, std::set<std::string> committed,
+                             WebhookTiming timing)
     : urls_(std::move(urls)),
       secret_(std::move(secret)),
       spool_(std::move(spool)),
       timing_(timing) {
   std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  load_spool();
+  load_spool(committed);
   worker_ = std::thread([this] { work(); });
 }
 
-std::filesystem::path WebhookSender::spool_file(const Delivery& d) const {
-  return spool_ / (d.id + ".json");
-}
-
-void WebhookSender::load_spool() {
+void WebhookSender::load_spool(const std::set<std::string>& committed) {
   if (spool_.empty()) return;
   std::error_code ec;
   std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
-  for (const auto& entry : std::filesystem::directory_iterator(spool_, ec))
-    if (entry.path().extension() == ".json" && entry.is_regular_file(ec))
+  for (const auto& entry : std::filesystem::directory_iterator(spool_, ec)) {
+    const auto extension = entry.path().extension();
+    if ((extension == ".json" || extension == ".pending") && entry.is_regular_file(ec))
       files.emplace_back(entry.last_write_time(ec), entry.path());
+  }
   std::sort(files.begin(), files.end());  // oldest first, as they happened
+  size_t dropped = 0;
   for (const auto& [when, file] : files) {
     auto text = read_file(file);
     Json body = text.ok() ? Json::parse(*text, nullptr, false) : Json();
@@ -92,8 +92,19 @@ void WebhookSender::load_spool() {
                 << " is not a notification cairn wrote; left there\n";
       continue;
     }
-    queue_.push_back({body.value("event", ""), body["delivery_id"].get<std::string>(), *text});
+    const std::string id = body["delivery_id"].get<std::string>();
+    if (file.extension() == ".pending" && !committed.count(id)) {
+      // Prepared for a commit that never happened: what it reports was not stored (the
+      // resume redoes it, and says so again if it happens again).
+      std::filesystem::remove(file, ec);
+      ++dropped;
+      continue;
+    }
+    queue_.push_back({body.value("event", ""), id, *text, file});
   }
+  if (dropped > 0)
+    std::cerr << "cairn: " << dropped
+              << " notification(s) of a change an earlier cairn did not store were dropped\n";
   if (!queue_.empty())
     std::cerr << "cairn: delivering " << queue_.size()
               << " notification(s) an earlier cairn left undelivered\n";
@@ -103,7 +114,7 @@ WebhookSender::~WebhookSender() {
   drain(std::chrono::milliseconds(0));
 }
 
-void WebhookSender::enqueue_locked(Json payload) {
+WebhookSender::Delivery WebhookSender::make_delivery(Json payload, const char* extension) {
   Delivery d;
   d.id = random_id();
   payload["delivery_id"] = d.id;
@@ -112,52 +123,79 @@ void WebhookSender::enqueue_locked(Json payload) {
   if (!spool_.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(spool_, ec);
-    if (Status st = write_file_atomic(spool_file(d), d.body); !st.ok())
+    d.file = spool_ / (d.id + extension);
+    if (Status st = write_file_atomic(d.file, d.body); !st.ok()) {
       std::cerr << "cairn: warning: webhook: cannot keep the " << d.event
                 << " notification on disk (" << st.message()
                 << "); a kill of cairn before its delivery would lose it\n";
+      d.file.clear();
+    }
   }
+  return d;
+}
+
+void WebhookSender::enqueue_locked(Delivery d) {
   if (queue_.size() >= kMaxQueued) {
     std::cerr << "cairn: warning: webhook: more than " << kMaxQueued
-              << " notifications waiting; the oldest (" << queue_.front().event << ") is dropped\n";
+              << " notifications waiting; the oldest (" << queue_.front().event << ") is "
+              << (queue_.front().file.empty() ? "dropped" : "left for the next resume") << "\n";
     queue_.pop_front();
   }
   queue_.push_back(std::move(d));
+  wake_.notify_all();
 }
 
-void WebhookSender::notify(NotifyEvent event, Json payload) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (closing_) return;
-  if (event == NotifyEvent::kBestImproved) {
-    const double value = payload["best"].value("value", 0.0);
-    const MetricOrder order(payload.value("smaller_is_better", true));
-    payload.erase("smaller_is_better");
-    if (best_value_ && !order.better(value, *best_value_)) return;
-    best_value_ = value;
-    best_pending_ = std::move(payload);  // a newer best replaces one still waiting its turn
-  } else {
-    enqueue_locked(std::move(payload));
+std::string WebhookSender::prepare(NotifyEvent, Json payload) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return "";
   }
-  wake_.notify_all();
+  // The file is written on the coordinator's thread: it must be on disk before the commit
+  // that holds its marker.
+  // One that could not be kept (said) is still delivered at release(), only not across a kill.
+  Delivery d = make_delivery(std::move(payload), ".pending");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string id = d.id;
+  prepared_.emplace(id, std::move(d));
+  return id;
+}
+
+void WebhookSender::release(const std::vector<std::string>& ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& id : ids) {
+    auto it = prepared_.find(id);
+    if (it == prepared_.end()) continue;
+    if (!closing_) enqueue_locked(std::move(it->second));  // else its file waits for a resume
+    prepared_.erase(it);
+  }
+}
+
+void WebhookSender::discard(const std::vector<std::string>& ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& id : ids) {
+    auto it = prepared_.find(id);
+    if (it == prepared_.end()) continue;
+    std::error_code ec;
+    if (!it->second.file.empty()) std::filesystem::remove(it->second.file, ec);
+    prepared_.erase(it);
+  }
+}
+
+void WebhookSender::notify(NotifyEvent, Json payload) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return;
+  }
+  Delivery d = make_delivery(std::move(payload), ".json");
+  std::lock_guard<std::mutex> lock(mutex_);
+  enqueue_locked(std::move(d));
 }
 
 void WebhookSender::work() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    auto ready = [this] {
-      return aborting_ || !queue_.empty() || closing_ ||
-             (best_pending_ && std::chrono::steady_clock::now() >= best_next_);
-    };
-    if (best_pending_)
-      wake_.wait_until(lock, best_next_, ready);
-    else
-      wake_.wait(lock, ready);
+    wake_.wait(lock, [this] { return aborting_ || !queue_.empty() || closing_; });
     if (aborting_) return;
-    if (best_pending_ && !closing_ && std::chrono::steady_clock::now() >= best_next_) {
-      enqueue_locked(std::move(*best_pending_));
-      best_pending_.reset();
-      best_next_ = std::chrono::steady_clock::now() + timing_.best_interval;
-    }
     if (queue_.empty()) {
       if (closing_) return;
       continue;
@@ -174,11 +212,11 @@ void WebhookSender::work() {
       if (!outcome.failure.empty() && !abort_.load())
         std::cerr << "cairn: warning: webhook " << d.event << " to " << redacted_url(url)
                   << " not delivered: " << outcome.failure
-                  << (outcome.final || spool_.empty() ? "" : "; kept for the next resume") << "\n";
+                  << (outcome.final || d.file.empty() ? "" : "; kept for the next resume") << "\n";
     }
-    if (settled && !spool_.empty()) {
+    if (settled && !d.file.empty()) {
       std::error_code ec;
-      std::filesystem::remove(spool_file(d), ec);
+      std::filesystem::remove(d.file, ec);
     }
     lock.lock();
     busy_ = false;
@@ -246,7 +284,6 @@ void WebhookSender::drain(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!worker_.joinable()) return;
   closing_ = true;
-  best_pending_.reset();
   wake_.notify_all();
   const bool done = wake_.wait_for(lock, limit, [this] { return queue_.empty() && !busy_; });
   size_t abandoned = 0;
@@ -270,12 +307,24 @@ std::filesystem::path webhook_spool(const StoreLayout& store, int64_t id) {
 bool has_pending_webhooks(const std::filesystem::path& spool) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(spool, ec))
-    if (entry.path().extension() == ".json") return true;
+    if (entry.path().extension() == ".json" || entry.path().extension() == ".pending") return true;
   return false;
 }
 
+Result<std::set<std::string>> notify_markers(const ExperimentDb& db) {
+  std::set<std::string> ids;
+  const std::string_view prefix = schema::kNotifyPrefix;
+  Status st = db.scan(prefix, [&](std::string_view key, std::string_view) {
+    ids.emplace(key.substr(prefix.size()));
+    return true;
+  });
+  if (!st.ok()) return st;
+  return ids;
+}
+
 std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify,
-                                                   const std::filesystem::path& spool) {
+                                                   const std::filesystem::path& spool,
+                                                   std::set<std::string> committed) {
   std::vector<std::string> urls = notify.webhooks;
   if (!notify.webhook_env.empty()) {
     const char* value = std::getenv(notify.webhook_env.c_str());
@@ -295,7 +344,8 @@ std::unique_ptr<WebhookSender> make_webhook_sender(const NotifyConfig& notify,
                 << " is not set; notifications go unsigned\n";
   }
   if (urls.empty()) return nullptr;
-  return std::make_unique<WebhookSender>(std::move(urls), std::move(secret), spool);
+  return std::make_unique<WebhookSender>(std::move(urls), std::move(secret), spool,
+                                         std::move(committed));
 }
 
 }  // namespace cairn::cli

@@ -1,6 +1,8 @@
 #include "peer/agent_server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,10 +15,12 @@
 
 #include "common/build_info.h"
 #include "peer/agent_log.h"
+#include "peer/control_relay.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
 #include "peer/rank_messages.h"
+#include "peer/route_probe.h"
 
 namespace cairn {
 
@@ -131,12 +135,22 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       total -= running;
     }
   } kill_on_exit{host, running, ranks_running};
+  // The ranks' control channels, relayed over this connection (control_relay.h).
+  auto control = ControlRelay::for_agent(
+      info.dir.empty() ? info.dir : info.dir / "control",
+      [&name](const std::string& line) { agent_log("control channel of " + name + ": " + line); });
   // Sends the ranks' output and exits; false when the connection broke.
   auto relay = [&]() {
     if (!host) return true;
     for (RankHost::Event& event : host->poll()) {
       Json message;
       if (event.ended) {
+        // Its last control messages go before its exit, as a local rank's would.
+        if (Status drained = control->drain_rank(peer, event.rank); !drained.ok()) {
+          agent_log("dropped " + name + ": " + drained.message());
+          return false;
+        }
+        control->rank_ended(event.rank);
         --running;
         --ranks_running;
         agent_log("rank " + std::to_string(event.rank) + " of " + name + " ended (code " +
@@ -158,7 +172,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   for (;;) {
     if (!relay()) return;
     const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
-    auto request = peer.receive(wait_until);
+    // A rank's end wakes the wait at once (its pidfd), not at the next look.
+    auto request =
+        control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
     if (!request.ok() && request.status().message() == "timed out" && running > 0) continue;
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
@@ -204,7 +220,10 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       }
       const bool slot_taken = started.ok();
       if (started.ok() && !host) host = hosts();
+      bool listening = false;  // the rank's control socket was made for this launch
+      if (started.ok()) listening = (started = control->give_control(*launch)).ok();
       if (started.ok()) started = host->start(*launch);
+      if (!started.ok() && listening) control->rank_ended(launch->rank);
       if (!started.ok() && slot_taken) --ranks_running;
       if (started.ok()) {
         ++running;
@@ -215,6 +234,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
         agent_log("refused a launch from " + name + ": " + started.message());
         reply = Json{{"type", "error"}, {"rank", rank}, {"reason", started.message()}};
       }
+    } else if (type == "probe") {
+      reply = probe_reply(message);  // bounded (route_probe.h)
     } else if (type == "signal") {
       const Json sig = message.value("signal", Json());
       const Json rank = message.value("rank", Json());
@@ -266,6 +287,10 @@ Result<int> AgentServer::serve(int signal_fd) {
           agent_log("cannot accept a connection: " + errno_text());
         break;
       }
+      // Small frames (a relayed control line, an ack) must not wait for the peer's delayed
+      // ACK (Nagle): up to 40 ms a round trip on Linux.
+      const int one = 1;
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       const std::string name = remote_name(fd.get());
       if (static_cast<int>(s.workers.size()) >= kMaxAgentConnections) {
         agent_log("refused " + name + ": already " + std::to_string(kMaxAgentConnections) +

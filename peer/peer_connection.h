@@ -54,8 +54,13 @@ class PeerConnection {
   ~PeerConnection();
 
   const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
-  int fd() const { return fd_.get(); }  // the TCP socket, for its addresses (never read it)
   void set_stop_fd(int fd) { stop_fd_ = fd; }
+  // The TCP socket: for its addresses, and for a caller that waits on it with other
+  // descriptors (control_relay.h); never read it. Bytes OpenSSL has already read are not
+  // visible to a poll() on it: call receive() with a deadline of now until it times out
+  // before waiting.
+  int fd() const { return fd_.get(); }
+  int stop_fd() const { return stop_fd_; }
 
   Status send(const Json& message, Deadline deadline);
   // Bytes as they are, inside TLS: for tests of the frame layer (a malformed or oversized

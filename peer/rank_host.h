@@ -35,6 +35,10 @@ class RankHost {
   // What happened since the last call: output pieces in order, then each ended rank once.
   // Never blocks.
   virtual std::vector<Event> poll() = 0;
+  // Descriptors that become readable when a running rank ends (pidfds), so the connection
+  // waits on them with its socket instead of looking every few milliseconds; empty where
+  // the host has none (it is then polled). Valid until the next call of poll().
+  virtual std::vector<int> exit_fds() const { return {}; }
   // Kills every rank still running (the connection is gone) and reaps them.
   virtual void kill_all() = 0;
 };

@@ -7,11 +7,13 @@
 namespace cairn {
 
 Json launch_message(const RemoteLaunch& launch) {
-  return Json{{"type", "launch"},
-              {"rank", launch.rank},
-              {"argv", launch.argv},
-              {"env", launch.env},
-              {"cwd", launch.cwd}};
+  Json message{{"type", "launch"},
+               {"rank", launch.rank},
+               {"argv", launch.argv},
+               {"env", launch.env},
+               {"cwd", launch.cwd}};
+  if (!launch.paths.empty()) message["paths"] = launch.paths;
+  return message;
 }
 
 Result<RemoteLaunch> parse_launch(const Json& message) {
@@ -48,6 +50,19 @@ Result<RemoteLaunch> parse_launch(const Json& message) {
   if (!no_nul(launch.cwd) || !stays_below(std::filesystem::path(launch.cwd)))
     return bad("cwd '" + launch.cwd.substr(0, 200) +
                "' is not a relative path below the agent's work directory");
+  auto paths = message.find("paths");
+  if (paths != message.end()) {
+    if (!paths->is_object() || paths->size() > 64) return bad("paths is not an object");
+    for (const auto& [name, kind] : paths->items()) {
+      if (name.empty() || name.find('=') != std::string::npos || !no_nul(name) || !kind.is_string())
+        return bad("paths has an entry that is not NAME: kind");
+      bool known = false;
+      for (const char* k : kLaunchPathKinds) known = known || kind.get<std::string>() == k;
+      if (!known)
+        return bad("paths names an unknown kind '" + kind.get<std::string>().substr(0, 64) + "'");
+      launch.paths[name] = kind.get<std::string>();
+    }
+  }
   return launch;
 }
 

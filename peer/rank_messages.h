@@ -38,7 +38,15 @@ struct RemoteLaunch {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string cwd;  // relative to the agent's work directory
+  // Variables whose value is a path of this machine, by kind (docs/peers.md "Paths on the
+  // agent"): the agent sets each to its own path of that kind, under its directory, whatever
+  // `env` says (for "python_sdk", its SDK directory goes first in the list `env` holds).
+  std::map<std::string, std::string> paths;
 };
+
+// The kinds a launch's "paths" may name (anything else is refused).
+inline constexpr const char* kLaunchPathKinds[] = {"control", "workdir", "orphans", "kernel_cache",
+                                                   "python_sdk"};
 
 Json launch_message(const RemoteLaunch& launch);
 

@@ -78,6 +78,10 @@ std::string event_key(int64_t seq) {
   return kEventPrefix + pad(seq, 16);
 }
 
+std::string notify_key(const std::string& delivery_id) {
+  return kNotifyPrefix + delivery_id;
+}
+
 int64_t key_suffix_number(const std::string& key) {
   auto slash = key.rfind('/');
   return std::stoll(key.substr(slash == std::string::npos ? 0 : slash + 1));

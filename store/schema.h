@@ -16,6 +16,13 @@
 //   ckpt/<sha256>                       a registered checkpoint: trial, steps, metrics, bytes
 //   log/<trial:8>/<rank:4>/<seq:12>     a chunk of a rank's stdout+stderr, in order
 //   event/<seq:16>                      the append-only event log
+//   notify/<delivery_id>                a notification's marker: written in the commit that
+//                                       stores the state change it reports, so a prepared
+//                                       notification is delivered exactly when that change
+//                                       is durable (engine/coordinator/notifier.h)
+//   notify_best                         best_improved's pacing: the best value notified or
+//                                       waiting, when the last one left, the one waiting
+//                                       (engine/coordinator/notify_outbox.h)
 //
 // Numbers are zero-padded so that byte order is numeric order.
 #pragma once
@@ -34,6 +41,8 @@ inline constexpr const char* kSearcherState = "searcher_state";
 inline constexpr const char* kTrialPrefix = "trial/";
 inline constexpr const char* kCheckpointPrefix = "ckpt/";
 inline constexpr const char* kEventPrefix = "event/";
+inline constexpr const char* kNotifyPrefix = "notify/";
+inline constexpr const char* kNotifyBest = "notify_best";
 
 // States that never change again: an experiment's (its record's "state") and a trial's
 // (a trial may also be STOPPED by its searcher).
@@ -90,6 +99,7 @@ std::string checkpoint_key(const std::string& id);
 std::string log_prefix(int64_t trial, int rank);
 std::string log_key(int64_t trial, int rank, int64_t seq);
 std::string event_key(int64_t seq);
+std::string notify_key(const std::string& delivery_id);
 // The number after the last '/' of a key (the step of a metric key, the seq of a log key).
 int64_t key_suffix_number(const std::string& key);
 

@@ -145,7 +145,11 @@ int run_builtin_mlp() {
                                NcclOptions{.device = 0, .key_prefix = "nccl", .timeout = timeout});
     } else {
       GlooOptions options;
+      // The interface cairn chose towards rank 0 (a gang over machines), else rank 0's
+      // address, which is this machine's own when every rank runs here.
       if (const char* host = std::getenv("MASTER_ADDR"); host && *host) options.host = host;
+      if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
+        options.host = iface;
       options.timeout = timeout;
       made = make_gloo_collective(kv, ctx->rank(), ctx->world_size(), options);
     }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <map>
 
 #include "common/file_util.h"
+#include "engine/coordinator/rank_interfaces.h"
+#include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
 
 namespace cairn {
@@ -35,7 +38,12 @@ class AgentRankHost final : public RankHost {
     const fs::path output =
         dir_ / "ranks" / (std::to_string(id_) + "-" + std::to_string(launch.rank) + ".out");
     fs::remove(output, ec);
-    ProcessSpec spec{launch.argv, cwd, launch.env, output};
+    // Path-valued variables get this machine's paths (remote_paths.h).
+    RemoteLaunch resolved = launch;
+    if (Status st = resolve_agent_paths(dir_, resolved); !st.ok()) return st;
+    // A gang over machines: this machine's interface towards rank 0 (rank_interfaces.h).
+    if (Status st = set_collective_interfaces(resolved.env); !st.ok()) return st;
+    ProcessSpec spec{launch.argv, cwd, resolved.env, output};
     auto process = TrialProcess::spawn(spec);
     if (!process.ok()) return process.status();
     Rank rank;
@@ -43,6 +51,8 @@ class AgentRankHost final : public RankHost {
     rank.start_time = process->start_time();
     rank.output = output;
     rank.file.reset(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
+    // Readable once it ends (Linux 5.3); without it, the connection polls as before.
+    rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }
@@ -84,6 +94,13 @@ class AgentRankHost final : public RankHost {
     return events;
   }
 
+  std::vector<int> exit_fds() const override {
+    std::vector<int> fds;
+    for (const auto& [id, rank] : ranks_)
+      if (!rank.reaped && rank.ended) fds.push_back(rank.ended.get());
+    return fds;
+  }
+
   void kill_all() override {
     for (auto& [id, rank] : ranks_) {
       if (rank.reaped) continue;
@@ -102,6 +119,7 @@ class AgentRankHost final : public RankHost {
     uint64_t start_time = 0;
     fs::path output;
     UniqueFd file;
+    UniqueFd ended;  // a pidfd: readable once the process has ended
     bool reaped = false;
     ExitInfo exit;
   };

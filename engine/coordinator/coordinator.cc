@@ -106,7 +106,10 @@ void Coordinator::add_trial(std::unique_ptr<Trial> trial) {
     const Json seq = trial->record.value(log_seq_field(rank.rank), Json());
     rank.log_seq = seq.is_number_integer() ? seq.get<int64_t>() : 0;
   }
-  if (!trial->finished) live_.insert(index);
+  if (!trial->finished)
+    live_.insert(index);
+  else
+    tally_finished(*trial);
   trials_[index] = std::move(trial);
 }
 
@@ -167,6 +170,7 @@ Status Coordinator::commit() {
   // Finished trials leave the live set only now, after their final record is in the batch.
   std::erase_if(live_, [&](int64_t index) {
     const Trial* trial = trial_by_index(index);
+    if (trial && trial->finished) tally_finished(*trial);
     return !trial || trial->finished;
   });
   // Synced when the round recorded an event or a validation: every reply that acknowledges
@@ -175,7 +179,11 @@ Status Coordinator::commit() {
   // (welcome, an answer already decided and durable, errors) no longer force an fsync.
   Status st = db_->commit(batch_, batch_needs_sync_);
   batch_needs_sync_ = false;
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    notify_outbox_.commit_failed();
+    return st;
+  }
+  notify_outbox_.committed();  // the notifications this batch's changes report may go
   batch_has_checkpoint_ = false;
   // Only now, with the batch durable, may the trials hear that their reports are safe.
   for (auto& [fd, message] : deferred_replies_) {

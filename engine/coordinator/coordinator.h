@@ -24,9 +24,11 @@
 #include "engine/coordinator/control_channel.h"
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/launcher_choice.h"
+#include "engine/coordinator/notify_outbox.h"
 #include "engine/coordinator/output_tail.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
+#include "engine/coordinator/status_tally.h"
 #include "engine/coordinator/terminal.h"
 #include "engine/coordinator/trial_process.h"
 #include "engine/search/searcher.h"
@@ -231,12 +233,18 @@ class Coordinator {
   void record_event(schema::EventType type, Json fields);
   // Hand an event to options_.notifier when notify.on asks for it (notifier.h,
   // engine/coordinator/coordinator_notify.cc). `error`: why the coordinator stopped early.
-  void notify_end(const std::string& state, const std::string& error = "") const;
-  void notify_trial_error(const Trial& trial, const std::string& why) const;
-  void notify_best(const Trial& trial, double value) const;
+  // Each is staged into batch_, the commit that stores what it reports (notify_outbox.h).
+  void notify_end(const std::string& state, const std::string& error = "");
+  void notify_trial_error(const Trial& trial, const std::string& why);
+  void notify_best(const Trial& trial, double value);
+  // Every round, before the commit: a best_improved whose slot came is staged.
+  void notify_due();
   // Gathers the live status line's facts and has terminal_ draw it, when a redraw is due
   // (engine/coordinator/coordinator_status.cc).
   void update_status();
+  // The trial finished for good and leaves the live set: its share of the status line is
+  // counted once, in status_tally_.
+  void tally_finished(const Trial& trial);
   void reply(ControlConnection& conn, Json message);
   Status commit();
   bool finished() const;
@@ -267,8 +275,11 @@ class Coordinator {
   std::shared_ptr<const RunSource> run_source_;  // what run_dir_ holds, for peers
   Json experiment_;
   CoordinatorOptions options_;
+  // Notifications and their markers in the store (engine/coordinator/notify_outbox.h).
+  NotifyOutbox notify_outbox_{options_.notifier, &config_, db_.get()};
   Terminal terminal_;
   StatusBaseline status_baseline_;
+  StatusTally status_tally_{config_.searcher.metric, config_.searcher.smaller_is_better};
   std::unique_ptr<Searcher> searcher_;
   std::unique_ptr<SignalPipe> signals_;
   std::optional<SlotPool> slots_;

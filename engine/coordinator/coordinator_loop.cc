@@ -158,13 +158,13 @@ int Coordinator::finish() {
   if (best) experiment_["best_trial"] = best->value("id", "");
   batch_.put_json(schema::kExperiment, experiment_);
   record_event(schema::EventType::kExperimentState, {{"state", state}});
+  notify_end(state);  // in the commit that stores the end: no kill can lose one of the two
   Status st = commit();
   if (!st.ok()) {
     terminal_.warn("error: " + st.message());
     return 1;
   }
   if (retention_due_) apply_retention();
-  notify_end(state);
   const std::string id = std::to_string(experiment_["id"].get<int64_t>());
   if (ended == ExperimentState::kActive) {
     terminal_.note("experiment " + id + " interrupted; `cairn resume " + id +
@@ -223,6 +223,7 @@ int Coordinator::run() {
     // can say hello). Not when this round registered a checkpoint: a start restores the
     // latest checkpoint from the database, which has it only after the commit.
     if (!batch_has_checkpoint_) schedule();
+    notify_due();
     Status committed = commit();
     if (!committed.ok()) {
       fatal_ = committed;

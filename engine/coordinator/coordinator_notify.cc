@@ -1,11 +1,13 @@
-// The coordinator's notifications (`notify:`, docs/config.md "Notifications"): what each
-// event says, handed to options_.notifier, which delivers it off this thread.
+// The coordinator's notifications (`notify:`, docs/config.md "notify"): what each event says,
+// staged by notify_outbox_ into the commit that stores what it reports (notify_outbox.h), and
+// delivered by options_.notifier off this thread.
 #include "common/metric_order.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/notifier.h"
 #include "engine/coordinator/notify_payload.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/best_trial.h"
+#include "store/schema.h"
 
 namespace cairn {
 
@@ -22,8 +24,11 @@ NotifyExperiment notify_experiment(const Json& experiment, const std::string& st
 
 }  // namespace
 
-void Coordinator::notify_end(const std::string& state, const std::string& error) const {
-  if (!options_.notifier || !config_.notify.wants(NotifyEvent::kEnd)) return;
+void Coordinator::notify_end(const std::string& state, const std::string& error) {
+  // The run's end names the best: a best_improved still waiting for its slot is dropped when
+  // the experiment ends for good (a paused or interrupted one keeps it for its resume).
+  if (schema::experiment_has_ended(state)) notify_outbox_.drop_waiting(batch_);
+  if (!notify_outbox_.wants(NotifyEvent::kEnd)) return;
   NotifyCounts counts;
   std::vector<const Json*> records;
   for (const auto& [index, trial] : trials_) {
@@ -40,30 +45,39 @@ void Coordinator::notify_end(const std::string& state, const std::string& error)
     if (value.is_number()) best = NotifyBest{record->value("id", ""), metric, value.get<double>()};
   }
   Json payload = experiment_end_payload(notify_experiment(experiment_, state), counts, best);
-  if (!error.empty()) {
-    payload["error"] = error;
-    payload["text"] = payload["text"].get<std::string>() + "; stopped early: " + error;
+  if (error.empty()) {
+    // Rides the commit that stores the end (finish()).
+    notify_outbox_.stage(NotifyEvent::kEnd, std::move(payload), batch_);
+    return;
   }
-  options_.notifier->notify(NotifyEvent::kEnd, std::move(payload));
+  // Stopped by an error of its own (perhaps the store's): no commit reports this one.
+  payload["error"] = error;
+  payload["text"] = payload["text"].get<std::string>() + "; stopped early: " + error;
+  notify_outbox_.send_now(NotifyEvent::kEnd, std::move(payload));
 }
 
-void Coordinator::notify_trial_error(const Trial& trial, const std::string& why) const {
-  if (!options_.notifier || !config_.notify.wants(NotifyEvent::kTrialError)) return;
-  options_.notifier->notify(
+void Coordinator::notify_trial_error(const Trial& trial, const std::string& why) {
+  if (!notify_outbox_.wants(NotifyEvent::kTrialError)) return;
+  // Rides the round's commit, which stores the trial's ERROR.
+  notify_outbox_.stage(
       NotifyEvent::kTrialError,
       trial_error_payload(notify_experiment(experiment_, "ACTIVE"), trial_id(trial.index), why,
-                          trial.record.value("restarts", 0)));
+                          trial.record.value("restarts", 0)),
+      batch_);
 }
 
-void Coordinator::notify_best(const Trial& trial, double value) const {
-  if (!options_.notifier || !config_.notify.wants(NotifyEvent::kBestImproved)) return;
-  // Every trial's own improvement is handed on; the notifier keeps the experiment's best and
-  // its pace (at most one a minute), so the coordinator keeps no state for it.
-  Json payload =
+void Coordinator::notify_best(const Trial& trial, double value) {
+  if (!notify_outbox_.wants(NotifyEvent::kBestImproved)) return;
+  // The outbox keeps the experiment's best notified and its pace in the store
+  // (notify_outbox.h): a resume neither repeats nor forgets them.
+  notify_outbox_.best(
       best_improved_payload(notify_experiment(experiment_, "ACTIVE"),
-                            NotifyBest{trial_id(trial.index), config_.searcher.metric, value});
-  payload["smaller_is_better"] = config_.searcher.smaller_is_better;
-  options_.notifier->notify(NotifyEvent::kBestImproved, std::move(payload));
+                            NotifyBest{trial_id(trial.index), config_.searcher.metric, value}),
+      value, batch_);
+}
+
+void Coordinator::notify_due() {
+  notify_outbox_.tick(batch_);
 }
 
 }  // namespace cairn

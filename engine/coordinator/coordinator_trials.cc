@@ -18,6 +18,7 @@
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/determined_package.h"
 #include "engine/coordinator/rank_environment.h"
+#include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/trial_blas_core.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
@@ -260,6 +261,17 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
     launch.env = rank_environment(env, rank.rank);
     launch.output = rank.output_file;
     launch.machine = rank.machine;
+    // Which interface the rank's collectives bind (rank_interfaces.h): this machine's is
+    // decided here; another's by its agent, so cairn's own setting, which names one of this
+    // machine's interfaces, is not sent there (a config's `environment:` is).
+    for (const char* name : kCollectiveInterfaceVariables)
+      if (rank.machine != 0 && !env.configured.count(name)) launch.env.erase(name);
+    if (rank.machine == 0) {
+      Status routed = set_collective_interfaces(launch.env);
+      if (!routed.ok())
+        terminal_.warn("warning: trial " + trial_id(trial.index) + ": rank " +
+                       std::to_string(rank.rank) + ": " + routed.message());
+    }
     // Output files are opened for appending: what this attempt writes begins at the file's
     // end as it is before the start (measured after it, the first bytes could be past it).
     // From where the last read stopped, so that what is past it (written after the previous

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -14,8 +15,10 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
+#include "peer/control_relay.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {
@@ -26,8 +29,9 @@ using Clock = std::chrono::steady_clock;
 
 // How long start() waits for the agent to answer a launch.
 constexpr auto kLaunchTime = std::chrono::seconds(30);
-// How often the connection's thread looks for work from the coordinator between frames.
-constexpr auto kPollTime = std::chrono::milliseconds(10);
+// The connection's thread waits on the agent, the relayed control streams and the wake
+// pipe; this only bounds one wait.
+constexpr auto kWaitTime = std::chrono::hours(1);
 
 std::string env_or(const std::map<std::string, std::string>& env, const char* name,
                    const std::string& fallback) {
@@ -49,6 +53,9 @@ struct RemoteLauncher::State {
   std::map<int64_t, std::optional<Status>> pending;  // launches waiting for an answer
   std::map<int64_t, UniqueFd> outputs;               // running ranks' output files
   std::set<int64_t> running;                         // launched, exit not yet taken
+  std::map<int64_t, std::string> control_targets;    // running ranks' CAIRN_CONTROL here
+  std::unique_ptr<ControlRelay> control;             // the connection thread's
+  UniqueFd wake_read, wake_write;                    // a byte: outgoing frames or stopping
   std::vector<RankExit> exits;
   std::optional<Status> broken;  // the connection failed: every rank is lost
   bool stopping = false;
@@ -58,9 +65,16 @@ struct RemoteLauncher::State {
 
   void loop();
   void fail_all(const Status& why);
+  void wake() {
+    const char byte = 1;
+    (void)!::write(wake_write.get(), &byte, 1);
+  }
 };
 
 void RemoteLauncher::State::fail_all(const Status& why) {
+  // On the connection's thread: the relayed control connections end with it, so the
+  // coordinator sees its ranks' channels close.
+  control->close_all();
   std::lock_guard lock(mutex);
   broken = why;
   for (auto& [rank, answer] : pending)
@@ -74,6 +88,7 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   }
   running.clear();
   outputs.clear();
+  control_targets.clear();
   answered.notify_all();
   if (!exits.empty()) ::kill(::getpid(), SIGCHLD);
 }
@@ -90,7 +105,7 @@ void RemoteLauncher::State::loop() {
       Status sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
       if (!sent.ok()) return fail_all(Status::Failed(address + ": " + sent.message()));
     }
-    auto message = peer->receive(Clock::now() + kPollTime);
+    auto message = control->receive(*peer, Clock::now() + kWaitTime, wake_read.get());
     if (!message.ok() && message.status().message() == "timed out") continue;
     if (!message.ok()) return fail_all(Status::Failed(address + ": " + message.status().message()));
     if (!message->has_value())
@@ -120,6 +135,7 @@ void RemoteLauncher::State::loop() {
       exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
       running.erase(rank);
       outputs.erase(rank);
+      control_targets.erase(rank);
       ::kill(::getpid(), SIGCHLD);  // wakes the coordinator's loop (launcher.h)
     }
   }
@@ -127,6 +143,17 @@ void RemoteLauncher::State::loop() {
 
 RemoteLauncher::RemoteLauncher(std::unique_ptr<State> state) : state_(std::move(state)) {
   State* s = state_.get();
+  // A stream the agent opens for a rank reaches the control socket that rank was given
+  // here; a rank that is not running gets none.
+  s->control = ControlRelay::for_coordinator(
+      [s](int64_t rank) {
+        std::lock_guard lock(s->mutex);
+        auto it = s->control_targets.find(rank);
+        return it == s->control_targets.end() ? std::string() : it->second;
+      },
+      [s](const std::string& line) {
+        std::fprintf(stderr, "cairn: agent %s: %s\n", s->address.c_str(), line.c_str());
+      });
   s->thread = std::thread([s] { s->loop(); });
 }
 
@@ -135,6 +162,7 @@ RemoteLauncher::~RemoteLauncher() {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
   }
+  state_->wake();
   state_->thread.join();
   state_->peer->close(Clock::now() + std::chrono::seconds(1));
 }
@@ -166,6 +194,10 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   state->address = address.text();
   state->shipper.emplace(address, client);
   state->reap_local_children = reap_local_children;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Io("pipe: " + errno_text());
+  state->wake_read.reset(fds[0]);
+  state->wake_write.reset(fds[1]);
   return std::unique_ptr<RemoteLauncher>(new RemoteLauncher(std::move(state)));
 }
 
@@ -182,6 +214,8 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   remote.env = launch.env;
   remote.cwd = "trials/" + env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed") + "/rank-" +
                env_or(launch.env, "RANK", "0");
+  // This machine's paths do not travel: the agent fills in its own (remote_paths.h).
+  mark_remote_paths(remote.env, remote.paths);
   if (launch.source) {  // the agent's copy of the run directory (run_shipping.h)
     auto cwd = s.shipper->prepare(*launch.source);
     if (!cwd.ok()) return cwd.status();
@@ -193,7 +227,10 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   s.pending[remote.rank] = std::nullopt;
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
+  if (auto control = launch.env.find("CAIRN_CONTROL"); control != launch.env.end())
+    s.control_targets[remote.rank] = control->second;
   s.outgoing.push_back(launch_message(remote));
+  s.wake();
   const bool answered = s.answered.wait_until(lock, Clock::now() + kLaunchTime,
                                               [&] { return s.pending[remote.rank].has_value(); });
   Status result = answered ? *s.pending[remote.rank]
@@ -203,6 +240,7 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   if (!result.ok()) {
     s.running.erase(remote.rank);
     s.outputs.erase(remote.rank);
+    s.control_targets.erase(remote.rank);
     // A late answer finds nothing pending; a rank that started after all is killed with the
     // connection (the launcher gives up on it).
     return result;
@@ -216,6 +254,7 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   const int64_t id = -static_cast<int64_t>(rank.pid);
   if (!s.running.count(id)) return false;
   s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
+  s.wake();
   return true;
 }
 

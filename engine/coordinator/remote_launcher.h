@@ -15,8 +15,15 @@
 // without, "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below the agent's DIR/work, and argv must
 // name what exists on the agent.
 //
+// The ranks' control channels travel over the same connection (peer/control_relay.h): the
+// agent gives each rank a socket of its own, and each connection a rank opens there is
+// connected here to the CAIRN_CONTROL the coordinator gave the rank. The variables that
+// name this machine's paths are sent as kinds, for the agent to fill in
+// (remote_paths.h).
+//
 // One thread owns the connection (OpenSSL's connection objects are not shared between
-// threads); the coordinator's calls hand it work and read its results under a mutex. When a
+// threads); the coordinator's calls hand it work and read its results under a mutex, and wake it
+// through a pipe (it waits in poll() on the agent, the control streams and that pipe). When a
 // rank ends, that thread sends this process SIGCHLD, which wakes the coordinator's loop as
 // a local rank's end does, so take_exits() is called. take_exits() also reaps any local
 // child that ended (the local launcher does that for children that are not ranks).

@@ -14,12 +14,26 @@ namespace {
 constexpr const char* kClearLine = "\r\033[K";
 }
 
+std::string status_clear(int columns, int width) {
+  std::string out = kClearLine;
+  if (width < 1) width = 1;
+  const int rows = columns <= width ? 1 : (columns + width - 1) / width;
+  if (rows > 1) out += "\033[" + std::to_string(rows - 1) + "A\033[J";
+  return out;
+}
+
+void Terminal::resized() const {
+  next_status_ = Clock::time_point{};
+  width_ = width();
+}
+
 Terminal::Terminal() {
   tty_ = ::isatty(STDOUT_FILENO) == 1;
   const char* no_colour = std::getenv("NO_COLOR");
   colour_ = tty_ && !(no_colour && *no_colour);
   const char* term = std::getenv("TERM");
   status_enabled_ = tty_ && !(term && std::strcmp(term, "dumb") == 0);
+  if (status_enabled_) width_ = width();
 }
 
 Terminal::~Terminal() {
@@ -42,7 +56,7 @@ void Terminal::write_around_status(std::FILE* stream, const std::string& text) c
   }
   // Cleared and redrawn in one write to stdout where the text goes there too, so the line
   // never flickers; a warning on stderr goes between a clear and a redraw.
-  std::string out = kClearLine;
+  std::string out = status_clear(status_columns_, width_);
   if (stream == stdout) {
     out += text;
     out += status_;
@@ -93,9 +107,12 @@ bool Terminal::status_due() const {
 void Terminal::draw_status(const StatusFacts& facts) const {
   if (!status_enabled_) return;
   next_status_ = Clock::now() + std::chrono::milliseconds(1000 / kStatusRedrawsPerSecond);
-  const std::string line = render_status_line(facts, width());
+  width_ = width();  // read at every redraw: a resize shows before its SIGWINCH arrives
+  const std::string line = render_status_line(facts, width_);
+  const std::string out =
+      status_clear(status_columns_, width_) + (colour_ ? "\033[2m" + line + "\033[0m" : line);
   status_ = colour_ ? "\033[2m" + line + "\033[0m" : line;
-  const std::string out = kClearLine + status_;
+  status_columns_ = static_cast<int>(line.size());
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
 }
@@ -103,8 +120,10 @@ void Terminal::draw_status(const StatusFacts& facts) const {
 void Terminal::end_status() const {
   status_enabled_ = false;
   if (status_.empty()) return;
+  const std::string clear = status_clear(status_columns_, width());
   status_.clear();
-  std::fwrite(kClearLine, 1, std::strlen(kClearLine), stdout);
+  status_columns_ = 0;
+  std::fwrite(clear.data(), 1, clear.size(), stdout);
   std::fflush(stdout);
 }
 

@@ -30,6 +30,7 @@ HalvingSearcher::Trial* HalvingSearcher::find(int64_t trial) {
 }
 
 std::vector<SearcherAction> HalvingSearcher::start() {
+  plan_.reset();
   Actions out;
   create_while_room(out);
   return out;
@@ -51,6 +52,7 @@ void HalvingSearcher::create_while_room(Actions& out) {
 
 std::vector<SearcherAction> HalvingSearcher::on_validation(int64_t trial, int64_t length,
                                                            double metric) {
+  plan_.reset();
   Trial* t = find(trial);
   if (t == nullptr || !t->training) return {};
   Bracket& b = brackets_[t->bracket];
@@ -74,6 +76,7 @@ std::vector<SearcherAction> HalvingSearcher::on_validation(int64_t trial, int64_
 }
 
 std::vector<SearcherAction> HalvingSearcher::on_trial_closed(int64_t trial) {
+  plan_.reset();
   Trial* t = find(trial);
   if (t == nullptr || t->closed) return {};
   t->closed = true;
@@ -115,6 +118,7 @@ void HalvingSearcher::close(const std::vector<int64_t>& trials, Actions& out) {
 }
 
 std::vector<SearcherAction> HalvingSearcher::set_concurrency(int concurrency) {
+  plan_.reset();
   concurrency_ = std::max(concurrency, 1);
   Actions out;
   create_while_room(out);
@@ -123,6 +127,39 @@ std::vector<SearcherAction> HalvingSearcher::set_concurrency(int concurrency) {
 
 bool HalvingSearcher::finished() const {
   return static_cast<int64_t>(trials_.size()) == planned_ && closed_ == planned_;
+}
+
+bool HalvingSearcher::rung_settled(const Bracket& b, int r) const {
+  // Rung 0 takes every trial the bracket creates; a higher rung takes promotions from the
+  // one below, which can happen while that rung can still grow (a trial trains toward it)
+  // or holds a trial waiting for its decision.
+  for (int below = 0; below <= r; ++below) {
+    if (below == 0) {
+      if (!b.all_created()) return false;
+      continue;
+    }
+    if (b.training[below - 1] > 0) return false;
+    for (const RungEntry& entry : b.rungs[below - 1].ranked())
+      if (entry.state == RungEntry::State::kWaiting) return false;
+  }
+  return true;
+}
+
+SearchPlan HalvingSearcher::plan() const {
+  if (plan_) return *plan_;
+  int64_t units = 0;
+  for (const Bracket& b : brackets_) {
+    int64_t previous = 0;
+    for (int r = 0; r <= b.last_rung(); ++r) {
+      const int64_t sent = b.rungs[r].size() + b.training[r];
+      const int64_t count =
+          rung_settled(b, r) ? sent : std::max<int64_t>(sent, b.plan.rungs[r].trials);
+      units += count * std::max<int64_t>(b.rungs[r].length() - previous, 0);
+      previous = b.rungs[r].length();
+    }
+  }
+  plan_ = SearchPlan{planned_, units};
+  return *plan_;
 }
 
 Json HalvingSearcher::describe() const {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,14 @@ class HalvingSearcher : public Searcher {
   bool finished() const override;
   // Adds "sampler" and "brackets" to the common fields; docs/search.md shows the shape.
   Json describe() const override;
+  // Trials: the plan's. Units: per rung, the trials sent toward it times the units the rung
+  // adds; a rung still open counts at least the plan's number (bracket_plan.h), a settled
+  // one (rung_settled()) exactly those sent. Exact once every rung is settled; before, the
+  // count of a rung still open is max(plan, sent so far), which a trial erroring below it
+  // lowers and, for ASHA, a later promotion of a trial that overtook one already promoted
+  // raises (docs/search.md, "What the status line counts"). Computed once per change of the
+  // searcher's state (a walk over the rungs' entries), cached between.
+  SearchPlan plan() const override;
   std::vector<SearcherAction> set_concurrency(int concurrency) override;
 
  protected:
@@ -67,6 +76,8 @@ class HalvingSearcher : public Searcher {
 
   Trial* find(int64_t trial);
   void create_while_room(Actions& out);
+  // No trial will ever be sent toward rung `r` of bracket `b` again.
+  bool rung_settled(const Bracket& b, int r) const;
 
   std::string name_;
   SearcherConfig config_;
@@ -79,6 +90,7 @@ class HalvingSearcher : public Searcher {
   int64_t busy_ = 0;  // trials with training to do
   int64_t closed_ = 0;
   BestValidation best_;
+  mutable std::optional<SearchPlan> plan_;  // plan(), until the next call that changes state
 };
 
 }  // namespace cairn

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,14 @@ struct SearcherAction {
   static SearcherAction close(int64_t trial) { return {Kind::kClose, trial, 0, nullptr, 0}; }
 };
 
+// How much work the search plans, as far as its state knows now (Searcher::plan()).
+struct SearchPlan {
+  std::optional<int64_t> trials;  // trials it creates in all
+  // Units it asks trials to train in all: each trial's length summed. A trial that errors
+  // trains less than it was asked, so the units trained may end below this.
+  std::optional<int64_t> units;
+};
+
 class Searcher {
  public:
   virtual ~Searcher() = default;
@@ -59,6 +68,9 @@ class Searcher {
   // The searcher's own view for `cairn show` and `cairn watch` (docs/search.md has the
   // shape): brackets, rungs, promotions, best so far. Empty when there is nothing to add.
   virtual Json describe() const { return Json::object(); }
+  // The plan for the live status line: read at every redraw, so cheap (no walk over the
+  // trials). Empty when the searcher cannot say (pbt, a replay).
+  virtual SearchPlan plan() const { return {}; }
   // From now on keep `concurrency` trials busy (values below 1 count as 1); answers with the
   // trials a larger value lets it create at once. The concurrency shapes which trials exist
   // when, so it is part of the call sequence: rebuild a searcher with the concurrency it was

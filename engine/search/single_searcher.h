@@ -12,6 +12,7 @@ class SingleSearcher : public Searcher {
   std::vector<SearcherAction> on_validation(int64_t trial, int64_t length, double metric) override;
   std::vector<SearcherAction> on_trial_closed(int64_t trial) override;
   bool finished() const override { return closed_; }
+  SearchPlan plan() const override { return {1, config_.searcher.max_length}; }
 
  private:
   const ExperimentConfig& config_;

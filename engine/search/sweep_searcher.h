@@ -18,6 +18,8 @@ class SweepSearcher : public Searcher {
   std::vector<SearcherAction> on_trial_closed(int64_t trial) override;
   bool finished() const override { return closed_.size() == static_cast<size_t>(total_); }
   Json describe() const override;
+  // Exact: every trial is trained to max_length.
+  SearchPlan plan() const override { return {total_, total_ * config_.max_length}; }
   std::vector<SearcherAction> set_concurrency(int concurrency) override;
 
  protected:

@@ -29,13 +29,14 @@ import cairn
 ctx = cairn.init()
 print("running in", os.getcwd(), flush=True)
 print("script at", os.path.abspath(sys.argv[0]), flush=True)
-# Waits for the test to change the live project, then reads the script it runs from.
-go = os.path.join(os.environ["CAIRN_WORKDIR"], "go")
+# Waits for the test to change the live project (until the file argv[1] names exists), then
+# reads the script it runs from.
+go = sys.argv[1]
 deadline = time.monotonic() + 60
 while not os.path.exists(go) and time.monotonic() < deadline:
     time.sleep(0.02)
 print("script says", open(sys.argv[0]).readline().strip(), flush=True)
-for name in sys.argv[1:]:
+for name in sys.argv[2:]:
     print("data", name, open(name).read().strip()[:20], flush=True)
 step = ctx.steps_completed
 for op in ctx.operations():
@@ -46,7 +47,7 @@ for op in ctx.operations():
 """
 
 CONFIG = """name: remote-code
-entrypoint: [python3, train.py, %(read)s]
+entrypoint: [python3, train.py, %(go)s, %(read)s]
 data: [%(data)s]
 searcher: {name: single, metric: val_loss, max_length: 2}
 max_restarts: 0
@@ -120,7 +121,8 @@ class PeersCodeTest(CairnTestCase):
 
     def project(self, data, read):
         self.put("train.py", TRAIN)
-        self.put("exp.yaml", CONFIG % {"data": data, "read": read})
+        self.put("exp.yaml", CONFIG % {"data": data, "read": read,
+                                       "go": os.path.join(self.proj, "go")})
         self.put(".gitignore", "go\n")
         self.git("init", "-q")
         self.git("add", "-A")

@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
 
 # A trial that says where it runs, reports, checkpoints every unit and resumes from it.
 TRAIN = r"""
@@ -57,18 +58,20 @@ def free_udp_port():
 class Agent:
     """A `cairn agent` on loopback with its log in a file (never a pipe that could fill)."""
 
-    def __init__(self, test, name, slots, *extra):
+    def __init__(self, test, name, slots, *extra, ns=None):
         self.dir = os.path.join(test.dir, name)
         os.makedirs(self.dir)
         self.log = os.path.join(test.dir, name + ".log")
+        listen = [] if "--listen" in extra else ["--listen", "127.0.0.1:0"]
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                [CAIRN, "agent", "--dir", self.dir, "--listen", "127.0.0.1:0", "--slots",
-                 str(slots), "--key-file", test.key] + list(extra),
+                (["ip", "netns", "exec", ns] if ns else []) +
+                [CAIRN, "agent", "--dir", self.dir, "--slots", str(slots), "--key-file",
+                 test.key] + listen + list(extra),
                 cwd=test.dir, env=test.cairn_env(test.env()), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         test.addCleanup(self.kill)
         line = self.wait_log("listening on")
-        self.address = "127.0.0.1:" + re.search(r"listening on \S*:(\d+) ", line).group(1)
+        self.address = re.search(r"listening on (\S*:\d+) ", line).group(1)
 
     def text(self):
         with open(self.log) as f:
@@ -90,7 +93,7 @@ class Agent:
         self.process.wait(timeout=30)
 
 
-class PlacementTest(CairnTestCase):
+class PlacementCase(CairnTestCase):
     def setUp(self):
         super().setUp()
         self.home = os.path.join(self.dir, "home")
@@ -111,6 +114,8 @@ class PlacementTest(CairnTestCase):
     def trial_records(self, experiment=1):
         return self.cairn_json("show", str(experiment), "--json")["trials"]
 
+
+class PlacementTest(PlacementCase):
     def test_trials_fill_this_machine_and_every_agent(self):
         a = Agent(self, "agent-a", 1)
         b = Agent(self, "agent-b", 1)
@@ -229,6 +234,74 @@ max_restarts: 0
         self.assertEqual(trial["placement"][0]["machine"], b.address)
 
 
+def netns_available():
+    name = "cairn-probe-%d" % os.getpid()
+    try:
+        made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, "cannot run ip netns: %s" % e
+    if made.returncode != 0:
+        return False, "cannot make a network namespace: " + made.stderr.strip()
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+    return True, ""
+
+
+NETNS, NETNS_WHY = netns_available()
+
+
+@needs("netns", NETNS, NETNS_WHY)
+class NamespacePlacementTest(PlacementCase):
+    """Two "machines" joined by a bridge: this test's coordinator in namespace a
+    (10.78.0.1), an agent in namespace b (10.78.0.2). Only their network differs (the
+    filesystem is shared), so a rank in b reaches rank 0 in a over a real route, not
+    loopback."""
+
+    def setUp(self):
+        super().setUp()
+        prefix = "cairnp%d" % (os.getpid() % 100000)
+        self.ns = {n: "%s-%s" % (prefix, n) for n in ("sw", "a", "b")}
+        for name in self.ns.values():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+            self.ip("netns", "add", name)
+            self.addCleanup(subprocess.run, ["ip", "netns", "del", name], capture_output=True,
+                            timeout=30)
+        sw = self.ns["sw"]
+        self.ip("-n", sw, "link", "add", "br0", "type", "bridge")
+        self.ip("-n", sw, "link", "set", "br0", "up")
+        for i, n in enumerate(("a", "b"), 1):
+            self.ip("-n", sw, "link", "add", "v" + n, "type", "veth", "peer", "name", "eth0",
+                    "netns", self.ns[n])
+            self.ip("-n", sw, "link", "set", "v" + n, "master", "br0", "up")
+            self.ip("-n", self.ns[n], "link", "set", "lo", "up")
+            self.ip("-n", self.ns[n], "addr", "add", "10.78.0.%d/24" % i, "dev", "eth0")
+            self.ip("-n", self.ns[n], "link", "set", "eth0", "up")
+
+    def ip(self, *args):
+        proc = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 0, "ip %s: %s" % (" ".join(args), proc.stderr))
+
+    def test_a_gang_over_two_machines_trains_as_it_does_on_one(self):
+        self.write("mlp.yaml", MLP.replace("slots_per_trial: 3", "slots_per_trial: 2"))
+        proc = self.run_cairn("run", "mlp.yaml", "--slots", "2")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        alone = self.cairn_json("metrics", "1.1", "--json")
+        agent = Agent(self, "agent-b", 1, "--listen", "10.78.0.2:0", ns=self.ns["b"])
+        proc = self.cairn_in(self.ns["a"], "run", "mlp.yaml", "--slots", "1", "--peers",
+                             agent.address)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual([p["machine"] for p in trial["placement"]], ["local", agent.address])
+        split = self.cairn_json("metrics", "2.1", "--json")
+        self.assertEqual(split["validation"], alone["validation"])
+        self.assertEqual(split["training"], alone["training"])
+
+    def cairn_in(self, ns, *args):
+        return subprocess.run(["ip", "netns", "exec", ns, CAIRN] + list(args) +
+                              ["--key-file", self.key], cwd=self.dir,
+                              env=self.cairn_env(self.env()), capture_output=True, text=True,
+                              timeout=240)
+
+
 if __name__ == "__main__":
-    import unittest
-    unittest.main()
+    sys.exit(cairn_testlib.main())

@@ -40,6 +40,9 @@ searcher: {name: grid, metric: val_loss, max_length: 2, max_concurrent_trials: 1
 '''
 
 CLEAR = "\r\x1b[K"
+# What follows CLEAR when the line drawn before takes several rows at the terminal's width
+# now (it shrank, and the terminal reflowed the line): up to its first row, clear below.
+WRAPPED_CLEAR = r"^\x1b\[(\d+)A\x1b\[J"
 
 
 def set_size(fd, rows, cols):
@@ -51,6 +54,7 @@ def status_lines(text):
     next clear (trial output and notes end with one; the status line has none)."""
     out = []
     for segment in text.split(CLEAR)[1:]:
+        segment = re.sub(WRAPPED_CLEAR, "", segment)
         tail = segment.rsplit("\r\n", 1)[-1]
         if tail:
             out.append(tail)
@@ -103,6 +107,32 @@ class StatusLineTest(CairnTestCase):
         self.assertTrue(text.endswith("\r\n"), repr(text[-200:]))
         # No colour with NO_COLOR (CairnTestCase's default), though the line is there.
         self.assertIsNone(re.search(r"\x1b\[[0-9;]*m", text))
+
+    def test_a_shrink_clears_every_row_the_reflowed_line_takes(self):
+        env = self.cairn_env({"COLUMNS": None})
+        run = self.on_pty([CAIRN, "run", "exp.yaml"], env=env)
+        set_size(run.master, 30, 120)
+        run.read_until(lambda t: any(len(s) > 60 for s in status_lines(t)),
+                       what="a status line longer than 60 columns")
+        mark = len(run.text)
+        set_size(run.master, 30, 25)
+        os.kill(run.proc.pid, signal.SIGWINCH)
+        wrapped = re.compile(re.escape(CLEAR) + WRAPPED_CLEAR[1:])
+        run.read_until(lambda t: wrapped.search(t, mark), what="the reflowed rows cleared")
+        text = run.text
+        m = wrapped.search(text, mark)
+        # The line drawn last before it, at 120 columns, takes ceil(n / 25) rows at 25: the
+        # clear goes up all but the cursor's row, then clears to the end of the screen.
+        before = status_lines(text[:m.start()])[-1]
+        self.assertGreater(len(before), 25)
+        self.assertEqual(int(m.group(1)), -(-len(before) // 25) - 1, repr(before))
+        # Once the line fits, a plain clear again: each row it took is cleared exactly once.
+        run.read_until(lambda t: len(status_lines(t[m.end():])) >= 3, what="later redraws")
+        after = run.text[m.end():]
+        self.assertIsNone(wrapped.search(after), repr(after[:300]))
+        self.assertTrue(all(len(s) <= 24 for s in status_lines(run.text[m.start():])))
+        open(os.path.join(self.dir, "release"), "w").close()
+        self.assertEqual(run.read_to_end(timeout=120), 0, run.text)
 
     def test_piped_output_has_no_status_line_nor_any_control_character(self):
         open(os.path.join(self.dir, "release"), "w").close()

@@ -26,6 +26,24 @@ for op in ctx.operations():
     ctx.report_validation(op.length, {"val_loss": 1.0 / ctx.hparams["x"]})
 '''
 
+# Trial 1.1 validates and completes; every later one says it runs (waiting-<id>) and waits for
+# `release` before it validates.
+SLOW_AFTER_FIRST = r'''
+import os, time
+import cairn
+ctx = cairn.init()
+for op in ctx.operations():
+    if not ctx.trial_id.endswith(".1"):
+        open(os.path.join(os.environ["CAIRN_WORKDIR"], "waiting-" + ctx.trial_id), "w").close()
+        release = os.path.join(os.environ["CAIRN_WORKDIR"], "release")
+        deadline = time.time() + 120
+        while not os.path.exists(release) and time.time() < deadline:
+            if ctx.should_preempt():
+                raise SystemExit(0)  # paused before its validation: it runs again on resume
+            time.sleep(0.05)
+    ctx.report_validation(op.length, {"val_loss": 1.0 / ctx.hparams["x"]})
+'''
+
 CONFIG = '''name: hooked
 entrypoint: [/usr/bin/python3, train.py]
 hyperparameters:
@@ -208,7 +226,7 @@ class WebhookTest(CairnTestCase):
                       proc.stderr)
         bodies = rec.bodies()
         self.assertEqual([b["event"] for b in bodies], ["experiment_end"])
-        self.assertEqual(bodies[0]["delivery_id"] + ".json", kept[0])
+        self.assertEqual(bodies[0]["delivery_id"] + ".pending", kept[0])
         self.assertEqual(bodies[0]["experiment"]["state"], "COMPLETED")
         self.assertEqual(self.spool(), [])
         self.cairn("resume", "1", check=0)  # nothing pending: nothing sent again
@@ -234,6 +252,119 @@ class WebhookTest(CairnTestCase):
         first, again = rec.bodies()[:2]
         self.assertEqual(first, again)  # the same delivery id: the receiver can drop it
         self.assertEqual(first["experiment"]["state"], "COMPLETED")
+
+    def spool_files(self, extension):
+        return [f for f in self.spool() if f.endswith(extension)]
+
+    def test_a_kill_9_between_the_end_stored_and_its_delivery_still_delivers(self):
+        # The end's marker rides the commit that stores COMPLETED; the process dies right after
+        # that commit, before anything was handed to the sender's thread.
+        rec = self.serve()
+        self.write("exp.yaml", CONFIG % ('  webhook: "%s"\n  on: [end]' % rec.url))
+        proc = self.cairn("run", "exp.yaml", env={"CAIRN_TEST_DIE_AFTER_NOTIFY_COMMIT": "1"})
+        self.assertEqual(proc.returncode, 137, proc.stderr)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "COMPLETED")
+        self.assertEqual(rec.requests, [])
+        pending = self.spool_files(".pending")
+        self.assertEqual(len(pending), 1, self.spool())
+        proc = self.cairn("resume", "1", check=0)
+        self.assertIn("cairn: experiment 1 is COMPLETED; nothing to resume", proc.stdout)
+        self.assertIn("cairn: delivering 1 notification(s) an earlier cairn left undelivered",
+                      proc.stderr)
+        bodies = rec.bodies()
+        self.assertEqual([b["event"] for b in bodies], ["experiment_end"], bodies)
+        self.assertEqual(bodies[0]["delivery_id"] + ".pending", pending[0])
+        self.assertEqual(rec.requests[0][1]["X-Cairn-Delivery"], bodies[0]["delivery_id"])
+        self.assertEqual(bodies[0]["experiment"]["state"], "COMPLETED")
+        self.assertEqual(self.spool(), [])
+        self.cairn("resume", "1", check=0)
+        self.assertEqual(len(rec.requests), 1)
+
+    def test_a_kill_9_between_a_trial_error_stored_and_its_delivery_still_delivers(self):
+        rec = self.serve()
+        self.write("exp.yaml", CONFIG % ('  webhook: "%s"\n  on: [trial_error]' % rec.url))
+        proc = self.cairn("run", "exp.yaml", env={"CAIRN_TEST_DIE_AFTER_NOTIFY_COMMIT": "1"})
+        self.assertEqual(proc.returncode, 137, proc.stderr)
+        self.assertEqual(rec.requests, [])
+        pending = self.spool_files(".pending")
+        self.assertEqual(len(pending), 1, self.spool())
+        trials = {t["id"]: t["state"] for t in self.cairn_json("show", "1", "--json")["trials"]}
+        self.assertEqual(trials["1.1"], "ERROR", trials)
+        proc = self.cairn("resume", "1", check=0)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("experiment 1 COMPLETED: 2 of 3 trials completed", proc.stdout)
+        bodies = rec.bodies()
+        # Delivered once, with the id it was given before the kill; 1.1 did not run again.
+        self.assertEqual([(b["event"], b["trial"]["id"]) for b in bodies], [("trial_error", "1.1")])
+        self.assertEqual(bodies[0]["delivery_id"] + ".pending", pending[0])
+        self.assertEqual(self.spool(), [])
+
+    def test_a_kill_9_before_the_trial_error_is_stored_sends_it_once_when_it_happens(self):
+        # The event is pending, its marker and the trial's ERROR not committed: the resume
+        # drops it, runs 1.1 again, and the failure it meets again is notified then.
+        rec = self.serve()
+        self.write("exp.yaml", CONFIG % ('  webhook: "%s"\n  on: [trial_error]' % rec.url))
+        proc = self.cairn("run", "exp.yaml", env={"CAIRN_TEST_DIE_BEFORE_NOTIFY_COMMIT": "1"})
+        self.assertEqual(proc.returncode, 137, proc.stderr)
+        pending = self.spool_files(".pending")
+        self.assertEqual(len(pending), 1, self.spool())
+        trials = {t["id"]: t["state"] for t in self.cairn_json("show", "1", "--json")["trials"]}
+        self.assertNotEqual(trials["1.1"], "ERROR", trials)
+        proc = self.cairn("resume", "1", check=0)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("1 notification(s) of a change an earlier cairn did not store were "
+                      "dropped", proc.stderr)
+        bodies = rec.bodies()
+        self.assertEqual([(b["event"], b["trial"]["id"]) for b in bodies], [("trial_error", "1.1")])
+        self.assertNotEqual(bodies[0]["delivery_id"] + ".pending", pending[0])
+        self.assertEqual(self.spool(), [])
+
+    def test_best_improved_keeps_its_best_and_its_pace_across_a_kill_and_resume(self):
+        # 1.1 (0.5) is the first best: posted. cairn dies right after storing it; the resume
+        # delivers it, and then 1.1 run again (0.5: no better), 1.2 (1.0: worse) send
+        # nothing, and 1.3's better 1/3 comes within the minute of 1.1's: it waits, and the
+        # experiment ends first. A resume that forgot would post 0.5 again, or 1.0.
+        rec = self.serve()
+        self.write("exp.yaml", CONFIG.replace("vals: [1, 2, 3]", "vals: [2, 1, 3]").replace(
+            "max_restarts: 0", "max_restarts: 1") %
+            ('  webhook: "%s"\n  on: [best_improved]' % rec.url))
+        self.write("train.py", TRAIN.replace('if ctx.hparams["x"] == 1:\n    raise SystemExit(5)\n',
+                                             ""))
+        proc = self.cairn("run", "exp.yaml", env={"CAIRN_TEST_DIE_AFTER_NOTIFY_COMMIT": "1"})
+        self.assertEqual(proc.returncode, 137, proc.stderr)
+        self.assertEqual(rec.requests, [])
+        proc = self.cairn("resume", "1", check=0)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("experiment 1 COMPLETED: 3 of 3 trials completed", proc.stdout)
+        self.assertEqual([(b["event"], b["best"]) for b in rec.bodies()],
+                         [("best_improved", {"trial": "1.1", "metric": "val_loss", "value": 0.5})])
+        self.assertEqual(self.spool(), [])
+
+    def test_best_improved_after_a_pause_sends_neither_an_old_best_nor_early(self):
+        # 1.1 (0.5) is posted; the experiment is paused while 1.2 waits for `release`; the
+        # resume's 1.2 (1.0) is no better than 0.5, and 1.3's 1/3 comes within the interval
+        # (made 10 minutes here, so that the test's pace cannot matter).
+        rec = self.serve()
+        slow = {"CAIRN_TEST_BEST_INTERVAL_MS": "600000"}
+        self.write("exp.yaml", CONFIG.replace("vals: [1, 2, 3]", "vals: [2, 1, 3]") %
+                   ('  webhook: "%s"\n  on: [best_improved]' % rec.url))
+        self.write("train.py", SLOW_AFTER_FIRST)
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml"], cwd=self.dir,
+                               env=self.cairn_env(slow), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: run.poll() is None and run.kill())
+        wait_until(lambda: len(rec.requests) == 1, timeout=120, what="1.1's best posted")
+        wait_until(lambda: os.path.exists(os.path.join(self.dir, "waiting-1.2")), timeout=120,
+                   what="1.2 running")
+        self.cairn("pause", "1", check=0)
+        self.assertEqual(run.wait(timeout=120), 0)
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        open(os.path.join(self.dir, "release"), "w").close()
+        proc = self.cairn("resume", "1", check=0, env=slow)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("experiment 1 COMPLETED: 3 of 3 trials completed", proc.stdout)
+        self.assertEqual([(b["event"], b["best"]) for b in rec.bodies()],
+                         [("best_improved", {"trial": "1.1", "metric": "val_loss", "value": 0.5})])
 
     def test_webhook_env_names_the_url(self):
         rec = self.serve()

@@ -1,6 +1,7 @@
 // libFuzzer target: bytes as an authenticated peer's TLS stream delivers them to the frame
 // decoder (peer/frame.h), split into reads at points the input chooses, and each message
-// decoded checked as a hello (peer/peer_protocol.h) and as a launch (peer/rank_messages.h),
+// decoded checked as a hello (peer/peer_protocol.h), as a launch (peer/rank_messages.h) and
+// as a relayed control frame (peer/control_frames.h),
 // as the agent does.
 // Any crash, sanitizer report or broken invariant (abort) is a finding.
 //
@@ -15,6 +16,7 @@
 
 #include "common/file_util.h"
 #include "common/untrusted_json.h"
+#include "peer/control_frames.h"
 #include "peer/frame.h"
 #include "peer/peer_protocol.h"
 #include "peer/rank_messages.h"
@@ -64,7 +66,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)cairn::check_hello(value);
       // A launch the agent accepts never names a directory outside its own.
       auto launch = cairn::parse_launch(value);
-      if (launch.ok()) check(!launch->argv.empty() && cairn::stays_below(launch->cwd));
+      if (launch.ok()) {
+        check(!launch->argv.empty() && cairn::stays_below(launch->cwd));
+        // Path kinds are only the known ones (rank_messages.h).
+        for (const auto& [name, kind] : launch->paths) {
+          bool known = false;
+          for (const char* k : cairn::kLaunchPathKinds) known = known || kind == k;
+          check(known && !name.empty());
+        }
+      }
+      // A relayed control frame (control_frames.h): what is accepted is within its bounds
+      // and encodes back to the same frame.
+      auto control = cairn::parse_control_frame(value);
+      if (control.ok()) {
+        check(control->stream >= 1);
+        if (control->kind == cairn::ControlFrame::Kind::kData) {
+          check(!control->data.empty() && control->data.size() <= cairn::kControlChunkBytes);
+          check(cairn::control_data_message(control->stream, control->data)["data"] ==
+                value["data"]);
+        }
+        if (control->kind == cairn::ControlFrame::Kind::kAck)
+          check(control->bytes >= 1 &&
+                control->bytes <= static_cast<int64_t>(cairn::kControlWindowBytes));
+      } else {
+        check(control.status().message().find('\n') == std::string::npos);
+      }
+      // Base64 text round-trips when it decodes (canonical only).
+      if (value.contains("data") && value["data"].is_string()) {
+        auto bytes = cairn::base64_decode(value["data"].get<std::string>());
+        if (bytes.ok()) check(cairn::base64_encode(*bytes) == value["data"].get<std::string>());
+      }
     }
   }
   return 0;

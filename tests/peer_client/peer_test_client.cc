@@ -169,6 +169,16 @@ int main(int argc, char** argv) {
     (void)peer.send_bytes(header(static_cast<uint32_t>(body.size())) + body, deadline);
   } else if (mode == "untyped") {
     (void)peer.send_bytes(header(7) + "{\"a\":1}", deadline);
+  } else if (mode == "control") {
+    // Control frames an agent must refuse, one log line each, then a status request that
+    // must still be answered (docs/peers.md "The control channel through the agent").
+    for (const Json& frame : {Json{{"type", "control_open"}, {"stream", 1}, {"rank", 0}},
+                              Json{{"type", "control_data"}, {"stream", 99}, {"data", "aGVsbG8K"}},
+                              Json{{"type", "control_data"}, {"stream", 1}, {"data", 7}},
+                              Json{{"type", "control_close"}, {"stream", 5}},
+                              Json{{"type", "control_ack"}, {"stream", 1}, {"bytes", "x"}}})
+      (void)peer.send(frame, deadline);
+    (void)peer.send(Json{{"type", "status"}}, deadline);
   } else if (mode == "unknown") {
     (void)peer.send(Json{{"type", "launch-the-missiles"}}, deadline);
   } else {
@@ -177,6 +187,6 @@ int main(int argc, char** argv) {
   }
   print_reply(peer, deadline);
   // After a refusal the agent closes the connection.
-  if (mode != "status" && mode != "unknown") print_reply(peer, deadline);
+  if (mode != "status" && mode != "unknown" && mode != "control") print_reply(peer, deadline);
   return 0;
 }

@@ -103,6 +103,9 @@ class InstantTrials {
     }
   }
 
+  // Called after each call's answer was applied (tests that watch the searcher's state).
+  std::function<void()> after_call;
+
   // What happened.
   std::map<int64_t, Json> hparams;                // by trial
   std::map<int64_t, uint64_t> seeds;              // by trial
@@ -128,6 +131,7 @@ class InstantTrials {
     std::vector<SearcherAction> actions = deliver(searcher_, c);
     answers.push_back(describe_actions(actions));
     apply(actions);
+    if (after_call) after_call();
   }
 
   void apply(const std::vector<SearcherAction>& actions) {

@@ -1,0 +1,129 @@
+// A rank's control channel (docs/protocol.md) relayed through the agent's connection
+// (docs/peers.md "The control channel through the agent"), one end on each side:
+//
+// - On the agent, each rank gets its own Unix listener under the agent's directory
+//   (listen_for), which its CAIRN_CONTROL names. Every connection the rank opens on it
+//   becomes a stream: control_open {stream, rank} goes to the coordinator, then the bytes
+//   travel in control_data frames (control_frames.h).
+// - On the coordinator, a control_open connects to the coordinator's own control socket
+//   (the CAIRN_CONTROL the coordinator gave that rank, `target`), and the bytes are pumped
+//   both ways.
+//
+// Event-driven: receive() waits in one poll() on the TLS socket (after draining what
+// OpenSSL holds already), the stop and wake descriptors, the listeners and the streams'
+// sockets, so a byte a rank writes leaves at once. Each direction of a stream holds at most
+// kControlWindowBytes in flight: a side reads from its socket only while the other end has
+// acknowledged enough (control_ack once written), so a slow reader holds back its writer
+// instead of growing a buffer. Closing either end closes the other; every stream ends with
+// its relay (the connection).
+//
+// What the other side sends is checked: an id that names no stream, data for a stream that
+// is not open, data over the window, a malformed control frame, a control_open the agent
+// should not get or for a rank that is not running: each is refused with one log line (and
+// the stream, if any, closed); the connection goes on.
+//
+// Thread-safety: one thread (the connection's) uses a relay; `target` and `log` are called
+// on it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "peer/control_frames.h"
+#include "peer/peer_connection.h"
+#include "peer/rank_messages.h"
+
+namespace cairn {
+
+class ControlRelay {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  // The coordinator's control address ("unix:/path") for a rank of this connection, or ""
+  // when the rank is not one of its running ranks.
+  using Target = std::function<std::string(int64_t rank)>;
+
+  // The agent's end. Sockets go in `socket_dir` (made 0700), or in a fresh directory under
+  // /tmp when a socket's path there would be too long for a Unix address (or the directory
+  // is empty).
+  static std::unique_ptr<ControlRelay> for_agent(std::filesystem::path socket_dir, Log log);
+  // The coordinator's end.
+  static std::unique_ptr<ControlRelay> for_coordinator(Target target, Log log);
+  ~ControlRelay();
+  ControlRelay(const ControlRelay&) = delete;
+  ControlRelay& operator=(const ControlRelay&) = delete;
+
+  // Agent: a listener for `rank`; returns its address for CAIRN_CONTROL ("unix:/path").
+  Result<std::string> listen_for(int64_t rank);
+  // Agent: sets every variable of `launch.paths` of kind "control" to the rank's listener
+  // (made now), and takes them out of `paths`.
+  Status give_control(RemoteLaunch& launch);
+  // Agent: before a rank's exit is sent, what its streams hold is read and sent (as far as
+  // their windows allow), so the coordinator gets a rank's last messages before its exit,
+  // as it would from a local rank.
+  Status drain_rank(PeerConnection& peer, int64_t rank);
+  // Agent: the rank ended; its listener is removed. Its open streams end as its sockets
+  // close.
+  void rank_ended(int64_t rank);
+
+  // Waits until `deadline` for the next message from `peer` that is not a control frame,
+  // relaying streams meanwhile. Answers as PeerConnection::receive does; "timed out" also
+  // when `wake_fd` (when given) became readable (its bytes are read), or one of `also`
+  // (RankHost::exit_fds: left unread).
+  Result<std::optional<Json>> receive(PeerConnection& peer, Deadline deadline, int wake_fd = -1,
+                                      const std::vector<int>& also = {});
+
+  // Closes every stream and listener (the connection is lost).
+  void close_all();
+
+  size_t open_streams() const { return streams_.size(); }
+
+ private:
+  struct Stream {
+    UniqueFd fd;
+    int64_t rank = 0;
+    std::string out;       // from the other side, not yet written to the socket
+    size_t in_flight = 0;  // sent to the other side, not yet acknowledged
+    bool closing = false;  // the other side closed: write what is left, then close
+  };
+  struct Listener {
+    UniqueFd fd;
+    std::filesystem::path path;
+    std::filesystem::path owned_dir;  // a /tmp directory made for it, removed with it
+  };
+
+  ControlRelay() = default;
+  void handle(const Json& message);
+  void on_open(const ControlFrame& frame);
+  // Reads from / writes to a stream's socket as poll said; false when the stream ended.
+  bool pump(int64_t id, Stream& stream, short revents);
+  bool write_out(int64_t id, Stream& stream);
+  void end_stream(int64_t id, bool tell_peer);
+  // Whether `id` names a stream that existed (data may still arrive for it after either
+  // side closed it: not an error).
+  bool was_open(int64_t id) const;
+  Status flush(PeerConnection& peer);
+
+  bool agent_ = false;
+  std::filesystem::path socket_dir_;
+  std::filesystem::path fallback_dir_;  // made under /tmp when socket_dir_ does not fit
+  Target target_;
+  Log log_;
+  std::map<int64_t, Stream> streams_;
+  std::map<int64_t, Listener> listeners_;  // by rank (agent)
+  std::set<int64_t> closed_;               // recently ended streams (bounded)
+  int64_t next_stream_ = 1;
+  uint64_t id_ = 0;  // this relay's number in the process, for socket names
+  std::vector<Json> outgoing_;
+};
+
+}  // namespace cairn
