@@ -1,36 +1,10 @@
 #include "peer/chunk_stream.h"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include "common/file_util.h"
 
 namespace cairn {
-
-std::string base64_encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()),
-                                static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-Result<std::string> base64_decode(std::string_view text) {
-  if (text.size() % 4 != 0) return Status::BadInput("bad base64 (length)");
-  size_t pad = 0;
-  if (!text.empty() && text.back() == '=') ++pad;
-  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
-  for (size_t i = 0; i + pad < text.size(); ++i)
-    if (text[i] == '=') return Status::BadInput("bad base64 (padding)");
-  std::string out(3 * (text.size() / 4) + 1, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) return Status::BadInput("bad base64");
-  out.resize(static_cast<size_t>(n) - pad);  // EVP_DecodeBlock counts padding as zero bytes
-  return out;
-}
 
 Status send_chunks(PeerConnection& peer, std::string_view bytes, Deadline deadline) {
   for (size_t at = 0; at < bytes.size(); at += kChunkBytes) {

@@ -11,15 +11,14 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "peer/control_frames.h"
 #include "peer/peer_connection.h"
 
 namespace cairn {
 
 inline constexpr size_t kChunkBytes = 512 * 1024;
 
-std::string base64_encode(std::string_view bytes);
-// Strict: padding only at the end, no whitespace. nullopt-like failure as kBadInput.
-Result<std::string> base64_decode(std::string_view text);
+// base64_encode / base64_decode: peer/control_frames.h's.
 
 // Sends `bytes` as chunk frames (none when empty).
 Status send_chunks(PeerConnection& peer, std::string_view bytes, Deadline deadline);
