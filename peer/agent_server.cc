@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/build_info.h"
+#include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
 #include "peer/control_relay.h"
 #include "peer/peer_address.h"
@@ -57,6 +58,8 @@ struct AgentServer::Impl {
   std::atomic<int> ranks_running{0};  // over every connection: what status reports used
   UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
+  std::unique_ptr<AgentCheckpoints> checkpoints;  // checkpoints over the wire
+
   struct Worker {
     std::thread thread;
     std::atomic<bool> done{false};
@@ -84,6 +87,10 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
+  // An agent that runs no ranks (a keyless one: any local user could connect) keeps no
+  // checkpoints either.
+  impl_->checkpoints =
+      std::make_unique<AgentCheckpoints>(impl_->hosts ? impl_->info.dir : std::filesystem::path());
 }
 
 AgentServer::~AgentServer() = default;
@@ -236,6 +243,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       }
     } else if (type == "probe") {
       reply = probe_reply(message);  // bounded (route_probe.h)
+    } else if (type == "heartbeat") {
+      // The coordinator's liveness check of this agent (remote_launcher.h): answered at once.
+      reply = Json{{"type", "heartbeat"}};
     } else if (type == "signal") {
       const Json sig = message.value("signal", Json());
       const Json rank = message.value("rank", Json());
@@ -243,6 +253,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
           sig.get<int64_t>() < 65)
         host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
       continue;  // no reply: the exit, if it comes, says what the signal did
+    } else if (AgentCheckpoints::handles(type)) {
+      if (!checkpoints->serve(peer, message, name)) return;
+      continue;  // the exchange sent its own answers
     } else if (auto handled = requests ? requests(message, peer, name) : std::nullopt) {
       reply = std::move(*handled);
     } else {

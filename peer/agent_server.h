@@ -1,10 +1,10 @@
 // The agent's server (`cairn agent`): accepts peer connections, authenticates each with the
 // cluster key (peer_connection.h), checks the peer's protocol version (peer_protocol.h) and
-// answers its requests: "status", "probe" (route_probe.h), and the launch/signal requests
-// of rank_messages.h, which a RankHost made for the connection carries out (output and
-// exits are sent back as they happen); the ranks' control channels are relayed over the
-// same connection (control_relay.h). Shipping code and checkpoints are still to come
-// (docs/peers.md). When the connection ends, its ranks are killed.
+// answers its requests: "status", "probe" (route_probe.h), the launch/signal requests of
+// rank_messages.h, which a RankHost made for the connection carries out (output and exits
+// are sent back as they happen), and the checkpoint requests of agent_checkpoints.h; the
+// ranks' control channels are relayed over the same connection (control_relay.h). Shipping
+// code is still to come (docs/peers.md). When the connection ends, its ranks are killed.
 //
 // One thread per connection, at most kMaxAgentConnections at once; the serving thread only
 // accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
@@ -35,8 +35,9 @@ inline constexpr int kMaxAgentConnections = 64;
 struct AgentInfo {
   int slots_total = 1;
   Json devices = Json::array();  // ["cpu"] or ["gpu0", "gpu1", …] (slot_pool.h's names)
-  // The agent's --dir: ranks' control sockets go in DIR/control (control_relay.h); empty:
-  // in a fresh directory under /tmp.
+  // The agent's --dir: ranks' control sockets go in DIR/control (control_relay.h), and
+  // checkpoints (agent_checkpoints.h) live below it; empty: control sockets in a fresh
+  // directory under /tmp.
   std::filesystem::path dir;
 };
 

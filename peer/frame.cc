@@ -1,5 +1,8 @@
 #include "peer/frame.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "common/untrusted_json.h"
 
 namespace cairn {
@@ -83,6 +86,13 @@ Result<std::optional<Json>> FrameDecoder::next() {
     return *error_;
   }
   return std::optional<Json>(std::move(*parsed));
+}
+
+size_t FrameDecoder::take_raw(char* out, size_t n) {
+  const size_t take = std::min(n, buffered());
+  std::memcpy(out, buffer_.data() + start_, take);
+  start_ += take;
+  return take;
 }
 
 }  // namespace cairn

@@ -45,6 +45,10 @@ class FrameDecoder {
   size_t wanted() const;
   // Bytes held but not yet returned as messages.
   size_t buffered() const { return buffer_.size() - start_; }
+  // Takes up to `n` of the bytes held, as they are: the raw payload that follows a message
+  // announcing it (a checkpoint's content, peer/checkpoint_wire.h), which is not a frame.
+  // Not after an error.
+  size_t take_raw(char* out, size_t n);
 
  private:
   std::string buffer_;

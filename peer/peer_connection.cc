@@ -214,6 +214,29 @@ Result<std::optional<Json>> PeerConnection::receive(Deadline deadline) {
   }
 }
 
+Status PeerConnection::receive_raw(char* out, size_t n, Deadline deadline) {
+  ERR_clear_error();
+  size_t have = decoder_.take_raw(out, n);  // what came with the announcing frame
+  while (have < n) {
+    size_t got = 0;
+    const int rc = SSL_read_ex(tls_->ssl(), out + have, n - have, &got);
+    if (rc == 1) {
+      have += got;
+      continue;
+    }
+    const int error = SSL_get_error(tls_->ssl(), rc);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      Status waited = wait(error == SSL_ERROR_WANT_WRITE, deadline);
+      if (!waited.ok()) return waited;
+      continue;
+    }
+    if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0))
+      return Status::Io("connection closed inside raw data");
+    return Status::Io(take_openssl_errors("TLS error"));
+  }
+  return Status::Ok();
+}
+
 void PeerConnection::close(Deadline deadline) {
   ERR_clear_error();
   for (int round = 0; round < 4; ++round) {

@@ -71,6 +71,10 @@ class PeerConnection {
   // connection. After an error the connection is unusable, except after a timeout
   // (kFailed "timed out"): nothing was consumed then, and receive may be called again.
   Result<std::optional<Json>> receive(Deadline deadline);
+  // Reads exactly `n` bytes of raw payload into `out`: bulk data that follows a message
+  // announcing its size (peer/checkpoint_wire.h), outside the frame layer. Errors as
+  // receive's; a close before `n` bytes is one.
+  Status receive_raw(char* out, size_t n, Deadline deadline);
   // Sends TLS close_notify (best effort, bounded by `deadline`).
   void close(Deadline deadline);
 

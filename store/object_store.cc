@@ -141,9 +141,9 @@ class WriteBack {
 
 }  // namespace
 
-Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::path>& files,
-                                                          const Trailer& trailer,
-                                                          std::string* trailer_hash) {
+Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(
+    const std::vector<fs::path>& files, const Trailer& trailer, std::string* trailer_hash,
+    const std::vector<std::string>* verified) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) return Status::Io("cannot create " + dir_.string() + ": " + ec.message());
@@ -168,7 +168,12 @@ Result<std::vector<AdoptedObject>> ObjectStore::adopt_all(const std::vector<fs::
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return Status::Io("cannot open " + file.string() + ": " + errno_text());
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-    auto hash = sha256_fd(fd.get(), file.string(), &out[i].size);
+    struct stat st {};
+    if (verified && ::fstat(fd.get(), &st) != 0)
+      return Status::Io("cannot stat " + file.string() + ": " + errno_text());
+    out[i].size = verified ? static_cast<uint64_t>(st.st_size) : 0;
+    auto hash = verified ? Result<std::string>((*verified)[i])
+                         : sha256_fd(fd.get(), file.string(), &out[i].size);
     if (!hash.ok()) return hash.status();
     out[i].hash = *hash;
     const fs::path dest = path_of(*hash);

@@ -51,10 +51,15 @@ class ObjectStore {
   // manifest), stored in the same batch, so it costs no sync of its own; its id goes to
   // *trailer_hash. Nothing is renamed into place before everything is durable, so the
   // trailer never names an object that could be lost.
+  //
+  // `verified` (optional): the files' hashes, which the caller checked the content against
+  // as it wrote the files (a checkpoint received from a peer, peer/checkpoint_wire.h); they
+  // are not hashed again.
   using Trailer = std::function<std::string(const std::vector<AdoptedObject>&)>;
   Result<std::vector<AdoptedObject>> adopt_all(const std::vector<std::filesystem::path>& files,
                                                const Trailer& trailer = {},
-                                               std::string* trailer_hash = nullptr);
+                                               std::string* trailer_hash = nullptr,
+                                               const std::vector<std::string>* verified = nullptr);
   // Copies `file` into the store, hashing while copying; the file itself is left alone
   // (used for data files, which stay the user's).
   Result<std::string> copy_in(const std::filesystem::path& file, uint64_t* size, bool* added);

@@ -382,6 +382,7 @@ void Coordinator::schedule() {
     }
     if (trial->target <= trial->validated_target) continue;  // waiting for the searcher
     if (!parent_checkpoint_ready(*trial)) continue;
+    if (transfers_ && transfers_->busy(index)) continue;  // a checkpoint still on the wire
     if (slots_free() < config_.resources.slots_per_trial) return;
     Status st = start_trial(*trial);
     if (!st.ok() && st.kind() == ErrorKind::kIo) {

@@ -21,6 +21,7 @@
 #include "common/json.h"
 #include "engine/config/config.h"
 #include "engine/config/log_policy_matcher.h"
+#include "engine/coordinator/checkpoint_transfers.h"
 #include "engine/coordinator/control_channel.h"
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/launcher_choice.h"
@@ -185,6 +186,14 @@ class Coordinator {
   // engine/coordinator/coordinator_best.cc).
   void handle_best_validation(ControlConnection& conn, const Json& msg);
   void reply_to(int fd, Json message);
+  // Checkpoints of a rank on an agent (coordinator_remote_checkpoints.cc). Each handler
+  // returns false when the message is not one of those (the local path handles it).
+  const AgentEndpoint* remote_chief(const Trial& trial, int rank) const;
+  bool remote_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
+  bool remote_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
+  bool remote_checkpoint_abort(Trial& trial, const Json& msg);
+  // Registers, acknowledges or refuses what the transfer threads finished.
+  void finish_checkpoint_transfers();
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);
   // A rank ended: the first failure stops the others; the trial ends with the last rank.
@@ -332,6 +341,8 @@ class Coordinator {
   bool retention_due_ = false;          // a checkpoint arrived since retention last ran
   Clock::time_point next_retention_{};  // retention reads the whole store: not every round
   Status fatal_ = Status::Ok();
+  // Last: its threads are joined before the store they write to goes.
+  std::unique_ptr<CheckpointTransfers> transfers_;
 };
 
 }  // namespace cairn

@@ -105,6 +105,7 @@ void Coordinator::poll_once() {
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
   collect_exits();
+  finish_checkpoint_transfers();
   watch_machines();
   check_liveness();
   enforce_stop_deadline();

@@ -42,7 +42,10 @@ void Coordinator::watch_machines() {
     if (!launcher_->lost(m)) continue;
     if (slots_->available(m)) {
       slots_->set_available(m, false);
-      terminal_.warn("warning: lost agent " + machines_[static_cast<size_t>(m)].address +
+      const std::string& address = machines_[static_cast<size_t>(m)].address;
+      std::string why = launcher_->at(m).lost_reason();
+      if (why.rfind(address + ": ", 0) == 0) why = why.substr(address.size() + 2);
+      terminal_.warn("warning: lost agent " + address + (why.empty() ? "" : " (" + why + ")") +
                      "; its trials restart on other slots, and it is tried again every " +
                      std::to_string(kReconnectEvery.count()) + " s");
     }

@@ -346,6 +346,7 @@ void Coordinator::handle_validation(Trial& trial, ControlConnection& conn, const
 }
 
 void Coordinator::handle_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg) {
+  if (remote_checkpoint_begin(trial, conn, msg)) return;  // staged on the rank's agent
   auto dir = make_unique_dir(store_.staging(), trial_id(trial.index) + "-");
   if (!dir.ok()) {
     reply(
@@ -359,6 +360,7 @@ void Coordinator::handle_checkpoint_begin(Trial& trial, ControlConnection& conn,
 }
 
 void Coordinator::handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg) {
+  if (remote_checkpoint_end(trial, conn, msg)) return;  // fetched from the rank's agent
   const Json seq = msg.value("seq", Json(0));
   const std::string path = msg.value("path", "");
   if (!trial.staging_dirs.count(path) || !is_step(msg)) {
@@ -458,6 +460,7 @@ bool Coordinator::parent_checkpoint_ready(Trial& child) {
 }
 
 void Coordinator::handle_checkpoint_abort(Trial& trial, const Json& msg) {
+  if (remote_checkpoint_abort(trial, msg)) return;
   const std::string path = msg.value("path", "");
   if (!trial.staging_dirs.count(path)) return;
   trial.staging_dirs.erase(path);

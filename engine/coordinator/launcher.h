@@ -25,6 +25,7 @@
 
 namespace cairn {
 
+struct AgentEndpoint;  // peer/checkpoint_client.h
 struct RunSource;  // run_shipping.h
 
 // What starting one rank needs. `env` is its complete environment (rank_environment.h);
@@ -75,10 +76,15 @@ class Launcher {
   // the coordinator calls it whenever its loop wakes (a local rank's end wakes it through
   // SIGCHLD). Whatever a rank left running is killed before its end is reported.
   virtual std::vector<RankExit> take_exits() = 0;
+  // The agent that runs `rank`, to which its checkpoints travel over the wire
+  // (peer/checkpoint_client.h); nullptr for a rank of this machine.
+  virtual const AgentEndpoint* agent_of(const LaunchedRank& rank) const { return nullptr; }
   // The machine behind this launcher is gone (its agent's connection broke): nothing starts
   // there any more, and its ranks come out of take_exits() with machine_lost. A launcher of
   // this machine is never lost.
   virtual bool lost() const { return false; }
+  // Why, in one line, once lost() ("gpu2:7070: no heartbeat for 10 s").
+  virtual std::string lost_reason() const { return ""; }
 };
 
 }  // namespace cairn

@@ -18,6 +18,7 @@ class UnavailableLauncher final : public Launcher {
   bool signal(const LaunchedRank&, int) override { return false; }
   std::vector<RankExit> take_exits() override { return {}; }
   bool lost() const override { return true; }
+  std::string lost_reason() const override { return why_.message(); }
 
  private:
   Status why_;

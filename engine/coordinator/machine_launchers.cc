@@ -41,6 +41,13 @@ Result<LaunchedRank> MachineLaunchers::start(const RankLaunch& launch) {
   return LaunchedRank{outer, 0};
 }
 
+const AgentEndpoint* MachineLaunchers::agent_of(const LaunchedRank& rank) const {
+  if (rank.pid > 0) return machines_[0]->agent_of(rank);
+  auto it = remote_.find(rank.pid);
+  if (it == remote_.end()) return nullptr;
+  return machines_[static_cast<size_t>(it->second.machine)]->agent_of(it->second.inner);
+}
+
 bool MachineLaunchers::signal(const LaunchedRank& rank, int sig) {
   if (rank.pid > 0) return machines_[0]->signal(rank, sig);
   auto it = remote_.find(rank.pid);

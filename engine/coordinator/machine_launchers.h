@@ -42,6 +42,8 @@ class MachineLaunchers final : public Launcher {
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  // The agent of the machine the rank runs on (nullptr for this machine's ranks).
+  const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
 
  private:
   // Exits of one machine's launcher, renamed to this class's pids.

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/control_relay.h"
+#include "peer/checkpoint_client.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {
@@ -29,9 +31,10 @@ using Clock = std::chrono::steady_clock;
 
 // How long start() waits for the agent to answer a launch.
 constexpr auto kLaunchTime = std::chrono::seconds(30);
-// The connection's thread waits on the agent, the relayed control streams and the wake
-// pipe; this only bounds one wait.
-constexpr auto kWaitTime = std::chrono::hours(1);
+// How often the connection's thread asks the agent for a heartbeat; the agent answers at
+// once, so a connection with nothing heard for kHeartbeatTimeout is lost: an agent that
+// hangs (SIGSTOP, a machine that froze) or a link that went silent without a reset.
+constexpr auto kHeartbeatEvery = std::chrono::seconds(1);
 
 std::string env_or(const std::map<std::string, std::string>& env, const char* name,
                    const std::string& fallback) {
@@ -44,6 +47,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* na
 struct RemoteLauncher::State {
   std::unique_ptr<PeerConnection> peer;
   std::string address;
+  AgentEndpoint endpoint;  // for the connections that move checkpoints
   Offer offer;
   std::optional<RunShipper> shipper;  // code and data, over a connection of its own
 
@@ -60,6 +64,7 @@ struct RemoteLauncher::State {
   std::optional<Status> broken;  // the connection failed: every rank is lost
   bool stopping = false;
   bool reap_local_children = true;
+  std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
   int64_t next_rank = 2;
   std::thread thread;
 
@@ -94,7 +99,21 @@ void RemoteLauncher::State::fail_all(const Status& why) {
 }
 
 void RemoteLauncher::State::loop() {
+  auto last_heard = Clock::now();
+  auto next_heartbeat = last_heard + kHeartbeatEvery;
   for (;;) {
+    const auto now = Clock::now();
+    if (now - last_heard > heartbeat_timeout)
+      return fail_all(Status::Failed(
+          address + ": no heartbeat for " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(now - last_heard).count()) +
+          " s"));
+    if (now >= next_heartbeat) {
+      next_heartbeat = now + kHeartbeatEvery;
+      std::lock_guard lock(mutex);
+      outgoing.push_back(Json{{"type", "heartbeat"}});
+    }
     std::deque<Json> sending;
     {
       std::lock_guard lock(mutex);
@@ -105,8 +124,9 @@ void RemoteLauncher::State::loop() {
       Status sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
       if (!sent.ok()) return fail_all(Status::Failed(address + ": " + sent.message()));
     }
-    auto message = control->receive(*peer, Clock::now() + kWaitTime, wake_read.get());
+    auto message = control->receive(*peer, next_heartbeat, wake_read.get());
     if (!message.ok() && message.status().message() == "timed out") continue;
+    last_heard = Clock::now();
     if (!message.ok()) return fail_all(Status::Failed(address + ": " + message.status().message()));
     if (!message->has_value())
       return fail_all(Status::Failed(address + ": the agent closed the connection"));
@@ -182,6 +202,12 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   if (!answer->has_value() || (**answer).value("type", "") != "status")
     return Status::Failed(address.text() + ": no status answer");
   auto state = std::make_unique<State>();
+  if (const char* seconds = std::getenv("CAIRN_HEARTBEAT_TIMEOUT"); seconds && *seconds) {
+    const double value = std::strtod(seconds, nullptr);
+    if (value > 0 && value < 86400)
+      state->heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+  }
+  state->endpoint = AgentEndpoint{address, std::move(client)};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
@@ -224,6 +250,22 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;
+  if (auto latest = remote.env.find("CAIRN_LATEST_CHECKPOINT");
+      latest != remote.env.end() && !latest->second.empty()) {
+    // Restored on the agent, for this attempt (the rank's id), before the rank starts.
+    lock.unlock();
+    const std::string attempt = env_or(launch.env, "CAIRN_ATTEMPT", "");
+    auto pushed =
+        push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
+                        attempt.empty() ? remote.rank : std::strtoll(attempt.c_str(), nullptr, 10),
+                        latest->second, kLaunchTime);
+    if (!pushed.ok())
+      return Status::Failed("cannot restore the checkpoint on " + s.address + ": " +
+                            pushed.status().message());
+    latest->second = pushed->path;
+    lock.lock();
+    if (s.broken) return *s.broken;
+  }
   s.pending[remote.rank] = std::nullopt;
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
@@ -258,9 +300,18 @@ bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   return true;
 }
 
+const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
+  return &state_->endpoint;
+}
+
 bool RemoteLauncher::lost() const {
   std::lock_guard lock(state_->mutex);
   return state_->broken.has_value();
+}
+
+std::string RemoteLauncher::lost_reason() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->broken ? state_->broken->message() : std::string();
 }
 
 const RemoteLauncher::Offer& RemoteLauncher::offer() const {

@@ -28,6 +28,12 @@
 // a local rank's end does, so take_exits() is called. take_exits() also reaps any local
 // child that ended (the local launcher does that for children that are not ranks).
 //
+// Checkpoints (docs/peers.md "Checkpoints over the wire"): a rank launched with
+// CAIRN_LATEST_CHECKPOINT gets that checkpoint restored on the agent first
+// (peer/checkpoint_client.h push_checkpoint: only the content the agent's cache lacks
+// travels), and the variable names the agent's copy. The restore runs within start(), which
+// already waits for the agent's answer.
+//
 // Thread-safety: start, signal and take_exits from one thread (the coordinator's loop).
 #pragma once
 
@@ -41,6 +47,11 @@
 #include "peer/tls_session.h"
 
 namespace cairn {
+
+// A connection that hears nothing from its agent for this long (it answers a heartbeat
+// asked every second) is lost: its ranks come out of take_exits() with machine_lost.
+// CAIRN_HEARTBEAT_TIMEOUT (seconds) changes it.
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
 
 class RemoteLauncher final : public Launcher {
  public:
@@ -58,7 +69,10 @@ class RemoteLauncher final : public Launcher {
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  // Every rank of this launcher runs on its agent.
+  const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
   bool lost() const override;
+  std::string lost_reason() const override;
 
   // What the agent said it offers when connected (its status answer), and this side's
   // address on the connection (the address the agent's machine reaches this one by).

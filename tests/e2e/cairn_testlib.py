@@ -281,6 +281,21 @@ class PtyProcess:
 # the entry skipped for a reason tests/skip_allowlist.txt allows, a failure otherwise.
 
 
+def netns_available():
+    """(True, "") where this process can make network namespaces (`ip netns add`: root or
+    CAP_SYS_ADMIN, and iproute2), else (False, why): the probe the "netns" tests need."""
+    name = "cairn-probe-%d" % os.getpid()
+    try:
+        made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, "cannot run ip netns: %s" % e
+    if made.returncode != 0:
+        return False, "cannot make a network namespace: " + made.stderr.strip()
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+    return True, ""
+
+
 def needs(capability, available, why=""):
     """Decorates a test method or class that needs `capability`: it runs only in that
     capability's ctest entry, and skips there, with reason "needs CAPABILITY: why", when

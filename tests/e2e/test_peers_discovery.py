@@ -48,20 +48,7 @@ def receive(sock, timeout):
         return None
 
 
-def netns_available():
-    name = "cairn-probe-%d" % os.getpid()
-    try:
-        made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, "cannot run ip netns: %s" % e
-    if made.returncode != 0:
-        return False, "cannot make a network namespace: " + made.stderr.strip()
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
-    return True, ""
-
-
-NETNS, NETNS_WHY = netns_available()
+NETNS, NETNS_WHY = cairn_testlib.netns_available()
 
 
 class Agent:

@@ -3,7 +3,6 @@
 one `cairn run` that fills their slots and this machine's, splits a gang unevenly over
 machines (bit-identical to the same gang on one machine), refuses what can never fit, and
 restarts a trial whose agent died on another machine without charging max_restarts."""
-import json
 import os
 import re
 import signal
@@ -194,7 +193,10 @@ max_restarts: 0
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("--slots 0 runs nothing on this machine", proc.stderr)
 
-    def test_a_lost_agent_costs_no_restart_and_its_trial_moves(self):
+    def trial_moves_when(self, lose, lost_line, extra=None):
+        """Runs a long trial on agent a (ties go to the first listed), has it checkpoint,
+        then `lose(agent a, the rank's pid)`; the trial must finish on agent b from its
+        checkpoint without spending a restart (max_restarts is 0: a charge would fail it)."""
         a = Agent(self, "agent-a", 1)
         b = Agent(self, "agent-b", 1)
         self.write("exp.yaml", """name: moves
@@ -205,49 +207,47 @@ max_restarts: 0
 """ % os.path.join(self.dir, "train.py"))
         out = open(os.path.join(self.dir, "run.out"), "w")
         self.addCleanup(out.close)
+        env = {"STEP_SECONDS": "0.2"}
+        env.update(extra or {})
         run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
                                 a.address + "," + b.address, "--key-file", self.key],
-                               cwd=self.dir, env=self.cairn_env(self.env({"STEP_SECONDS": "0.2"})),
+                               cwd=self.dir, env=self.cairn_env(self.env(env)),
                                stdout=out, stderr=subprocess.STDOUT)
 
         def output():
             with open(os.path.join(self.dir, "run.out")) as f:
                 return f.read()
 
-        # Ties go to the first listed agent; wait until the trial has checkpointed there.
         a.wait_log("started rank")
         wait_until(lambda: "[1.1] step 3" in output(), timeout=60, what="three steps on a")
         pid = int(re.search(r"\[1\.1\] pid (\d+) starts at 0", output()).group(1))
-        # The machine goes away: its agent and the rank it ran.
-        a.process.kill()
-        os.kill(pid, signal.SIGKILL)
+        lose(a, pid)
         b.wait_log("started rank", timeout=60)
         self.assertEqual(run.wait(timeout=180), 0, output())
         text = output()
-        self.assertIn("lost agent " + a.address, text)
+        self.assertIn("lost agent %s (%s)" % (a.address, lost_line), text)
         self.assertIn("trial 1.1 lost its machine", text)
         resumed_at = int(re.findall(r"\[1\.1\] pid \d+ starts at (\d+)", text)[-1])
         self.assertGreaterEqual(resumed_at, 3, text)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
-        self.assertEqual(trial["restarts"], 0, trial)  # max_restarts is 0: a charge would fail it
+        self.assertEqual(trial["restarts"], 0, trial)
         self.assertEqual(trial["placement"][0]["machine"], b.address)
 
+    def test_a_lost_agent_costs_no_restart_and_its_trial_moves(self):
+        def machine_gone(agent, pid):  # the agent and the rank it ran
+            agent.process.kill()
+            os.kill(pid, signal.SIGKILL)
 
-def netns_available():
-    name = "cairn-probe-%d" % os.getpid()
-    try:
-        made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, "cannot run ip netns: %s" % e
-    if made.returncode != 0:
-        return False, "cannot make a network namespace: " + made.stderr.strip()
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
-    return True, ""
+        self.trial_moves_when(machine_gone, "the agent closed the connection")
+
+    def test_a_hung_agent_is_lost_when_its_heartbeats_stop(self):
+        # SIGSTOP: the connection stays open, the agent answers nothing.
+        self.trial_moves_when(lambda agent, pid: agent.process.send_signal(signal.SIGSTOP),
+                              "no heartbeat for 2 s", extra={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
 
 
-NETNS, NETNS_WHY = netns_available()
+NETNS, NETNS_WHY = cairn_testlib.netns_available()
 
 
 @needs("netns", NETNS, NETNS_WHY)

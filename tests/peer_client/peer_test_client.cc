@@ -7,7 +7,7 @@
 //   peer_test_client HOST:PORT KEY_FILE|none MODE
 //   peer_test_client --serve-hello|--serve-refusal PROTOCOL KEY_FILE   (a fake agent)
 // MODE: status | protocol=N | oversized | malformed | deep | untyped | unknown | silent |
-//       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS... |
+//       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS... | request JSON |
 //       code-pack TREE PACK_FILE (sends the file as a code pack for TREE, prints the answer,
 //       then asks for the status to show the connection is still served)
 // Prints the agent's reply as one JSON line, "closed" when it closed the connection, or
@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   }
   if (argc < 4 ||
       (argc > 4 && std::strcmp(argv[3], "run") != 0 && std::strcmp(argv[3], "run-term") != 0 &&
+       std::strcmp(argv[3], "request") != 0 &&
        !(argc == 6 && std::strcmp(argv[3], "code-pack") == 0))) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
@@ -181,6 +182,17 @@ int main(int argc, char** argv) {
     (void)peer.send(Json{{"type", "status"}}, deadline);
   } else if (mode == "unknown") {
     (void)peer.send(Json{{"type", "launch-the-missiles"}}, deadline);
+  } else if (mode == "request" && argc > 4) {
+    // request JSON: any request as cairn would frame it (checkpoint requests that cairn
+    // itself never sends: paths outside, bad manifests, unknown attempts).
+    auto request = Json::parse(argv[4], nullptr, false);
+    if (request.is_discarded() || !request.is_object()) {
+      std::cerr << "request: not a JSON object\n";
+      return 2;
+    }
+    (void)peer.send(request, deadline);
+    print_reply(peer, deadline);
+    return 0;
   } else {
     std::cerr << "unknown mode " << mode << "\n";
     return 2;

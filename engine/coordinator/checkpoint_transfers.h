@@ -1,0 +1,97 @@
+// Checkpoints of ranks that run on an agent move over the wire (peer/checkpoint_client.h)
+// on threads of their own, never on the coordinator's event loop: a 256 MiB checkpoint must
+// not hold up control traffic. The loop hands a job over with start(); the job's thread
+// opens its own connection to the agent, does the work, stores the result and sends this
+// process SIGCHLD (as RemoteLauncher does for a rank's end), which wakes the loop; the loop
+// then take()s the results and registers, acknowledges or refuses (coordinator_remote_
+// checkpoints.cc).
+//
+// A fetch writes only the contents the object store lacks, makes them durable
+// (ObjectStore::adopt_all, with the checkpoint's manifest as its trailer) and only then tells
+// the agent it may drop its copy; the result carries the stored manifest.
+//
+// Thread-safety: start, take and the staged-directory table are for the loop's thread only;
+// the destructor waits for every job (each bounded by the wire's timeouts).
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/json.h"
+#include "peer/checkpoint_client.h"
+#include "store/checkpoint_files.h"
+#include "store/object_store.h"
+
+namespace cairn {
+
+struct CheckpointJob {
+  enum class Kind { kStage, kFetch };
+  Kind kind = Kind::kStage;
+  AgentEndpoint agent;
+  int64_t trial_index = 0;
+  std::string trial;    // its id ("1.2")
+  int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
+  pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
+  int connection = -1;  // the control connection waiting for the answer
+  Json seq;             // the request's seq, for the answer's "re"
+  std::string path;     // kFetch: the staged directory on the agent
+  int64_t step = 0;     // kFetch
+  Json metadata;        // kFetch
+};
+
+struct CheckpointJobResult {
+  CheckpointJob job;
+  Status status;
+  std::string staged_path;      // kStage
+  CheckpointManifest manifest;  // kFetch: as stored
+  uint64_t new_bytes = 0;       // kFetch: bytes new to the object store
+  uint64_t content_bytes = 0;   // kFetch: content bytes that crossed the wire
+};
+
+class CheckpointTransfers {
+ public:
+  CheckpointTransfers(ObjectStore& objects, std::filesystem::path staging)
+      : objects_(objects), staging_(std::move(staging)) {}
+  ~CheckpointTransfers();
+  CheckpointTransfers(const CheckpointTransfers&) = delete;
+  CheckpointTransfers& operator=(const CheckpointTransfers&) = delete;
+
+  void start(CheckpointJob job);
+  // The jobs that finished since the last call.
+  std::vector<CheckpointJobResult> take();
+  // Whether a job of the trial is still running (not yet taken): its next attempt waits, so
+  // a checkpoint its last attempt completed is registered before the restart reads the
+  // latest one.
+  bool busy(int64_t trial_index) const {
+    auto it = in_flight_.find(trial_index);
+    return it != in_flight_.end() && it->second > 0;
+  }
+
+  // Directories staged on agents and handed to a trial, not yet ended or aborted.
+  std::map<int64_t, std::set<std::string>>& staged() { return staged_; }
+
+ private:
+  CheckpointJobResult run(const CheckpointJob& job);
+
+  ObjectStore& objects_;
+  std::filesystem::path staging_;
+  std::mutex mutex_;
+  std::vector<CheckpointJobResult> done_;
+  struct Worker {
+    std::thread thread;
+    bool finished = false;  // under mutex_
+  };
+  std::list<Worker> workers_;
+  std::map<int64_t, std::set<std::string>> staged_;
+  std::map<int64_t, int> in_flight_;  // jobs started and not yet taken, by trial
+};
+
+}  // namespace cairn

@@ -1,0 +1,131 @@
+// Checkpoints of a trial whose rank runs on an agent (docs/peers.md "Checkpoints over the
+// wire"): the checkpoint directory is staged on the agent, and what the trial writes there
+// reaches the object store as its manifest plus the content the store lacks, on a transfer
+// thread (checkpoint_transfers.h). The checkpoint is registered, and the trial acknowledged,
+// only once every file is durable here, and only while the attempt that wrote it is still
+// the trial's current one.
+#include "engine/coordinator/checkpoint_transfers.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/trial_state.h"
+
+namespace cairn {
+
+namespace {
+
+// The trial's current attempt, as the wire names it (the rank's CAIRN_ATTEMPT).
+int64_t attempt_of(const Trial& trial) {
+  return trial.record.value("attempts", int64_t{0});
+}
+
+}  // namespace
+
+const AgentEndpoint* Coordinator::remote_chief(const Trial& trial, int rank) const {
+  // A data-parallel trial's checkpoint round (coordinator_ranks.cc) is not over the wire yet.
+  if (trial.world_size() != 1 || rank != 0) return nullptr;
+  const Rank& chief = trial.ranks.front();
+  return chief.process ? launcher_->agent_of(*chief.process) : nullptr;
+}
+
+bool Coordinator::remote_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const AgentEndpoint* agent = remote_chief(trial, conn.rank);
+  if (!agent) return false;
+  if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
+  CheckpointJob job;
+  job.kind = CheckpointJob::Kind::kStage;
+  job.agent = *agent;
+  job.trial_index = trial.index;
+  job.trial = trial_id(trial.index);
+  job.attempt = attempt_of(trial);
+  job.chief = trial.chief().process->pid;
+  job.connection = conn.fd();
+  job.seq = msg.value("seq", Json(0));
+  transfers_->start(std::move(job));
+  return true;
+}
+
+bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const AgentEndpoint* agent = remote_chief(trial, conn.rank);
+  if (!agent || !transfers_) return false;
+  const std::string path = msg.value("path", "");
+  std::set<std::string>& staged = transfers_->staged()[trial.index];
+  // Not handed out here, or no step: the local path answers that with its error.
+  if (!staged.count(path) || !msg.contains("step") || !msg["step"].is_number_integer())
+    return false;
+  staged.erase(path);
+  CheckpointJob job;
+  job.kind = CheckpointJob::Kind::kFetch;
+  job.agent = *agent;
+  job.trial_index = trial.index;
+  job.trial = trial_id(trial.index);
+  job.attempt = attempt_of(trial);
+  job.chief = trial.chief().process->pid;
+  job.connection = conn.fd();
+  job.seq = msg.value("seq", Json(0));
+  job.path = path;
+  job.step = msg["step"].get<int64_t>();
+  job.metadata = msg.value("metadata", Json::object());
+  transfers_->start(std::move(job));
+  return true;
+}
+
+bool Coordinator::remote_checkpoint_abort(Trial& trial, const Json& msg) {
+  if (!transfers_) return false;
+  // The directory is the agent's: nothing here to remove.
+  return transfers_->staged()[trial.index].erase(msg.value("path", "")) > 0;
+}
+
+void Coordinator::finish_checkpoint_transfers() {
+  if (!transfers_) return;
+  // A rank waiting for its checkpoint to travel is not silent: liveness_timeout does not
+  // count the transfer (a local checkpoint's ingestion holds the loop, so it never did).
+  if (config_.liveness_timeout > 0)
+    for (Trial* trial : live_trials())
+      if (transfers_->busy(trial->index)) trial->last_heard = Clock::now();
+  for (CheckpointJobResult& done : transfers_->take()) {
+    const CheckpointJob& job = done.job;
+    Trial* trial = trial_by_index(job.trial_index);
+    // Only the attempt that asked may have its checkpoint. A checkpoint its attempt
+    // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is
+    // registered: the trial's next attempt waits for it (schedule(), busy()). One of an
+    // attempt that is no longer the trial's latest is refused, never registered.
+    const bool latest = trial && attempt_of(*trial) == job.attempt;
+    const bool current = latest && trial->chief().process &&
+                         trial->chief().process->pid == job.chief &&
+                         trial->chief().connection_fd == job.connection;
+    if (job.kind == CheckpointJob::Kind::kStage) {
+      if (!current) continue;  // its rank is gone; the agent's empty directory stays
+      if (!done.status.ok()) {
+        reply_to(job.connection,
+                 Json{{"type", "error"}, {"re", job.seq}, {"message", done.status.message()}});
+        continue;
+      }
+      transfers_->staged()[job.trial_index].insert(done.staged_path);
+      reply_to(job.connection,
+               Json{{"type", "checkpoint_dir"}, {"re", job.seq}, {"path", done.staged_path}});
+      continue;
+    }
+    if (!trial) continue;
+    Status status = done.status;
+    if (status.ok() && !latest)
+      status = Status::Failed("attempt " + std::to_string(job.attempt) + " of trial " + job.trial +
+                              " is no longer the trial's latest attempt");
+    if (!status.ok()) {
+      log_output(*trial, "cairn: error: checkpoint at step " + std::to_string(job.step) +
+                             " was not saved: " + status.message() + "\n");
+      record_event(schema::EventType::kCheckpointFailed,
+                   {{"trial", trial->index}, {"step", job.step}, {"error", status.message()}});
+      if (current)
+        reply_to(job.connection,
+                 Json{{"type", "error"}, {"re", job.seq}, {"message", status.message()}});
+      continue;
+    }
+    register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
+    // Deferred until the batch that registers it is committed (reply_to). Only to the rank
+    // that asked: once it is gone, its descriptor may be another connection's.
+    if (current)
+      reply_to(job.connection,
+               Json{{"type", "ack"}, {"re", job.seq}, {"checkpoint", done.manifest.id}});
+  }
+}
+
+}  // namespace cairn

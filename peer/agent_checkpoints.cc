@@ -1,0 +1,282 @@
+#include "peer/agent_checkpoints.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <vector>
+
+#include "common/file_util.h"
+#include "peer/agent_log.h"
+#include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_wire.h"
+#include "peer/frame.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// trial and attempt, as every checkpoint request names them.
+Status parse_owner(const Json& request, std::string* trial, int64_t* attempt) {
+  const Json t = request.value("trial", Json());
+  const Json a = request.value("attempt", Json());
+  if (!t.is_string()) return Status::BadInput("no trial id");
+  if (Status st = check_trial_name(t.get<std::string>()); !st.ok()) return st;
+  if (!a.is_number_integer() || a.get<int64_t>() < 0)
+    return Status::BadInput("no attempt (a non-negative integer)");
+  *trial = t.get<std::string>();
+  *attempt = a.get<int64_t>();
+  return Status::Ok();
+}
+
+std::string owner_text(const std::string& trial, int64_t attempt) {
+  return "trial " + trial + " attempt " + std::to_string(attempt);
+}
+
+std::string bytes_text(uint64_t n) {
+  return std::to_string(n) + " bytes";
+}
+
+std::string seconds(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+}  // namespace
+
+AgentCheckpoints::AgentCheckpoints(fs::path dir) : dir_(std::move(dir)) {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  dir_ = fs::weakly_canonical(dir_, ec);
+}
+
+bool AgentCheckpoints::handles(const std::string& type) {
+  return type == "checkpoint_stage" || type == "checkpoint_fetch" || type == "checkpoint_offer";
+}
+
+bool AgentCheckpoints::refuse(PeerConnection& peer, const std::string& name,
+                              const std::string& why) {
+  agent_log("refused a checkpoint request from " + name + ": " + why);
+  return peer.send(Json{{"type", "error"}, {"reason", why}}, Clock::now() + kChunkTime).ok();
+}
+
+bool AgentCheckpoints::serve(PeerConnection& peer, const Json& request, const std::string& name) {
+  if (dir_.empty()) return refuse(peer, name, "this agent keeps no checkpoints");
+  const std::string type = request["type"].get<std::string>();
+  if (type == "checkpoint_stage") return stage(peer, request, name);
+  if (type == "checkpoint_fetch") return fetch(peer, request, name);
+  return offer(peer, request, name);
+}
+
+bool AgentCheckpoints::stage(PeerConnection& peer, const Json& request, const std::string& name) {
+  std::string trial;
+  int64_t attempt = 0;
+  if (Status st = parse_owner(request, &trial, &attempt); !st.ok())
+    return refuse(peer, name, st.message());
+  const fs::path parent = dir_ / "work" / "trials" / trial / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  auto made = make_unique_dir(parent, "attempt-" + std::to_string(attempt) + "-");
+  if (ec || !made.ok())
+    return refuse(
+        peer, name,
+        ec ? "cannot create " + parent.string() + ": " + ec.message() : made.status().message());
+  {
+    std::lock_guard lock(mutex_);
+    staged_[made->string()] = {trial, attempt};
+  }
+  return peer
+      .send(Json{{"type", "checkpoint_staged"},
+                 {"trial", trial},
+                 {"attempt", attempt},
+                 {"path", made->string()}},
+            Clock::now() + kChunkTime)
+      .ok();
+}
+
+bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const std::string& name) {
+  std::string trial;
+  int64_t attempt = 0;
+  if (Status st = parse_owner(request, &trial, &attempt); !st.ok())
+    return refuse(peer, name, st.message());
+  const Json path_json = request.value("path", Json());
+  if (!path_json.is_string() || path_json.get<std::string>().empty() ||
+      path_json.get<std::string>().find('\0') != std::string::npos)
+    return refuse(peer, name, "no checkpoint path");
+  const std::string path = path_json.get<std::string>();
+  const std::string shown = path.substr(0, 300);
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::path(path), ec);
+  if (ec || !fs::path(path).is_absolute() || !lies_inside(resolved, dir_))
+    return refuse(peer, name, shown + " is outside the agent's directory " + dir_.string());
+  {
+    std::lock_guard lock(mutex_);
+    auto it = staged_.find(path);
+    if (it == staged_.end() || it->second != std::make_pair(trial, attempt))
+      return refuse(peer, name,
+                    "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
+  }
+  const auto started = Clock::now();
+  auto manifest = scan_checkpoint_dir(fs::path(path));
+  if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
+  const auto hashed = Clock::now();
+  Json answer{{"type", "checkpoint_manifest"},
+              {"trial", trial},
+              {"attempt", attempt},
+              {"manifest", manifest->to_json()}};
+  if (!encode_frame(answer).ok())
+    return refuse(peer, name,
+                  "the checkpoint's manifest (" + std::to_string(manifest->files.size()) +
+                      " files) does not fit in one frame");
+  if (!peer.send(answer, Clock::now() + kChunkTime).ok()) return false;
+
+  // The digests the coordinator lacks: each must be one of the manifest's, once.
+  auto want = receive_frame(peer);
+  auto off_protocol = [&](const std::string& why) {
+    agent_log("dropped " + name + ": " + why);
+    return false;
+  };
+  if (!want.ok()) return off_protocol(want.status().message());
+  if ((*want)["type"] != "checkpoint_want" || !want->value("digests", Json()).is_array())
+    return off_protocol("expected checkpoint_want");
+  std::map<std::string, const WireFile*> by_digest;
+  for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
+  std::set<std::string> asked;
+  std::vector<const WireFile*> sending;
+  for (const Json& d : (*want)["digests"]) {
+    if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
+        !asked.insert(d.get<std::string>()).second)
+      return off_protocol("checkpoint_want names a digest the manifest does not, or twice");
+    sending.push_back(by_digest[d.get<std::string>()]);
+  }
+  uint64_t content = 0;
+  for (const WireFile* f : sending) {
+    UniqueFd fd = open_beneath(fs::path(path), f->path);
+    if (!fd) {
+      (void)peer.send(Json{{"type", "error"}, {"reason", f->path + " vanished: " + errno_text()}},
+                      Clock::now() + kChunkTime);
+      return off_protocol("checkpoint file " + f->path + " vanished while it was sent");
+    }
+    Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content);
+    if (!sent.ok()) {
+      sent_ += content;
+      return off_protocol(sent.message());
+    }
+  }
+  sent_ += content;
+  if (!peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", content}}, Clock::now() + kChunkTime)
+           .ok())
+    return false;
+  agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
+            std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
+            "), " + std::to_string(sending.size()) + " wanted, " + std::to_string(content) +
+            " content bytes on the wire (listed in " + seconds(hashed - started) + ", sent in " +
+            seconds(Clock::now() - hashed) + ")");
+  // The staging directory goes once the coordinator holds the checkpoint durably.
+  auto done = receive_frame(peer);
+  if (!done.ok() || (*done)["type"] != "checkpoint_done") {
+    agent_log("kept " + shown + ": the coordinator did not confirm the checkpoint (" +
+              (done.ok() ? std::string("another request") : done.status().message()) + ")");
+    return false;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    staged_.erase(path);
+  }
+  fs::remove_all(fs::path(path), ec);
+  return peer.send(Json{{"type", "checkpoint_dropped"}}, Clock::now() + kChunkTime).ok();
+}
+
+bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const std::string& name) {
+  std::string trial;
+  int64_t attempt = 0;
+  if (Status st = parse_owner(request, &trial, &attempt); !st.ok())
+    return refuse(peer, name, st.message());
+  auto manifest = parse_wire_manifest(request.value("manifest", Json()));
+  if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
+  const fs::path objects = dir_ / "objects";
+  auto object_path = [&](const std::string& digest) {
+    return objects / digest.substr(0, 2) / digest.substr(2);
+  };
+  // What the cache lacks, each digest once (identical files travel once).
+  std::vector<const WireFile*> wanted;
+  std::set<std::string> seen;
+  Json digests = Json::array();
+  for (const WireFile& f : manifest->files) {
+    if (!seen.insert(f.sha256).second) continue;
+    struct stat st {};
+    if (::stat(object_path(f.sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) == f.size)
+      continue;
+    wanted.push_back(&f);
+    digests.push_back(f.sha256);
+  }
+  if (!peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}}, Clock::now() + kChunkTime)
+           .ok())
+    return false;
+  std::error_code ec;
+  fs::create_directories(objects, ec);
+  uint64_t content = 0;
+  auto dropped = [&](const std::string& why) {
+    received_ += content;
+    agent_log("dropped " + name + ": checkpoint of " + owner_text(trial, attempt) + ": " + why);
+    return false;
+  };
+  std::set<fs::path> changed_dirs;
+  for (const WireFile* f : wanted) {
+    std::string tmp = (objects / "tmp-XXXXXX").string();
+    UniqueFd fd(::mkstemp(tmp.data()));
+    if (!fd) return dropped("cannot create a file in " + objects.string() + ": " + errno_text());
+    Status got = receive_content(peer, f->sha256, f->size, fd.get(), /*sync=*/true, &content);
+    if (!got.ok()) {
+      ::unlink(tmp.c_str());
+      return dropped(got.message());
+    }
+    const fs::path dest = object_path(f->sha256);
+    fs::create_directories(dest.parent_path(), ec);
+    if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      return dropped("cannot store " + dest.string() + ": " + errno_text());
+    }
+    changed_dirs.insert(dest.parent_path());
+  }
+  received_ += content;
+  for (const fs::path& d : changed_dirs) (void)fsync_dir(d);
+  if (!wanted.empty()) (void)fsync_dir(objects);
+  auto end = receive_frame(peer);
+  if (!end.ok() || (*end)["type"] != "checkpoint_sent")
+    return dropped("expected checkpoint_sent after the content");
+
+  // The checkpoint directory the rank gets, from the cache (copies: a trial that writes to
+  // its restored files must not change the cache).
+  // A directory of its own for each restore: another rank of the same attempt may be
+  // reading the one restored before it.
+  const fs::path parent = dir_ / "work" / "trials" / trial;
+  fs::create_directories(parent, ec);
+  auto made = make_unique_dir(parent, "restore-" + std::to_string(attempt) + "-");
+  if (!made.ok()) return refuse(peer, name, made.status().message());
+  const fs::path dest = *made;
+  for (const WireFile& f : manifest->files) {
+    const fs::path to = dest / f.path;
+    fs::create_directories(to.parent_path(), ec);
+    if (ec || !fs::copy_file(object_path(f.sha256), to, fs::copy_options::overwrite_existing, ec))
+      return refuse(peer, name, "cannot write " + to.string() + ": " + ec.message());
+    ::chmod(to.c_str(), f.mode);
+  }
+  agent_log("received checkpoint of " + owner_text(trial, attempt) + " from " + name + ": " +
+            std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
+            "), " + std::to_string(wanted.size()) + " wanted, " + std::to_string(content) +
+            " content bytes on the wire; restored in " +
+            dest.lexically_relative(dir_).generic_string());
+  return peer
+      .send(Json{{"type", "checkpoint_restored"}, {"path", dest.string()}, {"bytes", content}},
+            Clock::now() + kChunkTime)
+      .ok();
+}
+
+}  // namespace cairn

@@ -1,0 +1,67 @@
+// The agent's side of checkpoints over the wire (docs/peers.md "Checkpoints over the
+// wire"). Three requests, each on a connection of its own that the coordinator opens for it
+// (so a large transfer never holds up the connection that runs ranks):
+//
+// - checkpoint_stage {trial, attempt}: makes a fresh directory for a rank's checkpoint under
+//   DIR/work/trials/<trial>/checkpoints/ and remembers it for that trial and attempt;
+//   answers {"type": "checkpoint_staged", "path"}.
+// - checkpoint_fetch {trial, attempt, path}: a directory staged for that same trial and
+//   attempt (anything else — a path outside DIR, another attempt's, one never staged — is
+//   refused with one line); answers its manifest, reads the digests the coordinator lacks,
+//   sends only those contents, then waits for checkpoint_done (sent once the coordinator
+//   holds everything durably), removes the directory and answers checkpoint_dropped.
+// - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
+//   content cache DIR/objects lacks, receives them (each verified against its SHA-256 and
+//   fsynced before it gets its name), then writes the checkpoint's files to a fresh
+//   DIR/work/trials/<trial>/restore-<attempt>-<random> and answers
+//   {"type": "checkpoint_restored", "path"}.
+//
+// Every exchange logs one line with the content bytes that crossed the wire; the totals are
+// also counted here (for tests).
+//
+// Thread-safety: one AgentCheckpoints is shared by every connection thread of an agent;
+// serve() may run on several at once (the table of staged directories is under a mutex).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "common/json.h"
+#include "peer/peer_connection.h"
+
+namespace cairn {
+
+class AgentCheckpoints {
+ public:
+  // `dir` is the agent's DIR; empty: every checkpoint request is refused.
+  explicit AgentCheckpoints(std::filesystem::path dir);
+
+  // Whether `type` is one of the requests above.
+  static bool handles(const std::string& type);
+  // Serves `request` and the exchange it starts. Returns false when the connection must end
+  // (it broke, or the peer went off the protocol mid-exchange; the reason is logged). A
+  // request refused before its exchange began is answered {"type": "error", "reason"} and
+  // logged as "refused a checkpoint request from NAME: REASON"; the connection goes on.
+  bool serve(PeerConnection& peer, const Json& request, const std::string& name);
+
+  uint64_t content_bytes_sent() const { return sent_.load(); }
+  uint64_t content_bytes_received() const { return received_.load(); }
+
+ private:
+  bool stage(PeerConnection& peer, const Json& request, const std::string& name);
+  bool fetch(PeerConnection& peer, const Json& request, const std::string& name);
+  bool offer(PeerConnection& peer, const Json& request, const std::string& name);
+  bool refuse(PeerConnection& peer, const std::string& name, const std::string& why);
+
+  std::filesystem::path dir_;
+  std::mutex mutex_;
+  std::map<std::string, std::pair<std::string, int64_t>> staged_;  // path -> (trial, attempt)
+  std::atomic<uint64_t> sent_{0}, received_{0};
+};
+
+}  // namespace cairn

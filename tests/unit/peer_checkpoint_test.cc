@@ -1,0 +1,338 @@
+// Checkpoints over the wire (docs/peers.md): the manifest's checks of untrusted input, and
+// real transfers — stage, fetch only what is lacking, restore only what the agent's cache
+// lacks — against an agent server in this process (loopback TCP, TLS 1.3 with a test key).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "engine/coordinator/checkpoint_transfers.h"
+#include "peer/agent_server.h"
+#include "peer/checkpoint_client.h"
+#include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_wire.h"
+#include "peer/peer_address.h"
+#include "tests/unit/test_dir.h"
+
+namespace cairn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TestDir;
+using Clock = std::chrono::steady_clock;
+
+const std::string kDigest(64, 'a');
+
+Json entry(const std::string& path, Json size = 1, Json mode = 0644, Json sha = kDigest) {
+  return Json{{"path", path}, {"size", size}, {"mode", mode}, {"sha256", sha}};
+}
+
+std::string refusal(const std::vector<Json>& entries) {
+  Json files = Json::array();
+  for (const Json& e : entries) files.push_back(e);
+  auto m = parse_wire_manifest(Json{{"files", files}});
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().message().find('\n') == std::string::npos);
+  return m.status().message();
+}
+
+TEST_CASE("checkpoint manifest: a good one parses, sorted, and reads back the same") {
+  Json files = Json::array();
+  for (const Json& e : {entry("z.bin", 5, 0600), entry("a/b.pt", 7, 0644), entry("..w", 1)})
+    files.push_back(e);
+  auto m = parse_wire_manifest(Json{{"files", files}});
+  REQUIRE(m.ok());
+  REQUIRE(m->files.size() == 3);
+  CHECK(m->files[0].path == "..w");  // a name that starts with dots stays below
+  CHECK(m->files[1].path == "a/b.pt");
+  CHECK(m->files[2].mode == 0600);
+  CHECK(m->bytes == 13);
+  auto again = parse_wire_manifest(m->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->to_json() == m->to_json());
+  CHECK(parse_wire_manifest(Json{{"files", Json::array()}}).ok());
+}
+
+TEST_CASE("checkpoint manifest: untrusted entries are refused with one line") {
+  CHECK(refusal({entry("../x")}).find("climbs out") != std::string::npos);
+  CHECK(refusal({entry("a/../../x")}).find("climbs out") != std::string::npos);
+  CHECK(refusal({entry("a/..")}).find("climbs out") != std::string::npos);
+  CHECK(refusal({entry("/etc/passwd")}).find("absolute") != std::string::npos);
+  CHECK(refusal({entry("")}).find("empty path") != std::string::npos);
+  CHECK(refusal({entry("a//b")}).find("empty part") != std::string::npos);
+  CHECK(refusal({entry("a/")}).find("empty part") != std::string::npos);
+  CHECK(refusal({entry("./a")}).find("'.' part") != std::string::npos);
+  CHECK(refusal({entry(std::string("a\0b", 3))}).find("NUL") != std::string::npos);
+  CHECK(refusal({entry(std::string(1100, 'a'))}).find("longer than") != std::string::npos);
+  CHECK(refusal({entry(std::string(300, 'a'))}).find("part longer") != std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 70; ++i) deep += "d/";
+  CHECK(refusal({entry(deep + "f")}).find("deeper") != std::string::npos);
+  CHECK(refusal({entry("a"), entry("a")}).find("listed twice") != std::string::npos);
+  CHECK(refusal({entry("a"), entry("a/b")}).find("both a file and a directory") !=
+        std::string::npos);
+  CHECK(refusal({entry("a", -1)}).find("no size") != std::string::npos);
+  CHECK(refusal({entry("a", "1")}).find("no size") != std::string::npos);
+  CHECK(refusal({entry("a", (uint64_t{1} << 40) + 1)}).find("over 1 TiB") != std::string::npos);
+  CHECK(refusal({entry("a", 1, 04755)}).find("no mode") != std::string::npos);
+  CHECK(refusal({entry("a", 1, -1)}).find("no mode") != std::string::npos);
+  CHECK(refusal({entry("a", 1, 0644, std::string(64, 'A'))}).find("sha256") != std::string::npos);
+  CHECK(refusal({entry("a", 1, 0644, std::string(63, 'a'))}).find("sha256") != std::string::npos);
+  CHECK(refusal({entry("a", 1, 0644, std::string(64, 'g'))}).find("sha256") != std::string::npos);
+  Json extra = entry("a");
+  extra["owner"] = "root";
+  CHECK(refusal({extra}).find("not {path, size, mode, sha256}") != std::string::npos);
+  CHECK(refusal({Json("a")}).find("not {path") != std::string::npos);
+  std::vector<Json> many;
+  for (size_t i = 0; i <= kMaxManifestFiles; ++i) many.push_back(entry("f" + std::to_string(i)));
+  CHECK(refusal(many).find("more than 10000 files") != std::string::npos);
+  CHECK_FALSE(parse_wire_manifest(Json::array()).ok());
+  CHECK_FALSE(parse_wire_manifest(Json{{"files", "x"}}).ok());
+}
+
+TEST_CASE("checkpoint manifest: trial ids are one plain path component") {
+  CHECK(check_trial_name("1.12").ok());
+  CHECK(check_trial_name("exp-3_a.1").ok());
+  for (const char* bad : {"", ".", "..", "../x", "a/b", "a b", "a\nb"})
+    CHECK_FALSE(check_trial_name(bad).ok());
+  CHECK_FALSE(check_trial_name(std::string(65, 'a')).ok());
+}
+
+TEST_CASE("checkpoint manifest: a directory's scan hashes files and refuses links out") {
+  TestDir dir;
+  fs::create_directories(dir / "ckpt/sub");
+  REQUIRE(write_file_atomic(dir / "ckpt/sub/w.bin", "weights").ok());
+  REQUIRE(write_file_atomic(dir / "ckpt/a.txt", "").ok());
+  ::chmod((dir / "ckpt/sub/w.bin").c_str(), 0600);
+  auto m = scan_checkpoint_dir(dir / "ckpt");
+  REQUIRE(m.ok());
+  REQUIRE(m->files.size() == 2);
+  CHECK(m->files[0].path == "a.txt");
+  CHECK(m->files[0].size == 0);
+  CHECK(m->files[0].sha256 == sha256_hex(""));
+  CHECK(m->files[1].path == "sub/w.bin");
+  CHECK(m->files[1].mode == 0600);
+  CHECK(m->files[1].sha256 == sha256_hex("weights"));
+  fs::create_symlink("/etc/passwd", dir / "ckpt/sub/out");
+  auto linked = scan_checkpoint_dir(dir / "ckpt");
+  REQUIRE_FALSE(linked.ok());
+  CHECK(linked.status().message().find("symlink: sub/out") != std::string::npos);
+  fs::create_directory_symlink(dir / "ckpt", dir / "link");
+  CHECK_FALSE(scan_checkpoint_dir(dir / "link").ok());  // the directory itself a link
+  // Opening below a directory never goes through a link, wherever it is on the way.
+  CHECK(open_beneath(dir / "ckpt", "sub/w.bin"));
+  fs::create_directory_symlink("/etc", dir / "ckpt/etc");
+  CHECK_FALSE(open_beneath(dir / "ckpt", "etc/passwd"));
+  CHECK_FALSE(open_beneath(dir / "ckpt", "sub/out"));
+  CHECK_FALSE(open_beneath(dir / "ckpt", "../ckpt/a.txt"));
+}
+
+// An agent serving on 127.0.0.1 from a thread until destroyed, keeping checkpoints in `dir`.
+class CheckpointAgent {
+ public:
+  CheckpointAgent(const ClusterKey& key, const fs::path& dir) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+    signal_read_.reset(fds[0]);
+    signal_write_.reset(fds[1]);
+    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
+    REQUIRE(listener.ok());
+    port_ = local_port(listener->get());
+    auto tls = TlsContext::make(TlsContext::Side::kServer, key);
+    REQUIRE(tls.ok());
+    AgentInfo info;
+    info.dir = dir;
+    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, info);
+    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
+  }
+  ~CheckpointAgent() {
+    const char sig = SIGTERM;
+    (void)!::write(signal_write_.get(), &sig, 1);
+    thread_.join();
+  }
+  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
+
+ private:
+  UniqueFd signal_read_, signal_write_;
+  uint16_t port_ = 0;
+  std::unique_ptr<AgentServer> server_;
+  std::thread thread_;
+};
+
+struct Fixture {
+  Fixture() : key{std::string(32, 'k'), cluster_key_id(std::string(32, 'k'))} {
+    ::signal(SIGPIPE, SIG_IGN);
+    fs::create_directories(dir / "agent");
+    agent = std::make_unique<CheckpointAgent>(key, dir / "agent");
+    auto tls = TlsContext::make(TlsContext::Side::kClient, key);
+    REQUIRE(tls.ok());
+    endpoint = AgentEndpoint{agent->address(), *tls};
+  }
+  TestDir dir;
+  ClusterKey key;
+  std::unique_ptr<CheckpointAgent> agent;
+  AgentEndpoint endpoint;
+};
+
+std::string big_content(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7 + i / 1000);
+  return s;
+}
+
+TEST_CASE("checkpoint transfer: fetch moves only the contents this side lacks") {
+  Fixture f;
+  const std::string weights = big_content(kChunkBytes * 2 + 100, 'w');  // three chunks
+  auto staged = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(staged.ok());
+  CHECK(lies_inside(*staged, fs::weakly_canonical(f.dir / "agent/work/trials/1.1/checkpoints")));
+  fs::create_directories(fs::path(*staged) / "sub");
+  REQUIRE(write_file_atomic(fs::path(*staged) / "sub/w.bin", weights).ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "empty", "").ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "copy.bin", weights).ok());  // same content
+
+  fs::create_directories(f.dir / "in");
+  bool kept = false;
+  auto fetched = fetch_checkpoint(
+      f.endpoint, "1.1", 2, *staged, [](const std::string&) { return true; }, f.dir / "in",
+      [&](const FetchedCheckpoint&) {
+        kept = true;
+        return Status::Ok();
+      });
+  REQUIRE(fetched.ok());
+  CHECK(kept);
+  CHECK(fetched->manifest.files.size() == 3);
+  CHECK(fetched->received.size() == 2);  // identical files travel once
+  CHECK(fetched->content_bytes == weights.size());
+  for (const FetchedContent& c : fetched->received) {
+    auto bytes = read_file(c.file);
+    REQUIRE(bytes.ok());
+    CHECK(sha256_hex(*bytes) == c.sha256);
+  }
+  CHECK_FALSE(fs::exists(*staged));  // the agent dropped its copy once kept
+
+  // The same checkpoint again, with everything already here: no content travels.
+  auto again = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(again.ok());
+  REQUIRE(write_file_atomic(fs::path(*again) / "w.bin", weights).ok());
+  fs::create_directories(f.dir / "in2");
+  auto nothing = fetch_checkpoint(
+      f.endpoint, "1.1", 2, *again, [](const std::string&) { return false; }, f.dir / "in2",
+      [](const FetchedCheckpoint&) { return Status::Ok(); });
+  REQUIRE(nothing.ok());
+  CHECK(nothing->content_bytes == 0);
+  CHECK(nothing->received.empty());
+}
+
+TEST_CASE("checkpoint transfer: another attempt, a path outside, a failed keep") {
+  Fixture f;
+  auto staged = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(staged.ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "w.bin", "w").ok());
+  fs::create_directories(f.dir / "in");
+  auto all = [](const std::string&) { return true; };
+  auto ok = [](const FetchedCheckpoint&) { return Status::Ok(); };
+  auto stale = fetch_checkpoint(f.endpoint, "1.1", 3, *staged, all, f.dir / "in", ok);
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.status().message().find("no checkpoint of trial 1.1 attempt 3 is staged") !=
+        std::string::npos);
+  auto other = fetch_checkpoint(f.endpoint, "1.2", 2, *staged, all, f.dir / "in", ok);
+  CHECK_FALSE(other.ok());
+  auto outside =
+      fetch_checkpoint(f.endpoint, "1.1", 2, (f.dir / "in").string(), all, f.dir / "in", ok);
+  REQUIRE_FALSE(outside.ok());
+  CHECK(outside.status().message().find("outside the agent's directory") != std::string::npos);
+  auto climbing =
+      fetch_checkpoint(f.endpoint, "1.1", 2, *staged + "/../../../../..", all, f.dir / "in", ok);
+  CHECK_FALSE(climbing.ok());
+  // Not kept here: the agent keeps its copy (it is staged still, and can be fetched again).
+  auto failed = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in",
+                                 [](const FetchedCheckpoint&) { return Status::Io("disk full"); });
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message() == "disk full");
+  CHECK(fs::exists(fs::path(*staged) / "w.bin"));
+  fs::create_directories(f.dir / "in3");
+  auto retried = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in3", ok);
+  CHECK(retried.ok());
+}
+
+TEST_CASE("checkpoint transfer: a restore sends only what the agent's cache lacks") {
+  Fixture f;
+  const std::string weights = big_content(kChunkBytes + 1, 'r');
+  fs::create_directories(f.dir / "local/sub");
+  REQUIRE(write_file_atomic(f.dir / "local/sub/w.bin", weights).ok());
+  REQUIRE(write_file_atomic(f.dir / "local/rng", "rng").ok());
+  ::chmod((f.dir / "local/rng").c_str(), 0600);
+  auto pushed = push_checkpoint(f.endpoint, "1.1", 5, f.dir / "local", std::chrono::seconds(10));
+  REQUIRE(pushed.ok());
+  CHECK(pushed->content_bytes == weights.size() + 3);
+  CHECK(pushed->files == 2);
+  const fs::path restored = pushed->path;
+  CHECK(restored.parent_path() == fs::weakly_canonical(f.dir / "agent/work/trials/1.1"));
+  CHECK(restored.filename().string().rfind("restore-5-", 0) == 0);
+  CHECK(*read_file(restored / "sub/w.bin") == weights);
+  struct stat st {};
+  REQUIRE(::stat((restored / "rng").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(fs::exists(f.dir / "agent/objects" / sha256_hex(weights).substr(0, 2) /
+                   sha256_hex(weights).substr(2)));
+  // The next attempt restores the same checkpoint: nothing travels.
+  auto again = push_checkpoint(f.endpoint, "1.1", 6, f.dir / "local", std::chrono::seconds(10));
+  REQUIRE(again.ok());
+  CHECK(again->content_bytes == 0);
+  CHECK(*read_file(fs::path(again->path) / "sub/w.bin") == weights);
+}
+
+TEST_CASE("checkpoint transfers: a fetch job lands in the object store, durable, off the loop") {
+  struct sigaction old {};
+  ::sigaction(SIGCHLD, nullptr, &old);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;  // the job wakes the loop with SIGCHLD: ignored here
+  ::sigaction(SIGCHLD, &dfl, nullptr);
+  Fixture f;
+  ObjectStore objects(f.dir / "store/objects");
+  auto staged = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(staged.ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "w.bin", "weights").ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "old.bin", "old").ok());
+  uint64_t size = 0;
+  bool added = false;
+  REQUIRE(write_file_atomic(f.dir / "old", "old").ok());
+  REQUIRE(objects.copy_in(f.dir / "old", &size, &added).ok());  // the store has one already
+  std::vector<CheckpointJobResult> results;
+  {
+    CheckpointTransfers transfers(objects, f.dir / "store/staging");
+    CheckpointJob job;
+    job.kind = CheckpointJob::Kind::kFetch;
+    job.agent = f.endpoint;
+    job.trial = "1.1";
+    job.attempt = 2;
+    job.path = *staged;
+    job.step = 7;
+    transfers.start(job);
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (results.empty() && Clock::now() < deadline) {
+      results = transfers.take();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ::sigaction(SIGCHLD, &old, nullptr);
+  REQUIRE(results.size() == 1);
+  REQUIRE(results[0].status.ok());
+  CHECK(results[0].content_bytes == 7);  // "weights" only
+  CHECK(results[0].new_bytes == 7);
+  auto manifest = load_manifest(objects, results[0].manifest.id);
+  REQUIRE(manifest.ok());
+  CHECK(manifest->origin.step == 7);
+  REQUIRE(manifest->files.size() == 2);
+  CHECK(manifest->files[1].path == "w.bin");
+  CHECK(objects.verify(sha256_hex("weights")).ok());
+  CHECK(fs::is_empty(f.dir / "store/staging"));  // the received files went into the store
+}
+
+}  // namespace
+}  // namespace cairn
