@@ -207,7 +207,7 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
     if (value > 0 && value < 86400)
       state->heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   }
-  state->endpoint = AgentEndpoint{address, std::move(client)};
+  state->endpoint = AgentEndpoint{address, client};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
