@@ -7,19 +7,20 @@
 namespace cairn {
 
 Status send_chunks(PeerConnection& peer, std::string_view bytes, Deadline deadline) {
-  for (size_t at = 0; at < bytes.size(); at += kChunkBytes) {
+  for (size_t at = 0; at < bytes.size(); at += kShipChunkBytes) {
     Status st = peer.send(
-        Json{{"type", "chunk"}, {"data", base64_encode(bytes.substr(at, kChunkBytes))}}, deadline);
+        Json{{"type", "chunk"}, {"data", base64_encode(bytes.substr(at, kShipChunkBytes))}},
+        deadline);
     if (!st.ok()) return st;
   }
   return Status::Ok();
 }
 
 Status send_file_chunks(PeerConnection& peer, int fd, uint64_t size, Deadline deadline) {
-  std::string buffer(kChunkBytes, '\0');
+  std::string buffer(kShipChunkBytes, '\0');
   uint64_t left = size;
   while (left > 0) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kChunkBytes));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kShipChunkBytes));
     size_t got = 0;
     while (got < want) {
       const ssize_t n = ::read(fd, buffer.data() + got, want - got);

@@ -1,6 +1,6 @@
 // Bulk bytes over a peer connection (code packs, data files): after a request that says
 // how many bytes follow, the bytes travel as frames {"type": "chunk", "data": BASE64} of at
-// most kChunkBytes each (well inside the 1 MiB frame bound once encoded), in order.
+// most kShipChunkBytes each (well inside the 1 MiB frame bound once encoded), in order.
 //
 // Thread-safety: pure functions over the connection, which one thread uses at a time.
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace cairn {
 
-inline constexpr size_t kChunkBytes = 512 * 1024;
+inline constexpr size_t kShipChunkBytes = 512 * 1024;
 
 // base64_encode / base64_decode: peer/control_frames.h's.
 

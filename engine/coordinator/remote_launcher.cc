@@ -19,8 +19,8 @@
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
-#include "peer/control_relay.h"
 #include "peer/checkpoint_client.h"
+#include "peer/control_relay.h"
 #include "peer/rank_messages.h"
 
 namespace cairn {

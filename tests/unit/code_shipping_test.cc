@@ -389,7 +389,7 @@ TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a
   put(work / "train.py", "print('hi')\n");
   put(work / "data" / "a.csv", "1,2\n");
   // Several chunks' worth, bytes of every value.
-  std::string big(kChunkBytes * 2 + 12345, '\0');
+  std::string big(kShipChunkBytes * 2 + 12345, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
   put(work / "data" / "big.bin", big);
   auto store = init_store(dir.path());
