@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "common/build_info.h"
 #include "engine/coordinator/agent_rank_host.h"
+#include "engine/coordinator/agent_shipping.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
@@ -150,9 +151,11 @@ int agent(const AgentOptions& options) {
   // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
   RankHostFactory hosts;
   if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
-  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts),
-                     "this agent has no cluster key, so it runs no ranks (any local user "
-                     "could connect): start it with --key-file");
+  const std::string keyless =
+      "this agent has no cluster key, so it runs no ranks (any local user could connect): "
+      "start it with --key-file";
+  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
+  server.set_request_handler(make_shipping_handler(*dir, key->none() ? keyless : ""));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {

@@ -54,6 +54,7 @@ struct AgentServer::Impl {
   AgentInfo info;
   RankHostFactory hosts;
   std::string no_hosts_reason;
+  AgentRequestHandler requests;
   std::atomic<int> ranks_running{0};  // over every connection: what status reports used
   UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
@@ -91,6 +92,10 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
 }
 
 AgentServer::~AgentServer() = default;
+
+void AgentServer::set_request_handler(AgentRequestHandler handler) {
+  impl_->requests = std::move(handler);
+}
 
 void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   const int stop = stop_read.get();
@@ -249,6 +254,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     } else if (AgentCheckpoints::handles(type)) {
       if (!checkpoints->serve(peer, message, name)) return;
       continue;  // the exchange sent its own answers
+    } else if (auto handled = requests ? requests(message, peer, name) : std::nullopt) {
+      reply = std::move(*handled);
     } else {
       // Bounded: a peer's type is echoed back and logged, never at any length.
       const std::string shown = type.substr(0, 64);

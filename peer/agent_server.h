@@ -14,13 +14,16 @@
 // and joins them all before it returns.
 #pragma once
 
+#include <functional>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "peer/peer_connection.h"
 #include "peer/rank_host.h"
 #include "peer/tls_session.h"
 
@@ -45,6 +48,13 @@ struct AgentInfo {
 //   {"type": "status", "slots": {"free", "total"}, "devices", "version", "protocol"}
 Json agent_status_message(const AgentInfo& info, int slots_free);
 
+// Answers requests the server itself does not know (code and data shipping,
+// engine/coordinator/agent_shipping.h): the reply, or nullopt for a type it does not handle
+// either. Called from every connection's thread at once; it may read more frames from
+// `peer` (a request's chunks).
+using AgentRequestHandler = std::function<std::optional<Json>(
+    const Json& request, PeerConnection& peer, const std::string& peer_name)>;
+
 class AgentServer {
  public:
   // `hosts` makes each connection's RankHost; when empty, launches are refused with
@@ -54,6 +64,9 @@ class AgentServer {
   ~AgentServer();
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;
+
+  // Before serve(): where requests of other types go.
+  void set_request_handler(AgentRequestHandler handler);
 
   // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a non-blocking
   // descriptor whose bytes are signal numbers (a SignalPipe's); then closes the listener,

@@ -17,6 +17,7 @@
 #include "engine/coordinator/launcher_choice.h"
 #include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
+#include "engine/coordinator/run_shipping.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/trial_state.h"
 #include "engine/search/replay_searcher.h"
@@ -241,6 +242,10 @@ Status Coordinator::start() {
       prepare_run_directory(store_, experiment_["id"].get<int64_t>(), experiment_, config_);
   if (!run_dir.ok()) return run_dir.status();
   run_dir_ = *run_dir;
+  auto run_source = make_run_source(store_, experiment_, config_, run_dir_);
+  if (!run_source.ok()) return run_source.status();
+  run_source_ = std::move(*run_source);
+  launcher_->prepare(run_source_);
   auto searcher = create_searcher();
   if (!searcher.ok()) return searcher.status();
   searcher_ = std::move(*searcher);

@@ -281,6 +281,7 @@ class Coordinator {
   // Where trials run: a checkout of the experiment's code snapshot
   // (engine/coordinator/provenance.h).
   std::filesystem::path run_dir_;
+  std::shared_ptr<const RunSource> run_source_;  // what run_dir_ holds, for peers
   Json experiment_;
   CoordinatorOptions options_;
   // Notifications and their markers in the store (engine/coordinator/notify_outbox.h).

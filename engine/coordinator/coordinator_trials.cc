@@ -251,6 +251,7 @@ Status Coordinator::start_trial(Trial& trial) {
 Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
   RankLaunch launch;
   launch.cwd = run_dir_;
+  launch.source = run_source_;
   launch.argv = is_builtin_entrypoint(config_)
                     ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
                     : config_.entrypoint;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 namespace cairn {
 
 struct AgentEndpoint;  // peer/checkpoint_client.h
+struct RunSource;  // run_shipping.h
 
 // What starting one rank needs. `env` is its complete environment (rank_environment.h);
 // `argv` goes to execve as is, never through a shell.
@@ -36,6 +38,9 @@ struct RankLaunch {
   // Which machine runs it (slot_pool.h's SlotRef::machine: 0 is this one). A launcher of one
   // machine ignores it; machine_launchers.h routes by it.
   int machine = 0;
+  // What `cwd` holds, for a launcher on another machine to ship there (run_shipping.h);
+  // null for an experiment without a snapshot.
+  std::shared_ptr<const RunSource> source;
 };
 
 // A started rank, as its launcher names it. `pid` is unique among the launcher's running
@@ -57,6 +62,10 @@ struct RankExit {
 class Launcher {
  public:
   virtual ~Launcher() = default;
+  // What ranks started later will run from (RankLaunch::source): a launcher on another
+  // machine may begin getting it there now, so that the first start() waits less. Never
+  // blocks.
+  virtual void prepare(const std::shared_ptr<const RunSource>& source) { (void)source; }
   // Starts one rank. An error says why it could not start (a missing program, a directory
   // that cannot be created); nothing is left running then.
   virtual Result<LaunchedRank> start(const RankLaunch& launch) = 0;

@@ -7,6 +7,7 @@ MachineLaunchers::MachineLaunchers(std::unique_ptr<Launcher> local) {
 }
 
 int MachineLaunchers::add(std::unique_ptr<Launcher> launcher) {
+  if (source_) launcher->prepare(source_);
   machines_.push_back(std::move(launcher));
   return size() - 1;
 }
@@ -14,7 +15,13 @@ int MachineLaunchers::add(std::unique_ptr<Launcher> launcher) {
 void MachineLaunchers::replace(int machine, std::unique_ptr<Launcher> launcher) {
   if (machine <= 0 || machine >= size()) return;
   collect(machine, *machines_[static_cast<size_t>(machine)]);
+  if (source_) launcher->prepare(source_);
   machines_[static_cast<size_t>(machine)] = std::move(launcher);
+}
+
+void MachineLaunchers::prepare(const std::shared_ptr<const RunSource>& source) {
+  source_ = source;
+  for (auto& machine : machines_) machine->prepare(source);
 }
 
 int MachineLaunchers::machine_of(const LaunchedRank& rank) const {

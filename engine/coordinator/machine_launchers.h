@@ -37,6 +37,8 @@ class MachineLaunchers final : public Launcher {
   // The machine a running rank is on; -1 when the rank is not known (it ended).
   int machine_of(const LaunchedRank& rank) const;
 
+  // To every machine, and to one added or replaced later (run_shipping.h).
+  void prepare(const std::shared_ptr<const RunSource>& source) override;
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
@@ -48,6 +50,7 @@ class MachineLaunchers final : public Launcher {
   void collect(int machine, Launcher& launcher);
 
   std::vector<std::unique_ptr<Launcher>> machines_;
+  std::shared_ptr<const RunSource> source_;  // what prepare() was given
   struct Remote {
     int machine = 0;
     LaunchedRank inner;  // the machine's launcher's name for it

@@ -16,6 +16,7 @@
 
 #include "common/file_util.h"
 #include "engine/coordinator/remote_paths.h"
+#include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/checkpoint_client.h"
 #include "peer/control_relay.h"
@@ -47,6 +48,7 @@ struct RemoteLauncher::State {
   std::string address;
   AgentEndpoint endpoint;  // for the connections that move checkpoints
   Offer offer;
+  std::optional<RunShipper> shipper;  // code and data, over a connection of its own
 
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
@@ -207,7 +209,7 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
     if (value > 0 && value < 86400)
       state->heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   }
-  state->endpoint = AgentEndpoint{address, std::move(client)};
+  state->endpoint = AgentEndpoint{address, client};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
@@ -218,12 +220,17 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);
   state->address = address.text();
+  state->shipper.emplace(address, client);
   state->reap_local_children = reap_local_children;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Io("pipe: " + errno_text());
   state->wake_read.reset(fds[0]);
   state->wake_write.reset(fds[1]);
   return std::unique_ptr<RemoteLauncher>(new RemoteLauncher(std::move(state)));
+}
+
+void RemoteLauncher::prepare(const std::shared_ptr<const RunSource>& source) {
+  state_->shipper->prefetch(source);
 }
 
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
@@ -237,6 +244,11 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
                env_or(launch.env, "RANK", "0");
   // This machine's paths do not travel: the agent fills in its own (remote_paths.h).
   mark_remote_paths(remote.env, remote.paths);
+  if (launch.source) {  // the agent's copy of the run directory (run_shipping.h)
+    auto cwd = s.shipper->prepare(*launch.source);
+    if (!cwd.ok()) return cwd.status();
+    remote.cwd = *cwd;
+  }
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;

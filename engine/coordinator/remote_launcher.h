@@ -10,10 +10,12 @@
 // this launcher's ranks; no pid of this machine, so nothing that signals or probes pids can
 // touch a local process by mistake) and start_time 0.
 //
-// The working directory: the agent runs the rank under its own directory, in
-// "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below DIR/work (RankLaunch::cwd names a
-// directory of this machine, which the agent does not have: code shipping is not built yet,
-// so argv must name what exists on the agent).
+// The working directory: with RankLaunch::source (an experiment with a snapshot), the
+// agent's copy of the run directory, shipped over a connection of its own from prepare()
+// on, in the background (run_shipping.h; the first start() of that run waits for what is
+// left of it);
+// without, "trials/<CAIRN_TRIAL_ID>/rank-<RANK>" below the agent's DIR/work, and argv must
+// name what exists on the agent.
 //
 // The ranks' control channels travel over the same connection (peer/control_relay.h): the
 // agent gives each rank a socket of its own, and each connection a rank opens there is
@@ -65,6 +67,7 @@ class RemoteLauncher final : public Launcher {
                                                          bool reap_local_children = true);
   ~RemoteLauncher() override;  // closes the connection; the agent kills what still runs
 
+  void prepare(const std::shared_ptr<const RunSource>& source) override;
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;

@@ -359,29 +359,27 @@ class PeersTest(CairnTestCase):
     def test_cairn_run_peers_runs_a_single_slot_trial_on_a_loopback_agent(self):
         key, _ = self.new_key("cluster.key")
         agent = Agent(self, "--key-file", key)
-        # Code is not shipped yet: the agent runs the entrypoint by its absolute path, in its
-        # own directory (the trial reaches this machine's control socket: same machine).
+        # The trial reaches this machine's control socket: same machine. It runs in the
+        # agent's copy of the run directory (tests/e2e/test_peers_code.py has the shipping).
         self.write("train.py", RUN_TRAIN)
         script = os.path.join(self.dir, "train.py")
         self.write("exp.yaml", RUN_CONFIG % script)
         proc = self.cairn("run", "exp.yaml", "--peers", agent.address, "--key-file", key,
                           "--slots", "0", check=0, env=self.agent_env(), timeout=120)
         self.assertIn("trial 1.1 started on " + agent.address, proc.stdout + proc.stderr)
-        self.assertIn("[1.1] running in " + os.path.join(agent.dir, "work", "trials", "1.1",
-                                                         "rank-0"), proc.stdout + proc.stderr)
+        runs = os.path.join(agent.dir, "work", "runs")
+        self.assertRegex(proc.stdout + proc.stderr,
+                         r"\[1\.1\] running in %s/[0-9a-f]{16}\n" % re.escape(runs))
         line = agent.line(lambda l: "started rank" in l, "the rank's start")
         self.assertRegex(line, r"started rank \d+ of 127\.0\.0\.1:\d+: /usr/bin/python3 in "
-                         r"work/trials/1\.1/rank-0$")
+                         r"work/runs/[0-9a-f]{16}$")
         agent.line(lambda l: "ended (code 0, signal 0)" in l)
         show = json.loads(self.cairn("show", "1.1", "--json", check=0).stdout)
         self.assertEqual(show["state"], "COMPLETED", show)
         metrics = json.loads(self.cairn("metrics", "1.1", "--json", check=0).stdout)
         self.assertEqual([p["step"] for p in metrics["training"]], [1, 2, 3])
         logs = self.cairn("logs", "1.1", check=0).stdout
-        self.assertIn("running in " + os.path.join(agent.dir, "work", "trials", "1.1", "rank-0"),
-                      logs)
-        # The agent ran it: nothing of the trial's own was written in this directory.
-        self.assertTrue(os.path.isdir(os.path.join(agent.dir, "work", "trials", "1.1")))
+        self.assertIn("running in " + runs + "/", logs)
 
     def test_cairn_run_peers_refuses_before_creating_anything(self):
         key, _ = self.new_key("cluster.key")

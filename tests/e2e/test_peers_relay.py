@@ -175,7 +175,9 @@ class PeersRelayTest(CairnTestCase):
         # with the agent's own paths.
         self.assertIn("store hidden: True control: unix:" + os.path.join(agent_dir, "control"),
                       output)
-        self.assertIn("workdir: " + os.path.join(agent_dir, "work", "trials"), output)
+        # In the agent's copy of the run directory (shipped: docs/peers.md "Code and data").
+        self.assertRegex(output, r"workdir: %s/[0-9a-f]{16}\n" % re.escape(
+            os.path.join(agent_dir, "work", "runs")))
         self.assertNotIn("store hidden: False", output)
         self.assertTrue(os.path.isfile(self.sdk_file(agent_dir)))
         logs = self.cairn("logs", "2.1", check=0).stdout
@@ -230,8 +232,8 @@ class PeersRelayTest(CairnTestCase):
                          env=self.env(), timeout=120).stdout
         sdk = os.path.dirname(self.sdk_file(agent_dir))
         self.assertIn("[1.1] CAIRN_CONTROL=unix:" + os.path.join(agent_dir, "control"), out)
-        self.assertIn("[1.1] CAIRN_WORKDIR=" + os.path.join(agent_dir, "work", "trials", "1.1",
-                                                             "rank-0"), out)
+        self.assertRegex(out, r"\[1\.1\] CAIRN_WORKDIR=%s/[0-9a-f]{16}\n" % re.escape(
+            os.path.join(agent_dir, "work", "runs")))
         self.assertIn("[1.1] CAIRN_ORPHAN_DIR=" + os.path.join(agent_dir, "orphans", "1.1"), out)
         self.assertIn("[1.1] PYTHONPATH=" + sdk, out)
         self.assertIn("[1.1] cairn module=" + os.path.join(sdk, "cairn.py"), out)

@@ -7,7 +7,9 @@
 //   peer_test_client HOST:PORT KEY_FILE|none MODE
 //   peer_test_client --serve-hello|--serve-refusal PROTOCOL KEY_FILE   (a fake agent)
 // MODE: status | protocol=N | oversized | malformed | deep | untyped | unknown | silent |
-//       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS... | request JSON
+//       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS... | request JSON |
+//       code-pack TREE PACK_FILE (sends the file as a code pack for TREE, prints the answer,
+//       then asks for the status to show the connection is still served)
 // Prints the agent's reply as one JSON line, "closed" when it closed the connection, or
 // "error: …"; exits 0 when it got that far, 1 when it could not connect.
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "common/file_util.h"
+#include "peer/chunk_stream.h"
 #include "peer/key_location.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
@@ -82,8 +86,10 @@ int main(int argc, char** argv) {
     const bool refuse = std::strcmp(argv[1], "--serve-refusal") == 0;
     return serve(argv[3], std::stoll(argv[2]), refuse);
   }
-  if (argc < 4 || (argc > 4 && std::strcmp(argv[3], "run") != 0 &&
-                   std::strcmp(argv[3], "run-term") != 0 && std::strcmp(argv[3], "request") != 0)) {
+  if (argc < 4 ||
+      (argc > 4 && std::strcmp(argv[3], "run") != 0 && std::strcmp(argv[3], "run-term") != 0 &&
+       std::strcmp(argv[3], "request") != 0 &&
+       !(argc == 6 && std::strcmp(argv[3], "code-pack") == 0))) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
   }
@@ -137,6 +143,20 @@ int main(int argc, char** argv) {
         (void)peer.send(Json{{"type", "signal"}, {"rank", 7}, {"signal", SIGTERM}}, deadline);
       if (type == "exit" || type == "error") return 0;
     }
+  }
+  if (mode == "code-pack") {
+    auto pack = read_file(argv[5]);
+    if (!pack.ok()) {
+      std::cerr << pack.status().message() << "\n";
+      return 2;
+    }
+    (void)peer.send(Json{{"type", "code_pack"}, {"tree", argv[4]}, {"bytes", pack->size()}},
+                    deadline);
+    (void)send_chunks(peer, *pack, deadline);
+    print_reply(peer, deadline);
+    (void)peer.send(Json{{"type", "status"}}, deadline);
+    print_reply(peer, deadline);
+    return 0;
   }
   if (mode == "status") {
     (void)peer.send(Json{{"type", "status"}}, deadline);
