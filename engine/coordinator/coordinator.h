@@ -210,6 +210,10 @@ class Coordinator {
   // last, which holds its checkpoint, then those that have the code); where its ranks run,
   // for the record and the event log; rank 0's machine as the others reach it.
   void watch_machines();
+  // When machine `m`'s launcher says it cannot run this experiment (Launcher::refuses_run),
+  // its slots are withdrawn for the rest of the run with one warning; true when the other
+  // machines can still hold a trial (the one that failed to start waits for them).
+  bool exclude_refusing_machine(int m);
   std::vector<int> preferred_machines(const Trial& trial) const;
   Json placement_json(const std::vector<SlotRef>& places) const;
   std::string master_address(const std::vector<SlotRef>& places) const;
@@ -298,7 +302,8 @@ class Coordinator {
   std::unique_ptr<MachineLaunchers> launcher_;
   std::vector<MachineInfo> machines_;  // by machine index, as slots_ and launcher_ count them
   std::vector<std::string> machine_warnings_;  // agents not reached at the start, for start()
-  std::set<int> machines_used_;  // machines that ran a rank of this run: they have its code
+  std::set<int> machines_used_;      // machines that ran a rank of this run: they have its code
+  std::set<int> machines_refusing_;  // machines that cannot run this experiment (refuses_run)
   // Lost agents being connected again (coordinator_machines.cc), by machine index.
   std::map<int, std::future<Result<std::unique_ptr<RemoteLauncher>>>> reconnecting_;
   std::map<int, Clock::time_point> reconnect_at_;

@@ -19,6 +19,7 @@ constexpr auto kReconnectEvery = std::chrono::seconds(5);
 void Coordinator::watch_machines() {
   const auto now = Clock::now();
   for (int m = 1; m < launcher_->size(); ++m) {
+    if (machines_refusing_.count(m)) continue;  // out for this run, lost or not
     auto pending = reconnecting_.find(m);
     if (pending != reconnecting_.end()) {
       if (pending->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
@@ -55,6 +56,23 @@ void Coordinator::watch_machines() {
     reconnecting_[m] = std::async(std::launch::async, reconnect_agent,
                                   machines_[static_cast<size_t>(m)].address, options_.key_file);
   }
+}
+
+bool Coordinator::exclude_refusing_machine(int m) {
+  if (m <= 0 || m >= launcher_->size()) return false;
+  const std::string why = launcher_->at(m).refuses_run();
+  if (why.empty()) return false;
+  const bool first = machines_refusing_.insert(m).second;
+  slots_->set_available(m, false);
+  int capacity = 0;
+  for (int other = 0; other < slots_->machines(); ++other)
+    if (!machines_refusing_.count(other)) capacity += slots_->size(other);
+  // Where nothing else can hold the trial, its error says why, once; no warning besides.
+  if (capacity < config_.resources.slots_per_trial) return false;
+  if (first)
+    terminal_.warn("warning: agent " + machines_[static_cast<size_t>(m)].address +
+                   " cannot run this experiment (" + why + "); its slots are not used");
+  return true;
 }
 
 std::vector<int> Coordinator::preferred_machines(const Trial& trial) const {

@@ -231,6 +231,9 @@ Status Coordinator::start_trial(Trial& trial) {
   Status started = start_ranks(trial, *env);
   if (!started.ok()) {
     slots_->release(trial.index);
+    // A machine that cannot run this experiment (its data differs, say) is left out, and the
+    // trial waits for other slots, unless no other machine can ever hold it.
+    if (exclude_refusing_machine(trial.chief().machine)) return Status::Ok();
     return started;
   }
   trial.attempt_running = true;

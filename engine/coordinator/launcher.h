@@ -26,7 +26,7 @@
 namespace cairn {
 
 struct AgentEndpoint;  // peer/checkpoint_client.h
-struct RunSource;  // run_shipping.h
+struct RunSource;      // run_shipping.h
 
 // What starting one rank needs. `env` is its complete environment (rank_environment.h);
 // `argv` goes to execve as is, never through a shell.
@@ -85,6 +85,10 @@ class Launcher {
   virtual bool lost() const { return false; }
   // Why, in one line, once lost() ("gpu2:7070: no heartbeat for 10 s").
   virtual std::string lost_reason() const { return ""; }
+  // Why this machine cannot run this experiment's ranks at all, once a start found out (its
+  // data differs from what the experiment recorded, its copy of the code was refused); ""
+  // while nothing says so. The coordinator then keeps every trial off it.
+  virtual std::string refuses_run() const { return ""; }
 };
 
 }  // namespace cairn

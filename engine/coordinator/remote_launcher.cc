@@ -49,6 +49,7 @@ struct RemoteLauncher::State {
   AgentEndpoint endpoint;  // for the connections that move checkpoints
   Offer offer;
   std::optional<RunShipper> shipper;  // code and data, over a connection of its own
+  std::string run_refused;            // why the agent cannot run this run (refuses_run)
 
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
@@ -246,7 +247,11 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   mark_remote_paths(remote.env, remote.paths);
   if (launch.source) {  // the agent's copy of the run directory (run_shipping.h)
     auto cwd = s.shipper->prepare(*launch.source);
-    if (!cwd.ok()) return cwd.status();
+    if (!cwd.ok()) {
+      std::lock_guard lock(s.mutex);
+      s.run_refused = cwd.status().message();
+      return cwd.status();
+    }
     remote.cwd = *cwd;
   }
   std::unique_lock lock(s.mutex);
@@ -299,6 +304,11 @@ const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
 bool RemoteLauncher::lost() const {
   std::lock_guard lock(state_->mutex);
   return state_->broken.has_value();
+}
+
+std::string RemoteLauncher::refuses_run() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->run_refused;
 }
 
 std::string RemoteLauncher::lost_reason() const {

@@ -75,6 +75,7 @@ class RemoteLauncher final : public Launcher {
   const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
   bool lost() const override;
   std::string lost_reason() const override;
+  std::string refuses_run() const override;
 
   // What the agent said it offers when connected (its status answer), and this side's
   // address on the connection (the address the agent's machine reaches this one by).

@@ -128,9 +128,10 @@ class PeersCodeTest(CairnTestCase):
         self.git("add", "-A")
         self.git("commit", "-q", "-m", "project")
 
-    def run_on(self, agent, background=False):
-        argv = [CAIRN, "run", "exp.yaml", "--peers", agent.address, "--key-file", self.key,
-                "--slots", "0"]  # on the agent only
+    def run_on(self, agent, background=False, also=()):
+        argv = [CAIRN, "run", "exp.yaml", "--peers",
+                ",".join([agent.address] + [a.address for a in also]), "--key-file", self.key,
+                "--slots", "0"]  # on the agents only
         if background:
             return subprocess.Popen(argv, cwd=self.proj, env=self.env(), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
@@ -263,6 +264,20 @@ class PeersCodeTest(CairnTestCase):
         self.assertEqual(len(said), 1, run.stdout + run.stderr)
         self.assertNotIn("[1.1]", run.stdout)
         self.assertFalse(os.path.exists(os.path.join(agent.dir, "work", "runs")))
+
+        # Beside an agent that has the data: the trial is kept off the one that differs
+        # (one warning), runs on the other, and costs no restart.
+        good = Agent(self, self.key)
+        run = self.run_on(agent, also=[good])
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn("warning: agent %s cannot run this experiment (%s: %s); its slots are "
+                      "not used" % (agent.address, agent.address, why), run.stderr)
+        trial = json.loads(subprocess.run([CAIRN, "show", "2.1", "--json"], cwd=self.proj,
+                                          env=self.env(), capture_output=True, text=True,
+                                          timeout=60).stdout)
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(trial["placement"][0]["machine"], good.address)
 
         # An agent where the data's directory is empty: the file is missing there.
         empty = Agent(self, self.key, wrap=["unshare", "-rm", "sh", "-c",
