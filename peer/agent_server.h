@@ -14,8 +14,8 @@
 // and joins them all before it returns.
 #pragma once
 
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>

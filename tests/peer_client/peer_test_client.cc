@@ -86,10 +86,9 @@ int main(int argc, char** argv) {
     const bool refuse = std::strcmp(argv[1], "--serve-refusal") == 0;
     return serve(argv[3], std::stoll(argv[2]), refuse);
   }
-  if (argc < 4 ||
-      (argc > 4 && std::strcmp(argv[3], "run") != 0 && std::strcmp(argv[3], "run-term") != 0 &&
-       std::strcmp(argv[3], "request") != 0 &&
-       !(argc == 6 && std::strcmp(argv[3], "code-pack") == 0))) {
+  if (argc < 4 || (argc > 4 && std::strcmp(argv[3], "run") != 0 &&
+                   std::strcmp(argv[3], "run-term") != 0 && std::strcmp(argv[3], "request") != 0 &&
+                   !(argc == 6 && std::strcmp(argv[3], "code-pack") == 0))) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
   }
