@@ -217,6 +217,11 @@ class Coordinator {
   std::vector<int> preferred_machines(const Trial& trial) const;
   Json placement_json(const std::vector<SlotRef>& places) const;
   std::string master_address(const std::vector<SlotRef>& places) const;
+  // A gang over machines: every machine of `places` reaches rank 0's at MASTER_ADDR (rank 0
+  // here: a listener on MASTER_PORT while they try; on an agent: its agent's port), before
+  // any rank starts. The error names the machines and why.
+  Status check_rendezvous(const std::vector<SlotRef>& places, const std::string& master_addr,
+                          int master_port);
   // "(pid 1234)" for a trial all here, else "on 10.0.0.2:7070" / "on local ×2, b:7070 ×1".
   std::string where_started(const Trial& trial) const;
   // The attempt ended (every rank has): its state, restart or error (exit_decision.h).

@@ -3,9 +3,12 @@
 // same machines), rank 0's address for the others, and lost agents.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/trial_state.h"
+#include "peer/peer_address.h"
+#include "peer/route_probe.h"
 
 namespace cairn {
 
@@ -112,6 +115,38 @@ std::string Coordinator::master_address(const std::vector<SlotRef>& places) cons
   if (places.empty() || one_machine) return "127.0.0.1";
   const std::string& reach = machines_[static_cast<size_t>(places.front().machine)].reach_address;
   return reach.empty() ? "127.0.0.1" : reach;
+}
+
+Status Coordinator::check_rendezvous(const std::vector<SlotRef>& places,
+                                     const std::string& master_addr, int master_port) {
+  std::set<int> machines;
+  for (const SlotRef& p : places) machines.insert(p.machine);
+  if (machines.size() < 2) return Status::Ok();
+  const int rank0 = places.front().machine;
+  uint16_t port = static_cast<uint16_t>(master_port);
+  UniqueFd listener;  // rank 0 here: MASTER_PORT answers while the others try it
+  if (rank0 == 0) {
+    auto listening = listen_on(PeerAddress{"", port});
+    if (!listening.ok())
+      return Status::Failed("MASTER_PORT " + std::to_string(port) +
+                            " is not free on this machine: " + listening.status().message());
+    listener = std::move(*listening);
+  } else {
+    auto agent = parse_peer_address(machines_[static_cast<size_t>(rank0)].address);
+    if (!agent.ok()) return agent.status();
+    port = agent->port;
+  }
+  for (int m : machines) {
+    if (m == rank0) continue;
+    Status reached = m == 0 ? probe_tcp(PeerAddress{master_addr, port}, kProbeTimeout)
+                            : launcher_->at(m).reach(master_addr, port);
+    if (!reached.ok())
+      return Status::Failed("rank 0's machine (" + machines_[static_cast<size_t>(rank0)].name() +
+                            ") at " + master_addr + ":" + std::to_string(port) +
+                            " cannot be reached from " + machines_[static_cast<size_t>(m)].name() +
+                            ": " + reached.message());
+  }
+  return Status::Ok();
 }
 
 std::string Coordinator::where_started(const Trial& trial) const {

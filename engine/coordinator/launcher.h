@@ -89,6 +89,14 @@ class Launcher {
   // data differs from what the experiment recorded, its copy of the code was refused); ""
   // while nothing says so. The coordinator then keeps every trial off it.
   virtual std::string refuses_run() const { return ""; }
+  // Whether this launcher's machine can open a TCP connection to host:port (bounded, a few
+  // seconds): how a gang over machines checks that every machine reaches rank 0 before it
+  // starts. A launcher of this machine leaves that to the caller (Ok).
+  virtual Status reach(const std::string& host, uint16_t port) {
+    (void)host;
+    (void)port;
+    return Status::Ok();
+  }
 };
 
 }  // namespace cairn

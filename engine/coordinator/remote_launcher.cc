@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -21,6 +22,7 @@
 #include "peer/checkpoint_client.h"
 #include "peer/control_relay.h"
 #include "peer/rank_messages.h"
+#include "peer/route_probe.h"
 
 namespace cairn {
 
@@ -50,6 +52,9 @@ struct RemoteLauncher::State {
   Offer offer;
   std::optional<RunShipper> shipper;  // code and data, over a connection of its own
   std::string run_refused;            // why the agent cannot run this run (refuses_run)
+  std::mutex probing;                 // one probe at a time
+  std::condition_variable probed;     // a "probe" answer arrived (probe_answer)
+  std::optional<Json> probe_answer;
 
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
@@ -92,6 +97,7 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   running.clear();
   outputs.clear();
   control_targets.clear();
+  probed.notify_all();
   if (!exits.empty()) ::kill(::getpid(), SIGCHLD);
 }
 
@@ -132,7 +138,10 @@ void RemoteLauncher::State::loop() {
     const int64_t rank =
         m.value("rank", Json()).is_number_integer() ? m["rank"].get<int64_t>() : -1;
     std::lock_guard lock(mutex);
-    if (type == "launched") {
+    if (type == "probe") {
+      probe_answer = m;
+      probed.notify_all();
+    } else if (type == "launched") {
       pending.erase(rank);
     } else if (type == "error" && pending.count(rank)) {
       pending.erase(rank);
@@ -304,6 +313,24 @@ const AgentEndpoint* RemoteLauncher::agent_of(const LaunchedRank&) const {
 bool RemoteLauncher::lost() const {
   std::lock_guard lock(state_->mutex);
   return state_->broken.has_value();
+}
+
+Status RemoteLauncher::reach(const std::string& host, uint16_t port) {
+  State& s = *state_;
+  std::lock_guard one(s.probing);
+  std::unique_lock lock(s.mutex);
+  if (s.broken) return *s.broken;
+  s.probe_answer.reset();
+  s.outgoing.push_back(Json{{"type", "probe"}, {"host", host}, {"port", port}});
+  s.wake();
+  // The agent's probe is bounded by kProbeTimeout; the answer's trip by a little more.
+  const bool answered =
+      s.probed.wait_until(lock, Clock::now() + kProbeTimeout + std::chrono::seconds(3),
+                          [&] { return s.probe_answer.has_value() || s.broken.has_value(); });
+  if (s.broken) return *s.broken;
+  if (!answered) return Status::Failed("no answer to a probe");
+  if (s.probe_answer->value("reachable", false)) return Status::Ok();
+  return Status::Failed(s.probe_answer->value("error", std::string("unreachable")).substr(0, 300));
 }
 
 std::string RemoteLauncher::refuses_run() const {

@@ -76,6 +76,8 @@ class RemoteLauncher final : public Launcher {
   bool lost() const override;
   std::string lost_reason() const override;
   std::string refuses_run() const override;
+  // Asks the agent to connect to host:port from its machine (its "probe" request).
+  Status reach(const std::string& host, uint16_t port) override;
 
   // What the agent said it offers when connected (its status answer), and this side's
   // address on the connection (the address the agent's machine reaches this one by).

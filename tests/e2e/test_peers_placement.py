@@ -296,6 +296,37 @@ class NamespacePlacementTest(PlacementCase):
         self.assertEqual(split["validation"], alone["validation"])
         self.assertEqual(split["training"], alone["training"])
 
+    def test_a_gang_whose_machines_cannot_reach_rank_0_is_refused_not_hung(self):
+        # A third "machine" c on a second bridge that only a (the coordinator) joins: c cannot
+        # reach b, where rank 0 is placed. torchrun would hang there; cairn probes first.
+        self.ns["sw2"] = self.ns["sw"] + "2"
+        self.ns["c"] = self.ns["sw"][:-2] + "c"
+        for n in ("sw2", "c"):
+            subprocess.run(["ip", "netns", "del", self.ns[n]], capture_output=True, timeout=30)
+            self.ip("netns", "add", self.ns[n])
+            self.addCleanup(subprocess.run, ["ip", "netns", "del", self.ns[n]],
+                            capture_output=True, timeout=30)
+        sw2 = self.ns["sw2"]
+        self.ip("-n", sw2, "link", "add", "br1", "type", "bridge")
+        self.ip("-n", sw2, "link", "set", "br1", "up")
+        for n, dev, address in (("a", "eth1", "10.79.0.1"), ("c", "eth0", "10.79.0.3")):
+            self.ip("-n", sw2, "link", "add", "w" + n, "type", "veth", "peer", "name", dev,
+                    "netns", self.ns[n])
+            self.ip("-n", sw2, "link", "set", "w" + n, "master", "br1", "up")
+            self.ip("-n", self.ns[n], "link", "set", "lo", "up")
+            self.ip("-n", self.ns[n], "addr", "add", address + "/24", "dev", dev)
+            self.ip("-n", self.ns[n], "link", "set", dev, "up")
+        b = Agent(self, "agent-b", 1, "--listen", "10.78.0.2:0", ns=self.ns["b"])
+        c = Agent(self, "agent-c", 1, "--listen", "10.79.0.3:0", ns=self.ns["c"])
+        self.write("mlp.yaml", MLP.replace("slots_per_trial: 3", "slots_per_trial: 2"))
+        proc = self.cairn_in(self.ns["a"], "run", "mlp.yaml", "--slots", "0", "--peers",
+                             b.address + "," + c.address)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"error: trial 1\.1: rank 0's machine \(%s\) at "
+                         r"10\.78\.0\.2:\d+ cannot be reached from %s: " %
+                         (re.escape(b.address), re.escape(c.address)))
+        self.assertNotIn("started rank", b.text() + c.text())
+
     def cairn_in(self, ns, *args):
         return subprocess.run(["ip", "netns", "exec", ns, CAIRN] + list(args) +
                               ["--key-file", self.key], cwd=self.dir,
