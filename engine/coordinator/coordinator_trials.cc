@@ -468,7 +468,9 @@ AttemptEnd Coordinator::attempt_end_facts(const Trial& trial, const ExitInfo& in
       end.last_line = *line;
       break;
     }
-  end.previous_failure_line = trial.previous_failure_line;
+  // Stored with the trial, so a resume goes on comparing where the last process stopped.
+  if (const Json line = trial.record.value("previous_failure_line", Json()); line.is_string())
+    end.previous_failure_line = line.get<std::string>();
   return end;
 }
 
@@ -503,7 +505,10 @@ void Coordinator::handle_exit(Trial& trial, ExitInfo info, bool permanent) {
                {{"trial", trial.index}, {"code", info.code}, {"signal", info.signal}});
   const AttemptEnd facts = attempt_end_facts(trial, info, permanent);
   const AttemptDecision decision = decide_attempt_end(facts);
-  trial.previous_failure_line = repeated_failure_line(facts);
+  if (const auto line = repeated_failure_line(facts))
+    trial.record["previous_failure_line"] = *line;
+  else
+    trial.record.erase("previous_failure_line");
   const std::string id = trial_id(trial.index);
   const std::string why = failure_reason(trial, info, fault);
   set_trial_state(trial, decision.state);

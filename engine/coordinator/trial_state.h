@@ -154,7 +154,6 @@ struct Trial {
   // trial ever sent a training report, and the previous attempt's repeated_failure_line().
   std::string log_policy_matched;
   bool reported_training = false;
-  std::optional<std::string> previous_failure_line;
 
   // This attempt's gang: how its ranks ended, and what keeps them together (multi-rank).
   // Cleared by reset_attempt() when the gang starts.

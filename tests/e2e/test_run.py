@@ -650,6 +650,28 @@ for op in ctx.operations():
             "message": "attempt 1 of trial 1.1 has ended (the trial is at attempt 2)"})
         self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
 
+    def test_a_repeated_failure_is_recognised_across_a_kill_and_resume(self):
+        # Attempt 1 fails with "boom"; attempt 2 kills cairn (kill -9) before it fails the same
+        # way; after `cairn resume`, attempt 3's "boom" is the second failure in a row with
+        # that line: not restarted again. Remembered in memory only, it would be restarted.
+        self.write("boom.py", "import os, sys, time\n"
+                   "if os.environ['CAIRN_ATTEMPT'] == '2':\n"
+                   "    os.kill(os.getppid(), 9)\n"
+                   "    time.sleep(0.5)\n"
+                   "print('boom', flush=True)\n"
+                   "sys.exit(1)\n")
+        self.write("boom.yaml", "entrypoint: /usr/bin/python3 boom.py\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 5\n")
+        run = self.cairn("run", "boom.yaml", timeout=120)
+        self.assertEqual(run.returncode, -9, run.stdout + run.stderr)
+        resume = self.cairn("resume", "1", timeout=120)
+        self.assertIn("trial 1.1 not restarted: it failed twice in a row with the same last line",
+                      resume.stderr + resume.stdout)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "ERROR", trial)
+        self.assertEqual(trial["restarts"], 1, trial)
+
     def test_a_rank_that_closed_its_connection_may_connect_again(self):
         # The refusal above is for a rank whose connection is open: a process that closed
         # its connection (cairn may not have read the close yet) and connects again is welcome.
