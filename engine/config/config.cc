@@ -169,11 +169,6 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   if (out.searcher.name == "pbt") config::check_perturbations(searcher, out.hyperparameters);
   if (const ConfigNode* node = top.get("resources"))
     out.resources = config::read_resources(config::without_cluster_resources(*node, out.warnings));
-  // A rung's stop reaches a multi-rank trial only through the ranks' agreed stop, which makes
-  // its exit a pause, not a release (docs/determined.md).
-  if (!out.searcher.time_metric.empty() && out.resources.slots_per_trial > 1)
-    config::fail(*searcher.find("time_metric"), "searcher.time_metric",
-                 "is not supported with resources.slots_per_trial > 1 yet");
   out.max_restarts = top.int_or("max_restarts", 3, 0);
   out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);
   out.stop_grace_period = top.int_or("stop_grace_period", 60, 0);

@@ -90,8 +90,12 @@ void Coordinator::handle_sync(Trial& trial, ControlConnection& conn, const Json&
   if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
   // Every rank has reached this step: one decision for all of them.
   if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
-  const bool stop = trial.stop_requested;
-  const std::string reason = !round.stop_reason.empty() ? round.stop_reason : "pause";
+  // A rung's stop (time_metric) is agreed like any other, but leaves stop_requested alone:
+  // the ranks' clean exit then releases the slots instead of pausing the trial.
+  const bool stop = trial.stop_requested || trial.rung_stop;
+  const std::string reason = !round.stop_reason.empty() ? round.stop_reason
+                             : trial.stop_requested     ? "pause"
+                                                        : "rung";
   for (const RoundWaiter& w : round.waiting) {
     Json answer{{"type", "sync"}, {"re", w.seq}, {"stop", stop}};
     if (stop) answer["reason"] = reason;

@@ -11,7 +11,9 @@ namespace cairn {
 void Coordinator::stop_at_rung(Trial& trial, int64_t reached) {
   // Promoted at once past what it has trained (the searcher had decided already): it goes on.
   if (!trial.closed && trial.target > reached) return;
-  // Not trial.stop_requested: that would make its clean exit a pause, not a release.
+  // Not trial.stop_requested: that would make its clean exit a pause, not a release. A
+  // multi-rank trial's ranks stop where they agree (handle_sync), which reads rung_stop.
+  trial.rung_stop = true;
   for (const Rank& rank : trial.ranks) {
     auto it = connections_.find(rank.connection_fd);
     if (it == connections_.end()) continue;

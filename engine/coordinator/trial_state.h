@@ -144,6 +144,10 @@ struct Trial {
   // A rank of this attempt was lost with its machine (launcher.h's machine_lost): the attempt
   // ends as a relocation, not a failure of the trial. Cleared by reset_attempt().
   bool machine_lost = false;
+  // The searcher's rung stopped it (time_metric, stop_at_rung): its ranks are told to stop at
+  // their next agreement, and the clean exit is a release, not a pause (stop_requested).
+  // Cleared by reset_attempt().
+  bool rung_stop = false;
   int failures_in_a_row = 0;  // failed starts without a checkpoint in between
   // Told "done" while waiting for the searcher: its exit 0 is a pause, even when a
   // promotion arrived between that answer and the exit.
@@ -199,6 +203,7 @@ struct Trial {
     for (Rank& r : ranks) r.reset_attempt();
     outcome = GangOutcome{};
     machine_lost = false;
+    rung_stop = false;
     operations.clear();
     syncs.clear();
     checkpoint_rounds.clear();

@@ -168,6 +168,69 @@ class DataParallelTest(CairnTestCase):
         with open(os.path.join(self.dir, "units.txt")) as f:
             return [tuple(map(int, line.split())) for line in f]
 
+    def test_time_metric_rungs_stop_every_rank_and_promotion_resumes_them(self):
+        # Two ranks train to their own end (16 batches) and report "batches" in rank 0's
+        # validations; ASHA stops a trial at its rung through the ranks' agreed stop, and a
+        # promotion resumes both ranks from the checkpoint: no batch trained twice.
+        self.write("own.py", r'''
+import json, os, sys
+import cairn
+
+ctx = cairn.init()
+rank = int(os.environ["RANK"])
+step = ctx.steps_completed
+if ctx.latest_checkpoint:
+    assert int((ctx.latest_checkpoint / "step").read_text()) == step
+with open(os.path.join(os.environ["CAIRN_WORKDIR"], "starts.txt"), "a") as f:
+    f.write("%s %d %d\n" % (ctx.trial_id, rank, step))
+lr = ctx.hparams["lr"]
+while step < 16:
+    step += 1
+    with open(os.path.join(os.environ["CAIRN_WORKDIR"], "units.txt"), "a") as f:
+        f.write("%s %d %d\n" % (ctx.trial_id, rank, step))
+    ctx.report_training(step, {"loss": lr / step})
+    if step % 4 == 0 and rank == 0:
+        ctx.report_validation(step, {"val_loss": lr / step, "batches": step})
+    if ctx.checkpoint_due(step):
+        with ctx.checkpoint(step) as path:
+            if rank == 0:
+                (path / "step").write_text(str(step))
+        if ctx.should_preempt():
+            sys.exit(0)
+''')
+        self.write("own.yaml", """name: own
+entrypoint: /usr/bin/python3 own.py
+hyperparameters: {lr: {type: double, minval: 0.0, maxval: 1.0}}
+searcher: {name: asha, metric: val_loss, time_metric: batches, max_time: 16, max_trials: 4,
+           divisor: 2, max_rungs: 2, max_concurrent_trials: 1}
+resources: {slots_per_trial: 2}
+checkpoint: {period: 0}
+reproducibility: {seed: 3}
+max_restarts: 0
+""")
+        run = self.cairn("run", "own.yaml", timeout=300)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        exp = self.cairn_json("show", "1", "--json")
+        self.assertEqual(exp["state"], "COMPLETED", exp)
+        states = [t["state"] for t in exp["trials"]]
+        self.assertIn("STOPPED", states)
+        with open(os.path.join(self.dir, "units.txt")) as f:
+            units = [line.split() for line in f]
+        with open(os.path.join(self.dir, "starts.txt")) as f:
+            starts = [line.split() for line in f]
+        promoted = 0
+        for trial in exp["trials"]:
+            self.assertEqual(trial["restarts"], 0, trial)
+            for rank in ("0", "1"):
+                mine = [int(u[2]) for u in units if u[0] == trial["id"] and u[1] == rank]
+                # Never retrained: each batch once, in order, on both ranks.
+                self.assertEqual(mine, list(range(1, len(mine) + 1)), (trial["id"], rank))
+                self.assertEqual(mine[-1], 16 if trial["state"] == "COMPLETED" else 8,
+                                 (trial, rank))
+            resumed = [s for s in starts if s[0] == trial["id"] and s[2] != "0"]
+            promoted += len(resumed)
+        self.assertGreater(promoted, 0, "some trial was promoted and resumed on both ranks")
+
     def test_ranks_get_torchrun_variables_and_their_own_logs(self):
         self.write("exp.yaml", CONFIG % 4)
         self.cairn("run", "exp.yaml", "--slots", "2", check=0)

@@ -652,10 +652,6 @@ const std::vector<Mistake>& mistakes() {
       {"max_length with time_metric",
        with_searcher("  name: asha\n  metric: m\n  time_metric: b\n  max_length: 9\n"),
        "exp.yaml:6: searcher.max_length: ", "give max_time instead"},
-      {"time_metric with several ranks",
-       "entrypoint: python3 train.py\nsearcher:\n  name: asha\n  metric: m\n"
-       "  time_metric: b\n  max_time: 9\n  max_trials: 2\nresources: {slots_per_trial: 2}\n",
-       "exp.yaml:5: searcher.time_metric: ", "not supported with resources.slots_per_trial > 1"},
       {"Determined environment with an unknown key",
        "entrypoint: python3 train.py\nsearcher: {name: single, metric: m}\n"
        "environment:\n  image: x\n  colour: blue\n",
