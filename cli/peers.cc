@@ -79,7 +79,7 @@ int peers(const PeersOptions& options) {
   auto tls = TlsContext::make(TlsContext::Side::kClient, *key);
   if (!tls.ok()) return fail(tls.status());
 
-  std::vector<std::string> found_by(list->size(), "listed");
+  std::vector<std::string> found_by(list->size(), "list");
   if (discover) {
     if (key->none())
       std::cerr << "cairn: no cluster key, and only agents with one announce themselves: "
@@ -98,7 +98,7 @@ int peers(const PeersOptions& options) {
       if (std::find(listed_names.begin(), listed_names.end(), name) != listed_names.end()) continue;
       listed_names.push_back(name);
       list->push_back(peer.address);
-      found_by.push_back("discovery");
+      found_by.push_back(peer.via);
     }
   }
 

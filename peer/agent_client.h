@@ -26,8 +26,8 @@ Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& addr
 
 // What `cairn peers` shows of one agent.
 struct AgentStatus {
-  std::string address;  // as listed
-  std::string found_by = "listed";
+  std::string address;            // as listed
+  std::string found_by = "list";  // list, multicast or broadcast (SPEC)
   PeerFailure failure = PeerFailure::kNone;
   std::string error;  // one line, when failure != kNone
   int slots_free = 0;

@@ -28,6 +28,9 @@ Result<UniqueFd> beacon_socket(uint16_t port, const std::function<void(const std
   // Several listeners on one machine (two `cairn peers` at once) each get every multicast
   // and broadcast datagram.
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  // Each datagram's destination, so a peer says whether it was heard by multicast or by
+  // broadcast (SPEC: `cairn peers --json`'s found_by).
+  ::setsockopt(fd.get(), IPPROTO_IP, IP_PKTINFO, &on, sizeof on);
   sockaddr_in any{};
   any.sin_family = AF_INET;
   any.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -79,10 +82,24 @@ Result<Discovery> discover_peers(const ClusterKey& key, const DiscoveryOptions& 
     if (ready <= 0) continue;
     for (;;) {
       sockaddr_in from{};
-      socklen_t from_length = sizeof from;
-      const ssize_t got = ::recvfrom(fd->get(), buffer, sizeof buffer, MSG_TRUNC,
-                                     reinterpret_cast<sockaddr*>(&from), &from_length);
+      iovec data{buffer, sizeof buffer};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))];
+      msghdr message{};
+      message.msg_name = &from;
+      message.msg_namelen = sizeof from;
+      message.msg_iov = &data;
+      message.msg_iovlen = 1;
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      const ssize_t got = ::recvmsg(fd->get(), &message, MSG_TRUNC);
       if (got < 0) break;  // EAGAIN: read everything there was; other errors: try next poll
+      bool multicast = false;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c))
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+          in_pktinfo info{};
+          std::memcpy(&info, CMSG_DATA(c), sizeof info);
+          multicast = IN_MULTICAST(ntohl(info.ipi_addr.s_addr));
+        }
       const std::string sender = sender_text(from);
       BeaconChecker::Verdict verdict;
       if (static_cast<size_t>(got) > sizeof buffer) {
@@ -107,10 +124,15 @@ Result<Discovery> discover_peers(const ClusterKey& key, const DiscoveryOptions& 
       peer.address.port = beacon.port;
       peer.protocol = beacon.protocol;
       peer.from = sender;
-      const bool known = std::any_of(found.peers.begin(), found.peers.end(), [&](const auto& p) {
+      peer.via = multicast ? "multicast" : "broadcast";
+      auto known = std::find_if(found.peers.begin(), found.peers.end(), [&](const auto& p) {
         return p.address.host == peer.address.host && p.address.port == peer.address.port;
       });
-      if (!known) found.peers.push_back(std::move(peer));
+      // An agent announces both ways each interval: heard by multicast once is "multicast".
+      if (known == found.peers.end())
+        found.peers.push_back(std::move(peer));
+      else if (multicast)
+        known->via = "multicast";
     }
   }
   drops.flush();

@@ -35,6 +35,9 @@ struct DiscoveredPeer {
   PeerAddress address;    // numeric IPv4 and the agent's TCP port, as the beacon says
   uint16_t protocol = 0;  // the peer protocol version the beacon claims (the hello decides)
   std::string from;       // where the first accepted beacon came from ("10.0.0.5:40211")
+  // How its beacons came: "multicast" when any came to the group, else "broadcast" (to a
+  // broadcast address, or to this host's own with --announce-to): `cairn peers`' found_by.
+  std::string via = "broadcast";
 };
 
 // What one window saw: the proposed peers, in the order first heard, each once, and how many

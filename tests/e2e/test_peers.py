@@ -128,7 +128,7 @@ class PeersTest(CairnTestCase):
         self.assertEqual([p["address"] for p in doc], [a.address, b.address, closed])
         for peer, slots in ((doc[0], 3), (doc[1], 5)):
             self.assertEqual(peer["status"], "ok", peer)
-            self.assertEqual(peer["found_by"], "listed")
+            self.assertEqual(peer["found_by"], "list")
             self.assertEqual(peer["slots"], {"free": slots, "total": slots})
             self.assertIsInstance(peer["devices"], list)
             self.assertTrue(peer["devices"])
@@ -145,7 +145,7 @@ class PeersTest(CairnTestCase):
         lines = proc.stdout.splitlines()
         self.assertEqual(lines[0].split(), ["ADDRESS", "FOUND", "SLOTS", "DEVICES", "VERSION",
                                             "STATUS"])
-        self.assertEqual(lines[1].split()[:3], [a.address, "listed", "3/3"])
+        self.assertEqual(lines[1].split()[:3], [a.address, "list", "3/3"])
         self.assertEqual(lines[1].split()[-1], "ok")
         self.assertEqual(lines[2].split()[2], "5/5")
         # The key comes from CAIRN_KEY_FILE too, and from the default per-user file.

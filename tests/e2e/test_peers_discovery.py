@@ -133,18 +133,19 @@ class LoopbackDiscoveryTest(DiscoveryCase):
         doc = json.loads(proc.stdout)
         self.assertEqual(len(doc), 1, proc.stderr)
         self.assertEqual(doc[0]["address"], "127.0.0.1:%d" % agent.port)
-        self.assertEqual(doc[0]["found_by"], "discovery")
+        # Sent to this host's own address (--announce-to), not to the group.
+        self.assertEqual(doc[0]["found_by"], "broadcast")
         self.assertEqual(doc[0]["status"], "ok")
         self.assertEqual(doc[0]["slots"], {"free": 3, "total": 3})
         # The status was asked over TLS with the key: the agent logged the connection.
         agent.line(lambda l: "connected 127.0.0.1:" in l and "key id " + key_id in l,
                    "the status connection")
-        # Text, and a peer both listed and discovered shown once, as listed.
+        # Text, and a peer both listed and discovered shown once, as listed ("list").
         proc = self.peers("--key-file", key, "--beacon-port", str(port), "--discover", "2",
                           "--peers", "auto,localhost:%d" % agent.port, check=0)
         rows = proc.stdout.splitlines()
         self.assertEqual(len(rows), 2, proc.stdout)
-        self.assertRegex(rows[1], r"^localhost:%d +listed +3/3 +cpu +\S+ +ok$" % agent.port)
+        self.assertRegex(rows[1], r"^localhost:%d +list +3/3 +cpu +\S+ +ok$" % agent.port)
         # One line when it starts announcing, none per beacon; a clean stop on SIGTERM.
         code, rest = agent.stop()
         self.assertEqual(code, 0)
@@ -317,7 +318,7 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         doc, err = self.discover("b", key)
         self.assertEqual(len(doc), 1, err)
         self.assertEqual(doc[0]["address"], "10.77.0.1:7070")
-        self.assertEqual(doc[0]["found_by"], "discovery")
+        self.assertEqual(doc[0]["found_by"], "multicast")
         self.assertEqual(doc[0]["status"], "ok")
         self.assertEqual(doc[0]["slots"], {"free": 2, "total": 2})
         # c holds another key: its beacons are dropped, so it is not listed at all.
@@ -330,7 +331,7 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         self.assertEqual(doc, [], err)
         doc, err = self.discover("b", key, "--peers", "auto,10.77.0.1:7070")
         self.assertEqual([(p["address"], p["found_by"], p["status"]) for p in doc],
-                         [("10.77.0.1:7070", "listed", "unreachable")], err)
+                         [("10.77.0.1:7070", "list", "unreachable")], err)
         # Healed: found again.
         self.ip("-n", self.ns["a"], "link", "set", "eth0", "up")
         wait_until(lambda: [p["status"] for p in self.discover("b", key)[0]] == ["ok"],
@@ -349,7 +350,7 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         self.assertNotIn("multicast", line)
         doc, err = self.discover("b", key)
         self.assertEqual([(p["address"], p["found_by"], p["status"]) for p in doc],
-                         [("10.77.0.1:7070", "discovery", "ok")], err)
+                         [("10.77.0.1:7070", "broadcast", "ok")], err)
 
     def test_forged_and_replayed_beacons_from_another_machine(self):
         key, key_id, key_bytes = self.new_key("cluster.key")
