@@ -23,6 +23,7 @@
 #include "peer/peer_address.h"
 #include "store/code_pack.h"
 #include "store/code_snapshot.h"
+#include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
 
 namespace cairn {
@@ -350,35 +351,13 @@ TEST_CASE("agent data check: the same fingerprint at the same path, or one line 
             .kind() == ErrorKind::kBadInput);
 }
 
-// An agent with the shipping handler, serving on 127.0.0.1 from a thread until destroyed.
-class ShippingAgent {
+// An agent that takes code and data shipments under `dir` and runs no ranks.
+class ShippingAgent : public testing::TestAgent {
  public:
-  ShippingAgent(const ClusterKey& key, const fs::path& dir) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
-    signal_read_.reset(fds[0]);
-    signal_write_.reset(fds[1]);
-    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
-    REQUIRE(listener.ok());
-    port_ = local_port(listener->get());
-    auto tls = TlsContext::make(TlsContext::Side::kServer, key);
-    REQUIRE(tls.ok());
-    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, AgentInfo{});
-    server_->set_request_handler(make_shipping_handler(dir));
-    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
-  }
-  ~ShippingAgent() {
-    const char sig = SIGTERM;
-    (void)!::write(signal_write_.get(), &sig, 1);
-    thread_.join();
-  }
-  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
-
- private:
-  UniqueFd signal_read_, signal_write_;
-  uint16_t port_ = 0;
-  std::unique_ptr<AgentServer> server_;
-  std::thread thread_;
+  ShippingAgent(const ClusterKey& key, const fs::path& dir)
+      : TestAgent(key, AgentInfo{}, {}, [dir](AgentServer& server) {
+          server.set_request_handler(make_shipping_handler(dir));
+        }) {}
 };
 
 TEST_CASE("shipping over the wire: counted, nothing twice, data checked before a run") {

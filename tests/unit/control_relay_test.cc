@@ -24,6 +24,7 @@
 #include "peer/control_relay.h"
 #include "peer/peer_address.h"
 #include "peer/route_probe.h"
+#include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
 
 namespace cairn {
@@ -35,37 +36,19 @@ using Clock = std::chrono::steady_clock;
 
 const ClusterKey kKey{std::string(32, 'k'), cluster_key_id(std::string(32, 'k'))};
 
-class RelayTestAgent {
+// An agent with 4 slots that runs ranks under `dir`.
+class RelayTestAgent : public testing::TestAgent {
  public:
-  explicit RelayTestAgent(const fs::path& dir) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
-    signal_read_.reset(fds[0]);
-    signal_write_.reset(fds[1]);
-    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
-    REQUIRE(listener.ok());
-    port_ = local_port(listener->get());
-    auto tls = TlsContext::make(TlsContext::Side::kServer, kKey);
-    REQUIRE(tls.ok());
+  explicit RelayTestAgent(const fs::path& dir)
+      : TestAgent(kKey, info(dir), [dir] { return make_agent_rank_host(dir); }) {}
+
+ private:
+  static AgentInfo info(const fs::path& dir) {
     AgentInfo info;
     info.slots_total = 4;
     info.dir = dir;
-    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, info,
-                                            [dir] { return make_agent_rank_host(dir); });
-    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
+    return info;
   }
-  ~RelayTestAgent() {
-    const char sig = SIGTERM;
-    (void)!::write(signal_write_.get(), &sig, 1);
-    thread_.join();
-  }
-  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
-
- private:
-  UniqueFd signal_read_, signal_write_;
-  uint16_t port_ = 0;
-  std::unique_ptr<AgentServer> server_;
-  std::thread thread_;
 };
 
 // Reads from `c` until `line` lines arrived or the deadline.

@@ -16,6 +16,7 @@
 #include "peer/checkpoint_manifest.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/peer_address.h"
+#include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
 
 namespace cairn {
@@ -131,36 +132,17 @@ TEST_CASE("checkpoint manifest: a directory's scan hashes files and refuses link
   CHECK_FALSE(open_beneath(dir / "ckpt", "../ckpt/a.txt"));
 }
 
-// An agent serving on 127.0.0.1 from a thread until destroyed, keeping checkpoints in `dir`.
-class CheckpointAgent {
+// An agent that keeps checkpoints under `dir` and runs no ranks.
+class CheckpointAgent : public testing::TestAgent {
  public:
-  CheckpointAgent(const ClusterKey& key, const fs::path& dir) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
-    signal_read_.reset(fds[0]);
-    signal_write_.reset(fds[1]);
-    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
-    REQUIRE(listener.ok());
-    port_ = local_port(listener->get());
-    auto tls = TlsContext::make(TlsContext::Side::kServer, key);
-    REQUIRE(tls.ok());
-    AgentInfo info;
-    info.dir = dir;
-    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, info);
-    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
-  }
-  ~CheckpointAgent() {
-    const char sig = SIGTERM;
-    (void)!::write(signal_write_.get(), &sig, 1);
-    thread_.join();
-  }
-  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
+  CheckpointAgent(const ClusterKey& key, const fs::path& dir) : TestAgent(key, info(dir)) {}
 
  private:
-  UniqueFd signal_read_, signal_write_;
-  uint16_t port_ = 0;
-  std::unique_ptr<AgentServer> server_;
-  std::thread thread_;
+  static AgentInfo info(const fs::path& dir) {
+    AgentInfo info;
+    info.dir = dir;
+    return info;
+  }
 };
 
 struct Fixture {

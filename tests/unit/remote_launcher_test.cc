@@ -12,6 +12,7 @@
 #include "engine/coordinator/remote_launcher.h"
 #include "peer/agent_server.h"
 #include "peer/peer_address.h"
+#include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
 
 namespace cairn {
@@ -20,35 +21,11 @@ namespace {
 using testing::TestDir;
 using Clock = std::chrono::steady_clock;
 
-// An agent serving on 127.0.0.1 from a thread until destroyed (SIGTERM through a pipe).
-class TestAgent {
+// An agent that runs ranks under `dir`.
+class TestAgent : public testing::TestAgent {
  public:
-  TestAgent(const ClusterKey& key, const std::filesystem::path& dir) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);  // as a SignalPipe is
-    signal_read_.reset(fds[0]);
-    signal_write_.reset(fds[1]);
-    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
-    REQUIRE(listener.ok());
-    port_ = local_port(listener->get());
-    auto tls = TlsContext::make(TlsContext::Side::kServer, key);
-    REQUIRE(tls.ok());
-    server_ = std::make_unique<AgentServer>(std::move(*listener), *tls, AgentInfo{},
-                                            [dir] { return make_agent_rank_host(dir); });
-    thread_ = std::thread([this] { (void)server_->serve(signal_read_.get()); });
-  }
-  ~TestAgent() {
-    const char sig = SIGTERM;
-    (void)!::write(signal_write_.get(), &sig, 1);
-    thread_.join();
-  }
-  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
-
- private:
-  UniqueFd signal_read_, signal_write_;
-  uint16_t port_ = 0;
-  std::unique_ptr<AgentServer> server_;
-  std::thread thread_;
+  TestAgent(const ClusterKey& key, const std::filesystem::path& dir)
+      : testing::TestAgent(key, AgentInfo{}, [dir] { return make_agent_rank_host(dir); }) {}
 };
 
 std::vector<RankExit> wait_for_exits(Launcher& launcher, size_t count) {
