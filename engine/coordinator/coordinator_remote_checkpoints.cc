@@ -17,6 +17,21 @@ int64_t attempt_of(const Trial& trial) {
   return trial.record.value("attempts", int64_t{0});
 }
 
+// A transfer for the trial's chief, answering request `msg` on `conn` when it ends.
+CheckpointJob job_for(CheckpointJob::Kind kind, const AgentEndpoint& agent, const Trial& trial,
+                      std::string id, const ControlConnection& conn, const Json& msg) {
+  CheckpointJob job;
+  job.kind = kind;
+  job.agent = agent;
+  job.trial_index = trial.index;
+  job.trial = std::move(id);
+  job.attempt = attempt_of(trial);
+  job.chief = trial.chief().process->pid;
+  job.connection = conn.fd();
+  job.seq = msg.value("seq", Json(0));
+  return job;
+}
+
 }  // namespace
 
 const AgentEndpoint* Coordinator::remote_chief(const Trial& trial, int rank) const {
@@ -30,16 +45,8 @@ bool Coordinator::remote_checkpoint_begin(Trial& trial, ControlConnection& conn,
   const AgentEndpoint* agent = remote_chief(trial, conn.rank);
   if (!agent) return false;
   if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
-  CheckpointJob job;
-  job.kind = CheckpointJob::Kind::kStage;
-  job.agent = *agent;
-  job.trial_index = trial.index;
-  job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(trial);
-  job.chief = trial.chief().process->pid;
-  job.connection = conn.fd();
-  job.seq = msg.value("seq", Json(0));
-  transfers_->start(std::move(job));
+  transfers_->start(
+      job_for(CheckpointJob::Kind::kStage, *agent, trial, trial_id(trial.index), conn, msg));
   return true;
 }
 
@@ -52,15 +59,8 @@ bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, c
   if (!staged.count(path) || !msg.contains("step") || !msg["step"].is_number_integer())
     return false;
   staged.erase(path);
-  CheckpointJob job;
-  job.kind = CheckpointJob::Kind::kFetch;
-  job.agent = *agent;
-  job.trial_index = trial.index;
-  job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(trial);
-  job.chief = trial.chief().process->pid;
-  job.connection = conn.fd();
-  job.seq = msg.value("seq", Json(0));
+  CheckpointJob job =
+      job_for(CheckpointJob::Kind::kFetch, *agent, trial, trial_id(trial.index), conn, msg);
   job.path = path;
   job.step = msg["step"].get<int64_t>();
   job.metadata = msg.value("metadata", Json::object());
