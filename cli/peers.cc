@@ -1,6 +1,5 @@
 // `cairn peers`: the agents this machine can use, as seen now — each one's address, slots,
 // devices, cairn version, how it was found, and whether it can be used (docs/peers.md).
-#include <netdb.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/run_peers.h"
 #include "cli/table.h"
 #include "peer/agent_client.h"
 #include "peer/discovery.h"
@@ -28,41 +28,6 @@ struct PeersOptions {
   int beacon_port = kDefaultBeaconPort;
 };
 
-// --peers without the "auto" items, and whether there was one.
-std::string listed_only(const std::string& peers, bool* has_auto) {
-  std::string rest;
-  for (size_t start = 0; start <= peers.size();) {
-    const size_t comma = std::min(peers.find(',', start), peers.size());
-    std::string item = peers.substr(start, comma - start);
-    start = comma + 1;
-    const size_t first = item.find_first_not_of(" \t");
-    const size_t last = item.find_last_not_of(" \t");
-    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
-    if (item == "auto") {
-      *has_auto = true;
-    } else if (!item.empty()) {
-      rest += (rest.empty() ? "" : ",") + item;
-    }
-  }
-  return rest;
-}
-
-// "10.0.0.5:7070" for every IPv4 address `address` resolves to: how a discovered peer that
-// was also listed is recognised (and shown once, as listed).
-std::vector<std::string> numeric_names(const PeerAddress& address) {
-  std::vector<std::string> out;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(address.host.c_str(), nullptr, &hints, &found) != 0) return out;
-  for (addrinfo* a = found; a; a = a->ai_next)
-    out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr) + ":" +
-                  std::to_string(address.port));
-  ::freeaddrinfo(found);
-  return out;
-}
-
 std::string devices_text(const Json& devices) {
   if (!devices.is_array() || devices.empty()) return "-";
   if (devices.size() == 1 && devices[0] == "cpu") return "cpu";
@@ -72,7 +37,7 @@ std::string devices_text(const Json& devices) {
 int peers(const PeersOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);  // a peer that closes mid-write is an error, not our death
   bool discover = options.peers.empty() || options.discover_given;
-  auto list = parse_peer_list(listed_only(options.peers, &discover));
+  auto list = parse_peer_list(peers_without_auto(options.peers, &discover));
   if (!list.ok()) return fail(list.status());
   auto key = find_cluster_key(options.key_file);
   if (!key.ok()) return fail(key.status());
@@ -92,7 +57,7 @@ int peers(const PeersOptions& options) {
     if (!heard.ok()) return fail(heard.status());
     std::vector<std::string> listed_names;
     for (const PeerAddress& listed : *list)
-      for (std::string& name : numeric_names(listed)) listed_names.push_back(std::move(name));
+      for (std::string& name : numeric_peer_names(listed)) listed_names.push_back(std::move(name));
     for (const DiscoveredPeer& peer : heard->peers) {
       const std::string name = peer.address.text();
       if (std::find(listed_names.begin(), listed_names.end(), name) != listed_names.end()) continue;

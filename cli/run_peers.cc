@@ -1,5 +1,6 @@
 #include "cli/run_peers.h"
 
+#include <netdb.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "peer/agent_client.h"
 #include "peer/discovery.h"
 #include "peer/key_location.h"
+#include "peer/lan_interfaces.h"
 
 namespace cairn::cli {
 
@@ -45,6 +47,37 @@ Result<std::vector<std::string>> discovered_agents(const std::string& key_file) 
 }
 
 }  // namespace
+
+std::string peers_without_auto(const std::string& peers, bool* has_auto) {
+  std::string rest;
+  for (size_t start = 0; start <= peers.size();) {
+    const size_t comma = std::min(peers.find(',', start), peers.size());
+    std::string item = peers.substr(start, comma - start);
+    start = comma + 1;
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    if (item == "auto")
+      *has_auto = true;
+    else if (!item.empty())
+      rest += (rest.empty() ? "" : ",") + item;
+  }
+  return rest;
+}
+
+std::vector<std::string> numeric_peer_names(const PeerAddress& address) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(address.host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a; a = a->ai_next)
+    out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr) + ":" +
+                  std::to_string(address.port));
+  ::freeaddrinfo(found);
+  return out;
+}
 
 Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
                                       const std::string& key_file, bool require_all) {
@@ -91,21 +124,14 @@ Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConf
                                  const std::string& key_file, bool require_all) {
   std::vector<std::string> addresses;
   bool discover = false;
+  std::vector<std::string> known;  // the listed peers' numeric names, to take each once
   if (!listed.empty()) {
-    // "auto" among the items: the agents discovery finds, besides those listed.
-    std::string rest;
-    for (size_t start = 0; start <= listed.size();) {
-      const size_t comma = std::min(listed.find(',', start), listed.size());
-      const std::string item = listed.substr(start, comma - start);
-      start = comma + 1;
-      if (item == "auto")
-        discover = true;
-      else if (!item.empty())
-        rest += (rest.empty() ? "" : ",") + item;
-    }
-    auto list = parse_peer_list(rest);
+    auto list = parse_peer_list(peers_without_auto(listed, &discover));
     if (!list.ok()) return Status::BadInput("--peers: " + list.status().message());
-    for (const PeerAddress& address : *list) addresses.push_back(address.text());
+    for (const PeerAddress& address : *list) {
+      addresses.push_back(address.text());
+      for (std::string& name : numeric_peer_names(address)) known.push_back(std::move(name));
+    }
   } else if (config.resources.peers_mode == "list") {
     addresses = config.resources.peers;
   } else if (config.resources.peers_mode == "auto") {
@@ -117,7 +143,8 @@ Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConf
   if (!found.ok()) return found.status();
   std::vector<std::string> fresh;
   for (const std::string& address : *found)
-    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end())
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end() &&
+        std::find(known.begin(), known.end(), address) == known.end())
       fresh.push_back(address);
   // A discovered agent that then refuses us is left out with a warning, never fatal: only
   // what the user listed must answer.

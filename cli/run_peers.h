@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/machine_resources.h"
+#include "peer/peer_address.h"
 
 namespace cairn::cli {
 
@@ -23,6 +24,14 @@ struct RunPeers {
 // coordinator keeps trying it.
 Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConfig& config,
                                  const std::string& key_file, bool require_all);
+
+// --peers without its "auto" items (comma-separated, blanks trimmed), and whether there was
+// one: `cairn peers` and `cairn run` read the list the same way.
+std::string peers_without_auto(const std::string& peers, bool* has_auto);
+
+// "10.0.0.5:7070" for every IPv4 address `address` resolves to: how a discovered peer that
+// was also listed is recognised (and taken once, as listed).
+std::vector<std::string> numeric_peer_names(const PeerAddress& address);
 
 // The same for addresses already parsed (a resume's recorded peers).
 Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
