@@ -187,6 +187,12 @@ max_restarts: 0
         self.assertIn("peers auto: 1 agent found in 3 s", proc.stderr)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["placement"][0]["machine"], a.address, trial)
+        # Listed by name and discovered by number: one agent, taken once, as listed.
+        by_name = "localhost:%s" % a.address.split(":")[1]
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0", "--peers", "auto," + by_name,
+                              extra={"CAIRN_BEACON_PORT": str(port)})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(self.cairn_json("show", "2", "--json")["peers"], [by_name])
         # Nobody announcing: --slots 0 has nowhere to run, said at once.
         a.kill()
         proc = self.run_cairn("run", "exp.yaml", "--slots", "0",
