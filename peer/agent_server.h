@@ -1,10 +1,11 @@
 // The agent's server (`cairn agent`): accepts peer connections, authenticates each with the
 // cluster key (peer_connection.h), checks the peer's protocol version (peer_protocol.h) and
-// answers its requests: "status", "probe" (route_probe.h), the launch/signal requests of
-// rank_messages.h, which a RankHost made for the connection carries out (output and exits
-// are sent back as they happen), and the checkpoint requests of agent_checkpoints.h; the
-// ranks' control channels are relayed over the same connection (control_relay.h). Shipping
-// code is still to come (docs/peers.md). When the connection ends, its ranks are killed.
+// answers its requests: "status", "heartbeat", "probe" (route_probe.h), the launch/signal
+// requests of rank_messages.h, which a RankHost made for the connection carries out (output
+// and exits are sent back as they happen), the checkpoint requests of agent_checkpoints.h,
+// and those of a request handler the CLI installs (code and data shipping,
+// engine/coordinator/agent_shipping.h); the ranks' control channels are relayed over the
+// same connection (control_relay.h). When the connection ends, its ranks are killed.
 //
 // One thread per connection, at most kMaxAgentConnections at once; the serving thread only
 // accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
