@@ -33,24 +33,28 @@
 namespace cairn {
 
 struct CheckpointJob {
-  enum class Kind { kStage, kFetch };
+  // kStage: a fresh directory on the agent for a checkpoint; kFetch: a checkpoint written
+  // there into the object store; kPush: the local directory `path` to the agent (a fetched
+  // checkpoint, coordinator_fetch.cc).
+  enum class Kind { kStage, kFetch, kPush };
   Kind kind = Kind::kStage;
   AgentEndpoint agent;
   int64_t trial_index = 0;
   std::string trial;    // its id ("1.2")
   int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
+  int rank = 0;         // the rank that asked
   pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
   int connection = -1;  // the control connection waiting for the answer
   Json seq;             // the request's seq, for the answer's "re"
-  std::string path;     // kFetch: the staged directory on the agent
+  std::string path;     // kFetch: the staged directory on the agent; kPush: the local one
   int64_t step = 0;     // kFetch
-  Json metadata;        // kFetch
+  Json metadata;        // kFetch; kPush: the answer to send, less the agent's path
 };
 
 struct CheckpointJobResult {
   CheckpointJob job;
   Status status;
-  std::string staged_path;      // kStage
+  std::string staged_path;      // kStage; kPush: the directory on the agent
   CheckpointManifest manifest;  // kFetch: as stored
   uint64_t new_bytes = 0;       // kFetch: bytes new to the object store
   uint64_t content_bytes = 0;   // kFetch: content bytes that crossed the wire

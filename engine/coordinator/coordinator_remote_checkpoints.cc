@@ -83,6 +83,10 @@ void Coordinator::finish_checkpoint_transfers() {
       if (transfers_->busy(trial->index)) trial->last_heard = Clock::now();
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
+    if (job.kind == CheckpointJob::Kind::kPush) {
+      finish_checkpoint_push(done);
+      continue;
+    }
     Trial* trial = trial_by_index(job.trial_index);
     // Only the attempt that asked may have its checkpoint. A checkpoint its attempt
     // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is
