@@ -161,14 +161,21 @@ max_restarts: 1
         stored = self.run_source()
         self.write("train.py", WARM)
         config = """entrypoint: /usr/bin/python3 train.py
+environment: {SEEN_FILE: %s}
 searcher:
   name: single
   metric: val_loss
-  %s
-"""
+  %%s
+""" % os.path.join(self.dir, "seen.jsonl")
         self.write("exp.yaml", config % ("source_checkpoint_uuid: " + stored[1]["uuid"]))
         self.cairn("run", "exp.yaml", check=0)
         self.assertEqual([s["w"] for s in self.seen(event="start")], [16])
+        # A re-run starts from the checkpoint the experiment recorded, and gets its results.
+        again = self.cairn("reproduce", "2.1", "--verify")
+        self.assertEqual(again.returncode, 0, again.stdout + again.stderr)
+        self.assertEqual([s["latest"] for s in self.seen(event="start")], [stored[1]["uuid"]] * 2)
+        self.assertEqual(self.cairn_json("show", "3", "--json")["warm_start"]["checkpoint"],
+                         self.cairn_json("show", "2", "--json")["warm_start"]["checkpoint"])
         # Retention deleted the step-3 checkpoint; trial 99 was never numbered; both keys.
         for line, expected in (
                 ("source_checkpoint_uuid: " + stored[0]["uuid"], "deleted by the retention policy"),
@@ -182,7 +189,7 @@ searcher:
             self.assertRegex(err[0], r"bad\.yaml:\d+: searcher\.source_")
             self.assertIn(expected, err[0])
         # Nothing was created for the refused configs.
-        self.assertEqual(len(self.cairn_json("ls", "--json")), 2)
+        self.assertEqual(len(self.cairn_json("ls", "--json")), 3)
 
 
 class RemoteRestorePathTest(WarmStartTest):
