@@ -6,13 +6,13 @@ start every trial from that checkpoint (det.get_cluster_info().latest_checkpoint
 has one of its own, restarts included; a source that does not exist, or that retention
 deleted, is a config error naming file, line and key.
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CairnTestCase  # noqa: E402
 import cairn_testlib  # noqa: E402
+from test_determined import DeterminedTest  # noqa: E402
 from test_peers import Agent, PeersTest  # noqa: E402
 
 PRELUDE = r'''
@@ -79,13 +79,7 @@ with det.core.init() as core:
 
 
 class WarmStartTest(CairnTestCase):
-    def seen(self, **match):
-        path = os.path.join(self.dir, "seen.jsonl")
-        if not os.path.exists(path):
-            return []
-        with open(path) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
-        return [s for s in lines if all(s.get(k) == v for k, v in match.items())]
+    seen = DeterminedTest.seen  # what the scripts noted in seen.jsonl
 
     def run_source(self):
         """Experiment 1: one trial whose checkpoints hold w = 10 + steps; only the latest
