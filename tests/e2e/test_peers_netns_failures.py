@@ -107,7 +107,8 @@ class NamespaceFailuresTest(CairnTestCase):
                           what="%r in the run's output" % pattern)
 
     def tearDown(self):
-        if not self._outcome.success:  # on a failure, what the run and the agents said
+        result = self._outcome.result  # on a failure, what the run and the agents said
+        if any(test is self for test, _ in result.failures + result.errors):
             print("\n--- run output:\n%s" % (self.output() if hasattr(self, "out") else ""),
                   file=sys.stderr)
             for agent in self.agents:
@@ -139,16 +140,22 @@ class NamespaceFailuresTest(CairnTestCase):
         b, c = self.agent("b"), self.agent("c")
         run = self.start_run(25, {"CAIRN_HEARTBEAT_TIMEOUT": "2"})
         b.wait_log("started rank")
-        wait_until(lambda: self.checkpoints("1.1"), timeout=60, what="trial 1.1's checkpoint on b")
+        # Cut once the rank has trained past a registered checkpoint (so not while it waits
+        # for that checkpoint's answer): it goes on until its next one.
+        wait_until(lambda: self.checkpoints("1.1") and
+                   max(self.traced("1.1", 1)) > self.checkpoints("1.1")[-1],
+                   timeout=60, what="trial 1.1 past its checkpoint on b")
         orphan = int(self.wait_output(r"\[1\.1\] pid (\d+) attempt 1 starts at 0").group(1))
         self.net.link("b", up=False)
-        self.wait_output(r"lost agent %s \(no heartbeat for 2 s\)" % re.escape(B))
+        # (2 s or a little more: the check runs every second)
+        self.wait_output(r"lost agent %s \(no heartbeat for [2-9] s\)" % re.escape(B))
         # The trial starts again on c while b is still cut off.
         c.wait_log("started rank")
         resumed = self.wait_output(r"\[1\.1\] pid \d+ attempt 2 starts at (\d+)")
-        # Cut off, the orphan on b trained on past the step attempt 2 resumed from (until
-        # its next checkpoint, which waits for an answer that never comes).
-        wait_until(lambda: max(self.traced("1.1", 1)) > int(resumed.group(1)), timeout=30,
+        # Cut off, the orphan on b trains on past the step attempt 2 resumed from, until its
+        # next checkpoint, which waits for an answer that never comes.
+        wait_until(lambda: max(self.traced("1.1", 1)) % 4 == 0 and
+                   max(self.traced("1.1", 1)) > int(resumed.group(1)), timeout=30,
                    what="the orphan on b training on during the partition")
         self.net.link("b", up=True)
         self.wait_output(r"agent %s is back \(1 slots?\)" % re.escape(B), timeout=60)
