@@ -9,11 +9,13 @@ file system is shared), so the test sees every process and file.
   is back, b is used again and the orphan is gone.
 - A reboot: b's agent and its rank are killed and the agent started again on the same DIR
   and port. Its slots come back, its code cache is reused (0 objects shipped), every trial
-  completes."""
+  completes. The reboot runs on loopback too (agents on ports of their own): the file's
+  entry that needs nothing."""
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -63,11 +65,17 @@ checkpoint: {period: 4}
 max_restarts: 0
 """
 
-B, C = "10.80.0.2:7070", "10.80.0.3:7070"
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-@needs("netns", NETNS, NETNS_WHY)
-class NamespaceFailuresTest(CairnTestCase):
+class FailuresCase(CairnTestCase):
+    """Agents b and c (self.B, self.C), the coordinator started with self.coordinator
+    before its argv."""
+
     def setUp(self):
         super().setUp()
         self.agents = []
@@ -78,12 +86,11 @@ class NamespaceFailuresTest(CairnTestCase):
         self.key = os.path.join(self.dir, "cluster.key")
         self.cairn("agent", "--new-key", self.key, check=0, env=agent_env(self))
         self.write("train.py", TRAIN)
-        self.net = Network(self, "cairnf")
-        self.net.bridge("sw", "10.80.0", ["a", "b", "c"])
 
-    def agent(self, n, name=None):
+    def agent(self, n):
+        """Starts machine n's agent (again: the same DIR and address, a reboot)."""
         return Agent(self, key=self.key, slots=1, dir=os.path.join(self.dir, "agent-" + n),
-                     ns=self.net.ns[n], listen=self.net.addresses[(n, "eth0")] + ":7070")
+                     ns=self.ns.get(n), listen=self.addresses[n])
 
     def start_run(self, max_length, extra):
         self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), max_length))
@@ -92,9 +99,9 @@ class NamespaceFailuresTest(CairnTestCase):
         self.addCleanup(out.close)
         env = {"TRACE": self.trace}
         env.update(extra)
-        return subprocess.Popen(self.net.run_in("a") + [CAIRN, "run", "exp.yaml", "--slots", "0",
-                                                        "--peers", B + "," + C, "--key-file",
-                                                        self.key],
+        return subprocess.Popen(self.coordinator + [CAIRN, "run", "exp.yaml", "--slots", "0",
+                                                    "--peers", self.B + "," + self.C,
+                                                    "--key-file", self.key],
                                 cwd=self.dir, env=agent_env(self, env), stdout=out,
                                 stderr=subprocess.STDOUT)
 
@@ -136,6 +143,46 @@ class NamespaceFailuresTest(CairnTestCase):
             self.assertEqual(t["restarts"], 0, t)
         return trials
 
+    def an_agent_that_reboots_comes_back_with_its_code_cache(self):
+        b, c = self.agent("b"), self.agent("c")
+        run = self.start_run(25, {"CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        shipped = b.wait_log("received code")
+        self.assertRegex(shipped, r"received code \S+ from \S+: [1-9]\d* objects")
+        wait_until(lambda: self.checkpoints("1.1") and self.checkpoints("1.1")[-1] >= 3,
+                   timeout=60, what="trial 1.1's checkpoint on b")
+        rank = int(self.wait_output(r"\[1\.1\] pid (\d+) attempt 1 starts at 0").group(1))
+        # The machine goes down: its agent and its rank die at once.
+        b.process.kill()
+        os.kill(rank, signal.SIGKILL)
+        b.process.wait(timeout=30)
+        self.wait_output(r"lost agent %s" % re.escape(self.B))
+        # It comes back: the same DIR, the same address.
+        again = self.agent("b")
+        self.wait_output(r"agent %s is back \(1 slots?\)" % re.escape(self.B), timeout=60)
+        trials = self.finish(run)
+        self.assertEqual(trials[0]["placement"][0]["machine"], self.C, trials[0])
+        later = [t for t in trials[1:] if t["placement"][0]["machine"] == self.B]
+        self.assertTrue(later, trials)
+        # Its code cache survived the reboot: nothing shipped again.
+        code = again.wait_log("received code")
+        self.assertRegex(code, r"received code \S+ from \S+: 0 objects, 0 bytes$")
+        self.assertIn("started rank", again.text())
+
+
+@needs("netns", NETNS, NETNS_WHY)
+class NamespaceFailuresTest(FailuresCase):
+    def setUp(self):
+        super().setUp()
+        self.net = Network(self, "cairnf")
+        self.net.bridge("sw", "10.80.0", ["a", "b", "c"])
+        self.ns = self.net.ns
+        self.addresses = {n: self.net.addresses[(n, "eth0")] + ":7070" for n in ("b", "c")}
+        self.B, self.C = self.addresses["b"], self.addresses["c"]
+        self.coordinator = self.net.run_in("a")
+
+    def test_an_agent_that_reboots_comes_back_with_its_code_cache(self):
+        self.an_agent_that_reboots_comes_back_with_its_code_cache()
+
     def test_a_partition_longer_than_the_heartbeat_timeout_moves_the_trial(self):
         b, c = self.agent("b"), self.agent("c")
         run = self.start_run(25, {"CAIRN_HEARTBEAT_TIMEOUT": "2"})
@@ -148,7 +195,7 @@ class NamespaceFailuresTest(CairnTestCase):
         orphan = int(self.wait_output(r"\[1\.1\] pid (\d+) attempt 1 starts at 0").group(1))
         self.net.link("b", up=False)
         # (2 s or a little more: the check runs every second)
-        self.wait_output(r"lost agent %s \(no heartbeat for [2-9] s\)" % re.escape(B))
+        self.wait_output(r"lost agent %s \(no heartbeat for [2-9] s\)" % re.escape(self.B))
         # The trial starts again on c while b is still cut off.
         c.wait_log("started rank")
         resumed = self.wait_output(r"\[1\.1\] pid \d+ attempt 2 starts at (\d+)")
@@ -158,7 +205,7 @@ class NamespaceFailuresTest(CairnTestCase):
                    max(self.traced("1.1", 1)) > int(resumed.group(1)), timeout=30,
                    what="the orphan on b training on during the partition")
         self.net.link("b", up=True)
-        self.wait_output(r"agent %s is back \(1 slots?\)" % re.escape(B), timeout=60)
+        self.wait_output(r"agent %s is back \(1 slots?\)" % re.escape(self.B), timeout=60)
         # The orphan is ended once b hears its connection is gone.
         wait_until(lambda: not os.path.exists("/proc/%d" % orphan), timeout=60,
                    what="the orphaned rank on b ended")
@@ -167,11 +214,10 @@ class NamespaceFailuresTest(CairnTestCase):
         self.assertIn("trial 1.1 lost its machine", text)
         self.assertGreaterEqual(int(resumed.group(1)), 4, text)
         first = trials[0]
-        self.assertEqual(first["placement"][0]["machine"], C, first)
+        self.assertEqual(first["placement"][0]["machine"], self.C, first)
         # b was used again after the link came back.
-        self.assertIn(B, [t["placement"][0]["machine"] for t in trials[1:]], trials)
-        # Nothing of the orphan's late steps was registered: trial 1.1's checkpoints are those
-        # of attempt 1 up to the partition, then attempt 2's from where it resumed.
+        self.assertIn(self.B, [t["placement"][0]["machine"] for t in trials[1:]], trials)
+        # Nothing of the orphan's late steps was registered.
         orphan_steps = self.traced("1.1", 1)
         late = [s for s in orphan_steps if s > int(resumed.group(1))]
         self.assertTrue(late, orphan_steps)
@@ -188,30 +234,19 @@ class NamespaceFailuresTest(CairnTestCase):
         self.assertEqual({s: by[s] for s in late}, {s: 2 for s in late}, metrics)
         self.assertEqual(set(by[s] for s in steps if s > resumed_at), {2}, metrics)
 
+
+class LoopbackFailuresTest(FailuresCase):
+    """The reboot with both agents on loopback, each on a port of its own picked once."""
+
+    def setUp(self):
+        super().setUp()
+        self.ns = {}
+        self.addresses = {n: "127.0.0.1:%d" % free_port() for n in ("b", "c")}
+        self.B, self.C = self.addresses["b"], self.addresses["c"]
+        self.coordinator = []
+
     def test_an_agent_that_reboots_comes_back_with_its_code_cache(self):
-        b, c = self.agent("b"), self.agent("c")
-        run = self.start_run(25, {"CAIRN_HEARTBEAT_TIMEOUT": "2"})
-        shipped = b.wait_log("received code")
-        self.assertRegex(shipped, r"received code \S+ from 10\.80\.0\.1:\d+: [1-9]\d* objects")
-        wait_until(lambda: self.checkpoints("1.1") and self.checkpoints("1.1")[-1] >= 3,
-                   timeout=60, what="trial 1.1's checkpoint on b")
-        rank = int(self.wait_output(r"\[1\.1\] pid (\d+) attempt 1 starts at 0").group(1))
-        # The machine goes down: its agent and its rank die at once.
-        b.process.kill()
-        os.kill(rank, signal.SIGKILL)
-        b.process.wait(timeout=30)
-        self.wait_output(r"lost agent %s" % re.escape(B))
-        # It comes back: the same DIR, the same address.
-        again = self.agent("b")
-        self.wait_output(r"agent %s is back \(1 slots?\)" % re.escape(B), timeout=60)
-        trials = self.finish(run)
-        self.assertEqual(trials[0]["placement"][0]["machine"], C, trials[0])
-        later = [t for t in trials[1:] if t["placement"][0]["machine"] == B]
-        self.assertTrue(later, trials)
-        # Its code cache survived the reboot: nothing shipped again.
-        code = again.wait_log("received code")
-        self.assertRegex(code, r"received code \S+ from 10\.80\.0\.1:\d+: 0 objects, 0 bytes$")
-        self.assertIn("started rank", again.text())
+        self.an_agent_that_reboots_comes_back_with_its_code_cache()
 
 
 if __name__ == "__main__":
