@@ -91,8 +91,8 @@ def main():
     # (`cairn logs TRIAL --rank K`), as a digest of its parameters' bytes.
     digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes()
                                      for p in model.state_dict().values()))
-    print("rank %d of %d at step %d: parameters sha256 %s" % (rank, world, step, digest.hexdigest()),
-          flush=True)
+    print("rank %d of %d at step %d: parameters sha256 %s"
+          % (rank, world, step, digest.hexdigest()), flush=True)
     dist.destroy_process_group()
 
 

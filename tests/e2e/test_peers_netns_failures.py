@@ -174,9 +174,9 @@ class NamespaceFailuresTest(FailuresCase):
     def setUp(self):
         super().setUp()
         self.net = Network(self, "cairnf")
-        self.net.bridge("sw", "10.80.0", ["a", "b", "c"])
+        self.net.bridge("sw", "10.80.0", ["a", "b", "c", "d"])
         self.ns = self.net.ns
-        self.addresses = {n: self.net.addresses[(n, "eth0")] + ":7070" for n in ("b", "c")}
+        self.addresses = {n: self.net.addresses[(n, "eth0")] + ":7070" for n in ("b", "c", "d")}
         self.B, self.C = self.addresses["b"], self.addresses["c"]
         self.coordinator = self.net.run_in("a")
 
@@ -233,6 +233,60 @@ class NamespaceFailuresTest(FailuresCase):
         by = {p["step"]: int(p["metrics"]["loss"] // 1000) for p in metrics}
         self.assertEqual({s: by[s] for s in late}, {s: 2 for s in late}, metrics)
         self.assertEqual(set(by[s] for s in steps if s > resumed_at), {2}, metrics)
+
+    def test_a_partition_of_a_gangs_machine_restarts_the_gang_elsewhere_bit_exact(self):
+        # builtin:mlp's 2 ranks on b and c (one slot each; d, the third, idle). b is cut off:
+        # the gang stops on c too and starts again on c and d from its latest checkpoint,
+        # with no restart counted, and ends as the same gang uninterrupted on one machine.
+        self.write("mlp.yaml", MLP)
+        self.cairn("run", "mlp.yaml", "--slots", "2", check=0, env=agent_env(self), timeout=240)
+        alone = self.cairn_json("metrics", "1.1", "--json")
+        b, c, d = self.agent("b"), self.agent("c"), self.agent("d")
+        out = open(os.path.join(self.dir, "run.out"), "w")
+        self.addCleanup(out.close)
+        self.out = out.name
+        run = subprocess.Popen(self.coordinator + [CAIRN, "run", "mlp.yaml", "--slots", "0",
+                                                   "--peers", ",".join([self.B, self.C,
+                                                                        self.addresses["d"]]),
+                                                   "--key-file", self.key],
+                               cwd=self.dir, env=agent_env(self, {"CAIRN_HEARTBEAT_TIMEOUT": "2"}),
+                               stdout=out, stderr=subprocess.STDOUT)
+        self.wait_output(r"trial 2\.1 started on %s ×1, %s ×1" % (re.escape(self.B),
+                                                                   re.escape(self.C)))
+        wait_until(lambda: self.checkpoints("2.1") and self.checkpoints("2.1")[-1] >= 3,
+                   timeout=60, what="trial 2.1's checkpoint")
+        self.net.link("b", up=False)
+        self.wait_output(r"lost agent %s \(no heartbeat for [2-9] s\)" % re.escape(self.B))
+        d.wait_log("started rank")
+        self.net.link("b", up=True)
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(sorted(p["machine"] for p in trial["placement"]),
+                         sorted([self.C, self.addresses["d"]]), trial["placement"])
+        self.assertIn("trial 2.1 lost its machine", self.output())
+        # Started twice, the second time from a checkpoint past the third epoch.
+        starts = [int(e) for e in re.findall(r"\[2\.1\] builtin:mlp: .*epochs completed: (\d+);",
+                                             self.output())]
+        self.assertEqual(len(starts), 2, self.output())
+        self.assertEqual(starts[0], 0)
+        self.assertGreaterEqual(starts[1], 3)
+        split = self.cairn_json("metrics", "2.1", "--json")
+        self.assertEqual(split["validation"], alone["validation"])
+        self.assertEqual(split["training"], alone["training"])
+
+
+MLP = """name: mlp-gang
+entrypoint: builtin:mlp
+hyperparameters: {dataset: teacher, samples: 65536, hidden: 64, batch_size: 64, threads: 1,
+                  device: cpu}
+searcher: {name: single, metric: val_loss, max_length: 24}
+resources: {slots_per_trial: 2}
+checkpoint: {period: 1}
+reproducibility: {seed: 5, deterministic: true}
+max_restarts: 0
+"""
 
 
 class LoopbackFailuresTest(FailuresCase):
