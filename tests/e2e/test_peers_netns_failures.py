@@ -234,6 +234,45 @@ class NamespaceFailuresTest(FailuresCase):
         self.assertEqual({s: by[s] for s in late}, {s: 2 for s in late}, metrics)
         self.assertEqual(set(by[s] for s in steps if s > resumed_at), {2}, metrics)
 
+    def test_the_only_agent_cut_off_for_long_frees_its_orphans_slot_for_the_next_launch(self):
+        # b alone: the trial waits for it. Cut off for longer than the agent waits on a silent
+        # coordinator (CAIRN_HEARTBEAT_TIMEOUT in its environment too), b drops the old
+        # connection and kills its orphan without hearing the coordinator's close, which may
+        # reach it long after it is back, or never: the coordinator's launch there when it is
+        # back must find the slot free, not fail the trial for want of one.
+        b = Agent(self, key=self.key, slots=1, dir=os.path.join(self.dir, "agent-b"),
+                  ns=self.ns["b"], listen=self.B, env={"CAIRN_HEARTBEAT_TIMEOUT": "3"})
+        self.write("exp.yaml", CONFIG.replace("vals: [1, 2, 3]", "vals: [1]")
+                   % (os.path.join(self.dir, "train.py"), 25))
+        self.out = os.path.join(self.dir, "run.out")
+        out = open(self.out, "w")
+        self.addCleanup(out.close)
+        env = agent_env(self, {"TRACE": self.trace, "CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        run = subprocess.Popen(self.coordinator + [CAIRN, "run", "exp.yaml", "--slots", "0",
+                                                   "--peers", self.B, "--key-file", self.key],
+                               cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.checkpoints("1.1") and
+                   max(self.traced("1.1", 1)) > self.checkpoints("1.1")[-1],
+                   timeout=60, what="trial 1.1 past its checkpoint on b")
+        orphan = int(self.wait_output(r"\[1\.1\] pid (\d+) attempt 1 starts at 0").group(1))
+        self.net.link("b", up=False)
+        self.wait_output(r"lost agent %s" % re.escape(self.B))
+        dropped = b.wait_log("with ranks running")
+        self.assertRegex(dropped, r"dropped 10\.80\.0\.1:\d+: nothing heard for [3-9] s with "
+                         r"ranks running$")
+        wait_until(lambda: not os.path.exists("/proc/%d" % orphan), timeout=30,
+                   what="the orphaned rank on b ended")
+        self.net.link("b", up=True)
+        self.wait_output(r"agent %s is back" % re.escape(self.B), timeout=60)
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        self.assertNotIn("no free slot", self.output() + b.text())
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(trial["placement"][0]["machine"], self.B)
+        resumed = self.wait_output(r"\[1\.1\] pid \d+ attempt 2 starts at (\d+)")
+        self.assertGreaterEqual(int(resumed.group(1)), 4)
+
     def test_a_partition_of_a_gangs_machine_restarts_the_gang_elsewhere_bit_exact(self):
         # builtin:mlp's 2 ranks on b and c (one slot each; d, the third, idle). b is cut off:
         # the gang stops on c too and starts again on c and d from its latest checkpoint,
