@@ -17,6 +17,7 @@
 #include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
 #include "peer/control_relay.h"
+#include "peer/coordinator_silence.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
@@ -174,13 +175,26 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     return true;
   };
   auto idle_until = Clock::now() + kIdleTime;
+  auto last_heard = Clock::now();
+  const auto silence_limit = coordinator_silence_limit();
   for (;;) {
     if (!relay()) return;
     const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
     auto request =
         control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
-    if (!request.ok() && request.status().message() == "timed out" && running > 0) continue;
+    if (!request.ok() && request.status().message() == "timed out" && running > 0) {
+      // Ranks running and the coordinator silent (coordinator_silence.h): it has given us
+      // up; end the connection, and with it the ranks, so their slots are free again.
+      if (Clock::now() - last_heard <= silence_limit) continue;
+      agent_log(
+          "dropped " + name + ": nothing heard for " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_heard).count()) +
+          " s with ranks running");
+      return;
+    }
+    last_heard = Clock::now();
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
       const std::string& why = request.status().message();
