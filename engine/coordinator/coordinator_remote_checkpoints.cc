@@ -81,8 +81,17 @@ void Coordinator::finish_checkpoint_transfers() {
   if (config_.liveness_timeout > 0)
     for (Trial* trial : live_trials())
       if (transfers_->busy(trial->index)) trial->last_heard = Clock::now();
+  // Nor does rank_wait_timeout: the ranks of a round whose parts travel wait on the wire.
+  for (Trial* trial : live_trials())
+    if (transfers_->busy(trial->index))
+      for (Rank& rank : trial->ranks)
+        if (rank.wait.waits_on_gang()) rank.wait.since = Clock::now();
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
+    if (job.round_part || job.kind == CheckpointJob::Kind::kRound) {
+      finish_round_transfer(done);
+      continue;
+    }
     Trial* trial = trial_by_index(job.trial_index);
     // Only the attempt that asked may have its checkpoint. A checkpoint its attempt
     // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is
