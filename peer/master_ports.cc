@@ -28,25 +28,33 @@ size_t MasterPorts::held() const {
   return held_.size();
 }
 
+std::optional<Json> answer_master_port(MasterPorts& ports, const Json& request,
+                                       const std::string& name) {
+  const std::string type = request.value("type", "");
+  if (type == "master_port") {
+    auto port = ports.hold();
+    if (!port.ok()) {
+      agent_log("refused a MASTER_PORT for " + name + ": " + port.status().message());
+      return Json{{"type", "error"}, {"reason", "no free port: " + port.status().message()}};
+    }
+    agent_log("holding MASTER_PORT " + std::to_string(*port) + " for " + name);
+    return Json{{"type", "master_port"}, {"port", *port}};
+  }
+  if (type == "master_port_release") {
+    const Json port = request.value("port", Json());
+    const bool released = port.is_number_unsigned() && port.get<uint64_t>() < 65536 &&
+                          ports.release(static_cast<uint16_t>(port.get<uint64_t>()));
+    if (released) agent_log("released MASTER_PORT " + port.dump() + " for " + name);
+    return Json{{"type", "master_port_released"}, {"port", port}, {"held", released}};
+  }
+  return std::nullopt;
+}
+
 AgentRequestHandler with_master_ports(AgentRequestHandler next) {
   auto ports = std::make_shared<MasterPorts>();
   return [ports, next = std::move(next)](const Json& request, PeerConnection& peer,
                                          const std::string& name) -> std::optional<Json> {
-    const std::string type = request.value("type", "");
-    if (type == "master_port") {
-      auto port = ports->hold();
-      if (!port.ok()) {
-        agent_log("refused a MASTER_PORT for " + name + ": " + port.status().message());
-        return Json{{"type", "error"}, {"reason", "no free port: " + port.status().message()}};
-      }
-      return Json{{"type", "master_port"}, {"port", *port}};
-    }
-    if (type == "master_port_release") {
-      const Json port = request.value("port", Json());
-      const bool released = port.is_number_unsigned() && port.get<uint64_t>() < 65536 &&
-                            ports->release(static_cast<uint16_t>(port.get<uint64_t>()));
-      return Json{{"type", "master_port_released"}, {"port", port}, {"held", released}};
-    }
+    if (auto answer = answer_master_port(*ports, request, name)) return answer;
     return next ? next(request, peer, name) : std::nullopt;
   };
 }

@@ -20,6 +20,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "common/file_util.h"
 #include "peer/agent_server.h"
@@ -45,6 +47,10 @@ class MasterPorts {
   mutable std::mutex mutex_;
   std::map<uint16_t, Held> held_;
 };
+
+// The answer to one of the two requests above (logged, one line), or nullopt for another type.
+std::optional<Json> answer_master_port(MasterPorts& ports, const Json& request,
+                                       const std::string& name);
 
 // The agent's handler of the two requests above, before `next` (the other requests an
 // agent answers, agent_server.h).
