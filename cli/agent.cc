@@ -18,9 +18,9 @@
 #include "gpu/cuda_driver.h"
 #include "peer/agent_log.h"
 #include "peer/agent_server.h"
-#include "peer/master_ports.h"
 #include "peer/announcer.h"
 #include "peer/key_location.h"
+#include "peer/master_ports.h"
 #include "peer/peer_address.h"
 #include "peer/peer_protocol.h"
 

@@ -19,8 +19,8 @@ Result<std::vector<CheckpointFile>> merge_checkpoint_parts(
       const CheckpointFile& other = *it->second.file;
       if (other.sha256 != f.sha256 || other.size != f.size)
         return Status::BadInput("checkpoint file '" + f.path.substr(0, 300) +
-                                "' was written with different content on " +
-                                *it->second.machine + " and on " + part.machine +
+                                "' was written with different content on " + *it->second.machine +
+                                " and on " + part.machine +
                                 " (ranks on different machines must write distinct files)");
     }
   // A path that is a file in one part and a directory in another ("a" and "a/b"): sorted,

@@ -25,6 +25,7 @@ struct CheckpointPart {
 
 // The files of the whole checkpoint, sorted by path, each once. kBadInput (one line) when two
 // parts hold different content under one path, or one part's file is another's directory.
-Result<std::vector<CheckpointFile>> merge_checkpoint_parts(const std::vector<CheckpointPart>& parts);
+Result<std::vector<CheckpointFile>> merge_checkpoint_parts(
+    const std::vector<CheckpointPart>& parts);
 
 }  // namespace cairn

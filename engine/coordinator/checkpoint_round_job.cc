@@ -38,7 +38,8 @@ Result<std::vector<fs::path>> files_below(const fs::path& dir) {
       return Status::BadInput("checkpoint holds a special file: " + it->path().string());
     files.push_back(it->path());
   }
-  if (ec) return Status::Io("cannot read checkpoint directory " + dir.string() + ": " + ec.message());
+  if (ec)
+    return Status::Io("cannot read checkpoint directory " + dir.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -225,8 +225,9 @@ class Coordinator {
   std::string master_address(const std::vector<SlotRef>& places) const;
   // A gang over machines: every machine of `places` reaches rank 0's at MASTER_ADDR (rank 0
   // here: a listener on MASTER_PORT while they try; on an agent: a port that agent holds free
-  // on its machine, which becomes *master_port; coordinator_agent_rendezvous.cc), before any
-  // rank starts. The error names the machines and why.
+  // on its machine, which becomes *master_port, also for a gang all on that agent;
+  // coordinator_agent_rendezvous.cc), before any rank starts. The error names the machines
+  // and why.
   Status check_rendezvous(const std::vector<SlotRef>& places, const std::string& master_addr,
                           int* master_port);
   Status check_agent_rendezvous(const std::vector<SlotRef>& places, const std::string& master_addr,

@@ -1,11 +1,11 @@
-// The rendezvous check of a gang over machines whose rank 0 runs on an agent (docs/peers.md
-// "Before a gang over machines starts"). MASTER_PORT must be free on rank 0's machine, which
-// only that machine can say: its agent picks a port and keeps a listener on it
-// (peer/master_ports.h) while every other machine of the gang connects to MASTER_ADDR:that
-// port from its side — this machine directly, an agent through its probe request — so the
-// check is of the very address and port the ranks will use. The listener is released before
-// any rank starts (the release precedes rank 0's launch on the agent's connection), and the
-// port becomes the trial's MASTER_PORT.
+// The rendezvous check of a gang whose rank 0 runs on an agent (docs/peers.md "Before a gang
+// over machines starts"). MASTER_PORT must be free on rank 0's machine, which only that
+// machine can say: its agent picks a port and keeps a listener on it (peer/master_ports.h)
+// while every other machine of the gang connects to MASTER_ADDR:that port from its side —
+// this machine directly, an agent through its probe request — so the check is of the very
+// address and port the ranks will use (a gang all on that agent needs no probe, only the
+// port). The listener is released before any rank starts (the release precedes rank 0's
+// launch on the agent's connection), and the port becomes the trial's MASTER_PORT.
 #include <set>
 
 #include "engine/coordinator/coordinator.h"

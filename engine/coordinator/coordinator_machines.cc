@@ -119,11 +119,13 @@ std::string Coordinator::master_address(const std::vector<SlotRef>& places) cons
 
 Status Coordinator::check_rendezvous(const std::vector<SlotRef>& places,
                                      const std::string& master_addr, int* master_port) {
+  // Rank 0 on an agent: MASTER_PORT must be free there, also for a gang all on that agent.
+  if (places.size() > 1 && places.front().machine != 0)
+    return check_agent_rendezvous(places, master_addr, master_port);
   std::set<int> machines;
   for (const SlotRef& p : places) machines.insert(p.machine);
   if (machines.size() < 2) return Status::Ok();
   const int rank0 = places.front().machine;
-  if (rank0 != 0) return check_agent_rendezvous(places, master_addr, master_port);
   uint16_t port = static_cast<uint16_t>(*master_port);
   // Rank 0 here: MASTER_PORT answers while the others try it.
   auto listener = listen_on(PeerAddress{"", port});

@@ -55,7 +55,7 @@ struct RemoteLauncher::State {
   std::string run_refused;            // why the agent cannot run this run (refuses_run)
   std::mutex probing;                 // one probe at a time
   std::condition_variable probed;     // a "probe" answer arrived (probe_answer)
-  std::optional<Json> probe_answer;  // or a "master_port" answer (one request at a time)
+  std::optional<Json> probe_answer;   // or a "master_port" answer (one request at a time)
 
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
@@ -401,9 +401,9 @@ Result<uint16_t> RemoteLauncher::hold_master_port() {
   s.probe_answer.reset();
   s.outgoing.push_back(Json{{"type", "master_port"}});
   s.wake();
-  const bool answered =
-      s.probed.wait_until(lock, Clock::now() + std::chrono::seconds(10),
-                          [&] { return s.probe_answer.has_value() || s.broken.has_value(); });
+  const bool answered = s.probed.wait_until(lock, Clock::now() + std::chrono::seconds(10), [&] {
+    return s.probe_answer.has_value() || s.broken.has_value();
+  });
   if (s.broken) return *s.broken;
   if (!answered) return Status::Failed("no answer to a master_port request");
   const Json port = s.probe_answer->value("port", Json());

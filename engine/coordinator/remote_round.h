@@ -15,8 +15,8 @@ namespace cairn {
 
 struct RemoteRoundPart {
   AgentEndpoint agent;
-  std::string machine;  // its name in messages ("10.0.0.2:7070")
-  std::string path;     // the directory staged on the agent, once it answered
+  std::string machine;   // its name in messages ("10.0.0.2:7070")
+  std::string path;      // the directory staged on the agent, once it answered
   bool staging = false;  // a stage request is on the wire
   std::string failure;   // the agent could not stage it: the round fails
   // Ranks whose checkpoint_begin waits for the directory: (connection, request seq).

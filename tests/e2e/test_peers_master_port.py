@@ -99,6 +99,17 @@ class MasterPortTest(CairnTestCase):
         self.assertIn("rank 0 got hello from rank 1",
                       self.cairn("logs", "1.1", check=0).stdout)
 
+    def test_a_gang_all_on_one_agent_gets_its_port_from_that_agent(self):
+        a = Agent(self, "agent-a", 2)
+        proc = self.cairn("run", "exp.yaml", "--slots", "0", "--peers", a.address,
+                          "--key-file", self.key, env=self.env(), timeout=240)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        out = self.cairn("logs", "1.1", check=0).stdout
+        m = re.search(r"rank 0 MASTER 127\.0\.0\.1 (\d+)", out)
+        self.assertTrue(m, out)
+        self.assertIn("holding MASTER_PORT %s for " % m.group(1), a.text())
+        self.assertIn("rank 0 got hello from rank 1", out)
+
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())

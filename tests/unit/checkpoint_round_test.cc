@@ -67,8 +67,7 @@ TEST_CASE("checkpoint parts: one name with two contents, or a file that is a dir
   CHECK(dir.status().message() == "checkpoint path 'a' is a file on local and a directory on b:1");
   // "a-b" sorts between "a" and "a/": still found.
   CHECK_FALSE(
-      merge_checkpoint_parts({{"x:1", {file("a", 'a'), file("a-b", 'b'), file("a/c", 'c')}}})
-          .ok());
+      merge_checkpoint_parts({{"x:1", {file("a", 'a'), file("a-b", 'b'), file("a/c", 'c')}}}).ok());
   CHECK(merge_checkpoint_parts({{"x:1", {file("a", 'a'), file("ab/c", 'c')}}}).ok());
 }
 
