@@ -31,18 +31,19 @@ bool Coordinator::remote_round_begin(Trial& trial, RankRound& round, int64_t ste
   const Rank& rank = trial.ranks[static_cast<size_t>(conn.rank)];
   const AgentEndpoint* agent = rank.process ? launcher_->agent_of(*rank.process) : nullptr;
   if (!agent) return false;  // a rank of this machine: the round's local directory
-  round.begun.insert(conn.rank);
   RemoteRoundPart& part = round.remote[rank.machine];
   const Json seq = msg.value("seq", Json(0));
+  if (!part.failure.empty()) {
+    // Refused, as a local directory that cannot be made is: the rank takes no part.
+    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", part.failure}});
+    return true;
+  }
+  round.begun.insert(conn.rank);
   if (!part.path.empty()) {
     reply(conn, Json{{"type", "checkpoint_dir"}, {"re", seq}, {"path", part.path}});
     return true;
   }
-  if (!part.failure.empty()) {
-    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", part.failure}});
-    return true;
-  }
-  part.waiting.emplace_back(conn.fd(), seq);
+  part.waiting.push_back({conn.fd(), seq, conn.rank});
   if (part.staging) return true;  // the machine's first rank asked already
   part.agent = *agent;
   part.machine = machines_[static_cast<size_t>(rank.machine)].name();
@@ -116,13 +117,18 @@ void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
       part->second.path = done.staged_path;
     else
       part->second.failure = done.status.message();
-    for (const auto& [fd, seq] : part->second.waiting) {
-      if (!still_ours(fd, std::nullopt)) continue;
-      reply_to(fd, done.status.ok()
-                       ? Json{{"type", "checkpoint_dir"}, {"re", seq}, {"path", done.staged_path}}
-                       : Json{{"type", "error"}, {"re", seq}, {"message", done.status.message()}});
+    for (const RemoteRoundPart::Waiter& w : part->second.waiting) {
+      // Refused, the rank takes no part (its SDK warns and trains on), and the round fails
+      // once it settles: the machine's part is missing.
+      if (!done.status.ok()) round->second.begun.erase(w.rank);
+      if (!still_ours(w.fd, w.rank)) continue;
+      reply_to(w.fd,
+               done.status.ok()
+                   ? Json{{"type", "checkpoint_dir"}, {"re", w.seq}, {"path", done.staged_path}}
+                   : Json{{"type", "error"}, {"re", w.seq}, {"message", done.status.message()}});
     }
     part->second.waiting.clear();
+    if (!done.status.ok()) settle_checkpoint_rounds(*trial);
     return;
   }
   std::error_code ec;

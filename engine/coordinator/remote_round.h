@@ -19,8 +19,13 @@ struct RemoteRoundPart {
   std::string path;      // the directory staged on the agent, once it answered
   bool staging = false;  // a stage request is on the wire
   std::string failure;   // the agent could not stage it: the round fails
-  // Ranks whose checkpoint_begin waits for the directory: (connection, request seq).
-  std::vector<std::pair<int, Json>> waiting;
+  // Ranks whose checkpoint_begin waits for the directory.
+  struct Waiter {
+    int fd = -1;  // the rank's connection
+    Json seq;     // the request's
+    int rank = 0;
+  };
+  std::vector<Waiter> waiting;
 };
 
 }  // namespace cairn
