@@ -58,7 +58,7 @@ for op in ctx.operations():
                 (path / ("shard-%d" % rank)).write_text("%d %d" % (step, acc))
                 if MODE == "symlink" and rank == 1 and step == 4:
                     os.symlink("/etc/passwd", str(path / "leak"))
-        if step == 5 and attempt == "1" and rank == 1 and MODE != "symlink":
+        if step == 5 and attempt == "1" and rank == 1 and not MODE:
             os.kill(os.getpid(), 9)
         if ctx.should_preempt():
             sys.exit(0)
@@ -223,6 +223,28 @@ class PeerRoundsTest(PeerRoundsCase):
         self.assertNotIn("leak", os.listdir(out))
         self.assertIn("refused a checkpoint request", b.text() if rank1 == b.address
                       else a.text())
+
+    def test_a_machine_that_cannot_stage_its_part_fails_every_round_without_hanging(self):
+        # Agent b cannot make the trial's checkpoint directory (a file is in the way): its
+        # rank's checkpoint_begin is refused, so every round lacks b's part and fails; the
+        # gang trains on (the SDK warns) and nothing is registered.
+        self.write("exp.yaml", CONFIG % (self.script, self.dir, 0))
+        a = HiddenAgent(self, "agent-a", self.dir)
+        b = HiddenAgent(self, "agent-b", self.dir)
+        os.makedirs(os.path.join(b.dir, "work", "trials", "1.1"))
+        with open(os.path.join(b.dir, "work", "trials", "1.1", "checkpoints"), "w") as f:
+            f.write("in the way")
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0", "--peers",
+                              a.address + "," + b.address, extra={"ROUND_MODE": "nostage"})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual([p["machine"] for p in trial["placement"]], [a.address, b.address])
+        self.assertEqual(self.checkpoints("1.1"), [])
+        self.assertRegex(self.logs("1.1", 0), r"checkpoint at step 2 was not saved: its part on "
+                                              r"%s could not be staged: " % re.escape(b.address))
+        self.assertIn("cairn refused a checkpoint at step 2", self.logs("1.1", 1))
+        self.assertIn("refused a checkpoint request", b.text())
 
     def test_builtin_mlp_split_over_two_machines_is_bit_identical_to_one(self):
         self.write("mlp.yaml", MLP)
