@@ -17,6 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
+from test_peers_placement import Agent  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
 
@@ -267,6 +268,37 @@ class PeerRoundsTest(PeerRoundsCase):
         self.assertEqual(len(self.checkpoints("2.1")), len(self.checkpoints("1.1")))
         for agent in (a, b):
             self.assertIn("sent checkpoint of trial 2.1 attempt 1", agent.text())
+
+
+class MixedRoundTest(PeerRoundsCase):
+    """Without namespaces: rank 0 on this machine, rank 1 on a loopback agent. Rank 0 writes
+    into the store's staging directory, rank 1 into its agent's; the parts meet in the store."""
+
+    def test_a_gang_over_this_machine_and_an_agent_checkpoints_dies_and_restores(self):
+        self.write("exp.yaml", CONFIG % (self.script, self.dir, 1))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "2")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        alone = self.cairn_json("metrics", "1.1", "--json")
+        agent = Agent(self, "agent", 1)
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "1", "--peers", agent.address)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        trial = self.cairn_json("show", "2.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual([p["machine"] for p in trial["placement"]], ["local", agent.address])
+        self.assertEqual(trial.get("restarts"), 1, trial)
+        paths = {r: re.findall(r"writes step \d+ into (\S+)", self.logs("2.1", r))
+                 for r in (0, 1)}
+        self.assertTrue(paths[0] and paths[1], paths)
+        self.assertTrue(all(p.startswith(os.path.join(self.dir, ".cairn")) for p in paths[0]),
+                        paths)
+        self.assertTrue(all(p.startswith(agent.dir) for p in paths[1]), paths)
+        for rank in (0, 1):
+            self.assertRegex(self.logs("2.1", rank), r"rank %d attempt 2 restored step 4 files "
+                                                     r"\[.*'shard-0', 'shard-1'.*\]" % rank)
+        self.assertIn("sent checkpoint of trial 2.1 attempt 1", agent.text())
+        split = self.cairn_json("metrics", "2.1", "--json")
+        self.assertEqual(split["training"], alone["training"])
+        self.assertEqual(split["validation"], alone["validation"])
 
 
 if __name__ == "__main__":
