@@ -35,7 +35,8 @@ CheckpointJob job_for(CheckpointJob::Kind kind, const AgentEndpoint& agent, cons
 }  // namespace
 
 const AgentEndpoint* Coordinator::remote_chief(const Trial& trial, int rank) const {
-  // A data-parallel trial's checkpoint round (coordinator_ranks.cc) is not over the wire yet.
+  // A data-parallel trial's checkpoint is a round (coordinator_ranks.cc), whose parts on
+  // agents travel as coordinator_remote_rounds.cc says.
   if (trial.world_size() != 1 || rank != 0) return nullptr;
   const Rank& chief = trial.ranks.front();
   return chief.process ? launcher_->agent_of(*chief.process) : nullptr;
