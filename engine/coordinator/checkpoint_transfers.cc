@@ -66,6 +66,14 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
       result.status = path.status();
     return result;
   }
+  if (job.kind == CheckpointJob::Kind::kPush) {
+    auto pushed = push_checkpoint(job.agent, job.trial, job.attempt, job.path, kStageTime);
+    if (pushed.ok())
+      result.staged_path = pushed->path;
+    else
+      result.status = pushed.status();
+    return result;
+  }
   std::error_code ec;
   fs::create_directories(staging_, ec);
   auto into = make_unique_dir(staging_, job.trial + "-fetch-");

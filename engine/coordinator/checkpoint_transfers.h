@@ -33,21 +33,25 @@
 namespace cairn {
 
 struct CheckpointJob {
-  // kRound: a data-parallel trial's checkpoint round whose ranks ran on several machines
-  // (checkpoint_round_job.cc): every agent's part is fetched, this machine's part adopted,
-  // and the union stored as one manifest, only when every part is durable here.
-  enum class Kind { kStage, kFetch, kRound };
+  // kStage: a fresh directory on the agent for a checkpoint; kFetch: a checkpoint written
+  // there into the object store; kPush: the local directory `path` to the agent (a fetched
+  // checkpoint, coordinator_fetch.cc); kRound: a data-parallel trial's checkpoint round whose
+  // ranks ran on several machines (checkpoint_round_job.cc): every agent's part is fetched,
+  // this machine's part adopted, and the union stored as one manifest, only when every part
+  // is durable here.
+  enum class Kind { kStage, kFetch, kPush, kRound };
   Kind kind = Kind::kStage;
   AgentEndpoint agent;
   int64_t trial_index = 0;
   std::string trial;    // its id ("1.2")
   int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
+  int rank = 0;         // the rank that asked
   pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
   int connection = -1;  // the control connection waiting for the answer
   Json seq;             // the request's seq, for the answer's "re"
-  std::string path;     // kFetch: the staged directory on the agent
+  std::string path;     // kFetch: the staged directory on the agent; kPush: the local one
   int64_t step = 0;     // kFetch
-  Json metadata;        // kFetch, kRound
+  Json metadata;        // kFetch, kRound; kPush: the answer to send, less the agent's path
   // kStage for a round's part (coordinator_remote_rounds.cc): the round of `step` on
   // machine `machine`, answered to the ranks that wait in the round, not to `connection`.
   bool round_part = false;
@@ -71,7 +75,7 @@ struct CheckpointJob {
 struct CheckpointJobResult {
   CheckpointJob job;
   Status status;
-  std::string staged_path;      // kStage
+  std::string staged_path;      // kStage; kPush: the directory on the agent
   CheckpointManifest manifest;  // kFetch, kRound: as stored
   uint64_t new_bytes = 0;       // kFetch, kRound: bytes new to the object store
   uint64_t content_bytes = 0;   // kFetch, kRound: content bytes that crossed the wire

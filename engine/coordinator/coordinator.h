@@ -185,6 +185,9 @@ class Coordinator {
   // The experiment's best value of the searcher's metric so far (docs/protocol.md;
   // engine/coordinator/coordinator_best.cc).
   void handle_best_validation(ControlConnection& conn, const Json& msg);
+  // coordinator_fetch.cc: any stored checkpoint, copied for the rank that asks.
+  void handle_checkpoint_fetch(Trial& trial, ControlConnection& conn, const Json& msg);
+  void finish_checkpoint_push(const CheckpointJobResult& done);
   void reply_to(int fd, Json message);
   // Checkpoints of a rank on an agent (coordinator_remote_checkpoints.cc). Each handler
   // returns false when the message is not one of those (the local path handles it).

@@ -89,6 +89,10 @@ void Coordinator::finish_checkpoint_transfers() {
         if (rank.wait.waits_on_gang()) rank.wait.since = Clock::now();
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
+    if (job.kind == CheckpointJob::Kind::kPush) {
+      finish_checkpoint_push(done);
+      continue;
+    }
     if (job.round_part || job.kind == CheckpointJob::Kind::kRound) {
       finish_round_transfer(done);
       continue;
