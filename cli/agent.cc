@@ -20,6 +20,7 @@
 #include "peer/agent_server.h"
 #include "peer/announcer.h"
 #include "peer/key_location.h"
+#include "peer/master_ports.h"
 #include "peer/peer_address.h"
 #include "peer/peer_protocol.h"
 
@@ -155,7 +156,8 @@ int agent(const AgentOptions& options) {
       "this agent has no cluster key, so it runs no ranks (any local user could connect): "
       "start it with --key-file";
   AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
-  server.set_request_handler(make_shipping_handler(*dir, key->none() ? keyless : ""));
+  server.set_request_handler(
+      with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : "")));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {

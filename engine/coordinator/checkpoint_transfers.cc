@@ -55,6 +55,7 @@ std::vector<CheckpointJobResult> CheckpointTransfers::take() {
 }
 
 CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
+  if (job.kind == CheckpointJob::Kind::kRound) return run_round(job);
   CheckpointJobResult result;
   result.job = job;
   if (job.kind == CheckpointJob::Kind::kStage) {

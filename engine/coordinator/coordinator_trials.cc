@@ -231,7 +231,7 @@ Status Coordinator::start_trial(Trial& trial) {
     if (!machines_[m].gpu_names.empty())
       env->peer_gpu_names[static_cast<int>(m)] = machines_[m].gpu_names;
   env->master_addr = master_address(*places);
-  if (Status reach = check_rendezvous(*places, env->master_addr, env->master_port); !reach.ok()) {
+  if (Status reach = check_rendezvous(*places, env->master_addr, &env->master_port); !reach.ok()) {
     slots_->release(trial.index);
     return reach;
   }
