@@ -183,9 +183,30 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     return ok;
   };
   auto idle_until = Clock::now() + kIdleTime;
+  // When a session's connection last received a frame (its journal counts them, control
+  // frames included), to notice a link that went silent (agent_sessions.h link_window).
+  int64_t heard_count = -1;
+  auto heard_at = Clock::now();
   for (;;) {
     if (!relay()) return;
-    const auto wait_until = session->running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    auto wait_until = session->running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    if (!session->id.empty() && session->link_window.count() > 0) {
+      const auto now = Clock::now();
+      if (session->journal.received_count() != heard_count) {
+        heard_count = session->journal.received_count();
+        heard_at = now;
+      }
+      const auto silent_at = heard_at + std::max<std::chrono::steady_clock::duration>(
+                                            2 * session->link_window, std::chrono::seconds(5));
+      if (now >= silent_at) {
+        agent_log("dropped " + name + ": nothing heard for " +
+                  std::to_string(
+                      std::chrono::duration_cast<std::chrono::seconds>(now - heard_at).count()) +
+                  " s (its coordinator sends a heartbeat every second)");
+        return;
+      }
+      wait_until = std::min(wait_until, silent_at);
+    }
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
     auto request = session->control->receive(
         peer, wait_until, session->wake_read ? session->wake_read.get() : -1,
@@ -195,7 +216,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       agent_log("dropped " + name + ": a new connection resumes its session");
       return;
     }
-    if (!request.ok() && request.status().message() == "timed out" && session->running > 0)
+    if (!request.ok() && request.status().message() == "timed out" &&
+        (session->running > 0 || Clock::now() < idle_until))
       continue;
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
@@ -280,7 +302,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       return;
     } else if (is_session_request(type)) {
       if (!serve_session_request(*sessions, peer, session, message, name)) return;
-      continue;  // it answered
+      heard_count = -1;  // a resumed session's frames are counted from its journal's count
+      continue;          // it answered
     } else if (AgentCheckpoints::handles(type)) {
       if (!checkpoints->serve(peer, message, name)) return;
       continue;  // the exchange sent its own answers

@@ -54,7 +54,13 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
     std::lock_guard lock(mutex_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       AgentSession& other = *it->second;
-      if (!other.attached && !owner.empty() && other.owner == owner) {
+      if (!owner.empty() && other.owner == owner && other.attached) {
+        other.end_on_release = true;
+        other.release = true;
+        const char byte = 1;
+        (void)!::write(other.wake_write.get(), &byte, 1);
+        ++it;
+      } else if (!other.attached && !owner.empty() && other.owner == owner) {
         ended.push_back(it->second);
         it = sessions_.erase(it);
       } else {
@@ -92,6 +98,7 @@ Result<std::shared_ptr<AgentSession>> AgentSessions::claim(const std::string& id
   }
   session.attached = true;
   session.release = false;
+  session.end_on_release = false;
   return it->second;
 }
 
@@ -99,7 +106,8 @@ void AgentSessions::detach(const std::shared_ptr<AgentSession>& session, const s
   {
     std::lock_guard lock(mutex_);
     auto it = sessions_.find(session->id);
-    if (it != sessions_.end() && it->second == session && session->window.count() > 0) {
+    if (it != sessions_.end() && it->second == session && session->window.count() > 0 &&
+        !session->end_on_release) {
       session->attached = false;
       session->detached_at = Clock::now();
       if (session->running > 0)
@@ -191,6 +199,7 @@ bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
       return refuse("\"owner\" must be a string of at most 4096 bytes");
     const auto seconds = std::chrono::seconds(std::min<int64_t>(
         std::max(window.get<int64_t>(), link.get<int64_t>()), kMaxReattachWindow.count()));
+    session->link_window = std::chrono::seconds(link.get<int64_t>());
     auto id = sessions.open(session, owner.get<std::string>(), seconds);
     if (!id.ok()) return refuse(id.status().message());
     // Counted from here on both sides: the coordinator starts when it reads the answer,

@@ -46,6 +46,10 @@ struct AgentSession {
   std::string id;     // "" while the connection has not opened a session
   std::string owner;  // the coordinator's experiment
   std::chrono::seconds window{0};
+  // The coordinator's heartbeat timeout: a connection of the session that hears nothing
+  // for twice this long (the coordinator sends a heartbeat every second) has dropped
+  // silently, and lets the session go. 0: not watched.
+  std::chrono::seconds link_window{0};
   std::unique_ptr<RankHost> host;
   std::unique_ptr<ControlRelay> control;
   int running = 0;  // ranks started and not yet reported ended
@@ -58,6 +62,7 @@ struct AgentSession {
 
   // Kept by AgentSessions.
   bool attached = true;
+  bool end_on_release = false;  // a new session of its owner asked it to go: ended, not kept
   std::chrono::steady_clock::time_point detached_at;
 };
 
@@ -71,8 +76,9 @@ class AgentSessions {
   AgentSessions& operator=(const AgentSessions&) = delete;
 
   // Registers `session` (attached) under a new random id, which it returns, after ending
-  // the detached sessions of the same owner. It is kept for `window` after its connection
-  // drops (at most kMaxReattachWindow).
+  // the detached sessions of the same owner (and asking an attached one of that owner, whose
+  // coordinator is gone without this agent noticing, to let go and end). It is kept for
+  // `window` after its connection drops (at most kMaxReattachWindow).
   Result<std::string> open(const std::shared_ptr<AgentSession>& session, std::string owner,
                            std::chrono::seconds window);
   // The detached session `id`, attached to the caller from now on. Errors (one line):

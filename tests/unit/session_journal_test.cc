@@ -111,6 +111,16 @@ TEST_CASE("agent sessions: kept for their window, claimed once, ended by a new o
   CHECK(sessions.claim(*a_id).status().kind() == ErrorKind::kNotFound);
   CHECK(sessions.claim(*b_id).ok());
 
+  // An attached session of the owner (its coordinator gone without this agent noticing)
+  // is asked to let go, and then ends instead of being kept.
+  auto held = std::make_shared<AgentSession>();
+  auto held_id = sessions.open(held, "host:/store#3", std::chrono::seconds(60));
+  auto newer = std::make_shared<AgentSession>();
+  REQUIRE(sessions.open(newer, "host:/store#3", std::chrono::seconds(60)).ok());
+  CHECK(held->release.load());
+  sessions.detach(held, "gone");
+  CHECK(sessions.claim(*held_id).status().kind() == ErrorKind::kNotFound);
+
   // Without a window a dropped connection's session ends at once.
   auto none = std::make_shared<AgentSession>();
   auto none_id = sessions.open(none, "o", std::chrono::seconds(0));
