@@ -187,11 +187,16 @@ void RemoteLauncher::State::loop() {
     Status sent = Status::Ok();
     for (const Json& frame : sending) {
       // After a failure the rest go into the journal unsent: a resume sends them.
-      if (sent.ok())
+      if (sent.ok()) {
         sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
-      else if (!session_id.empty())
-        journal.sent(frame, encode_frame(frame).value_or(std::string()));
+      } else if (!session_id.empty()) {
+        if (auto encoded = encode_frame(frame); encoded.ok())
+          journal.sent(frame, std::move(*encoded));
+      }
     }
+    // A frame that cannot be encoded (over the frame bound) is not a link that dropped.
+    if (sent.kind() == ErrorKind::kBadInput)
+      return fail_all(Status::Failed(address + ": " + sent.message()));
     if (!sent.ok()) {
       if (failed(Status::Failed(address + ": " + sent.message()))) continue;
       return;
