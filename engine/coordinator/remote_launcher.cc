@@ -125,11 +125,13 @@ bool RemoteLauncher::State::resume_or_fail(const Status& why, Clock::time_point 
     const auto now = Clock::now();
     const auto give_up = last_heard + heartbeat_timeout;
     if (now >= give_up) {
+      std::string what = why.message();
+      if (what.rfind(address + ": ", 0) == 0) what = what.substr(address.size() + 2);
       fail_all(Status::Failed(
-          address + ": no heartbeat for " +
+          address + ": " + what + ", and it was not back within " +
           std::to_string(
-              std::chrono::duration_cast<std::chrono::seconds>(now - last_heard).count()) +
-          " s (" + why.message() + ")"));
+              std::chrono::duration_cast<std::chrono::seconds>(heartbeat_timeout).count()) +
+          " s"));
       return false;
     }
     bool gone = false;
@@ -140,11 +142,8 @@ bool RemoteLauncher::State::resume_or_fail(const Status& why, Clock::time_point 
       std::fprintf(stderr, "cairn: agent %s: connection resumed\n", address.c_str());
       return true;
     }
-    if (gone) {
-      // The agent is not running (why the connection failed says it best), or it answered
-      // that the session is no more.
-      const bool refused = fresh.status().message().find("Connection refused") != std::string::npos;
-      fail_all(refused ? why : Status::Failed(address + ": " + fresh.status().message()));
+    if (gone) {  // the agent answered that the session is no more
+      fail_all(Status::Failed(address + ": " + fresh.status().message()));
       return false;
     }
     // Not reachable yet: again shortly (the wake pipe ends the wait when stopping).

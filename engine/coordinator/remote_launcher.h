@@ -53,8 +53,8 @@ namespace cairn {
 // A connection that hears nothing from its agent for this long (it answers a heartbeat
 // asked every second) is lost: its ranks come out of take_exits() with machine_lost.
 // CAIRN_HEARTBEAT_TIMEOUT (seconds) changes it. A connection that breaks is resumed on a
-// new one within this time (remote_session.h): nothing is lost then; a refused connection
-// (the agent is not running) is lost at once.
+// new one within this time (remote_session.h): nothing is lost then; an agent that answers
+// that the session is no more (it was restarted) is lost at once.
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
 
 class RemoteLauncher final : public Launcher {

@@ -60,12 +60,9 @@ Result<std::unique_ptr<PeerConnection>> resume_remote_session(const AgentEndpoin
   *gone = false;
   PeerFailure failure;
   auto peer = connect_to_agent(agent.address, agent.tls, deadline, &failure);
-  if (!peer.ok()) {
-    // Nothing listens at the agent's address: the agent is not running, and what it kept
-    // ended with it (a link that drops never answers so).
-    *gone = peer.status().message().find("Connection refused") != std::string::npos;
-    return peer.status();
-  }
+  // Refused or unreachable: perhaps the agent is gone, perhaps only the link (a proxy that
+  // restarts refuses too); the caller tries again until its heartbeat timeout.
+  if (!peer.ok()) return peer.status();
   Json resume{{"type", "session_resume"}, {"id", id}, {"received", journal.received_count()}};
   if (Status sent = (*peer)->send(resume, deadline); !sent.ok()) return sent;
   auto answer = (*peer)->receive(deadline);

@@ -42,9 +42,8 @@ Result<std::string> open_remote_session(PeerConnection& peer, SessionJournal& jo
 // Connects to `agent` again and resumes session `id`: the new connection, with the journal
 // counting its frames, after the frames the agent did not receive were sent again (the
 // agent sends its own after its answer). `gone` is set when trying again cannot help: the
-// agent answered that the session is no more (ended, or past what it kept), or nothing
-// listens at its address (the connection was refused: the agent is not running, and its
-// sessions ended with it).
+// agent answered that the session is no more (ended, or past what it kept: a restarted
+// agent has none).
 Result<std::unique_ptr<PeerConnection>> resume_remote_session(const AgentEndpoint& agent,
                                                               const std::string& id,
                                                               SessionJournal& journal,
