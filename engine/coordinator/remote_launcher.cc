@@ -38,6 +38,11 @@ constexpr auto kLaunchTime = std::chrono::seconds(30);
 // once, so a connection with nothing heard for kHeartbeatTimeout is lost: an agent that
 // hangs (SIGSTOP, a machine that froze) or a link that went silent without a reset.
 constexpr auto kHeartbeatEvery = std::chrono::seconds(1);
+// A session's connection that hears nothing for this long (and for half the heartbeat
+// timeout) is replaced by a new one that resumes the session, while the timeout runs: a
+// link that went silent (a NAT that forgot the connection, a cable pulled and put back)
+// may take new connections when the old one never recovers.
+constexpr auto kSilenceBeforeResume = std::chrono::milliseconds(2500);
 
 std::string env_or(const std::map<std::string, std::string>& env, const char* name,
                    const std::string& fallback) {
@@ -161,8 +166,19 @@ void RemoteLauncher::State::loop() {
     last_heard = Clock::now();
     return true;
   };
+  const auto silence_limit = std::max<std::chrono::milliseconds>(
+      kSilenceBeforeResume, std::chrono::milliseconds(heartbeat_timeout.count() / 2));
   for (;;) {
     const auto now = Clock::now();
+    if (!session_id.empty() && now - last_heard > silence_limit &&
+        now - last_heard <= heartbeat_timeout) {
+      const auto silent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count();
+      if (failed(Status::Failed(address + ": nothing heard for " + std::to_string(silent / 1000) +
+                                "." + std::to_string(silent % 1000 / 100) + " s")))
+        continue;
+      return;
+    }
     if (now - last_heard > heartbeat_timeout)
       return fail_all(Status::Failed(
           address + ": no heartbeat for " +

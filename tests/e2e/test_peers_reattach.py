@@ -34,7 +34,9 @@ max_restarts: 0
 class Proxy:
     """TCP on 127.0.0.1 to `target_port`: `down()` cuts every connection through it and
     holds new ones unforwarded, `up()` forwards again; `kill()` cuts them and closes its
-    port (connections are refused), `restart()` listens on the same port again."""
+    port (connections are refused), `restart()` listens on the same port again; `freeze()`
+    stops carrying bytes on the connections open now, without closing them (a link gone
+    silent: no end either side can see), while new ones work."""
 
     def __init__(self, test, target_port):
         self.target = ("127.0.0.1", target_port)
@@ -48,6 +50,8 @@ class Proxy:
         self.open = []  # every socket of a forwarded connection
         self.held = []  # connections accepted while down
         self.held_total = 0
+        self.frozen = set()  # ids of the pumps that carry nothing any more
+        self.pumps = []
         self.threads = [threading.Thread(target=self._accept, daemon=True)]
         self.threads[0].start()
         test.addCleanup(self.close)
@@ -85,16 +89,20 @@ class Proxy:
                 continue
             with self.lock:
                 self.open += [client, server]
-            t = threading.Thread(target=self._pump, args=(client, server), daemon=True)
+            t = threading.Thread(target=self._pump, args=(client, server, len(self.threads)),
+                                 daemon=True)
             t.start()
             self.threads.append(t)
 
-    def _pump(self, a, b):
+    def _pump(self, a, b, pump_id):
+        self.pumps.append(pump_id)
         try:
             while True:
                 ready, _, _ = select.select([a, b], [], [], 0.2)
                 if self.stopped:
                     return
+                if pump_id in self.frozen:
+                    continue
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
@@ -129,6 +137,9 @@ class Proxy:
             held, self.held = self.held, []
         for s in held:
             s.close()
+
+    def freeze(self):
+        self.frozen.update(self.pumps)
 
     def kill(self):
         with self.lock:
@@ -242,6 +253,27 @@ class ReattachTest(PlacementCase):
         a.wait_log("kept 1 ranks of")
         self.wait_output(r"the connection dropped")
         proxy.restart()
+        self.assertEqual(run.wait(timeout=180), 0, self.output())
+        text = self.output()
+        self.assertIn("agent %s: connection resumed" % proxy.address, text)
+        self.assertNotIn("lost agent", text)
+        self.assertEqual(self.rank_pids(text), [pid], text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(self.training_steps(), list(range(1, 31)))
+
+    def test_a_link_gone_silent_is_replaced_by_a_new_connection_and_loses_nothing(self):
+        a = Agent(self, "agent-a", 1)
+        proxy = Proxy(self, int(a.address.rsplit(":", 1)[1]))
+        run = self.start_run(proxy.address)
+        self.wait_output(r"\[1\.1\] step 5\n")
+        pid = self.rank_pids(self.output())[0]
+        self.kill_later(pid)
+        proxy.freeze()  # neither end sees the connection end; new connections work
+        self.wait_output(r"the connection dropped \(\S+: nothing heard for [\d.]+ s\)")
+        # The agent's end of the silent connection let go when the new one claimed it.
+        a.wait_log("a new connection resumes its session")
         self.assertEqual(run.wait(timeout=180), 0, self.output())
         text = self.output()
         self.assertIn("agent %s: connection resumed" % proxy.address, text)
