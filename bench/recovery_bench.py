@@ -19,16 +19,18 @@ event in a file. Measured:
   agent kill   (--only agent) the trial runs on one of two `cairn agent`s on loopback
                (`cairn run --slots 0 --peers A,B`); `kill -9` of that agent and of the
                trial (its machine went away) -> the trial's first new training step on
-               the other agent. No back-off (a lost machine is not the trial's failure)
-               and no heartbeat wait (the connection breaks at once); the killed agent is
-               started again on its port, so the next kill finds two agents.
+               the other agent. No back-off (a lost machine is not the trial's failure); the
+               coordinator tries the broken connection again for the heartbeat timeout (a
+               link that comes back loses nothing, docs/peers.md "Reattach"), set to 2 s
+               here; the killed agent is started again on its port, so the next kill finds
+               two agents.
   standalone   the same trial started directly (no cairn) from a checkpoint, Popen ->
                first training step: Python start-up, `import cairn`, the checkpoint
                read and one 50 ms step. The baseline both figures are net of.
 
 net (trial kill) = raw - 1 s back-off (deliberate: engine/coordinator/coordinator_trials.cc) - standalone
 net (resume)     = raw - standalone
-net (agent kill) = raw - standalone
+net (agent kill) = raw - standalone, against a goal of 2 s + the heartbeat timeout
 Goal: net <= 1 s each for kill and resume; <= 2 s for an agent kill (issue 17's goal). The checkpoint is ~4 KB (the trial's state and the SDK's random
 generator state), so reading it (cairn copying it out of the object store with its hash
 verified, the trial reading it) is in the raw figures but costs well under a millisecond.
@@ -57,6 +59,11 @@ PERIOD = 5
 BACKOFF_S = 1.0  # the first restart's back-off: 1 << 0 seconds
 GOAL_S = 1.0
 TIMEOUT_S = 60.0
+
+
+# The heartbeat timeout of the agent-kill runs: the coordinator tries a broken connection
+# again until this long after it last heard the agent before it counts the agent lost.
+HEARTBEAT_S = 2.0
 
 
 def clean_env(extra=None):
@@ -304,7 +311,7 @@ def agent_kill_run(cairn, workdir, kills, log):
     driver = subprocess.Popen([cairn, "--store", str(store), "run", str(config), "--slots", "0",
                                "--peers", ",".join(a.address for a in agents), "--key-file",
                                str(key)], cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                              env=clean_env())
+                              env=clean_env({"CAIRN_HEARTBEAT_TIMEOUT": str(HEARTBEAT_S)}))
     samples = []
     try:
         # A remote rank's pid in the store is cairn's name for it (below -1): the trial's
@@ -463,9 +470,12 @@ def report(standalone, kills, resumes, agent_kills=()):
                       "(median); the first step came %.3f s after that (net of the "
                       "standalone trial: %.3f s)" % (median(samples, "reaped"), after,
                                                      after - s_first))
-        goal = 2.0 if name == "agent kill" else GOAL_S
+        # An agent kill is counted lost at most the heartbeat timeout after the agent was last
+        # heard (within a second of the kill): the goal is net of it.
+        goal = 2.0 + HEARTBEAT_S if name == "agent kill" else GOAL_S
         verdict = "meets" if net <= goal else "MISSES"
-        print("    goal: net <= %.1f s: %s (%.3f s)" % (goal, verdict, net))
+        print("    goal: net <= %.1f s%s: %s (%.3f s)" % (
+            goal, " (2 s + the heartbeat timeout)" if name == "agent kill" else "", verdict, net))
         verdicts.append(net <= goal)
     return all(verdicts)
 

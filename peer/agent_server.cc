@@ -16,8 +16,8 @@
 #include "common/build_info.h"
 #include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
+#include "peer/agent_sessions.h"
 #include "peer/control_relay.h"
-#include "peer/coordinator_silence.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
@@ -60,6 +60,8 @@ struct AgentServer::Impl {
   UniqueFd stop_read, stop_write;     // readable once the agent stops: ends every wait
 
   std::unique_ptr<AgentCheckpoints> checkpoints;  // checkpoints over the wire
+  // Sessions kept for coordinators that come back (agent_sessions.h).
+  std::unique_ptr<AgentSessions> sessions = std::make_unique<AgentSessions>(ranks_running);
 
   struct Worker {
     std::thread thread;
@@ -129,35 +131,44 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   if (!peer.send(hello_message("agent"), Clock::now() + kHandshakeTime).ok()) return;
   agent_log("connected " + name + " (key id " + tls->key().id + ", cairn " + hello.cairn_version +
             ")");
-  std::unique_ptr<RankHost> host;
-  int running = 0;  // ranks started on this connection and not yet reported ended
-  // Whatever ends the connection ends its ranks too.
-  struct KillOnExit {
-    std::unique_ptr<RankHost>& host;
-    int& running;
-    std::atomic<int>& total;
-    ~KillOnExit() {
-      if (host) host->kill_all();
-      total -= running;
-    }
-  } kill_on_exit{host, running, ranks_running};
-  // The ranks' control channels, relayed over this connection (control_relay.h).
-  auto control = ControlRelay::for_agent(
+  // What runs for this connection: ended with it, or kept for a coordinator that comes back
+  // (agent_sessions.h).
+  auto session = std::make_shared<AgentSession>();
+  session->control = ControlRelay::for_agent(
       info.dir.empty() ? info.dir : info.dir / "control",
-      [&name](const std::string& line) { agent_log("control channel of " + name + ": " + line); });
-  // Sends the ranks' output and exits; false when the connection broke.
+      [name](const std::string& line) { agent_log("control channel of " + name + ": " + line); });
+  bool end_session = false;  // a goodbye, the agent's stop or a bad frame: no reattach
+  struct EndOrKeep {
+    AgentSessions& sessions;
+    std::shared_ptr<AgentSession>& session;
+    bool& end;
+    const std::string& name;
+    ~EndOrKeep() {
+      if (end)
+        sessions.end(session);
+      else
+        sessions.detach(session, name);
+    }
+  } end_or_keep{*sessions, session, end_session, name};
+  // Sends the ranks' output and exits; false when the connection broke. Every event is
+  // sent even then: a failed send is kept in the session's journal, for a resume.
   auto relay = [&]() {
-    if (!host) return true;
-    for (RankHost::Event& event : host->poll()) {
+    if (!session->host) return true;
+    bool ok = true;
+    auto failed = [&](const Status& why) {
+      if (ok) agent_log("dropped " + name + ": " + why.message());
+      ok = false;
+    };
+    for (RankHost::Event& event : session->host->poll()) {
       Json message;
       if (event.ended) {
         // Its last control messages go before its exit, as a local rank's would.
-        if (Status drained = control->drain_rank(peer, event.rank); !drained.ok()) {
-          agent_log("dropped " + name + ": " + drained.message());
-          return false;
+        if (ok) {
+          if (Status drained = session->control->drain_rank(peer, event.rank); !drained.ok())
+            failed(drained);
         }
-        control->rank_ended(event.rank);
-        --running;
+        session->control->rank_ended(event.rank);
+        --session->running;
         --ranks_running;
         agent_log("rank " + std::to_string(event.rank) + " of " + name + " ended (code " +
                   std::to_string(event.code) + ", signal " + std::to_string(event.signal) + ")");
@@ -166,45 +177,62 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       } else {
         message = Json{{"type", "output"}, {"rank", event.rank}, {"data", event.output}};
       }
-      Status sent = peer.send(message, Clock::now() + std::chrono::seconds(30));
-      if (!sent.ok()) {
-        agent_log("dropped " + name + ": " + sent.message());
-        return false;
-      }
+      Status sent = peer.send(message, Clock::now() + std::chrono::seconds(ok ? 30 : 0));
+      if (!sent.ok()) failed(sent);
     }
-    return true;
+    return ok;
   };
   auto idle_until = Clock::now() + kIdleTime;
-  auto last_heard = Clock::now();
-  const auto silence_limit = coordinator_silence_limit();
+  // When a session's connection last received a frame (its journal counts them, control
+  // frames included), to notice a link that went silent (agent_sessions.h link_window).
+  int64_t heard_count = -1;
+  auto heard_at = Clock::now();
   for (;;) {
     if (!relay()) return;
-    const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    auto wait_until = session->running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    if (!session->id.empty() && session->link_window.count() > 0) {
+      const auto now = Clock::now();
+      if (session->journal.received_count() != heard_count) {
+        heard_count = session->journal.received_count();
+        heard_at = now;
+      }
+      const auto silent_at = heard_at + std::max<std::chrono::steady_clock::duration>(
+                                            2 * session->link_window, std::chrono::seconds(5));
+      if (now >= silent_at) {
+        agent_log("dropped " + name + ": nothing heard for " +
+                  std::to_string(
+                      std::chrono::duration_cast<std::chrono::seconds>(now - heard_at).count()) +
+                  " s (its coordinator sends a heartbeat every second)");
+        return;
+      }
+      wait_until = std::min(wait_until, silent_at);
+    }
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
-    auto request =
-        control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
-    if (!request.ok() && request.status().message() == "timed out" && running > 0) {
-      // Ranks running and the coordinator silent (coordinator_silence.h): it has given us
-      // up; end the connection, and with it the ranks, so their slots are free again.
-      if (Clock::now() - last_heard <= silence_limit) continue;
-      agent_log(
-          "dropped " + name + ": nothing heard for " +
-          std::to_string(
-              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_heard).count()) +
-          " s with ranks running");
+    auto request = session->control->receive(
+        peer, wait_until, session->wake_read ? session->wake_read.get() : -1,
+        session->host ? session->host->exit_fds() : std::vector<int>());
+    if (session->release) {
+      // A new connection of the coordinator claims the session: this one is dead.
+      agent_log("dropped " + name + ": a new connection resumes its session");
       return;
     }
-    last_heard = Clock::now();
+    if (!request.ok() && request.status().message() == "timed out" &&
+        (session->running > 0 || Clock::now() < idle_until))
+      continue;
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
       const std::string& why = request.status().message();
       if (why == "stopping") {
+        end_session = true;
+        // Not a link that dropped: the coordinator counts the ranks lost at once.
+        (void)peer.send(Json{{"type", "goodbye"}}, Clock::now() + std::chrono::seconds(1));
         peer.close(Clock::now() + std::chrono::seconds(1));
         return;
       }
       agent_log("dropped " + name + ": " + why);
       // After a bad frame the stream's boundaries are lost: say why, then close.
       if (request.status().kind() == ErrorKind::kBadInput) {
+        end_session = true;
         Json refusal = refusal_message(why);
         refusal["code"] = "bad_frame";
         (void)peer.send(refusal, Clock::now() + std::chrono::seconds(2));
@@ -238,14 +266,14 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
         } while (!ranks_running.compare_exchange_weak(in_use, in_use + 1));
       }
       const bool slot_taken = started.ok();
-      if (started.ok() && !host) host = hosts();
+      if (started.ok() && !session->host) session->host = hosts();
       bool listening = false;  // the rank's control socket was made for this launch
-      if (started.ok()) listening = (started = control->give_control(*launch)).ok();
-      if (started.ok()) started = host->start(*launch);
-      if (!started.ok() && listening) control->rank_ended(launch->rank);
+      if (started.ok()) listening = (started = session->control->give_control(*launch)).ok();
+      if (started.ok()) started = session->host->start(*launch);
+      if (!started.ok() && listening) session->control->rank_ended(launch->rank);
       if (!started.ok() && slot_taken) --ranks_running;
       if (started.ok()) {
-        ++running;
+        ++session->running;
         agent_log("started rank " + std::to_string(rank) + " of " + name + ": " +
                   launch->argv[0].substr(0, 200) + " in work/" + launch->cwd.substr(0, 200));
         reply = Json{{"type", "launched"}, {"rank", rank}};
@@ -258,13 +286,24 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     } else if (type == "heartbeat") {
       // The coordinator's liveness check of this agent (remote_launcher.h): answered at once.
       reply = Json{{"type", "heartbeat"}};
+      // What this end has received, so the coordinator stops keeping it (session_journal.h).
+      if (!session->id.empty()) reply["received"] = session->journal.received_count();
     } else if (type == "signal") {
       const Json sig = message.value("signal", Json());
       const Json rank = message.value("rank", Json());
-      if (host && sig.is_number_integer() && rank.is_number_integer() && sig.get<int64_t>() > 0 &&
-          sig.get<int64_t>() < 65)
-        host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
+      if (session->host && sig.is_number_integer() && rank.is_number_integer() &&
+          sig.get<int64_t>() > 0 && sig.get<int64_t>() < 65)
+        session->host->signal(rank.get<int64_t>(), static_cast<int>(sig.get<int64_t>()));
       continue;  // no reply: the exit, if it comes, says what the signal did
+    } else if (type == "goodbye") {
+      // The coordinator is done with this connection: its ranks end with it.
+      end_session = true;
+      peer.close(Clock::now() + std::chrono::seconds(1));
+      return;
+    } else if (is_session_request(type)) {
+      if (!serve_session_request(*sessions, peer, session, message, name)) return;
+      heard_count = -1;  // a resumed session's frames are counted from its journal's count
+      continue;          // it answered
     } else if (AgentCheckpoints::handles(type)) {
       if (!checkpoints->serve(peer, message, name)) return;
       continue;  // the exchange sent its own answers
@@ -296,6 +335,7 @@ Result<int> AgentServer::serve(int signal_fd) {
     const int ready = ::poll(p, 2, 1000);
     if (ready < 0 && errno != EINTR) return Status::Io("poll: " + errno_text());
     s.reap(false);
+    s.sessions->expire(Clock::now());
     if (ready <= 0) continue;
     if (p[1].revents & POLLIN) {
       char sig = 0;
@@ -333,6 +373,7 @@ Result<int> AgentServer::serve(int signal_fd) {
   const char byte = 1;
   (void)!::write(s.stop_write.get(), &byte, 1);
   s.reap(true);
+  s.sessions->end_all();  // what waited for a coordinator ends with the agent
   return stopped_by;
 }
 

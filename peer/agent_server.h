@@ -5,7 +5,11 @@
 // and exits are sent back as they happen), the checkpoint requests of agent_checkpoints.h,
 // and those of a request handler the CLI installs (code and data shipping,
 // engine/coordinator/agent_shipping.h); the ranks' control channels are relayed over the
-// same connection (control_relay.h). When the connection ends, its ranks are killed.
+// same connection (control_relay.h). What runs for a connection is its session
+// (agent_sessions.h): "session_open" and "session_resume" keep it when the connection
+// drops and carry it over to a new connection of the same coordinator; otherwise (a
+// goodbye, a connection without a session, the agent stopping) its ranks are killed when
+// the connection ends.
 //
 // One thread per connection, at most kMaxAgentConnections at once; the serving thread only
 // accepts. A peer that fails the handshake, speaks another protocol version or sends a bad
@@ -71,7 +75,8 @@ class AgentServer {
 
   // Serves until SIGTERM, SIGINT or SIGHUP arrives on `signal_fd`, a non-blocking
   // descriptor whose bytes are signal numbers (a SignalPipe's); then closes the listener,
-  // ends every connection (killing their ranks) and returns once their threads are joined.
+  // ends every connection and every kept session (killing their ranks) and returns once
+  // their threads are joined. Kept sessions past their window end as it serves.
   // Returns the signal that ended it.
   Result<int> serve(int signal_fd);
 

@@ -300,9 +300,14 @@ void ControlRelay::handle(const Json& message) {
 Status ControlRelay::flush(PeerConnection& peer) {
   std::vector<Json> sending;
   sending.swap(outgoing_);
-  for (const Json& frame : sending) {
-    Status sent = peer.send(frame, Clock::now() + std::chrono::seconds(30));
-    if (!sent.ok()) return sent;
+  for (size_t i = 0; i < sending.size(); ++i) {
+    Status sent = peer.send(sending[i], Clock::now() + std::chrono::seconds(30));
+    if (!sent.ok()) {
+      // What was not sent waits for the connection that resumes this one (agent_sessions.h).
+      outgoing_.insert(outgoing_.begin(), sending.begin() + static_cast<long>(i) + 1,
+                       sending.end());
+      return sent;
+    }
   }
   return Status::Ok();
 }

@@ -150,7 +150,11 @@ Result<std::unique_ptr<PeerConnection>> PeerConnection::accept(UniqueFd fd,
 Status PeerConnection::send(const Json& message, Deadline deadline) {
   auto frame = encode_frame(message);
   if (!frame.ok()) return frame.status();
-  return send_bytes(*frame, deadline);
+  Status sent = send_bytes(*frame, deadline);
+  // Kept even when the send failed: the peer may have it or not, which a resume settles.
+  if (journal_ && !is_session_frame_type(message.value("type", std::string())))
+    journal_->sent(message, std::move(*frame));
+  return sent;
 }
 
 Status PeerConnection::send_bytes(std::string_view bytes, Deadline deadline) {
@@ -181,6 +185,9 @@ Result<std::optional<Json>> PeerConnection::receive(Deadline deadline) {
   char buffer[16384];
   for (;;) {
     auto message = decoder_.next();
+    if (message.ok() && message->has_value() && journal_ &&
+        !is_session_frame_type((**message).value("type", std::string())))
+      journal_->received(**message);
     if (!message.ok() || message->has_value()) return message;
     size_t got = 0;
     const int rc = SSL_read_ex(tls_->ssl(), buffer, sizeof buffer, &got);

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "peer/frame.h"
 #include "peer/peer_address.h"
+#include "peer/session_journal.h"
 #include "peer/tls_session.h"
 
 namespace cairn {
@@ -55,6 +56,9 @@ class PeerConnection {
 
   const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
   void set_stop_fd(int fd) { stop_fd_ = fd; }
+  // Counts the frames sent and received from now on, and keeps those sent, for a session
+  // that can be resumed on another connection (session_journal.h); nullptr: none. Not owned.
+  void set_journal(SessionJournal* journal) { journal_ = journal; }
   // The TCP socket: for its addresses, and for a caller that waits on it with other
   // descriptors (control_relay.h); never read it. Bytes OpenSSL has already read are not
   // visible to a poll() on it: call receive() with a deadline of now until it times out
@@ -91,6 +95,7 @@ class PeerConnection {
   std::string peer_name_;
   int stop_fd_ = -1;
   FrameDecoder decoder_;
+  SessionJournal* journal_ = nullptr;
 };
 
 }  // namespace cairn

@@ -173,6 +173,7 @@ ExperimentConfig build_config(const ConfigNode& root, const std::string& file_la
   out.liveness_timeout = top.int_or("liveness_timeout", 0, 0);
   out.stop_grace_period = top.int_or("stop_grace_period", 60, 0);
   out.rank_wait_timeout = top.int_or("rank_wait_timeout", 600, 0);
+  out.reattach_window = top.int_or("reattach_window", 600, 0, 86400);
   if (const ConfigNode* node = top.get("permanent_exit_codes"))
     out.permanent_exit_codes = config::read_permanent_exit_codes(*node);
   out.retry_repeated_failures = top.get_bool("retry_repeated_failures").value_or(false);

@@ -186,6 +186,10 @@ struct ExperimentConfig {
   // checkpoint_due, a checkpoint, a rendezvous key) before the attempt fails; 0: never.
   // Rank 0 alone may evaluate for minutes while the others wait, hence the long default.
   int rank_wait_timeout = 600;
+  // Seconds an agent keeps this coordinator's remote ranks running after its connection
+  // ended without a goodbye (a killed coordinator, a link that dropped), for a coordinator
+  // to resume them (docs/peers.md "Reattach"); 0: killed at once. At most a day.
+  int reattach_window = 600;
   CheckpointConfig checkpoint;
   ReproducibilityConfig reproducibility;
   std::vector<std::string> data;  // as written (relative to workdir)

@@ -16,7 +16,7 @@
 
 namespace cairn::config {
 
-inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {"name",
+inline constexpr std::array<std::string_view, 18> kTopLevelKeys = {"name",
                                                                    "entrypoint",
                                                                    "workdir",
                                                                    "hyperparameters",
@@ -32,6 +32,7 @@ inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {"name",
                                                                    "permanent_exit_codes",
                                                                    "stop_grace_period",
                                                                    "rank_wait_timeout",
+                                                                   "reattach_window",
                                                                    "retry_repeated_failures"};
 inline constexpr std::array<std::string_view, 23> kSearcherKeys = {
     "name", "metric", "smaller_is_better", "max_length", "max_trials", "max_concurrent_trials",

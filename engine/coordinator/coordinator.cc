@@ -1,4 +1,5 @@
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/remote_session.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -59,6 +60,10 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   MachineInfo local;
   local.slots = options_.run_locally ? options_.slots : 0;
   local.gpu_names = gpu_names_;
+  // What the agents are asked to keep when this process's connection to them drops.
+  set_remote_session_options(
+      {std::chrono::seconds(config_.reattach_window),
+       session_owner(store_.root().string(), experiment_["id"].get<int64_t>())});
   Machines machines = connect_machines(std::move(local), options_.peers, options_.key_file);
   launcher_ = std::move(machines.launchers);
   machines_ = std::move(machines.info);

@@ -1,6 +1,7 @@
 #include "engine/coordinator/remote_launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "common/file_util.h"
 #include "engine/coordinator/remote_paths.h"
+#include "engine/coordinator/remote_session.h"
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/checkpoint_client.h"
@@ -37,6 +39,11 @@ constexpr auto kLaunchTime = std::chrono::seconds(30);
 // once, so a connection with nothing heard for kHeartbeatTimeout is lost: an agent that
 // hangs (SIGSTOP, a machine that froze) or a link that went silent without a reset.
 constexpr auto kHeartbeatEvery = std::chrono::seconds(1);
+// A session's connection that hears nothing for this long (and for half the heartbeat
+// timeout) is replaced by a new one that resumes the session, while the timeout runs: a
+// link that went silent (a NAT that forgot the connection, a cable pulled and put back)
+// may take new connections when the old one never recovers.
+constexpr auto kSilenceBeforeResume = std::chrono::milliseconds(2500);
 
 std::string env_or(const std::map<std::string, std::string>& env, const char* name,
                    const std::string& fallback) {
@@ -80,10 +87,17 @@ struct RemoteLauncher::State {
     bool finished = false;  // under mutex
   };
   std::list<Restore> restores;
+  // The agent's session for this connection (remote_session.h): "" when it has none.
+  std::string session_id;
+  SessionJournal journal;  // the connection thread's
 
   void loop();
   void fail_all(const Status& why);
   void restore_then_launch(RemoteLaunch remote, std::string checkpoint, int64_t attempt);
+  // The connection failed (`why`): resumed on a new one if the agent answers before the
+  // heartbeat timeout counted from `last_heard`; else every rank is lost (fail_all). Whether
+  // the loop goes on.
+  bool resume_or_fail(const Status& why, Clock::time_point last_heard);
   void wake() {
     const char byte = 1;
     (void)!::write(wake_write.get(), &byte, 1);
@@ -111,11 +125,70 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   if (!exits.empty()) ::kill(::getpid(), SIGCHLD);
 }
 
+bool RemoteLauncher::State::resume_or_fail(const Status& why, Clock::time_point last_heard) {
+  if (session_id.empty()) {
+    fail_all(why);
+    return false;
+  }
+  std::fprintf(stderr, "cairn: agent %s: the connection dropped (%s); resuming it\n",
+               address.c_str(), why.message().c_str());
+  for (;;) {
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) return false;
+    }
+    const auto now = Clock::now();
+    const auto give_up = last_heard + heartbeat_timeout;
+    if (now >= give_up) {
+      std::string what = why.message();
+      if (what.rfind(address + ": ", 0) == 0) what = what.substr(address.size() + 2);
+      fail_all(Status::Failed(
+          address + ": " + what + ", and it was not back within " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(heartbeat_timeout).count()) +
+          " s"));
+      return false;
+    }
+    bool gone = false;
+    auto fresh = resume_remote_session(endpoint, session_id, journal,
+                                       std::min(give_up, now + std::chrono::seconds(2)), &gone);
+    if (fresh.ok()) {
+      peer = std::move(*fresh);
+      std::fprintf(stderr, "cairn: agent %s: connection resumed\n", address.c_str());
+      return true;
+    }
+    if (gone) {  // the agent answered that the session is no more
+      fail_all(Status::Failed(address + ": " + fresh.status().message()));
+      return false;
+    }
+    // Not reachable yet: again shortly (the wake pipe ends the wait when stopping).
+    pollfd p{wake_read.get(), POLLIN, 0};
+    (void)::poll(&p, 1, 200);
+  }
+}
+
 void RemoteLauncher::State::loop() {
   auto last_heard = Clock::now();
   auto next_heartbeat = last_heard + kHeartbeatEvery;
+  // On a failed connection: resumed (the loop goes on with the new one), or every rank lost.
+  auto failed = [&](const Status& why) {
+    if (!resume_or_fail(why, last_heard)) return false;
+    last_heard = Clock::now();
+    return true;
+  };
+  const auto silence_limit = std::max<std::chrono::milliseconds>(
+      kSilenceBeforeResume, std::chrono::milliseconds(heartbeat_timeout.count() / 2));
   for (;;) {
     const auto now = Clock::now();
+    if (!session_id.empty() && now - last_heard > silence_limit &&
+        now - last_heard <= heartbeat_timeout) {
+      const auto silent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count();
+      if (failed(Status::Failed(address + ": nothing heard for " + std::to_string(silent / 1000) +
+                                "." + std::to_string(silent % 1000 / 100) + " s")))
+        continue;
+      return;
+    }
     if (now - last_heard > heartbeat_timeout)
       return fail_all(Status::Failed(
           address + ": no heartbeat for " +
@@ -124,8 +197,11 @@ void RemoteLauncher::State::loop() {
           " s"));
     if (now >= next_heartbeat) {
       next_heartbeat = now + kHeartbeatEvery;
+      Json heartbeat{{"type", "heartbeat"}};
+      // What this end has received, so the agent stops keeping it (session_journal.h).
+      if (!session_id.empty()) heartbeat["received"] = journal.received_count();
       std::lock_guard lock(mutex);
-      outgoing.push_back(Json{{"type", "heartbeat"}});
+      outgoing.push_back(std::move(heartbeat));
     }
     std::deque<Json> sending;
     {
@@ -133,16 +209,41 @@ void RemoteLauncher::State::loop() {
       if (stopping) break;
       sending.swap(outgoing);
     }
+    Status sent = Status::Ok();
     for (const Json& frame : sending) {
-      Status sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
-      if (!sent.ok()) return fail_all(Status::Failed(address + ": " + sent.message()));
+      // After a failure the rest go into the journal unsent: a resume sends them.
+      if (sent.ok()) {
+        sent = peer->send(frame, Clock::now() + std::chrono::seconds(30));
+      } else if (!session_id.empty()) {
+        if (auto encoded = encode_frame(frame); encoded.ok())
+          journal.sent(frame, std::move(*encoded));
+      }
+    }
+    // A frame that cannot be encoded (over the frame bound) is not a link that dropped.
+    if (sent.kind() == ErrorKind::kBadInput)
+      return fail_all(Status::Failed(address + ": " + sent.message()));
+    if (!sent.ok()) {
+      if (failed(Status::Failed(address + ": " + sent.message()))) continue;
+      return;
     }
     auto message = control->receive(*peer, next_heartbeat, wake_read.get());
     if (!message.ok() && message.status().message() == "timed out") continue;
+    if (!message.ok()) {
+      // A frame that breaks the protocol is not a link that dropped.
+      if (message.status().kind() == ErrorKind::kBadInput)
+        return fail_all(Status::Failed(address + ": " + message.status().message()));
+      if (failed(Status::Failed(address + ": " + message.status().message()))) continue;
+      return;
+    }
+    if (!message->has_value()) {
+      // A clean close or a link cut between frames look alike here; the agent says goodbye
+      // when it stops.
+      if (failed(Status::Failed(address + ": the agent closed the connection"))) continue;
+      return;
+    }
     last_heard = Clock::now();
-    if (!message.ok()) return fail_all(Status::Failed(address + ": " + message.status().message()));
-    if (!message->has_value())
-      return fail_all(Status::Failed(address + ": the agent closed the connection"));
+    if ((**message).value("type", "") == "goodbye")
+      return fail_all(Status::Failed(address + ": the agent stopped"));
     const Json& m = **message;
     const std::string type = m["type"].get<std::string>();
     const int64_t rank =
@@ -208,6 +309,10 @@ RemoteLauncher::~RemoteLauncher() {
   state_->thread.join();
   // Each restore is bounded by the wire's timeouts; what it launches after this is dropped.
   for (State::Restore& r : state_->restores) r.thread.join();
+  // A goodbye ends the session at once: the agent kills what still runs, as it would for a
+  // coordinator without a session (agent_sessions.h).
+  if (!state_->broken)
+    (void)state_->peer->send(Json{{"type", "goodbye"}}, Clock::now() + std::chrono::seconds(1));
   state_->peer->close(Clock::now() + std::chrono::seconds(1));
 }
 
@@ -238,6 +343,11 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   for (const Json& device : status.value("devices", Json::array()))
     if (device.is_string() && device.get<std::string>().rfind("gpu", 0) == 0)
       state->offer.gpu_names.push_back(device.get<std::string>().substr(3));
+  // A session, so a link that drops loses nothing (remote_session.h): opened before the
+  // connection carries anything else.
+  auto session = open_remote_session(**peer, state->journal, state->heartbeat_timeout, deadline);
+  if (!session.ok()) return Status::Failed(address.text() + ": " + session.status().message());
+  state->session_id = *session;
   state->offer.local_address = local_host((*peer)->fd());
   state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);

@@ -55,7 +55,9 @@ namespace cairn {
 
 // A connection that hears nothing from its agent for this long (it answers a heartbeat
 // asked every second) is lost: its ranks come out of take_exits() with machine_lost.
-// CAIRN_HEARTBEAT_TIMEOUT (seconds) changes it.
+// CAIRN_HEARTBEAT_TIMEOUT (seconds) changes it. A connection that breaks is resumed on a
+// new one within this time (remote_session.h): nothing is lost then; an agent that answers
+// that the session is no more (it was restarted) is lost at once.
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
 
 class RemoteLauncher final : public Launcher {
@@ -68,7 +70,8 @@ class RemoteLauncher final : public Launcher {
                                                          std::shared_ptr<TlsContext> client,
                                                          std::chrono::milliseconds timeout,
                                                          bool reap_local_children = true);
-  ~RemoteLauncher() override;  // closes the connection; the agent kills what still runs
+  // Says goodbye and closes the connection; the agent kills what still runs.
+  ~RemoteLauncher() override;
 
   void prepare(const std::shared_ptr<const RunSource>& source) override;
   Result<LaunchedRank> start(const RankLaunch& launch) override;

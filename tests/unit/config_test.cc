@@ -185,6 +185,7 @@ TEST_CASE("config: the SPEC example parses into the right values") {
   CHECK(c.resources.peers.empty());
   CHECK(c.max_restarts == 3);
   CHECK(c.rank_wait_timeout == 600);
+  CHECK(c.reattach_window == 600);
   CHECK(c.checkpoint.period == 1);
   CHECK(c.checkpoint.keep_trial_latest == 1);
   CHECK(c.checkpoint.keep_trial_best == 1);
@@ -756,6 +757,10 @@ const std::vector<Mistake>& mistakes() {
        "exp.yaml:7: rank_wait_timeout: ", "must be at least 0"},
       {"text rank_wait_timeout", with_extra("rank_wait_timeout: soon\n"),
        "exp.yaml:7: rank_wait_timeout: ", "integer"},
+      {"negative reattach_window", with_extra("reattach_window: -1\n"),
+       "exp.yaml:7: reattach_window: ", "must be at least 0"},
+      {"reattach_window over a day", with_extra("reattach_window: 86401\n"),
+       "exp.yaml:7: reattach_window: ", "must be at most 86400"},
       {"negative keep", with_extra("checkpoint:\n  keep_trial_best: -1\n"),
        "exp.yaml:8: checkpoint.keep_trial_best: ", "must be at least 0"},
       {"negative seed", with_extra("reproducibility:\n  seed: -5\n"),

@@ -1,0 +1,120 @@
+// A coordinator's ranks on an agent, kept across that coordinator's connections
+// (docs/peers.md "Reattach"). A connection's session holds what runs for it: the ranks
+// (its RankHost), their relayed control channels (ControlRelay) and the frames that may
+// have to be sent again (SessionJournal). A coordinator that opens a session
+// ({"type": "session_open", "window": S, "owner": O}) asks the agent to keep it when its
+// connection ends without {"type": "goodbye"}: the ranks keep running for S seconds, and a
+// new connection (authenticated by the same cluster key) that resumes the session
+// ({"type": "session_resume", "id", "received"}) carries on with the same ranks, streams and
+// frames. After S seconds the ranks are killed. A goodbye, the agent's stop or a connection
+// that never opened a session end the ranks at once, as before.
+//
+// While a session is detached nothing is read from its ranks: their output goes on into
+// their output files (the RankHost's, on disk), their control messages wait in their
+// sockets, and a rank that writes more than a control window and its socket hold blocks
+// until a coordinator is back (so nothing is lost and nothing grows in memory); a rank that
+// ends meanwhile is reported, with its exit status, once a connection resumes the session.
+//
+// `owner` names the coordinator's experiment (its machine, store and experiment id): a
+// new session of the same owner ends that owner's detached sessions, which the coordinator
+// that opened it did not resume (a lost agent reconnected, or a `cairn resume` after the
+// coordinator was killed: its trials restart from their checkpoints).
+//
+// Thread-safety: every member is safe to call from any thread (one mutex). A session is
+// used by one connection thread at a time: the one that opened or claimed it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/file_util.h"
+#include "common/status.h"
+#include "peer/control_relay.h"
+#include "peer/rank_host.h"
+#include "peer/session_journal.h"
+
+namespace cairn {
+
+// The longest window an agent keeps a detached session for, whatever the coordinator asks.
+inline constexpr std::chrono::seconds kMaxReattachWindow{86400};
+
+struct AgentSession {
+  std::string id;     // "" while the connection has not opened a session
+  std::string owner;  // the coordinator's experiment
+  std::chrono::seconds window{0};
+  // The coordinator's heartbeat timeout: a connection of the session that hears nothing
+  // for twice this long (the coordinator sends a heartbeat every second) has dropped
+  // silently, and lets the session go. 0: not watched.
+  std::chrono::seconds link_window{0};
+  std::unique_ptr<RankHost> host;
+  std::unique_ptr<ControlRelay> control;
+  int running = 0;  // ranks started and not yet reported ended
+  SessionJournal journal;
+  // A new connection of the coordinator claims the session while this one still holds it
+  // (its link dropped without this end noticing): the holding connection lets go when
+  // `release` is set, woken by a byte on `wake_read` (which it waits on).
+  std::atomic<bool> release{false};
+  UniqueFd wake_read, wake_write;
+
+  // Kept by AgentSessions.
+  bool attached = true;
+  bool end_on_release = false;  // a new session of its owner asked it to go: ended, not kept
+  std::chrono::steady_clock::time_point detached_at;
+};
+
+class AgentSessions {
+ public:
+  // `ranks_running` is the agent's count over every connection: ending a session takes
+  // its ranks off it.
+  explicit AgentSessions(std::atomic<int>& ranks_running) : ranks_running_(ranks_running) {}
+  ~AgentSessions() { end_all(); }
+  AgentSessions(const AgentSessions&) = delete;
+  AgentSessions& operator=(const AgentSessions&) = delete;
+
+  // Registers `session` (attached) under a new random id, which it returns, after ending
+  // the detached sessions of the same owner (and asking an attached one of that owner, whose
+  // coordinator is gone without this agent noticing, to let go and end). It is kept for
+  // `window` after its connection drops (at most kMaxReattachWindow).
+  Result<std::string> open(const std::shared_ptr<AgentSession>& session, std::string owner,
+                           std::chrono::seconds window);
+  // The detached session `id`, attached to the caller from now on. Errors (one line):
+  // kNotFound when there is none (never opened, ended, past its window); kFailed when
+  // another connection still holds it, which is asked to let go (try again shortly).
+  Result<std::shared_ptr<AgentSession>> claim(const std::string& id);
+  // The session's connection ended without a goodbye: kept for its window (when it was
+  // opened and has one), else ended. `who` names the coordinator in the log line.
+  void detach(const std::shared_ptr<AgentSession>& session, const std::string& who);
+  // Kills the session's ranks and forgets it.
+  void end(const std::shared_ptr<AgentSession>& session);
+  // Ends every detached session past its window; called every second or so.
+  void expire(std::chrono::steady_clock::time_point now);
+  // Ends every detached session (the agent stops).
+  void end_all();
+
+  size_t detached() const;
+
+ private:
+  void end_locked(AgentSession& session);
+
+  std::atomic<int>& ranks_running_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<AgentSession>> sessions_;  // opened, by id
+};
+
+// Whether `type` is a session request serve_session_request answers.
+bool is_session_request(const std::string& type);
+
+// Answers a session request of the connection `peer` from coordinator `who`, whose session
+// is `session`: "session_open" registers it; "session_resume" swaps it (which must have no
+// ranks) for the claimed detached one, answers {"type": "session_resumed", "received"} and
+// sends again the frames the coordinator did not receive. A refusal is an "error" answer
+// with "code": "no_session". Returns false when the connection broke.
+bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
+                           std::shared_ptr<AgentSession>& session, const Json& request,
+                           const std::string& who);
+
+}  // namespace cairn
