@@ -262,6 +262,7 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
   launch.argv = is_builtin_entrypoint(config_)
                     ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
                     : config_.entrypoint;
+  launch.self_program = is_builtin_entrypoint(config_);
   std::error_code ec;
   fs::create_directories(trial.chief().output_file.parent_path(), ec);
   for (Rank& rank : trial.ranks) {

@@ -41,6 +41,9 @@ struct RankLaunch {
   // What `cwd` holds, for a launcher on another machine to ship there (run_shipping.h);
   // null for an experiment without a snapshot.
   std::shared_ptr<const RunSource> source;
+  // argv[0] is this cairn binary (builtin:mlp): a launcher on another machine runs the cairn
+  // binary there instead, whose path may differ (rank_messages.h "program").
+  bool self_program = false;
 };
 
 // A started rank, as its launcher names it. `pid` is unique among the launcher's running

@@ -249,6 +249,7 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
   remote.argv = launch.argv;
+  remote.self_program = launch.self_program;
   remote.env = launch.env;
   remote.cwd = "trials/" + env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed") + "/rank-" +
                env_or(launch.env, "RANK", "0");
