@@ -76,6 +76,7 @@ class RemoteLauncher final : public Launcher {
   bool lost() const override;
   std::string lost_reason() const override;
   std::string refuses_run() const override;
+  Status check_run() override;
   // Asks the agent to connect to host:port from its machine (its "probe" request).
   Status reach(const std::string& host, uint16_t port) override;
 

@@ -8,7 +8,34 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+import cairn_testlib  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
+
+USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
+
+TRAIN = r"""
+import os
+import cairn
+
+ctx = cairn.init()
+print("attempt", os.environ["CAIRN_ATTEMPT"], flush=True)
+print("data", open("big/x.bin").read(4), flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+"""
+
+DATA_CONFIG = """name: data-check
+entrypoint: [python3, train.py]
+data: [big/]
+hyperparameters: {x: {type: categorical, vals: [1, 2, 3, 4]}}
+searcher: {name: grid, metric: val_loss, max_length: 1}
+max_restarts: 0
+reproducibility: {snapshot_limit_mb: 1}
+"""
 
 MLP = """name: mlp-remote
 entrypoint: builtin:mlp
@@ -23,13 +50,13 @@ max_restarts: 0
 class Agent:
     """A `cairn agent` on loopback, from `binary`, with its log in a file."""
 
-    def __init__(self, test, name, slots, *extra, binary=CAIRN):
+    def __init__(self, test, name, slots, *extra, binary=CAIRN, wrap=()):
         self.dir = os.path.join(test.dir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.log = os.path.join(test.dir, name + ".log")
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
-                [binary, "agent", "--dir", self.dir, "--slots", str(slots), "--key-file",
+                list(wrap) + [binary, "agent", "--dir", self.dir, "--slots", str(slots), "--key-file",
                  test.key, "--listen", "127.0.0.1:0", "--no-announce"] + list(extra),
                 cwd=test.dir, env=test.cairn_env(test.env()), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log)
@@ -103,6 +130,51 @@ class BuiltinOnAgentTest(AgentOpsCase):
         self.assertEqual(len(started), 1, agent.text())
         self.assertIn(": %s in work/" % agent_bin, started[0])
         self.assertTrue(self.cairn_json("metrics", "1.1", "--json")["validation"])
+
+
+class DataCheckBeforePlacementTest(AgentOpsCase):
+    @needs("userns", USERNS, USERNS_WHY)
+    def test_an_agent_without_the_data_gets_no_trial_and_no_start_is_spent(self):
+        # Data over the snapshot limit (1 MiB) is not shipped: each agent must have it at
+        # the same path. One agent sees other bytes there (a mount namespace of its own).
+        big = os.path.join(self.dir, "big")
+        self.write("big/x.bin", "x" * (1536 * 1024))
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", DATA_CONFIG)
+        self.write(".cairnignore", "*.log\nhome/\nother/\nlacking/\ngood/\ncluster.key\n")
+        other = os.path.join(self.dir, "other")
+        os.makedirs(other)
+        with open(os.path.join(other, "x.bin"), "w") as f:
+            f.write("y" * (1536 * 1024))
+        lacking = Agent(self, "lacking", 2, wrap=[
+            "unshare", "-rm", "sh", "-c", 'mount --bind "$0" "$1" && shift && exec "$@"',
+            other, big])
+        good = Agent(self, "good", 1)
+        # The agent that lacks the data is listed first and has more slots: placement
+        # would pick it first.
+        proc = self.cairn("run", "exp.yaml", "--slots", "0", "--peers",
+                          lacking.address + "," + good.address, "--key-file", self.key,
+                          env=self.env(), timeout=240)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        why = ("data %s on this machine is not what the experiment recorded: 1 changed "
+               "(%s/x.bin)" % (big, big))
+        warning = ("warning: agent %s cannot run this experiment (%s: %s); its slots are not "
+                   "used" % (lacking.address, lacking.address, why))
+        self.assertEqual(proc.stderr.count(warning), 1, proc.stderr)
+        trials = self.cairn_json("show", "1", "--json")["trials"]
+        self.assertEqual([t["state"] for t in trials], ["COMPLETED"] * 4, trials)
+        for t in trials:
+            record = self.cairn_json("show", t["id"], "--json")
+            self.assertEqual(record["placement"][0]["machine"], good.address, record)
+            # Started once: no start was spent on the agent that lacks the data.
+            self.assertIn("[%s] attempt 1\n" % t["id"], proc.stdout)
+            self.assertIn("[%s] data xxxx\n" % t["id"], proc.stdout)
+        self.assertNotIn("attempt 2", proc.stdout)
+        # It was asked (data_check) and never launched anything.
+        self.assertTrue(lacking.lines("data refused for"), lacking.text())
+        self.assertFalse(lacking.lines("started rank"), lacking.text())
+        self.assertFalse(lacking.lines("refused a launch"), lacking.text())
+        self.assertEqual(len(good.lines("started rank")), 4, good.text())
 
 
 if __name__ == "__main__":
