@@ -176,11 +176,15 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   auto idle_until = Clock::now() + kIdleTime;
   for (;;) {
     if (!relay()) return;
-    const auto wait_until = running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    const bool polled = running > 0 && !(host && host->event_driven());
+    const auto wait_until = polled ? Clock::now() + kRankPollTime : idle_until;
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
     auto request =
         control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
-    if (!request.ok() && request.status().message() == "timed out" && running > 0) continue;
+    // "timed out" before the deadline: a rank's descriptor woke the wait (its output, its end).
+    if (!request.ok() && request.status().message() == "timed out" &&
+        (running > 0 || Clock::now() < wait_until))
+      continue;
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
       const std::string& why = request.status().message();

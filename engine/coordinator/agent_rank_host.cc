@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +55,9 @@ class AgentRankHost final : public RankHost {
     rank.file.reset(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
     // Readable once it ends (Linux 5.3); without it, the connection polls as before.
     rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
+    // Every write to the output file wakes the connection (what was written before the
+    // watch is read by the next poll(), which always follows a start).
+    rank.watch = watch_output(output);
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }
@@ -65,6 +70,8 @@ class AgentRankHost final : public RankHost {
 
   std::vector<Event> poll() override {
     std::vector<Event> events;
+    drain_wakes();
+    bool more_output = false;
     for (auto it = ranks_.begin(); it != ranks_.end();) {
       Rank& rank = it->second;
       if (!rank.reaped) {
@@ -77,6 +84,7 @@ class AgentRankHost final : public RankHost {
       }
       // Output first: all of it before the exit.
       bool more = read_output(it->first, rank, events);
+      if (more) more_output = true;
       if (rank.reaped && !more) {
         Event ended;
         ended.rank = it->first;
@@ -86,18 +94,34 @@ class AgentRankHost final : public RankHost {
         events.push_back(ended);
         std::error_code ec;
         fs::remove(rank.output, ec);
+        unwatch(rank);
         it = ranks_.erase(it);
         continue;
       }
       ++it;
     }
+    // Output left for the next call (a rank that writes faster than a call sends): the
+    // eventfd keeps the connection's wait from sleeping on it.
+    if (more_output && more_) {
+      const uint64_t one = 1;
+      (void)!::write(more_.get(), &one, sizeof one);
+    }
     return events;
+  }
+
+  bool event_driven() const override {
+    if (!inotify_ || !more_) return false;
+    for (const auto& [id, rank] : ranks_)
+      if (!rank.reaped && (!rank.ended || rank.watch < 0)) return false;
+    return true;
   }
 
   std::vector<int> exit_fds() const override {
     std::vector<int> fds;
     for (const auto& [id, rank] : ranks_)
       if (!rank.reaped && rank.ended) fds.push_back(rank.ended.get());
+    if (inotify_ && !ranks_.empty()) fds.push_back(inotify_.get());
+    if (more_ && !ranks_.empty()) fds.push_back(more_.get());
     return fds;
   }
 
@@ -110,6 +134,7 @@ class AgentRankHost final : public RankHost {
       std::error_code ec;
       fs::remove(rank.output, ec);
     }
+    for (auto& [id, rank] : ranks_) unwatch(rank);
     ranks_.clear();
   }
 
@@ -120,6 +145,7 @@ class AgentRankHost final : public RankHost {
     fs::path output;
     UniqueFd file;
     UniqueFd ended;  // a pidfd: readable once the process has ended
+    int watch = -1;  // the output file's inotify watch
     bool reaped = false;
     ExitInfo exit;
   };
@@ -140,8 +166,39 @@ class AgentRankHost final : public RankHost {
     return true;
   }
 
+  // An inotify watch for writes to `output` (made with the host's inotify descriptor, and
+  // its eventfd, at the first start); -1 when there is none (the limit of inotify
+  // instances or watches reached): the connection then looks every 20 ms, as before.
+  int watch_output(const fs::path& output) {
+    if (!inotify_ && !inotify_failed_) {
+      inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+      more_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+      inotify_failed_ = !inotify_ || !more_;
+    }
+    if (!inotify_) return -1;
+    return ::inotify_add_watch(inotify_.get(), output.c_str(), IN_MODIFY);
+  }
+
+  void unwatch(Rank& rank) {
+    if (rank.watch >= 0 && inotify_) ::inotify_rm_watch(inotify_.get(), rank.watch);
+    rank.watch = -1;
+  }
+
+  // Empties the wake descriptors: what woke the connection is read below, whatever it was.
+  void drain_wakes() {
+    alignas(inotify_event) char buffer[4096];
+    if (inotify_)
+      while (::read(inotify_.get(), buffer, sizeof buffer) > 0) {
+      }
+    uint64_t count = 0;
+    if (more_) (void)!::read(more_.get(), &count, sizeof count);
+  }
+
   fs::path dir_;
   uint64_t id_;
+  UniqueFd inotify_;                      // IN_MODIFY of every running rank's output file
+  UniqueFd more_;                         // an eventfd: readable while output is left to read
+  bool inotify_failed_ = false;
   std::map<int64_t, Rank> ranks_;
 };
 
