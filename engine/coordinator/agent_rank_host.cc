@@ -12,6 +12,7 @@
 #include <map>
 
 #include "common/file_util.h"
+#include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
@@ -45,6 +46,7 @@ class AgentRankHost final : public RankHost {
     if (Status st = resolve_agent_paths(dir_, resolved); !st.ok()) return st;
     // A gang over machines: this machine's interface towards rank 0 (rank_interfaces.h).
     if (Status st = set_collective_interfaces(resolved.env); !st.ok()) return st;
+    hold_for_gc(launch);
     ProcessSpec spec{launch.argv, cwd, resolved.env, output};
     auto process = TrialProcess::spawn(spec);
     if (!process.ok()) return process.status();
@@ -194,8 +196,22 @@ class AgentRankHost final : public RankHost {
     if (more_) (void)!::read(more_.get(), &count, sizeof count);
   }
 
+  // What this connection's ranks use is never collected while it lasts (agent_gc.h): the
+  // run directory, and the trial's directory (its checkpoints and restored copies).
+  void hold_for_gc(const RemoteLaunch& launch) {
+    const fs::path rel(launch.cwd);
+    auto part = rel.begin();
+    if (part != rel.end() && *part == "runs" && ++part != rel.end()) {
+      holds_.push_back(AgentInUse::hold_run(part->string()));
+      mark_agent_entry_used(dir_ / "work" / "runs" / *part);
+    }
+    if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
+      holds_.push_back(AgentInUse::hold_trial(trial->second));
+  }
+
   fs::path dir_;
   uint64_t id_;
+  std::vector<AgentInUse::Token> holds_;  // released with the connection
   UniqueFd inotify_;                      // IN_MODIFY of every running rank's output file
   UniqueFd more_;                         // an eventfd: readable while output is left to read
   bool inotify_failed_ = false;

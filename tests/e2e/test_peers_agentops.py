@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
@@ -50,7 +51,7 @@ max_restarts: 0
 class Agent:
     """A `cairn agent` on loopback, from `binary`, with its log in a file."""
 
-    def __init__(self, test, name, slots, *extra, binary=CAIRN, wrap=()):
+    def __init__(self, test, name, slots, *extra, binary=CAIRN, wrap=(), env=None):
         self.dir = os.path.join(test.dir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.log = os.path.join(test.dir, name + ".log")
@@ -58,7 +59,7 @@ class Agent:
             self.process = subprocess.Popen(
                 list(wrap) + [binary, "agent", "--dir", self.dir, "--slots", str(slots), "--key-file",
                  test.key, "--listen", "127.0.0.1:0", "--no-announce"] + list(extra),
-                cwd=test.dir, env=test.cairn_env(test.env()), stdin=subprocess.DEVNULL,
+                cwd=test.dir, env=test.cairn_env(test.env(env)), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log)
         test.addCleanup(self.kill)
         line = self.wait_log("listening on")
@@ -175,6 +176,95 @@ class DataCheckBeforePlacementTest(AgentOpsCase):
         self.assertFalse(lacking.lines("started rank"), lacking.text())
         self.assertFalse(lacking.lines("refused a launch"), lacking.text())
         self.assertEqual(len(good.lines("started rank")), 4, good.text())
+
+
+WAITING = r"""
+import os, time
+import cairn
+
+ctx = cairn.init()
+print("running in", os.getcwd(), flush=True)
+deadline = time.monotonic() + 120
+while not os.path.exists(os.environ["GO_FILE"]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+for op in ctx.operations():
+    ctx.report_validation(op.length, {"val_loss": 0.5})
+"""
+
+
+def aged(path, days):
+    t = time.time() - days * 86400
+    os.utime(path, (t, t), follow_symlinks=False)
+
+
+class AgentGarbageCollectionTest(AgentOpsCase):
+    def test_unused_entries_go_at_start_and_periodically_a_live_runs_stay(self):
+        d = os.path.join(self.dir, "gc-agent")
+        old = {
+            "code": os.path.join(d, "code", "a" * 40),
+            "data": os.path.join(d, "data", "c" * 64),
+            "run": os.path.join(d, "work", "runs", "00000000000000aa"),
+            "object": os.path.join(d, "objects", "ab", "e" * 62),
+            "stage": os.path.join(d, "work", "runs", ".stage-k1"),
+            "checkpoint": os.path.join(d, "work", "trials", "9.9", "checkpoints", "attempt-1-x"),
+        }
+        for path in old.values():
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if path.endswith("e" * 62) or path.endswith("c" * 64):
+                with open(path, "w") as f:
+                    f.write("x" * 100)
+            else:
+                os.makedirs(path)
+                with open(os.path.join(path, "f"), "w") as f:
+                    f.write("x")
+        os.chmod(old["code"], 0o555)  # checkouts are read-only
+        young = os.path.join(d, "data", "d" * 64)
+        with open(young, "w") as f:
+            f.write("y")
+        for path in old.values():
+            aged(path, 30)
+        agent = Agent(self, "gc-agent", 1, "--keep-days", "7",
+                      env={"CAIRN_AGENT_GC_INTERVAL": "1"})
+        line = agent.wait_log("collected " + d + ": ")
+        self.assertIn("removed 1 code checkout, 1 data file, 1 run directory, 1 checkpoint "
+                      "object, 2 staging leftovers (", line)
+        for kind, path in old.items():
+            self.assertFalse(os.path.exists(path), kind)
+        self.assertTrue(os.path.exists(young))
+        self.assertEqual(os.listdir(os.path.join(d, ".trash")), [])
+
+        # A run in use stays, however old it looks, while its coordinator is connected.
+        go = os.path.join(self.dir, "go")
+        self.write("train.py", WAITING)
+        self.write("exp.yaml", """name: gc
+entrypoint: [python3, train.py]
+searcher: {name: single, metric: val_loss, max_length: 1}
+max_restarts: 0
+""")
+        self.write(".cairnignore", "*.log\nhome/\ngc-agent/\ncluster.key\n")
+        log = open(os.path.join(self.dir, "run.log"), "w")
+        self.addCleanup(log.close)
+        run = subprocess.Popen(
+            [CAIRN, "run", "exp.yaml", "--slots", "0", "--peers", agent.address, "--key-file",
+             self.key], cwd=self.dir, env=self.cairn_env(self.env({"GO_FILE": go})),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: run.poll() is None and run.kill())
+        agent.wait_log("started rank")
+        runs = os.path.join(d, "work", "runs")
+        run_dir = os.path.join(runs, [n for n in os.listdir(runs) if not n.startswith(".")][0])
+        aged(run_dir, 30)
+        seen = len(agent.lines("collected "))
+        wait_until(lambda: len(agent.lines("collected ")) >= seen + 2, timeout=30,
+                   what="two more collections")
+        self.assertTrue(os.path.isdir(run_dir))
+        self.assertIn("1 directory in use", agent.lines("collected ")[-1])
+        with open(go, "w"):
+            pass
+        self.assertEqual(run.wait(timeout=120), 0, open(os.path.join(self.dir, "run.log")).read())
+        # The coordinator is gone: its run directory, not used for 30 days, goes next.
+        wait_until(lambda: not os.path.exists(run_dir), timeout=30,
+                   what="the run directory collected")
+        self.assertTrue(any("1 run directory" in l for l in agent.lines("collected ")))
 
 
 if __name__ == "__main__":
