@@ -242,10 +242,16 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
     bool moved;
     {
       std::lock_guard lock(agent_shipping_lock());
-      // Checked again under the lock: a shipment may have used it meanwhile.
-      Entry again;
-      moved = entry_of(e.path, e.kind, e.kind == Kind::kObject, &again) &&
-              now - again.used >= policy.grace && !in_use(e) && to_trash(dir, e.path);
+      // Checked again under the lock (its time only: a stat): a shipment may have used it
+      // meanwhile.
+      struct stat st {};
+      SysClock::time_point used{};
+      if (::lstat(e.path.c_str(), &st) == 0) {
+        used = to_time(st.st_mtim);
+        if (e.kind == Kind::kObject) used = std::max(used, to_time(st.st_atim));
+      }
+      moved = used != SysClock::time_point{} && now - used >= policy.grace && !in_use(e) &&
+              to_trash(dir, e.path);
     }
     if (!moved) return false;
     switch (e.kind) {
