@@ -1,6 +1,6 @@
-// The agent relays a rank's output as it is written, woken by the write itself (inotify on
-// the rank's output file), not by looking every few milliseconds (docs/peers.md "No
-// polling").
+// The agent relays a rank's output as it is written, woken by the write itself (the rank's
+// output is a pipe in the connection's poll set), not by looking every few milliseconds
+// (docs/peers.md "No polling").
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <signal.h>
