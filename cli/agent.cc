@@ -21,6 +21,7 @@
 #include "peer/agent_server.h"
 #include "peer/announcer.h"
 #include "peer/key_location.h"
+#include "peer/master_ports.h"
 #include "peer/peer_address.h"
 #include "peer/peer_protocol.h"
 
@@ -171,7 +172,8 @@ int agent(const AgentOptions& options) {
       "start it with --key-file";
   AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
   AgentCollector collector(*dir, gc, gc_every);
-  server.set_request_handler(make_shipping_handler(*dir, key->none() ? keyless : ""));
+  server.set_request_handler(
+      with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : "")));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {

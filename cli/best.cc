@@ -3,10 +3,10 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/checkpoint_ref.h"
 #include "cli/command.h"
 #include "cli/experiment_view.h"
 #include "store/checkpoint_files.h"
+#include "store/checkpoint_lookup.h"
 #include "store/schema.h"
 
 namespace cairn::cli {
@@ -39,7 +39,7 @@ int best(const GlobalOptions& global, const std::string& id_text, bool checkpoin
     std::cout << *trial << "\n";
     return 0;
   }
-  auto ckpt = resolve_checkpoint(view->store, *trial + "@best");
+  auto ckpt = find_checkpoint(view->store, *trial + "@best");
   if (!ckpt.ok()) return fail(ckpt.status());
   const std::string ckpt_id = ckpt->record["id"].get<std::string>();
   // Exported once per checkpoint under the store, so repeated calls (make) are cheap and the

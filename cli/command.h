@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "store/experiment_ids.h"
 #include "store/experiment_reader.h"
 #include "store/store_location.h"
 
@@ -33,12 +34,6 @@ int fail(const Status& status, const std::string& hint = {});
 void print_json(const Json& doc);
 Result<StoreLayout> open_store(const GlobalOptions& global);
 
-// An id as the user typed it: "7" (experiment), "7.3" (trial).
-struct ParsedId {
-  int64_t experiment = 0;
-  int64_t trial = 0;  // 0: the id names an experiment
-};
-Result<ParsedId> parse_id(const std::string& text);
 std::string trial_id_text(int64_t experiment, int64_t trial);
 
 // The TRIAL shape of SPEC §1 (`show --json`), from a stored trial record.

@@ -1,9 +1,9 @@
 // `cairn export CKPT DIR`: a checkpoint's files as plain files.
 #include <iostream>
 
-#include "cli/checkpoint_ref.h"
 #include "cli/command.h"
 #include "store/checkpoint_files.h"
+#include "store/checkpoint_lookup.h"
 
 namespace cairn::cli {
 namespace fs = std::filesystem;
@@ -13,7 +13,7 @@ namespace {
 int export_checkpoint(const GlobalOptions& global, const std::string& ref, const std::string& dir) {
   auto store = open_store(global);
   if (!store.ok()) return fail(store.status());
-  auto ckpt = resolve_checkpoint(*store, ref);
+  auto ckpt = find_checkpoint(*store, ref);
   if (!ckpt.ok()) return fail(ckpt.status(), "`cairn checkpoints ID` lists checkpoints");
   std::error_code ec;
   if (dir.empty()) return fail(Status::BadInput("DIR is empty: give a new or empty directory"));

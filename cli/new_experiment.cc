@@ -15,6 +15,7 @@
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/trial_blas_core.h"
+#include "store/checkpoint_lookup.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
 
@@ -34,6 +35,27 @@ bool detach_into(const fs::path& log_file) {
   return true;
 }
 
+// Determined's warm start (searcher.source_trial_id / source_checkpoint_uuid): the
+// checkpoint every trial starts from until it has one of its own, decided once, here: the
+// source trial's later checkpoints do not change what this experiment started from.
+Result<Json> resolve_warm_start(const StoreLayout& store, const SearcherConfig::WarmStart& warm) {
+  auto found = warm.trial_number > 0 ? latest_checkpoint_of_number(store, warm.trial_number)
+                                     : find_checkpoint(store, warm.checkpoint);
+  if (!found.ok())
+    return Status::BadInput(warm.where + ": " + warm.key + ": " + found.status().message());
+  const Json& record = found->record;
+  Json out{{"key", warm.key},
+           {"ref", warm.trial_number > 0 ? Json(warm.trial_number) : Json(warm.checkpoint)},
+           {"checkpoint", record["id"]},
+           {"experiment", found->experiment},
+           {"trial", record.value("trial", Json())},
+           {"steps_completed", record.value("steps_completed", Json(0))}};
+  const Json meta = record.value("metadata", Json::object());
+  if (meta.is_object() && meta.contains("determined_storage_id"))
+    out["storage_id"] = meta["determined_storage_id"];
+  return out;
+}
+
 }  // namespace
 
 int create_and_drive(const StoreLayout& store, ExperimentConfig config, const NewExperiment& what,
@@ -46,6 +68,13 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   auto provenance = capture_provenance(store, config, "cairn: " + config.name,
                                        what.data ? &*what.data : nullptr, blas_core);
   if (!provenance.ok()) return fail(provenance.status());
+  // A reproduction starts from the checkpoint its original recorded (in `what.extra`).
+  Json warm_start;
+  if (config.searcher.warm_start && !what.extra.contains("warm_start")) {
+    auto warm = resolve_warm_start(store, *config.searcher.warm_start);
+    if (!warm.ok()) return fail(warm.status());
+    warm_start = std::move(*warm);
+  }
   auto id = allocate_experiment_id(store);
   if (!id.ok()) return fail(id.status());
 
@@ -78,6 +107,7 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   if (!what.peers.empty()) experiment["peers"] = what.peers;
   if (!what.run_locally) experiment["run_locally"] = false;
   if (!what.key_file.empty()) experiment["key_file"] = fs::absolute(what.key_file).string();
+  if (!warm_start.is_null()) experiment["warm_start"] = warm_start;
   for (auto& item : provenance->items()) experiment[item.key()] = item.value();
   for (auto& item : what.extra.items()) experiment[item.key()] = item.value();
 

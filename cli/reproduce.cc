@@ -286,6 +286,9 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   // Deterministic re-runs run the recorded kernels (engine/coordinator/trial_blas_core.h).
   if (ref->trial.contains("blas_core"))
     what.extra["reproduces"]["blas_core"] = ref->trial["blas_core"];
+  // A warm-started experiment's re-run starts from the checkpoint it started from.
+  if (ref->experiment.contains("warm_start"))
+    what.extra["warm_start"] = ref->experiment["warm_start"];
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
   if (new_id != 0) unrecorded.release();  // the re-run's; `cairn gc` removes it once it ended

@@ -86,7 +86,7 @@ Json experiment_json(const Json& exp, const std::vector<Json>& trials) {
   if (exp.contains("peers")) out["peers"] = exp["peers"];
   if (exp.contains("run_locally")) out["run_locally"] = exp["run_locally"];
   // Provenance (SPEC §5): what the experiment ran, for scripts and `cairn compare`.
-  for (const char* key : {"code", "data", "dependencies", "reproduces"})
+  for (const char* key : {"code", "data", "dependencies", "reproduces", "warm_start"})
     if (exp.contains(key)) out[key] = exp[key];
   return out;
 }
@@ -135,6 +135,13 @@ int show_experiment(ExperimentReader& reader, bool json) {
       sep = ", ";
     }
     std::cout << "\n";
+  }
+  // Determined's warm start: the checkpoint every trial starts from until it has its own.
+  if (const Json w = exp->value("warm_start", Json()); w.is_object()) {
+    std::cout << "warm start  checkpoint " << w.value("checkpoint", "").substr(0, 12)
+              << " of trial " << w.value("trial", std::string("?")) << " (step "
+              << w.value("steps_completed", Json(0)).dump() << "; " << w.value("key", "") << " "
+              << w.value("ref", Json()).dump() << ")\n";
   }
   std::cout << "entrypoint  " << cfg.value("entrypoint", Json(nullptr)).dump() << "\n";
   if (exp->contains("code")) {

@@ -17,6 +17,7 @@
 #include "peer/agent_checkpoints.h"
 #include "peer/agent_log.h"
 #include "peer/control_relay.h"
+#include "peer/coordinator_silence.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
@@ -174,17 +175,33 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     return true;
   };
   auto idle_until = Clock::now() + kIdleTime;
+  auto last_heard = Clock::now();
+  const auto silence_limit = coordinator_silence_limit();
   for (;;) {
     if (!relay()) return;
     const bool polled = running > 0 && !(host && host->event_driven());
-    const auto wait_until = polled ? Clock::now() + kRankPollTime : idle_until;
+    auto wait_until = polled ? Clock::now() + kRankPollTime : idle_until;
+    // With ranks running, the wait also ends when the coordinator's silence passes its limit.
+    if (running > 0)
+      wait_until = std::min(wait_until, last_heard + silence_limit + std::chrono::milliseconds(1));
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
     auto request =
         control->receive(peer, wait_until, -1, host ? host->exit_fds() : std::vector<int>());
-    // "timed out" before the deadline: a rank's descriptor woke the wait (its output, its end).
     if (!request.ok() && request.status().message() == "timed out" &&
-        (running > 0 || Clock::now() < wait_until))
-      continue;
+        (running > 0 || Clock::now() < wait_until)) {
+      // Ranks running and the coordinator silent (coordinator_silence.h): it has given us
+      // up; end the connection, and with it the ranks, so their slots are free again.
+      // Otherwise a rank's descriptor woke the wait (its output, its end), or it is time to
+      // look again.
+      if (running == 0 || Clock::now() - last_heard <= silence_limit) continue;
+      agent_log(
+          "dropped " + name + ": nothing heard for " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_heard).count()) +
+          " s with ranks running");
+      return;
+    }
+    last_heard = Clock::now();
     idle_until = Clock::now() + kIdleTime;
     if (!request.ok()) {
       const std::string& why = request.status().message();

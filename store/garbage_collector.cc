@@ -72,6 +72,17 @@ Status add_live_references(const ExperimentDb& db, const ObjectStore& objects, R
       for (const Json& f : data.value("files", Json::array()))
         if (is_hash(f.value("sha256", ""))) refs.insert(f["sha256"].get<std::string>());
   }
+  // A warm-started experiment's source checkpoint (docs/determined.md), wherever it is
+  // registered, lives as long as the experiment: its trials restart from it until they have
+  // checkpoints of their own.
+  if (experiment.ok() && experiment->has_value() && (**experiment).contains("warm_start")) {
+    const std::string source = (**experiment)["warm_start"].value("checkpoint", "");
+    if (is_hash(source)) {
+      auto names = checkpoint_objects(objects, source);
+      if (!names.ok()) return names.status();
+      refs.insert(names->begin(), names->end());
+    }
+  }
   auto records = checkpoint_records(db);
   if (!records.ok()) return records.status();
   for (const Json& r : *records) {

@@ -5,6 +5,8 @@
 // object is removed only when no *live* checkpoint anywhere in the store names it (live: its
 // record is neither "deleting" nor "deleted"); a checkpoint's manifest is itself an object
 // and is shared the same way (two checkpoints with identical files have one id).
+// A warm-started experiment's source checkpoint (its record's "warm_start", possibly of
+// another experiment) is live while that experiment exists, whatever its own record says.
 //
 // Files go before records, so a crash at any point leaks nothing and breaks nothing:
 //   (a) the records are marked "deleting" (and "deleted", which every reader already skips)

@@ -85,6 +85,17 @@ struct SearcherConfig {
   };
   // By hyperparameter name ("optimizer.lr" for a nested one); absent: the defaults.
   std::map<std::string, Perturbation> perturbations;
+  // Determined's warm start (source_trial_id / source_checkpoint_uuid, docs/determined.md):
+  // every trial starts from this checkpoint until it has one of its own. Which checkpoint
+  // it is is decided once, when the experiment is created (cli/new_experiment.cc), and
+  // recorded as the experiment's "warm_start".
+  struct WarmStart {
+    std::string key;           // "searcher.source_trial_id" or "searcher.source_checkpoint_uuid"
+    std::string where;         // "FILE:LINE" of the key, for its errors
+    int64_t trial_number = 0;  // source_trial_id: a store-wide trial number
+    std::string checkpoint;    // source_checkpoint_uuid: a storage id or a checkpoint ref
+  };
+  std::optional<WarmStart> warm_start;
 };
 
 struct ResourcesConfig {

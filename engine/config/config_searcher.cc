@@ -215,11 +215,26 @@ void read_pbt(const MapReader& searcher, SearcherConfig& out) {
 // Determined's keys of the searcher (docs/determined.md). async_halving is one bracket of
 // num_rungs rungs: asha with mode aggressive and max_rungs num_rungs.
 void read_determined_searcher(const MapReader& searcher, SearcherConfig& out) {
-  for (std::string_view key : {"source_trial_id", "source_checkpoint_uuid"})
-    if (const ConfigNode* node = searcher.get(key))
-      fail(*node, searcher.key_path(key),
-           "warm starts from another trial's checkpoint are not supported yet "
-           "(docs/determined.md): start the trial from it in the script");
+  const ConfigNode* source_trial = searcher.get("source_trial_id");
+  const ConfigNode* source_checkpoint = searcher.get("source_checkpoint_uuid");
+  if (source_trial && source_checkpoint)
+    fail(*source_checkpoint, "searcher.source_checkpoint_uuid",
+         "give one warm start: source_trial_id or source_checkpoint_uuid, not both");
+  if (source_trial) {
+    SearcherConfig::WarmStart warm;
+    warm.key = "searcher.source_trial_id";
+    warm.where = source_trial->where;
+    warm.trial_number = checked_int(read_int(*source_trial, warm.key), *source_trial, warm.key, 1);
+    out.warm_start = std::move(warm);
+  } else if (source_checkpoint) {
+    SearcherConfig::WarmStart warm;
+    warm.key = "searcher.source_checkpoint_uuid";
+    warm.where = source_checkpoint->where;
+    warm.checkpoint = read_string(*source_checkpoint, warm.key);
+    if (warm.checkpoint.empty())
+      fail(*source_checkpoint, warm.key, "expected a checkpoint's storage id or cairn id");
+    out.warm_start = std::move(warm);
+  }
   const std::string written = read_string(*searcher.get("name"), "searcher.name");
   // Other searchers ignore num_rungs, as every searcher ignores the keys it does not use.
   if (written == "async_halving") {

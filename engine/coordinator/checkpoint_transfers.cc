@@ -55,6 +55,7 @@ std::vector<CheckpointJobResult> CheckpointTransfers::take() {
 }
 
 CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
+  if (job.kind == CheckpointJob::Kind::kRound) return run_round(job);
   CheckpointJobResult result;
   result.job = job;
   if (job.kind == CheckpointJob::Kind::kStage) {
@@ -63,6 +64,14 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
       result.staged_path = *path;
     else
       result.status = path.status();
+    return result;
+  }
+  if (job.kind == CheckpointJob::Kind::kPush) {
+    auto pushed = push_checkpoint(job.agent, job.trial, job.attempt, job.path, kStageTime);
+    if (pushed.ok())
+      result.staged_path = pushed->path;
+    else
+      result.status = pushed.status();
     return result;
   }
   std::error_code ec;

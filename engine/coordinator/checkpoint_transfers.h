@@ -33,27 +33,52 @@
 namespace cairn {
 
 struct CheckpointJob {
-  enum class Kind { kStage, kFetch };
+  // kStage: a fresh directory on the agent for a checkpoint; kFetch: a checkpoint written
+  // there into the object store; kPush: the local directory `path` to the agent (a fetched
+  // checkpoint, coordinator_fetch.cc); kRound: a data-parallel trial's checkpoint round whose
+  // ranks ran on several machines (checkpoint_round_job.cc): every agent's part is fetched,
+  // this machine's part adopted, and the union stored as one manifest, only when every part
+  // is durable here.
+  enum class Kind { kStage, kFetch, kPush, kRound };
   Kind kind = Kind::kStage;
   AgentEndpoint agent;
   int64_t trial_index = 0;
   std::string trial;    // its id ("1.2")
   int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
+  int rank = 0;         // the rank that asked
   pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
   int connection = -1;  // the control connection waiting for the answer
   Json seq;             // the request's seq, for the answer's "re"
-  std::string path;     // kFetch: the staged directory on the agent
+  std::string path;     // kFetch: the staged directory on the agent; kPush: the local one
   int64_t step = 0;     // kFetch
-  Json metadata;        // kFetch
+  Json metadata;        // kFetch, kRound; kPush: the answer to send, less the agent's path
+  // kStage for a round's part (coordinator_remote_rounds.cc): the round of `step` on
+  // machine `machine`, answered to the ranks that wait in the round, not to `connection`.
+  bool round_part = false;
+  int machine = 0;
+  // kRound.
+  struct Part {
+    std::string machine;  // its name ("10.0.0.2:7070")
+    AgentEndpoint agent;
+    std::string path;  // the directory staged there
+  };
+  std::vector<Part> parts;
+  std::string local_dir;  // this machine's part (and skipping ranks' generator states)
+  struct Waiter {
+    int fd = -1;
+    Json seq;
+    int rank = 0;
+  };
+  std::vector<Waiter> waiters;  // every rank to answer once the round is decided
 };
 
 struct CheckpointJobResult {
   CheckpointJob job;
   Status status;
-  std::string staged_path;      // kStage
-  CheckpointManifest manifest;  // kFetch: as stored
-  uint64_t new_bytes = 0;       // kFetch: bytes new to the object store
-  uint64_t content_bytes = 0;   // kFetch: content bytes that crossed the wire
+  std::string staged_path;      // kStage; kPush: the directory on the agent
+  CheckpointManifest manifest;  // kFetch, kRound: as stored
+  uint64_t new_bytes = 0;       // kFetch, kRound: bytes new to the object store
+  uint64_t content_bytes = 0;   // kFetch, kRound: content bytes that crossed the wire
 };
 
 class CheckpointTransfers {
@@ -80,6 +105,7 @@ class CheckpointTransfers {
 
  private:
   CheckpointJobResult run(const CheckpointJob& job);
+  CheckpointJobResult run_round(const CheckpointJob& job);  // checkpoint_round_job.cc
 
   ObjectStore& objects_;
   std::filesystem::path staging_;

@@ -185,6 +185,9 @@ class Coordinator {
   // The experiment's best value of the searcher's metric so far (docs/protocol.md;
   // engine/coordinator/coordinator_best.cc).
   void handle_best_validation(ControlConnection& conn, const Json& msg);
+  // coordinator_fetch.cc: any stored checkpoint, copied for the rank that asks.
+  void handle_checkpoint_fetch(Trial& trial, ControlConnection& conn, const Json& msg);
+  void finish_checkpoint_push(const CheckpointJobResult& done);
   void reply_to(int fd, Json message);
   // Checkpoints of a rank on an agent (coordinator_remote_checkpoints.cc). Each handler
   // returns false when the message is not one of those (the local path handles it).
@@ -194,6 +197,12 @@ class Coordinator {
   bool remote_checkpoint_abort(Trial& trial, const Json& msg);
   // Registers, acknowledges or refuses what the transfer threads finished.
   void finish_checkpoint_transfers();
+  // A data-parallel checkpoint round with ranks on agents (coordinator_remote_rounds.cc).
+  bool remote_round_begin(Trial& trial, RankRound& round, int64_t step, ControlConnection& conn,
+                          const Json& msg);
+  const std::string& round_dir_of(const Trial& trial, const RankRound& round, int rank) const;
+  bool start_remote_round(Trial& trial, int64_t step, RankRound& done, std::string* failure);
+  void finish_round_transfer(CheckpointJobResult& done);
   // Signals every rank's process group.
   void signal_ranks(Trial& trial, int sig);
   // A rank ended: the first failure stops the others; the trial ends with the last rank.
@@ -218,10 +227,14 @@ class Coordinator {
   Json placement_json(const std::vector<SlotRef>& places) const;
   std::string master_address(const std::vector<SlotRef>& places) const;
   // A gang over machines: every machine of `places` reaches rank 0's at MASTER_ADDR (rank 0
-  // here: a listener on MASTER_PORT while they try; on an agent: its agent's port), before
-  // any rank starts. The error names the machines and why.
+  // here: a listener on MASTER_PORT while they try; on an agent: a port that agent holds free
+  // on its machine, which becomes *master_port, also for a gang all on that agent;
+  // coordinator_agent_rendezvous.cc), before any rank starts. The error names the machines
+  // and why.
   Status check_rendezvous(const std::vector<SlotRef>& places, const std::string& master_addr,
-                          int master_port);
+                          int* master_port);
+  Status check_agent_rendezvous(const std::vector<SlotRef>& places, const std::string& master_addr,
+                                int* master_port);
   // "(pid 1234)" for a trial all here, else "on 10.0.0.2:7070" / "on local ×2, b:7070 ×1".
   std::string where_started(const Trial& trial) const;
   // The attempt ended (every rank has): its state, restart or error (exit_decision.h).

@@ -118,24 +118,20 @@ std::string Coordinator::master_address(const std::vector<SlotRef>& places) cons
 }
 
 Status Coordinator::check_rendezvous(const std::vector<SlotRef>& places,
-                                     const std::string& master_addr, int master_port) {
+                                     const std::string& master_addr, int* master_port) {
+  // Rank 0 on an agent: MASTER_PORT must be free there, also for a gang all on that agent.
+  if (places.size() > 1 && places.front().machine != 0)
+    return check_agent_rendezvous(places, master_addr, master_port);
   std::set<int> machines;
   for (const SlotRef& p : places) machines.insert(p.machine);
   if (machines.size() < 2) return Status::Ok();
   const int rank0 = places.front().machine;
-  uint16_t port = static_cast<uint16_t>(master_port);
-  UniqueFd listener;  // rank 0 here: MASTER_PORT answers while the others try it
-  if (rank0 == 0) {
-    auto listening = listen_on(PeerAddress{"", port});
-    if (!listening.ok())
-      return Status::Failed("MASTER_PORT " + std::to_string(port) +
-                            " is not free on this machine: " + listening.status().message());
-    listener = std::move(*listening);
-  } else {
-    auto agent = parse_peer_address(machines_[static_cast<size_t>(rank0)].address);
-    if (!agent.ok()) return agent.status();
-    port = agent->port;
-  }
+  uint16_t port = static_cast<uint16_t>(*master_port);
+  // Rank 0 here: MASTER_PORT answers while the others try it.
+  auto listener = listen_on(PeerAddress{"", port});
+  if (!listener.ok())
+    return Status::Failed("MASTER_PORT " + std::to_string(port) +
+                          " is not free on this machine: " + listener.status().message());
   for (int m : machines) {
     if (m == rank0) continue;
     Status reached = m == 0 ? probe_tcp(PeerAddress{master_addr, port}, kProbeTimeout)

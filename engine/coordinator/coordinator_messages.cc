@@ -117,6 +117,7 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
   if (type == "kv_set") return handle_kv_set(*trial, conn, msg);
   if (type == "kv_get") return handle_kv_get(*trial, conn, msg);
   if (type == "best_validation") return handle_best_validation(conn, msg);
+  if (type == "checkpoint_fetch") return handle_checkpoint_fetch(*trial, conn, msg);
   if (conn.rank != 0 && (type == "training" || type == "validation")) {
     // Only the chief's reports are recorded; the others are acknowledged and dropped.
     if (msg.contains("seq")) reply(conn, Json{{"type", "ack"}, {"re", msg["seq"]}});

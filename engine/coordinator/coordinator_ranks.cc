@@ -120,6 +120,7 @@ void Coordinator::handle_rank_checkpoint_begin(Trial& trial, ControlConnection& 
     round.staging_dir = dir->string();
     trial.staging_dirs.insert(round.staging_dir);
   }
+  if (remote_round_begin(trial, round, step, conn, msg)) return;  // its machine's own directory
   round.begun.insert(conn.rank);
   reply(conn,
         Json{{"type", "checkpoint_dir"}, {"re", msg.value("seq", 0)}, {"path", round.staging_dir}});
@@ -129,7 +130,8 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
                                              const Json& msg) {
   const int64_t step = msg.value("step", int64_t{0});
   auto it = trial.checkpoint_rounds.find(step);
-  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "") ||
+  if (it == trial.checkpoint_rounds.end() ||
+      round_dir_of(trial, it->second, conn.rank) != msg.value("path", "") ||
       !it->second.begun.count(conn.rank)) {
     reply(conn, Json{{"type", "error"},
                      {"re", msg.value("seq", 0)},
@@ -146,7 +148,8 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
 void Coordinator::handle_rank_checkpoint_abort(Trial& trial, ControlConnection& conn,
                                                const Json& msg) {
   auto it = trial.checkpoint_rounds.find(step_of(msg));
-  if (it == trial.checkpoint_rounds.end() || it->second.staging_dir != msg.value("path", "") ||
+  if (it == trial.checkpoint_rounds.end() ||
+      round_dir_of(trial, it->second, conn.rank) != msg.value("path", "") ||
       !it->second.begun.count(conn.rank))
     return;
   // The other ranks' parts are no checkpoint without this one's: the round fails, once every
@@ -226,6 +229,8 @@ void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
     if (Status st = write_file_atomic(fs::path(done.staging_dir) / name, bytes); !st.ok())
       failure = st.message();
   }
+  // Parts written on agents travel first (coordinator_remote_rounds.cc).
+  if (failure.empty() && start_remote_round(trial, step, done, &failure)) return;
   Result<CheckpointManifest> manifest = Status::Failed(failure);
   uint64_t new_bytes = 0;
   if (failure.empty())

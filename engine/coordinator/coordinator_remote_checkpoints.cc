@@ -35,7 +35,8 @@ CheckpointJob job_for(CheckpointJob::Kind kind, const AgentEndpoint& agent, cons
 }  // namespace
 
 const AgentEndpoint* Coordinator::remote_chief(const Trial& trial, int rank) const {
-  // A data-parallel trial's checkpoint round (coordinator_ranks.cc) is not over the wire yet.
+  // A data-parallel trial's checkpoint is a round (coordinator_ranks.cc), whose parts on
+  // agents travel as coordinator_remote_rounds.cc says.
   if (trial.world_size() != 1 || rank != 0) return nullptr;
   const Rank& chief = trial.ranks.front();
   return chief.process ? launcher_->agent_of(*chief.process) : nullptr;
@@ -81,8 +82,21 @@ void Coordinator::finish_checkpoint_transfers() {
   if (config_.liveness_timeout > 0)
     for (Trial* trial : live_trials())
       if (transfers_->busy(trial->index)) trial->last_heard = Clock::now();
+  // Nor does rank_wait_timeout: the ranks of a round whose parts travel wait on the wire.
+  for (Trial* trial : live_trials())
+    if (transfers_->busy(trial->index))
+      for (Rank& rank : trial->ranks)
+        if (rank.wait.waits_on_gang()) rank.wait.since = Clock::now();
   for (CheckpointJobResult& done : transfers_->take()) {
     const CheckpointJob& job = done.job;
+    if (job.kind == CheckpointJob::Kind::kPush) {
+      finish_checkpoint_push(done);
+      continue;
+    }
+    if (job.round_part || job.kind == CheckpointJob::Kind::kRound) {
+      finish_round_transfer(done);
+      continue;
+    }
     Trial* trial = trial_by_index(job.trial_index);
     // Only the attempt that asked may have its checkpoint. A checkpoint its attempt
     // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is

@@ -129,8 +129,13 @@ Status Coordinator::restore_latest_checkpoint(Trial& trial, TrialEnvironment& en
 Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest,
                                               TrialEnvironment& env) {
   // A clone (pbt) with no checkpoint of its own starts from its parent's: the same content,
-  // read from the object store; nothing is copied in the store.
-  const Json parent = trial.record.value("parent_checkpoint", Json());
+  // read from the object store; nothing is copied in the store. So does every trial of a
+  // warm-started experiment (Determined's searcher.source_*, docs/determined.md), from the
+  // checkpoint recorded when the experiment was created (the store keeps it while the
+  // experiment exists: store/garbage_collector.h).
+  Json parent = trial.record.value("parent_checkpoint", Json());
+  if (!parent.is_string() && experiment_.contains("warm_start"))
+    parent = experiment_["warm_start"].value("checkpoint", Json());
   if (!parent.is_string()) return Status::Ok();
   const std::string id = parent.get<std::string>();
   auto record = db_->get_json(schema::checkpoint_key(id));
@@ -238,7 +243,7 @@ Status Coordinator::start_trial(Trial& trial) {
     if (!machines_[m].gpu_names.empty())
       env->peer_gpu_names[static_cast<int>(m)] = machines_[m].gpu_names;
   env->master_addr = master_address(*places);
-  if (Status reach = check_rendezvous(*places, env->master_addr, env->master_port); !reach.ok()) {
+  if (Status reach = check_rendezvous(*places, env->master_addr, &env->master_port); !reach.ok()) {
     slots_->release(trial.index);
     return reach;
   }

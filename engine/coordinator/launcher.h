@@ -107,6 +107,11 @@ class Launcher {
     (void)port;
     return Status::Ok();
   }
+  // A port free on this launcher's machine, listening there until release_master_port(): the
+  // MASTER_PORT of a gang whose rank 0 runs on that machine (peer/master_ports.h). A launcher
+  // of this machine leaves that to the caller.
+  virtual Result<uint16_t> hold_master_port() { return Status::Failed("not an agent"); }
+  virtual void release_master_port(uint16_t port) { (void)port; }
 };
 
 }  // namespace cairn

@@ -75,19 +75,27 @@ std::map<std::string, std::string> rank_environment(const TrialEnvironment& t, i
   if (t.restored_checkpoint) env["CAIRN_LATEST_CHECKPOINT"] = t.restored_checkpoint->string();
   env["CAIRN_STEPS_COMPLETED"] = std::to_string(t.restored_checkpoint ? t.steps_completed : 0);
 
-  // torchrun's variables (SPEC §4). LOCAL_*: among the ranks on the same machine.
+  // torchrun's variables (SPEC §4). LOCAL_*: among the ranks on the same machine. GROUP_*:
+  // the machines (torchrun's nodes), numbered in the order of their lowest rank, so the
+  // machine of rank 0 is group 0.
   int local_rank = 0, local_world = 0;
   bool one_machine = true;
+  std::vector<int> machines;  // distinct, by first rank
   for (int r = 0; r < t.world_size; ++r) {
+    if (std::find(machines.begin(), machines.end(), machine_of(t, r)) == machines.end())
+      machines.push_back(machine_of(t, r));
     if (machine_of(t, r) != machine_of(t, 0)) one_machine = false;
     if (machine_of(t, r) != machine_of(t, rank)) continue;
     ++local_world;
     if (r < rank) ++local_rank;
   }
+  const auto group = std::find(machines.begin(), machines.end(), machine_of(t, rank));
   env["RANK"] = std::to_string(rank);
   env["LOCAL_RANK"] = std::to_string(local_rank);
   env["WORLD_SIZE"] = std::to_string(t.world_size);
   env["LOCAL_WORLD_SIZE"] = std::to_string(std::max(1, local_world));
+  env["GROUP_RANK"] = std::to_string(group == machines.end() ? 0 : group - machines.begin());
+  env["GROUP_WORLD_SIZE"] = std::to_string(std::max<size_t>(1, machines.size()));
   env["MASTER_ADDR"] = one_machine ? "127.0.0.1" : t.master_addr;
   env["MASTER_PORT"] = std::to_string(t.master_port);
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -31,7 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long start() may spend restoring a checkpoint on the agent before the launch.
+// How long connecting for a checkpoint's restore on the agent may take.
 constexpr auto kLaunchTime = std::chrono::seconds(30);
 // How often the connection's thread asks the agent for a heartbeat; the agent answers at
 // once, so a connection with nothing heard for kHeartbeatTimeout is lost: an agent that
@@ -56,7 +57,7 @@ struct RemoteLauncher::State {
   std::future<Status> data_check;     // prepare()'s data_check, until check_run() takes it
   std::mutex probing;                 // one probe at a time
   std::condition_variable probed;     // a "probe" answer arrived (probe_answer)
-  std::optional<Json> probe_answer;
+  std::optional<Json> probe_answer;   // or a "master_port" answer (one request at a time)
 
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
@@ -73,9 +74,18 @@ struct RemoteLauncher::State {
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
   int64_t next_rank = 2;
   std::thread thread;
+  // Ranks whose checkpoint is restored on the agent before their launch is sent, each on a
+  // thread of its own (restore_then_launch): the coordinator's loop never waits for one.
+  std::set<int64_t> restoring;
+  struct Restore {
+    std::thread thread;
+    bool finished = false;  // under mutex
+  };
+  std::list<Restore> restores;
 
   void loop();
   void fail_all(const Status& why);
+  void restore_then_launch(RemoteLaunch remote, std::string checkpoint, int64_t attempt);
   void wake() {
     const char byte = 1;
     (void)!::write(wake_write.get(), &byte, 1);
@@ -140,7 +150,7 @@ void RemoteLauncher::State::loop() {
     const int64_t rank =
         m.value("rank", Json()).is_number_integer() ? m["rank"].get<int64_t>() : -1;
     std::lock_guard lock(mutex);
-    if (type == "probe") {
+    if (type == "probe" || type == "master_port" || (type == "error" && rank < 0)) {
       probe_answer = m;
       probed.notify_all();
     } else if (type == "launched") {
@@ -198,6 +208,8 @@ RemoteLauncher::~RemoteLauncher() {
   }
   state_->wake();
   state_->thread.join();
+  // Each restore is bounded by the wire's timeouts; what it launches after this is dropped.
+  for (State::Restore& r : state_->restores) r.thread.join();
   state_->peer->close(Clock::now() + std::chrono::seconds(1));
 }
 
@@ -283,27 +295,36 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   std::unique_lock lock(s.mutex);
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;
-  if (auto latest = remote.env.find("CAIRN_LATEST_CHECKPOINT");
-      latest != remote.env.end() && !latest->second.empty()) {
-    // Restored on the agent, for this attempt (the rank's id), before the rank starts.
-    lock.unlock();
-    const std::string attempt = env_or(launch.env, "CAIRN_ATTEMPT", "");
-    auto pushed =
-        push_checkpoint(s.endpoint, env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed"),
-                        attempt.empty() ? remote.rank : std::strtoll(attempt.c_str(), nullptr, 10),
-                        latest->second, kLaunchTime);
-    if (!pushed.ok())
-      return Status::Failed("cannot restore the checkpoint on " + s.address + ": " +
-                            pushed.status().message());
-    latest->second = pushed->path;
-    lock.lock();
-    if (s.broken) return *s.broken;
-  }
   s.pending.insert(remote.rank);
   s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
   s.running.insert(remote.rank);
   if (auto control = launch.env.find("CAIRN_CONTROL"); control != launch.env.end())
     s.control_targets[remote.rank] = control->second;
+  if (auto latest = remote.env.find("CAIRN_LATEST_CHECKPOINT");
+      latest != remote.env.end() && !latest->second.empty()) {
+    // Restored on the agent, for this attempt, before the launch is sent; off this thread.
+    const std::string attempt = env_or(launch.env, "CAIRN_ATTEMPT", "");
+    const int64_t number =
+        attempt.empty() ? remote.rank : std::strtoll(attempt.c_str(), nullptr, 10);
+    for (auto it = s.restores.begin(); it != s.restores.end();) {
+      if (!it->finished) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = s.restores.erase(it);
+    }
+    s.restoring.insert(remote.rank);
+    const int64_t id = remote.rank;
+    State::Restore& restore = s.restores.emplace_back();
+    restore.thread = std::thread(
+        [&s, &restore, remote = std::move(remote), checkpoint = latest->second, number]() mutable {
+          s.restore_then_launch(std::move(remote), std::move(checkpoint), number);
+          std::lock_guard done(s.mutex);
+          restore.finished = true;
+        });
+    return LaunchedRank{static_cast<pid_t>(-id), 0};
+  }
   s.outgoing.push_back(launch_message(remote));
   s.wake();
   // Not waited for: the coordinator's loop goes on while the launch crosses the wire (a
@@ -313,11 +334,50 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   return LaunchedRank{static_cast<pid_t>(-remote.rank), 0};
 }
 
+void RemoteLauncher::State::restore_then_launch(RemoteLaunch remote, std::string checkpoint,
+                                                int64_t attempt) {
+  auto pushed = push_checkpoint(endpoint, env_or(remote.env, "CAIRN_TRIAL_ID", "unnamed"), attempt,
+                                checkpoint, kLaunchTime);
+  std::lock_guard lock(mutex);
+  // Killed while it waited (signal()), or its connection was lost: it has ended already.
+  if (!restoring.erase(remote.rank) || !running.count(remote.rank) || stopping) return;
+  if (!pushed.ok()) {
+    // Ends as a launch the agent refused: exit status 127, the reason as its last line.
+    if (auto out = outputs.find(remote.rank); out != outputs.end())
+      (void)write_all(out->second.get(), "cairn: cannot restore the checkpoint on " + address +
+                                             ": " + pushed.status().message() + "\n");
+    ExitInfo info;
+    info.code = 127;
+    exits.push_back({LaunchedRank{static_cast<pid_t>(-remote.rank), 0}, info});
+    pending.erase(remote.rank);
+    running.erase(remote.rank);
+    outputs.erase(remote.rank);
+    control_targets.erase(remote.rank);
+    ::kill(::getpid(), SIGCHLD);
+    return;
+  }
+  remote.env["CAIRN_LATEST_CHECKPOINT"] = pushed->path;
+  outgoing.push_back(launch_message(remote));
+  wake();
+}
+
 bool RemoteLauncher::signal(const LaunchedRank& rank, int sig) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   const int64_t id = -static_cast<int64_t>(rank.pid);
   if (!s.running.count(id)) return false;
+  if (s.restoring.count(id)) {
+    // Not launched yet: it ends now, by this signal, and is never launched.
+    ExitInfo info;
+    info.signal = sig;
+    s.exits.push_back({LaunchedRank{rank.pid, 0}, info});
+    s.pending.erase(id);
+    s.running.erase(id);
+    s.outputs.erase(id);
+    s.control_targets.erase(id);
+    ::kill(::getpid(), SIGCHLD);
+    return true;
+  }
   s.outgoing.push_back(Json{{"type", "signal"}, {"rank", id}, {"signal", sig}});
   s.wake();
   return true;
@@ -348,6 +408,35 @@ Status RemoteLauncher::reach(const std::string& host, uint16_t port) {
   if (!answered) return Status::Failed("no answer to a probe");
   if (s.probe_answer->value("reachable", false)) return Status::Ok();
   return Status::Failed(s.probe_answer->value("error", std::string("unreachable")).substr(0, 300));
+}
+
+Result<uint16_t> RemoteLauncher::hold_master_port() {
+  State& s = *state_;
+  std::lock_guard one(s.probing);
+  std::unique_lock lock(s.mutex);
+  if (s.broken) return *s.broken;
+  s.probe_answer.reset();
+  s.outgoing.push_back(Json{{"type", "master_port"}});
+  s.wake();
+  const bool answered = s.probed.wait_until(lock, Clock::now() + std::chrono::seconds(10), [&] {
+    return s.probe_answer.has_value() || s.broken.has_value();
+  });
+  if (s.broken) return *s.broken;
+  if (!answered) return Status::Failed("no answer to a master_port request");
+  const Json port = s.probe_answer->value("port", Json());
+  if (s.probe_answer->value("type", "") != "master_port" || !port.is_number_unsigned() ||
+      port.get<uint64_t>() == 0 || port.get<uint64_t>() > 65535)
+    return Status::Failed(
+        s.probe_answer->value("reason", std::string("no port in the answer")).substr(0, 300));
+  return static_cast<uint16_t>(port.get<uint64_t>());
+}
+
+void RemoteLauncher::release_master_port(uint16_t port) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (s.broken) return;
+  s.outgoing.push_back(Json{{"type", "master_port_release"}, {"port", port}});
+  s.wake();
 }
 
 std::string RemoteLauncher::refuses_run() const {

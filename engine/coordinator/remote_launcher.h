@@ -1,8 +1,8 @@
 // Ranks on another machine, through its agent (docs/peers.md "Running ranks"): the Launcher
 // of launcher.h over one authenticated connection (peer/agent_client.h). start() sends a
-// launch and returns without waiting for the answer (a restore it needs first is pushed
-// before, bounded); a refused launch ends the rank with exit status 127 and the agent's
-// reason in its output. The agent's output frames are appended
+// launch and returns without waiting for the answer (a restore it needs first runs on a
+// thread, and the launch is sent when it is durable there); a refused launch ends the rank
+// with exit status 127 and the agent's reason in its output. The agent's output frames are appended
 // to the rank's local output file (RankLaunch::output), which the coordinator follows as it
 // follows a local rank's; exit frames become take_exits()'s RankExits.
 //
@@ -33,8 +33,11 @@
 // Checkpoints (docs/peers.md "Checkpoints over the wire"): a rank launched with
 // CAIRN_LATEST_CHECKPOINT gets that checkpoint restored on the agent first
 // (peer/checkpoint_client.h push_checkpoint: only the content the agent's cache lacks
-// travels), and the variable names the agent's copy. The restore runs within start(), which
-// already waits for the agent's answer.
+// travels), and the variable names the agent's copy. The restore runs on a thread of its
+// own, never on the coordinator's loop: start() returns at once, the launch is sent only once
+// the checkpoint is durable on the agent, a restore that fails ends the rank as a refused
+// launch does (exit status 127, the reason as its last output line), and a rank signalled
+// while its restore runs ends by that signal and is never launched.
 //
 // Thread-safety: start, signal and take_exits from one thread (the coordinator's loop).
 #pragma once
@@ -79,6 +82,10 @@ class RemoteLauncher final : public Launcher {
   Status check_run() override;
   // Asks the agent to connect to host:port from its machine (its "probe" request).
   Status reach(const std::string& host, uint16_t port) override;
+  // Asks the agent for a port free on its machine, held listening until released (its
+  // "master_port" request; peer/master_ports.h). The release travels before any later launch.
+  Result<uint16_t> hold_master_port() override;
+  void release_master_port(uint16_t port) override;
 
   // What the agent said it offers when connected (its status answer), and this side's
   // address on the connection (the address the agent's machine reaches this one by).

@@ -17,6 +17,7 @@
 #include "engine/coordinator/exit_decision.h"
 #include "engine/coordinator/launcher.h"
 #include "engine/coordinator/rank_waits.h"
+#include "engine/coordinator/remote_round.h"
 #include "engine/coordinator/trial_process.h"
 #include "store/stored_records.h"
 
@@ -111,6 +112,9 @@ struct RankRound {
   Json metadata = Json::object();          // the chief's
   std::map<std::string, std::string> rng;  // file name → bytes, of ranks that skipped
   std::optional<int> aborted_by;           // a rank sent checkpoint_abort: it fails
+  // The parts of ranks on agents, by machine (coordinator_remote_rounds.cc); the ranks of
+  // this machine write into staging_dir.
+  std::map<int, RemoteRoundPart> remote;
 };
 
 struct Trial {

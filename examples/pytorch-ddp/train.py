@@ -11,6 +11,7 @@ Each global batch of `batch_size` rows is split over the ranks; DDP averages the
 gradients, so N ranks follow the single-rank loss curve.
 """
 
+import hashlib
 import os
 
 import cairn
@@ -86,6 +87,12 @@ def main():
             ctx.report_validation(step, val)
             continue
         break
+    # Every rank holds the same weights (DDP keeps them in step): each says so in its log
+    # (`cairn logs TRIAL --rank K`), as a digest of its parameters' bytes.
+    digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes()
+                                     for p in model.state_dict().values()))
+    print("rank %d of %d at step %d: parameters sha256 %s"
+          % (rank, world, step, digest.hexdigest()), flush=True)
     dist.destroy_process_group()
 
 

@@ -374,6 +374,31 @@ class Context:
 
     # -- checkpoints ----------------------------------------------------------------
 
+    def fetch_checkpoint(self, ref):
+        """A copy of any stored checkpoint, of this experiment or another in the store:
+        ``ref`` is its id (or a prefix of at least 4 hex digits), ``"7.3@latest"`` /
+        ``"7.3@best"``, or the storage id the ``determined`` package gave it. Returns a
+        dict: ``path`` (a pathlib.Path of a fresh directory on this machine holding the
+        checkpoint's files, verified against their hashes), ``checkpoint`` (its id),
+        ``trial``, ``experiment``, ``steps_completed`` and ``metadata``. Raises
+        FileNotFoundError when the store has no usable checkpoint by that name, and
+        RuntimeError standalone or when cairn is gone."""
+        if self._child:
+            self._refuse_in_child("fetch_checkpoint()")
+        if self._channel is None:
+            raise RuntimeError("cairn: fetch_checkpoint(%r): not running under cairn" % (ref,))
+        answer = self._channel.request({"type": "checkpoint_fetch", "ref": str(ref)})
+        if answer is None:
+            raise RuntimeError("cairn: fetch_checkpoint(%r): cairn is gone" % (ref,))
+        if answer.get("type") != "checkpoint_fetched":
+            raise FileNotFoundError("cairn: checkpoint %r: %s" % (
+                ref, answer.get("message", "cairn does not know checkpoint_fetch")))
+        out = dict(answer)
+        out.pop("type", None)
+        out.pop("re", None)
+        out["path"] = pathlib.Path(answer["path"])
+        return out
+
     @contextlib.contextmanager
     def checkpoint(self, step, metadata=None):
         """Yields an empty directory (pathlib.Path) to write the checkpoint for

@@ -343,7 +343,9 @@ def main():
     module = sys.modules["__main__"]
     loader = unittest.defaultTestLoader
     suite = loader.loadTestsFromNames(names, module) if names else loader.loadTestsFromModule(module)
-    tests = list(flatten(suite))
+    # Only the module's own test classes: a TestCase imported from another test file (for
+    # its helpers) is that file's to run, not run twice.
+    tests = [t for t in flatten(suite) if names or type(t).__module__ == module.__name__]
     wanted = os.environ.get("CAIRN_TEST_NEEDS")
     split = os.environ.get("CAIRN_TEST_SPLIT")
     if split is not None:

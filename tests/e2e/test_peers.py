@@ -15,10 +15,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, read_line_until, wait_until  # noqa: E402
-
-TEST_CLIENT = os.path.join(os.path.dirname(os.path.abspath(CAIRN)), "peer_test_client")
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cairn agent: ")
-
+import peer_testlib  # noqa: E402
+from peer_testlib import LOG_LINE, TEST_CLIENT, Agent  # noqa: E402
 
 RUN_TRAIN = r"""
 import os
@@ -41,36 +39,6 @@ max_restarts: 0
 """
 
 
-class Agent:
-    """A running `cairn agent`; its log lines are read as they come."""
-
-    def __init__(self, test, *args, env=None):
-        self.test = test
-        self.dir = os.path.join(test.dir, "agent-%d" % len(test.agents))
-        argv = [CAIRN, "agent", "--dir", self.dir] + list(args)
-        if not any(a.startswith("--listen") for a in args):
-            argv += ["--listen", "127.0.0.1:0"]
-        self.process = subprocess.Popen(argv, cwd=test.dir, env=test.agent_env(env),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE)
-        test.agents.append(self)
-        line = self.line(lambda l: "listening on" in l, "the agent's listening line")
-        self.listening = line
-        self.port = int(re.search(r"listening on \S*:(\d+) ", line).group(1))
-        self.address = "127.0.0.1:%d" % self.port
-
-    def line(self, predicate, what="a log line", timeout=30):
-        line = read_line_until(self.process.stderr, predicate, timeout=timeout, what=what)
-        self.test.assertRegex(line, LOG_LINE)
-        return line
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        rest = self.process.stderr.read().decode()
-        code = self.process.wait(timeout=30)
-        return code, rest
-
-
 class PeersTest(CairnTestCase):
     def setUp(self):
         super().setUp()
@@ -82,18 +50,11 @@ class PeersTest(CairnTestCase):
 
     def kill_agents(self):
         for agent in self.agents:
-            if agent.process.poll() is None:
-                agent.process.kill()
-                agent.process.wait(timeout=30)
-            agent.process.stdout.close()
-            agent.process.stderr.close()
+            agent.kill()
 
     def agent_env(self, env=None):
         # A home of its own: no key is found unless the test puts one there.
-        base = {"HOME": self.home, "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None,
-                "CAIRN_KEY_FILE": None}
-        base.update(env or {})
-        return self.cairn_env(base)
+        return peer_testlib.agent_env(self, env)
 
     def new_key(self, name):
         path = os.path.join(self.dir, name)

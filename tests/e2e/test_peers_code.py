@@ -13,11 +13,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, CairnTestCase, needs, read_line_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs  # noqa: E402
+import peer_testlib  # noqa: E402
+from peer_testlib import TEST_CLIENT  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
-TEST_CLIENT = os.path.join(os.path.dirname(os.path.abspath(CAIRN)), "peer_test_client")
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cairn agent: ")
 
 TRAIN = r"""# version 1
 import os
@@ -55,40 +55,15 @@ reproducibility: {snapshot_limit_mb: 1}
 """
 
 
-class Agent:
-    """A running `cairn agent` (optionally inside a mount namespace: `wrap`)."""
-
-    def __init__(self, test, key, wrap=None):
-        self.dir = os.path.join(test.dir, "agent-%d" % len(test.agents))
-        argv = [CAIRN, "agent", "--dir", self.dir, "--key-file", key, "--listen", "127.0.0.1:0"]
-        if wrap:
-            argv = wrap + argv
-        self.test = test
-        self.process = subprocess.Popen(argv, cwd=test.dir, env=test.env(),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
-        test.agents.append(self)
-        line = self.lines_until("listening on")[-1]
-        self.address = "127.0.0.1:%d" % int(re.search(r"listening on \S*:(\d+) ", line).group(1))
-
-    def lines_until(self, text, timeout=60):
-        """Every log line up to the first that holds `text`."""
-        lines = []
-
-        def keep(line):
-            lines.append(line.rstrip("\n"))
-            return text in line
-        read_line_until(self.process.stderr, keep, timeout=timeout, what="'%s'" % text)
-        for line in lines:
-            self.test.assertRegex(line, LOG_LINE)
-        return lines
+def Agent(test, key, wrap=None):
+    """A loopback agent with `key` (optionally run under `wrap`, e.g. in a mount namespace)."""
+    return peer_testlib.Agent(test, key=key, wrap=wrap)
 
 
 class PeersCodeTest(CairnTestCase):
     def setUp(self):
         super().setUp()
         self.agents = []
-        self.addCleanup(self.kill_agents)
         self.home = os.path.join(self.dir, "home")
         os.makedirs(self.home)
         self.proj = os.path.join(self.dir, "proj")
@@ -97,16 +72,8 @@ class PeersCodeTest(CairnTestCase):
         subprocess.run([CAIRN, "agent", "--new-key", self.key], env=self.env(), check=True,
                        capture_output=True, timeout=60)
 
-    def kill_agents(self):
-        for agent in self.agents:
-            if agent.process.poll() is None:
-                agent.process.kill()
-                agent.process.wait(timeout=30)
-            agent.process.stderr.close()
-
     def env(self):
-        return self.cairn_env({"HOME": self.home, "XDG_CONFIG_HOME": None,
-                               "XDG_STATE_HOME": None, "CAIRN_KEY_FILE": None})
+        return peer_testlib.agent_env(self)
 
     def put(self, name, text):
         path = os.path.join(self.proj, name)

@@ -21,9 +21,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import beacon_forge  # noqa: E402
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, CairnTestCase, needs, read_line_until, wait_until  # noqa: E402
-
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ cairn agent: ")
+from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
+from peer_testlib import Agent, Network, agent_env  # noqa: E402
 
 
 def free_udp_port():
@@ -51,52 +50,15 @@ def receive(sock, timeout):
 NETNS, NETNS_WHY = cairn_testlib.netns_available()
 
 
-class Agent:
-    """A running `cairn agent` (in namespace `ns` when given); its log is read as it comes."""
-
-    def __init__(self, test, *args, ns=None, key=None):
-        self.test = test
-        self.dir = os.path.join(test.dir, "agent-%d" % len(test.agents))
-        argv = [CAIRN, "agent", "--dir", self.dir] + (["--key-file", key] if key else [])
-        argv += list(args)
-        if ns:
-            argv = ["ip", "netns", "exec", ns] + argv
-        self.process = subprocess.Popen(argv, cwd=test.dir, env=test.env(),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
-        test.agents.append(self)
-        self.listening = self.line(lambda l: "listening on" in l, "the listening line")
-        self.port = int(re.search(r"listening on \S*:(\d+) ", self.listening).group(1))
-
-    def line(self, predicate, what="a log line", timeout=30):
-        line = read_line_until(self.process.stderr, predicate, timeout=timeout, what=what)
-        self.test.assertRegex(line, LOG_LINE)
-        return line
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        rest = self.process.stderr.read().decode()
-        return self.process.wait(timeout=30), rest
-
-
 class DiscoveryCase(CairnTestCase):
     def setUp(self):
         super().setUp()
         self.agents = []
-        self.addCleanup(self.kill_agents)
         self.home = os.path.join(self.dir, "home")
         os.makedirs(self.home)
 
-    def kill_agents(self):
-        for agent in self.agents:
-            if agent.process.poll() is None:
-                agent.process.kill()
-                agent.process.wait(timeout=30)
-            agent.process.stderr.close()
-
     def env(self):
-        return self.cairn_env({"HOME": self.home, "XDG_CONFIG_HOME": None,
-                               "XDG_STATE_HOME": None, "CAIRN_KEY_FILE": None})
+        return agent_env(self)
 
     def new_key(self, name):
         path = os.path.join(self.dir, name)
@@ -257,34 +219,14 @@ class NamespaceDiscoveryTest(DiscoveryCase):
 
     def setUp(self):
         super().setUp()
-        prefix = "cairn%d" % (os.getpid() % 100000)
-        self.ns = {n: "%s-%s" % (prefix, n) for n in ("sw", "a", "b", "c")}
-        for name in self.ns.values():
-            # One left by a run that was killed (its pid reused) is not this test's to keep.
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
-            self.ip("netns", "add", name)
-            self.addCleanup(subprocess.run, ["ip", "netns", "del", name], capture_output=True,
-                            timeout=30)
-        sw = self.ns["sw"]
-        self.ip("-n", sw, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
-        self.ip("-n", sw, "link", "set", "br0", "up")
-        for i, n in enumerate(("a", "b", "c"), 1):
-            self.ip("-n", sw, "link", "add", "v" + n, "type", "veth", "peer", "name", "eth0",
-                    "netns", self.ns[n])
-            self.ip("-n", sw, "link", "set", "v" + n, "master", "br0", "up")
-            self.ip("-n", self.ns[n], "link", "set", "lo", "up")
-        # The agents' runs after killing them (registered last, so run before the deletes).
-        self.addCleanup(self.kill_agents)
-
-    def ip(self, *args):
-        proc = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
-        self.assertEqual(proc.returncode, 0, "ip %s: %s" % (" ".join(args), proc.stderr))
+        # No multicast snooping: the bridge floods group traffic as a plain switch does.
+        self.net = Network(self, "cairn")
+        self.net.bridge("sw", "10.77.0", ["a", "b", "c"], addresses=False, snooping=False)
+        self.ns = self.net.ns
+        self.ip = self.net.ip
 
     def address(self, n, broadcast=True):
-        i = {"a": 1, "b": 2, "c": 3}[n]
-        self.ip("-n", self.ns[n], "addr", "add", "10.77.0.%d/24" % i,
-                *(["brd", "+"] if broadcast else []), "dev", "eth0")
-        self.ip("-n", self.ns[n], "link", "set", "eth0", "up")
+        self.net.address(n, broadcast=broadcast)
 
     def in_ns(self, n, code, *args):
         """Runs Python `code` in namespace n; returns the process."""
@@ -304,11 +246,13 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         self.address("a", broadcast=False)
         self.address("b")
         self.address("c")
-        a = Agent(self, "--slots", "2", "--announce-interval", "0.3", ns=self.ns["a"], key=key)
+        a = Agent(self, "--slots", "2", "--announce-interval", "0.3", ns=self.ns["a"], key=key,
+                  listen=None)
         line = a.line(lambda l: "announcing" in l, "the announcing line")
         self.assertIn("multicast 239.255.70.70:7070 on eth0 (10.77.0.1)", line)
         self.assertNotIn("broadcast", line)
-        c = Agent(self, "--announce-interval", "0.3", ns=self.ns["c"], key=other)
+        c = Agent(self, "--announce-interval", "0.3", ns=self.ns["c"], key=other,
+                  listen=None)
         c.line(lambda l: "announcing" in l, "c's announcing line")
         # What reaches b at the group address is a's multicast beacon.
         probe = self.in_ns("b", MULTICAST_PROBE, beacon_forge.GROUP, 7070, "10.77.0.2")
@@ -344,7 +288,8 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         self.address("a")
         self.address("b")
         self.ip("-n", self.ns["a"], "link", "set", "eth0", "multicast", "off")
-        a = Agent(self, "--announce-interval", "0.3", ns=self.ns["a"], key=key)
+        a = Agent(self, "--announce-interval", "0.3", ns=self.ns["a"], key=key,
+                  listen=None)
         line = a.line(lambda l: "announcing" in l, "the announcing line")
         self.assertIn("broadcast 10.77.0.255:7070 on eth0 (10.77.0.1)", line)
         self.assertNotIn("multicast", line)
@@ -356,7 +301,8 @@ class NamespaceDiscoveryTest(DiscoveryCase):
         key, key_id, key_bytes = self.new_key("cluster.key")
         for n in ("a", "b", "c"):
             self.address(n)
-        a = Agent(self, "--announce-interval", "0.3", ns=self.ns["a"], key=key)
+        a = Agent(self, "--announce-interval", "0.3", ns=self.ns["a"], key=key,
+                  listen=None)
         # c captures one of a's beacons off the LAN, then sends it again to b, with
         # forgeries (no key) naming c itself, for longer than b's window.
         attacker = self.in_ns("c", ATTACKER, os.path.dirname(os.path.abspath(__file__)),

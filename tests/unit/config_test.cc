@@ -797,9 +797,13 @@ const std::vector<Mistake>& mistakes() {
        with_searcher("  name: asha\n  metric: m\n  max_length: 10\n  max_trials: 4\n"
                      "  max_rungs: 3\n  bracket_rungs: [3, 4]\n"),
        "exp.yaml:8: searcher.bracket_rungs: ", "must be at most 3, got 4"},
-      {"warm start from another trial",
-       with_searcher("  name: single\n  metric: m\n  max_length: 10\n  source_trial_id: 7\n"),
-       "exp.yaml:6: searcher.source_trial_id: ", "not supported yet"},
+      {"two warm starts",
+       with_searcher("  name: single\n  metric: m\n  max_length: 10\n  source_trial_id: 7\n"
+                     "  source_checkpoint_uuid: ab12\n"),
+       "exp.yaml:7: searcher.source_checkpoint_uuid: ", "not both"},
+      {"a warm start from trial 0",
+       with_searcher("  name: single\n  metric: m\n  max_length: 10\n  source_trial_id: 0\n"),
+       "exp.yaml:6: searcher.source_trial_id: ", "at least 1"},
       {"min_checkpoint_period in another unit",
        with_searcher("  name: single\n  metric: m\n  max_length: {batches: 100}\n"
                      "min_checkpoint_period: {epochs: 1}\n"),
@@ -1049,6 +1053,29 @@ TEST_CASE("config: reading the file") {
         bad.string() +
             ":2: searcher.metric: is required; the validation metric to optimize, "
             "such as val_loss");
+}
+
+TEST_CASE("config: Determined's warm start keys name their source and where they were written") {
+  TempDir dir;
+  ExperimentConfig by_trial = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher:
+  name: single
+  metric: val_loss
+  max_length: 10
+  source_trial_id: 7
+)");
+  REQUIRE(by_trial.searcher.warm_start.has_value());
+  CHECK(by_trial.searcher.warm_start->key == "searcher.source_trial_id");
+  CHECK(by_trial.searcher.warm_start->trial_number == 7);
+  CHECK(by_trial.searcher.warm_start->where.ends_with("exp.yaml:6"));
+  ExperimentConfig by_uuid = parse_ok(dir, R"(entrypoint: python3 train.py
+searcher: {name: single, metric: val_loss, max_length: 10,
+           source_checkpoint_uuid: 0b9f3c2e-1d4a-4c5b-9e8f-7a6b5c4d3e2f}
+)");
+  REQUIRE(by_uuid.searcher.warm_start.has_value());
+  CHECK(by_uuid.searcher.warm_start->trial_number == 0);
+  CHECK(by_uuid.searcher.warm_start->checkpoint == "0b9f3c2e-1d4a-4c5b-9e8f-7a6b5c4d3e2f");
+  CHECK_FALSE(parse_ok(dir, kMinimal).searcher.warm_start.has_value());
 }
 
 }  // namespace

@@ -150,6 +150,29 @@ TEST_CASE("objects named by another experiment's checkpoints are kept") {
   CHECK(f.restorable(c));
 }
 
+TEST_CASE("a warm-started experiment keeps its source checkpoint, of another experiment") {
+  Fixture f;
+  auto db1 = f.open_experiment();
+  auto db2 = f.open_experiment();
+  auto source = f.add_checkpoint(*db1, 6, {{"weights.bin", kOnlyA}});
+  // Experiment 2 starts its trials from experiment 1's checkpoint (docs/determined.md).
+  StoreBatch batch;
+  batch.put_json(
+      schema::kExperiment,
+      Json{{"id", 2}, {"config", Json::object()}, {"warm_start", {{"checkpoint", source.id}}}});
+  REQUIRE(db2->commit(batch, true).ok());
+  db2.reset();
+
+  auto r = delete_checkpoints(*db1, f.objects(), f.store(), 1, {source.id});
+  REQUIRE(r.ok());
+  CHECK(r->deleted == 1);  // its record is experiment 1's to delete
+  CHECK(r->bytes_reclaimed == 0);
+  CHECK(f.restorable(source));  // its content is experiment 2's to keep
+  auto sweep = sweep_unreferenced_objects(f.store(), std::chrono::seconds(0));
+  REQUIRE(sweep.ok());
+  CHECK(f.restorable(source));
+}
+
 TEST_CASE("a collection interrupted after any step is finished by the next call") {
   Fixture f;
   auto db = f.open_experiment();

@@ -63,6 +63,8 @@ TEST_CASE("every rank gets the protocol's variables, and they win over inherited
     CHECK(env["LOCAL_RANK"] == std::to_string(rank));
     CHECK(env["WORLD_SIZE"] == "2");
     CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["GROUP_WORLD_SIZE"] == "1");
     CHECK(env["MASTER_ADDR"] == "127.0.0.1");
     CHECK(env["MASTER_PORT"] == "31000");
     CHECK(env["PYTHONPATH"] == "/store/sdk/python:/home/me/lib");
@@ -184,6 +186,12 @@ TEST_CASE("ranks on several machines: local ranks per machine, rank 0's address,
   CHECK(rank2["LOCAL_WORLD_SIZE"] == "1");
   CHECK(rank3["RANK"] == "3");
   CHECK(rank3["WORLD_SIZE"] == "4");
+  // Machines as torchrun's nodes: numbered by their lowest rank (machine 2 before 1).
+  CHECK(rank0["GROUP_RANK"] == "0");
+  CHECK(rank1["GROUP_RANK"] == "0");
+  CHECK(rank2["GROUP_RANK"] == "1");
+  CHECK(rank3["GROUP_RANK"] == "2");
+  for (auto* env : {&rank0, &rank1, &rank2, &rank3}) CHECK((*env)["GROUP_WORLD_SIZE"] == "3");
   for (auto* env : {&rank0, &rank1, &rank2, &rank3}) CHECK((*env)["MASTER_ADDR"] == "10.0.0.1");
   // Each machine's own names for its GPUs; a CPU machine gets threads instead.
   CHECK(rank1["CUDA_VISIBLE_DEVICES"] == "5");

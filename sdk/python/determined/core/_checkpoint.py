@@ -6,7 +6,10 @@ block ends cairn stores it (content-addressed, under cairn's retention). The id 
 in the checkpoint (determined_checkpoint.json) and in cairn's checkpoint metadata
 ("determined_storage_id"), so that a resumed trial's latest_checkpoint is the id the
 script was given. Inside a trial, restore_path() reaches the checkpoint the trial resumes
-from (cairn materialises it before the trial starts)."""
+from (cairn materialises it before the trial starts) in place, and any other stored
+checkpoint (of any experiment in the store, by its storage id or cairn's id) as a fresh
+copy cairn writes on the trial's machine (cairn.Context.fetch_checkpoint), removed when the
+restore_path block ends."""
 
 import contextlib
 import enum
@@ -76,22 +79,24 @@ class CheckpointContext:
     @contextlib.contextmanager
     def restore_path(self, storage_id, download_mode=DownloadMode.LocalWorkersShareDownload,
                      *, selector=None):
-        yield self._path_of(storage_id)
+        with self._path_of(storage_id) as path:
+            yield path
 
     def download(self, storage_id, ckpt_dir, download_mode=DownloadMode.LocalWorkersShareDownload,
                  *, selector=None):
         """Copies the checkpoint into ``ckpt_dir`` (created if missing)."""
-        source = self._path_of(storage_id)
         target = pathlib.Path(ckpt_dir)
         target.mkdir(parents=True, exist_ok=True)
-        _copy_tree(source, target, selector)
+        with self._path_of(storage_id) as source:
+            _copy_tree(source, target, selector)
 
     def get_metadata(self, storage_id):
         if storage_id in self._state.stored:
             return dict(self._state.stored[storage_id])
         try:
-            with open(self._path_of(storage_id) / "metadata.json", encoding="utf-8") as f:
-                return json.load(f)
+            with self._path_of(storage_id) as path:
+                with open(path / "metadata.json", encoding="utf-8") as f:
+                    return json.load(f)
         except FileNotFoundError:
             return {}
 
@@ -99,15 +104,23 @@ class CheckpointContext:
         raise NotImplementedError("cairn's retention (checkpoint.keep_*) and `cairn gc` delete "
                                   "checkpoints, not the trial (docs/determined.md)")
 
+    @contextlib.contextmanager
     def _path_of(self, storage_id):
+        """The checkpoint's directory: the trial's own latest in place, any other a copy
+        cairn writes for this rank (removed afterwards). FileNotFoundError when the store
+        has no usable checkpoint by that id."""
         path = _info.latest_checkpoint_path()
         if path is not None and storage_id == _info.latest_checkpoint_id(path):
-            return path
-        raise FileNotFoundError(
-            "checkpoint %r: inside a cairn trial only the checkpoint the trial resumes from "
-            "(det.get_cluster_info().latest_checkpoint) can be restored; see "
-            "docs/determined.md (`cairn checkpoints` and `cairn export` reach the others)" %
-            (storage_id,))
+            yield path
+            return
+        try:
+            fetched = self._ctx.fetch_checkpoint(str(storage_id))
+        except RuntimeError as e:  # standalone, or cairn is gone
+            raise FileNotFoundError("checkpoint %r: %s (docs/determined.md)" % (storage_id, e))
+        try:
+            yield fetched["path"]
+        finally:
+            shutil.rmtree(fetched["path"], ignore_errors=True)
 
 
 def _merged(all_metadata):

@@ -27,17 +27,19 @@ def _env_int(name, default):
 
 
 class DistributedContext:
-    """Determined's DistributedContext. cairn starts one process per rank, all on this
-    machine: local_rank == rank, local_size == size, one "machine" (cross_size 1)."""
+    """Determined's DistributedContext. cairn starts one process per rank, on this machine
+    or spread over agents (docs/peers.md): cross_rank/cross_size are the machine's number
+    and the machine count (torchrun's GROUP_RANK/GROUP_WORLD_SIZE, which cairn sets)."""
 
     def __init__(self, *, rank, size, local_rank, local_size, cross_rank, cross_size,
                  chief_ip=None, pub_port=None, pull_port=None, port_offset=0,
                  force_tcp=False):
         if not 0 <= rank < size:
             raise ValueError("rank %d is not in [0, %d)" % (rank, size))
-        if cross_size > 1:
-            raise ValueError("cairn runs every rank of a trial on one machine: cross_size must "
-                             "be 1 (docs/determined.md)")
+        machines = max(1, _env_int("GROUP_WORLD_SIZE", 1))
+        if os.environ.get("CAIRN_CONTROL") and cross_size != machines:
+            raise ValueError("cross_size %d differs from the %d machine(s) cairn placed the "
+                             "trial's ranks on (GROUP_WORLD_SIZE)" % (cross_size, machines))
         cairn_size = max(1, _env_int("WORLD_SIZE", 1))
         if os.environ.get("CAIRN_CONTROL") and size != cairn_size:
             raise ValueError("size %d differs from the trial's %d ranks (resources."

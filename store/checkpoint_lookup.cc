@@ -1,16 +1,18 @@
-#include "cli/checkpoint_ref.h"
+#include "store/checkpoint_lookup.h"
 
 #include <optional>
 
+#include "store/experiment_ids.h"
+#include "store/experiment_reader.h"
 #include "store/retention.h"
 #include "store/schema.h"
 
-namespace cairn::cli {
+namespace cairn {
 
 namespace {
 
-Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string& trial_text,
-                                    const std::string& which) {
+Result<FoundCheckpoint> by_trial(const StoreLayout& store, const std::string& trial_text,
+                                 const std::string& which) {
   auto id = parse_id(trial_text);
   if (!id.ok()) return id.status();
   if (!id->trial)
@@ -41,7 +43,7 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   size_t latest = 0;
   for (size_t i = 1; i < summaries.size(); ++i)
     if (newer_checkpoint(summaries[i], summaries[latest])) latest = i;
-  if (which == "latest") return ResolvedCheckpoint{id->experiment, usable[latest]};
+  if (which == "latest") return FoundCheckpoint{id->experiment, usable[latest]};
   // Retention's "best" order (store/retention.h), so that TRIAL@best is the checkpoint
   // keep_trial_best keeps, ties included.
   std::vector<const CheckpointSummary*> pointers;
@@ -50,19 +52,75 @@ Result<ResolvedCheckpoint> by_trial(const StoreLayout& store, const std::string&
   std::optional<size_t> best;
   if (!ranked.empty()) best = static_cast<size_t>(ranked.front() - summaries.data());
   // No checkpoint was validated: the latest is the best we know of.
-  return ResolvedCheckpoint{id->experiment, usable[best.value_or(latest)]};
+  return FoundCheckpoint{id->experiment, usable[best.value_or(latest)]};
+}
+
+// A Determined storage id: 8-4-4-4-12 hex digits (a UUID as Python prints it).
+bool is_storage_id(const std::string& ref) {
+  if (ref.size() != 36) return false;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (ref[i] == '-')) return false;
+    if (!dash && !std::isxdigit(static_cast<unsigned char>(ref[i]))) return false;
+  }
+  return true;
+}
+
+// What the record says a usable checkpoint is not, or "" when it is usable.
+std::string unusable(const Json& record) {
+  const std::string name = "checkpoint " + record.value("id", std::string("?")).substr(0, 12) +
+                           " of trial " + record.value("trial", std::string("?"));
+  if (!schema::checkpoint_is_kept(record))
+    return name + " was deleted by the retention policy (checkpoint.keep_*)";
+  if (record.value("corrupt", false)) return name + " is corrupt (its content failed its hash)";
+  return "";
+}
+
+Result<FoundCheckpoint> by_storage_id(const StoreLayout& store, const std::string& ref) {
+  std::optional<FoundCheckpoint> found;
+  for (int64_t exp : list_experiment_ids(store)) {
+    auto reader = ExperimentReader::open(store, exp);
+    if (!reader.ok()) continue;
+    auto records = (*reader)->checkpoints();
+    if (!records.ok()) continue;
+    for (Json& j : *records) {
+      const Json& meta = j.value("metadata", Json::object());
+      if (!meta.is_object() || meta.value("determined_storage_id", Json()) != ref) continue;
+      // The newest registration of the id wins: a checkpoint stored again under the same
+      // id (a shard round's retry) replaces the older one.
+      found = FoundCheckpoint{exp, std::move(j)};
+    }
+  }
+  if (!found) return Status::NotFound("no checkpoint with storage id " + ref + " in this store");
+  if (std::string why = unusable(found->record); !why.empty()) return Status::NotFound(why);
+  return *found;
 }
 
 }  // namespace
 
-Result<ResolvedCheckpoint> resolve_checkpoint(const StoreLayout& store, const std::string& ref) {
+Result<FoundCheckpoint> latest_checkpoint_of_number(const StoreLayout& store, int64_t number) {
+  for (int64_t exp : list_experiment_ids(store)) {
+    auto reader = ExperimentReader::open(store, exp);
+    if (!reader.ok()) continue;
+    auto trials = (*reader)->trials();
+    if (!trials.ok()) continue;
+    for (const Json& t : *trials)
+      if (t.value("number", Json()) == Json(number) && t.contains("index"))
+        return by_trial(
+            store, std::to_string(exp) + "." + std::to_string(t["index"].get<int64_t>()), "latest");
+  }
+  return Status::NotFound("no trial numbered " + std::to_string(number) + " in this store");
+}
+
+Result<FoundCheckpoint> find_checkpoint(const StoreLayout& store, const std::string& ref) {
   if (auto at = ref.find('@'); at != std::string::npos)
     return by_trial(store, ref.substr(0, at), ref.substr(at + 1));
+  if (is_storage_id(ref)) return by_storage_id(store, ref);
   if (ref.size() < 4 || ref.find_first_not_of("0123456789abcdef") != std::string::npos)
     return Status::BadInput("'" + ref +
                             "' is not a checkpoint: give at least 4 hex digits of its id, or "
-                            "TRIAL@latest / TRIAL@best");
-  std::vector<ResolvedCheckpoint> matches;
+                            "TRIAL@latest / TRIAL@best, or a Determined storage id");
+  std::vector<FoundCheckpoint> matches;
   for (int64_t exp : list_experiment_ids(store)) {
     auto reader = ExperimentReader::open(store, exp);
     if (!reader.ok()) continue;
@@ -77,12 +135,9 @@ Result<ResolvedCheckpoint> resolve_checkpoint(const StoreLayout& store, const st
   for (const auto& m : matches)
     if (m.record["id"] != matches.front().record["id"])
       return Status::BadInput("checkpoint prefix " + ref + " is ambiguous: give more digits");
-  const Json& found = matches.front().record;
-  const std::string name = "checkpoint " + found.value("id", ref).substr(0, 12) + " of trial " +
-                           found.value("trial", std::string("?"));
-  if (!schema::checkpoint_is_kept(found))
-    return Status::NotFound(name + " was deleted by the retention policy (checkpoint.keep_*)");
+  if (std::string why = unusable(matches.front().record); !why.empty())
+    return Status::NotFound(why);
   return matches.front();
 }
 
-}  // namespace cairn::cli
+}  // namespace cairn

@@ -1,0 +1,106 @@
+// `checkpoint_fetch`: a trial asks for any stored checkpoint by the names
+// store/checkpoint_lookup.h resolves (a content id or prefix, TRIAL@latest|best, a
+// Determined storage id), of this experiment or of any other in the store — Determined's
+// `restore_path(storage_id)` and `download()` of a checkpoint other than the trial's own
+// (docs/determined.md, docs/protocol.md). cairn writes a copy of it, verified against its
+// hashes, into a fresh directory below the trial's work directory and answers its path.
+// For a rank on an agent that copy travels to the agent (only the content the agent's
+// cache lacks, on a transfer thread: checkpoint_transfers.h) and the answer names the
+// agent's directory.
+//
+// The copy is the requester's to read (and to change: the store's objects are never
+// exposed); a later fetch of the same checkpoint writes another.
+#include "common/file_util.h"
+#include "engine/coordinator/checkpoint_transfers.h"
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/trial_state.h"
+#include "store/checkpoint_files.h"
+#include "store/checkpoint_lookup.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+void Coordinator::handle_checkpoint_fetch(Trial& trial, ControlConnection& conn, const Json& msg) {
+  const Json seq = msg.value("seq", Json(0));
+  auto refuse = [&](const std::string& why) {
+    reply(conn, Json{{"type", "error"}, {"re", seq}, {"message", why}});
+  };
+  const Json ref = msg.value("ref", Json());
+  if (!ref.is_string() || ref.get<std::string>().empty())
+    return refuse("checkpoint_fetch needs \"ref\": a checkpoint id, TRIAL@latest, or a storage id");
+  auto found = find_checkpoint(store_, ref.get<std::string>());
+  if (!found.ok()) return refuse(found.status().message());
+  const Json& record = found->record;
+  const std::string id = record["id"].get<std::string>();
+  auto manifest = load_manifest(objects_, id);
+  if (!manifest.ok())
+    return refuse("checkpoint " + id.substr(0, 12) + ": " + manifest.status().message());
+
+  const fs::path parent =
+      store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "fetched";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  auto dir = make_unique_dir(parent, id.substr(0, 12) + "-");
+  if (!dir.ok()) return refuse(dir.status().message());
+  // materialize_checkpoint creates the directory itself and removes it on failure.
+  fs::remove(*dir, ec);
+  if (Status st = materialize_checkpoint(objects_, *manifest, *dir); !st.ok())
+    return refuse("checkpoint " + id.substr(0, 12) + ": " + st.message());
+
+  Json answer{{"type", "checkpoint_fetched"},
+              {"re", seq},
+              {"path", dir->string()},
+              {"checkpoint", id},
+              {"experiment", found->experiment},
+              {"trial", record.value("trial", Json())},
+              {"steps_completed", record.value("steps_completed", Json(0))},
+              {"metadata", record.value("metadata", Json::object())}};
+  const Rank* rank = conn.rank >= 0 && static_cast<size_t>(conn.rank) < trial.ranks.size()
+                         ? &trial.ranks[static_cast<size_t>(conn.rank)]
+                         : nullptr;
+  const AgentEndpoint* agent =
+      rank && rank->process ? launcher_->agent_of(*rank->process) : nullptr;
+  if (!agent) return reply(conn, std::move(answer));
+
+  // On an agent: the local copy is pushed there, and removed once it has travelled.
+  if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
+  CheckpointJob job;
+  job.kind = CheckpointJob::Kind::kPush;
+  job.agent = *agent;
+  job.trial_index = trial.index;
+  job.trial = trial_id(trial.index);
+  job.attempt = trial.record.value("attempts", int64_t{0});
+  job.rank = conn.rank;
+  job.chief = rank->process->pid;
+  job.connection = conn.fd();
+  job.seq = seq;
+  job.path = dir->string();
+  job.metadata = std::move(answer);
+  transfers_->start(std::move(job));
+}
+
+void Coordinator::finish_checkpoint_push(const CheckpointJobResult& done) {
+  const CheckpointJob& job = done.job;
+  std::error_code ec;
+  fs::remove_all(job.path, ec);  // the local copy: it has travelled, or it never will
+  Trial* trial = trial_by_index(job.trial_index);
+  // Only to the rank that asked, while it is still connected: once it is gone, its
+  // descriptor may be another connection's.
+  if (!trial || trial->record.value("attempts", int64_t{0}) != job.attempt) return;
+  if (job.rank < 0 || static_cast<size_t>(job.rank) >= trial->ranks.size()) return;
+  const Rank& rank = trial->ranks[static_cast<size_t>(job.rank)];
+  if (!rank.process || rank.process->pid != job.chief || rank.connection_fd != job.connection)
+    return;
+  if (!done.status.ok()) {
+    reply_to(job.connection, Json{{"type", "error"},
+                                  {"re", job.seq},
+                                  {"message", "cannot send the checkpoint to this machine: " +
+                                                  done.status.message()}});
+    return;
+  }
+  Json answer = job.metadata;
+  answer["path"] = done.staged_path;
+  reply_to(job.connection, std::move(answer));
+}
+
+}  // namespace cairn

@@ -1,0 +1,31 @@
+// One machine's part of a data-parallel trial's checkpoint round when that machine is an
+// agent (docs/peers.md "A checkpoint round over machines"): its ranks write into a directory
+// staged on their own machine, which travels to the coordinator's store when the round is
+// whole (checkpoint_transfers.h, a round job). Held in the round (trial_state.h RankRound)
+// while it is open; the coordinator's loop alone touches it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "peer/checkpoint_client.h"
+
+namespace cairn {
+
+struct RemoteRoundPart {
+  AgentEndpoint agent;
+  std::string machine;   // its name in messages ("10.0.0.2:7070")
+  std::string path;      // the directory staged on the agent, once it answered
+  bool staging = false;  // a stage request is on the wire
+  std::string failure;   // the agent could not stage it: the round fails
+  // Ranks whose checkpoint_begin waits for the directory.
+  struct Waiter {
+    int fd = -1;  // the rank's connection
+    Json seq;     // the request's
+    int rank = 0;
+  };
+  std::vector<Waiter> waiting;
+};
+
+}  // namespace cairn
