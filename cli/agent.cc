@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "common/build_info.h"
+#include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/agent_rank_host.h"
 #include "engine/coordinator/agent_shipping.h"
 #include "engine/coordinator/machine_resources.h"
@@ -39,6 +40,8 @@ struct AgentOptions {
   bool no_announce = false;
   std::string announce_to;
   int beacon_port = kDefaultBeaconPort;
+  double keep_days = 14;
+  std::string max_cache = "none";
 };
 
 // $XDG_STATE_HOME/cairn/agent, else ~/.local/state/cairn/agent.
@@ -129,6 +132,18 @@ int agent(const AgentOptions& options) {
   if (auto to = parse_announce_targets(options.announce_to, options.beacon_port); !to.ok())
     return fail(to.status());
 
+  // Garbage collection of DIR (agent_gc.h): at start, then hourly.
+  AgentGcPolicy gc;
+  gc.keep = std::chrono::seconds(static_cast<int64_t>(options.keep_days * 86400));
+  auto budget = parse_size(options.max_cache);
+  if (!budget.ok()) return fail(Status::BadInput("--max-cache: " + budget.status().message()));
+  gc.max_bytes = *budget;
+  std::chrono::seconds gc_every = std::chrono::hours(1);
+  if (const char* every = std::getenv("CAIRN_AGENT_GC_INTERVAL"); every && std::atoi(every) > 0)
+    gc_every = std::chrono::seconds(std::atoi(every));  // tests
+  if (const char* grace = std::getenv("CAIRN_AGENT_GC_GRACE"); grace && *grace)
+    gc.grace = std::chrono::seconds(std::atoi(grace));  // tests
+
   auto tls = TlsContext::make(TlsContext::Side::kServer, *key);
   if (!tls.ok()) return fail(tls.status());
   SignalPipe signals;  // before listening: a SIGTERM from now on ends the agent cleanly
@@ -156,6 +171,7 @@ int agent(const AgentOptions& options) {
       "this agent has no cluster key, so it runs no ranks (any local user could connect): "
       "start it with --key-file";
   AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
+  AgentCollector collector(*dir, gc, gc_every);
   server.set_request_handler(
       with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : "")));
   auto stopped = server.serve(signals.fd());
@@ -213,6 +229,15 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                   "UDP port of the discovery beacons (default 7070)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535));
+  cmd->add_option("--keep-days", options->keep_days,
+                  "Remove code, data, run directories and checkpoint contents this agent has "
+                  "not used for DAYS (default 14; never what a connected run uses)")
+      ->type_name("DAYS")
+      ->check(CLI::Range(0.0, 36500.0));
+  cmd->add_option("--max-cache", options->max_cache,
+                  "Also keep what DIR caches under SIZE, removing the least recently used first "
+                  "(e.g. 50G; default none)")
+      ->type_name("SIZE");
   cmd->callback([&outcome, options] { outcome.exit_code = agent(*options); });
   (void)global;
 }

@@ -158,7 +158,7 @@ _cairn() {
     reproduce) options="--verify --allow-data-change" ;;
     doctor) options="--json" ;;
     agent)
-      options="--listen --slots --key-file --dir --new-key --announce-interval --no-announce --announce-to --beacon-port"
+      options="--listen --slots --key-file --dir --new-key --announce-interval --no-announce --announce-to --beacon-port --keep-days --max-cache"
       if [[ $prev == --key-file || $prev == --new-key ]]; then
         compopt -o filenames 2>/dev/null
         mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
@@ -168,7 +168,7 @@ _cairn() {
         _cairn_complete_dirs "$cur"
         return 0
       fi
-      takes_value="--listen --slots --key-file --dir --new-key --announce-interval --announce-to --beacon-port"
+      takes_value="--listen --slots --key-file --dir --new-key --announce-interval --announce-to --beacon-port --keep-days --max-cache"
       ;;
     peers)
       options="--peers --key-file --timeout --discover --beacon-port --json"

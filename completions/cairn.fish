@@ -204,6 +204,7 @@ complete -c cairn -n '__cairn_using_command doctor' -l json -d 'Print JSON'
 
 # agent [--listen ADDR:PORT] [--slots N] [--key-file F] [--dir DIR] [--new-key F]
 #       [--announce-interval SECONDS] [--no-announce] [--announce-to HOST[:PORT],...] [--beacon-port PORT]
+#       [--keep-days DAYS] [--max-cache SIZE]
 complete -c cairn -n '__cairn_using_command agent' -l listen -x -d 'Address to listen on (ADDR:PORT)'
 complete -c cairn -n '__cairn_using_command agent' -l slots -x -d 'Slots to offer'
 complete -c cairn -n '__cairn_using_command agent' -l key-file -r -F -d 'Cluster key file'
@@ -213,6 +214,8 @@ complete -c cairn -n '__cairn_using_command agent' -l announce-interval -x -d 'S
 complete -c cairn -n '__cairn_using_command agent' -l no-announce -d 'Send no discovery beacons'
 complete -c cairn -n '__cairn_using_command agent' -l announce-to -x -d 'Also send beacons to these addresses (HOST[:PORT],...)'
 complete -c cairn -n '__cairn_using_command agent' -l beacon-port -x -d 'UDP port of the discovery beacons'
+complete -c cairn -n '__cairn_using_command agent' -l keep-days -x -d 'Remove what was not used for DAYS'
+complete -c cairn -n '__cairn_using_command agent' -l max-cache -x -d 'Keep the cache under SIZE'
 
 # peers [--peers HOST:PORT,...|auto] [--key-file F] [--timeout SECONDS] [--discover SECONDS]
 #       [--beacon-port PORT] [--json]

@@ -189,7 +189,9 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   auto heard_at = Clock::now();
   for (;;) {
     if (!relay()) return;
-    auto wait_until = session->running > 0 ? Clock::now() + kRankPollTime : idle_until;
+    // Ranks' output and ends wake the wait (event-driven hosts); others are looked at.
+    const bool polled = session->running > 0 && !(session->host && session->host->event_driven());
+    auto wait_until = polled ? Clock::now() + kRankPollTime : idle_until;
     if (!session->id.empty() && session->link_window.count() > 0) {
       const auto now = Clock::now();
       if (session->journal.received_count() != heard_count) {
@@ -251,6 +253,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       reply = agent_status_message(info, std::max(0, info.slots_total - ranks_running.load()));
     } else if (type == "launch") {
       auto launch = parse_launch(message);
+      if (launch.ok()) use_own_program(*launch);  // builtin:mlp: this agent's cairn
       const int64_t rank = message.value("rank", int64_t{-1});
       Status started = launch.status();
       if (launch.ok() && !hosts) started = Status::BadInput(no_hosts_reason);

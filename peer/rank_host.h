@@ -35,10 +35,14 @@ class RankHost {
   // What happened since the last call: output pieces in order, then each ended rank once.
   // Never blocks.
   virtual std::vector<Event> poll() = 0;
-  // Descriptors that become readable when a running rank ends (pidfds), so the connection
-  // waits on them with its socket instead of looking every few milliseconds; empty where
-  // the host has none (it is then polled). Valid until the next call of poll().
+  // Descriptors that become readable when a running rank ends (pidfds) — and, where
+  // event_driven(), when it writes output — so the connection waits on them with its socket
+  // instead of looking every few milliseconds; empty where the host has none (it is then
+  // polled). Valid until the next call of poll().
   virtual std::vector<int> exit_fds() const { return {}; }
+  // Whether exit_fds() also wake the connection for every piece of output (and for output
+  // left over from the last poll()), so that it need not look every few milliseconds.
+  virtual bool event_driven() const { return false; }
   // Kills every rank still running (the connection is gone) and reaps them.
   virtual void kill_all() = 0;
 };

@@ -1,6 +1,7 @@
 #include "peer/rank_messages.h"
 
 #include <filesystem>
+#include <system_error>
 
 #include "common/file_util.h"
 
@@ -13,6 +14,7 @@ Json launch_message(const RemoteLaunch& launch) {
                {"env", launch.env},
                {"cwd", launch.cwd}};
   if (!launch.paths.empty()) message["paths"] = launch.paths;
+  if (launch.self_program) message["program"] = "cairn";
   return message;
 }
 
@@ -63,7 +65,22 @@ Result<RemoteLaunch> parse_launch(const Json& message) {
       launch.paths[name] = kind.get<std::string>();
     }
   }
+  if (auto program = message.find("program"); program != message.end()) {
+    if (!program->is_string() || program->get<std::string>() != "cairn")
+      return bad("program is not \"cairn\" (the only one an agent substitutes)");
+    launch.self_program = true;
+  }
   return launch;
+}
+
+void use_own_program(RemoteLaunch& launch) {
+  if (!launch.self_program || launch.argv.empty()) return;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  // A binary removed or replaced since the agent started reads "PATH (deleted)"; the link
+  // itself still executes the agent's own image.
+  const bool same = !ec && std::filesystem::equivalent(self, "/proc/self/exe", ec) && !ec;
+  launch.argv[0] = same ? self.string() : "/proc/self/exe";
 }
 
 }  // namespace cairn

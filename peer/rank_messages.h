@@ -4,6 +4,7 @@
 // out with "..", so a peer cannot make the agent write outside its directory.
 //
 //   coordinator → agent  {"type": "launch", "rank": K, "argv": [...], "env": {...}, "cwd": "rel"}
+//                        (optional: "paths": {NAME: kind}, "program": "cairn")
 //                        {"type": "signal", "rank": K, "signal": N}
 //   agent → coordinator  {"type": "launched", "rank": K}  or  {"type": "error", "rank": K,
 //   "reason"}
@@ -42,6 +43,9 @@ struct RemoteLaunch {
   // agent"): the agent sets each to its own path of that kind, under its directory, whatever
   // `env` says (for "python_sdk", its SDK directory goes first in the list `env` holds).
   std::map<std::string, std::string> paths;
+  // "program": "cairn": argv[0] names the coordinator's cairn binary (builtin:mlp); the
+  // agent replaces it with its own (agent_rank_host.h), which may live at another path.
+  bool self_program = false;
 };
 
 // The kinds a launch's "paths" may name (anything else is refused).
@@ -54,5 +58,11 @@ Json launch_message(const RemoteLaunch& launch);
 // argv, too many entries, a variable name with '=' or NUL, a NUL in any string, or a cwd
 // that is absolute, empty or climbs out with "..".
 Result<RemoteLaunch> parse_launch(const Json& message);
+
+// Agent: for a launch with self_program, argv[0] becomes this process's own executable (its
+// path as /proc/self/exe names it, or /proc/self/exe itself when that file was removed or
+// replaced since: the agent's own binary all the same), so builtin:mlp runs the agent's
+// cairn wherever it is installed. Other launches are left as they are.
+void use_own_program(RemoteLaunch& launch);
 
 }  // namespace cairn

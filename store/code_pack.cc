@@ -166,6 +166,20 @@ class IndexerReceiver final : public CodeCache::PackReceiver {
   explicit IndexerReceiver(git_indexer* indexer) : indexer_(indexer) {}
   ~IndexerReceiver() override { git_indexer_free(indexer_); }  // removes an unfinished pack
   Status append(std::string_view bytes) override {
+    // The header's object count sizes libgit2's first allocation (8 bytes an object): 12
+    // bytes claiming 2^32 objects would make it allocate 32 GiB. Checked before libgit2
+    // sees it (tests/fuzz/code_pack_fuzz.cc found it).
+    if (header_.size() < 12) {
+      header_.append(bytes.substr(0, 12 - header_.size()));
+      if (header_.size() == 12) {
+        const auto* h = reinterpret_cast<const unsigned char*>(header_.data());
+        const uint32_t count = (uint32_t{h[8]} << 24) | (uint32_t{h[9]} << 16) |
+                               (uint32_t{h[10]} << 8) | uint32_t{h[11]};
+        if (count > kMaxPackObjects)
+          return Status::Corrupt("the code pack claims " + std::to_string(count) +
+                                 " objects, more than " + std::to_string(kMaxPackObjects));
+      }
+    }
     if (git_indexer_append(indexer_, bytes.data(), bytes.size(), &stats_) != 0)
       return git::error("the code pack is damaged", ErrorKind::kCorrupt);
     return Status::Ok();
@@ -177,8 +191,11 @@ class IndexerReceiver final : public CodeCache::PackReceiver {
   }
 
  private:
+  // Far above any snapshot's (a snapshot is at most snapshot_limit_mb).
+  static constexpr uint32_t kMaxPackObjects = 1u << 20;
   git_indexer* indexer_;
   git_indexer_progress stats_{};
+  std::string header_;  // the pack's first 12 bytes, as they arrive
 };
 
 struct Writer {
@@ -188,8 +205,19 @@ struct Writer {
   std::vector<fs::path> dirs;                           // made read-only at the end
 };
 
+// One line whatever the names hold: control bytes (a newline would forge a line of the
+// agent's log) are shown as \xNN.
 Status refuse(const std::string& path, const std::string& why) {
-  return Status::BadInput("refused code tree: " + path.substr(0, 300) + " " + why);
+  std::string shown;
+  for (unsigned char c : path.substr(0, 300) + " " + why.substr(0, 600)) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      shown += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    } else {
+      shown.push_back(static_cast<char>(c));
+    }
+  }
+  return Status::BadInput("refused code tree: " + shown);
 }
 
 bool bad_name(const std::string& name) {

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <map>
 
 #include "common/file_util.h"
+#include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
@@ -20,11 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<uint64_t> g_next_host{1};
+// A rank's output pipe holds this much before the rank's writes wait for the agent (Linux's
+// default pipe-max-size; where a smaller size is allowed, the pipe keeps its 64 KiB).
+constexpr int kOutputPipeBytes = 1 << 20;
 
 class AgentRankHost final : public RankHost {
  public:
-  explicit AgentRankHost(fs::path dir) : dir_(std::move(dir)), id_(g_next_host++) {}
+  explicit AgentRankHost(fs::path dir) : dir_(std::move(dir)) {}
   ~AgentRankHost() override { kill_all(); }
 
   Status start(const RemoteLaunch& launch) override {
@@ -34,23 +38,28 @@ class AgentRankHost final : public RankHost {
     const fs::path cwd = dir_ / "work" / launch.cwd;
     fs::create_directories(cwd, ec);
     if (ec) return Status::Io("cannot create " + cwd.string() + ": " + ec.message());
-    fs::create_directories(dir_ / "ranks", ec);
-    const fs::path output =
-        dir_ / "ranks" / (std::to_string(id_) + "-" + std::to_string(launch.rank) + ".out");
-    fs::remove(output, ec);
     // Path-valued variables get this machine's paths (remote_paths.h).
     RemoteLaunch resolved = launch;
     if (Status st = resolve_agent_paths(dir_, resolved); !st.ok()) return st;
     // A gang over machines: this machine's interface towards rank 0 (rank_interfaces.h).
     if (Status st = set_collective_interfaces(resolved.env); !st.ok()) return st;
-    ProcessSpec spec{launch.argv, cwd, resolved.env, output};
+    hold_for_gc(launch);
+    // stdout and stderr go to a pipe the connection waits on: output is sent as it is
+    // written, and no file is made and deleted per rank (docs/peers.md "No polling").
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::Io("pipe: " + errno_text());
+    UniqueFd read_end(fds[0]), write_end(fds[1]);
+    ::fcntl(read_end.get(), F_SETFL, O_NONBLOCK);  // the rank's end stays blocking
+    ::fcntl(read_end.get(), F_SETPIPE_SZ, kOutputPipeBytes);
+    // The spawn opens its output by path: this process's name for the pipe's write end.
+    ProcessSpec spec{launch.argv, cwd, resolved.env,
+                     "/proc/self/fd/" + std::to_string(write_end.get())};
     auto process = TrialProcess::spawn(spec);
     if (!process.ok()) return process.status();
     Rank rank;
     rank.pid = process->pid();
     rank.start_time = process->start_time();
-    rank.output = output;
-    rank.file.reset(::open(output.c_str(), O_RDONLY | O_CLOEXEC));
+    rank.output = std::move(read_end);
     // Readable once it ends (Linux 5.3); without it, the connection polls as before.
     rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
     ranks_.emplace(launch.rank, std::move(rank));
@@ -84,8 +93,6 @@ class AgentRankHost final : public RankHost {
         ended.code = rank.exit.code;
         ended.signal = rank.exit.signal;
         events.push_back(ended);
-        std::error_code ec;
-        fs::remove(rank.output, ec);
         it = ranks_.erase(it);
         continue;
       }
@@ -94,10 +101,18 @@ class AgentRankHost final : public RankHost {
     return events;
   }
 
+  bool event_driven() const override {
+    for (const auto& [id, rank] : ranks_)
+      if (!rank.reaped && !rank.ended) return false;
+    return true;
+  }
+
   std::vector<int> exit_fds() const override {
     std::vector<int> fds;
-    for (const auto& [id, rank] : ranks_)
+    for (const auto& [id, rank] : ranks_) {
       if (!rank.reaped && rank.ended) fds.push_back(rank.ended.get());
+      if (rank.output) fds.push_back(rank.output.get());  // until its end of file
+    }
     return fds;
   }
 
@@ -107,8 +122,6 @@ class AgentRankHost final : public RankHost {
       ::kill(-rank.pid, SIGKILL);
       int status = 0;
       ::waitpid(rank.pid, &status, 0);
-      std::error_code ec;
-      fs::remove(rank.output, ec);
     }
     ranks_.clear();
   }
@@ -117,19 +130,21 @@ class AgentRankHost final : public RankHost {
   struct Rank {
     pid_t pid = -1;
     uint64_t start_time = 0;
-    fs::path output;
-    UniqueFd file;
-    UniqueFd ended;  // a pidfd: readable once the process has ended
+    UniqueFd output;  // the pipe's read end (non-blocking), closed at its end of file
+    UniqueFd ended;   // a pidfd: readable once the process has ended
     bool reaped = false;
     ExitInfo exit;
   };
 
-  // Appends at most a few pieces of new output; true when more is left to read.
+  // Appends at most a few pieces of the output written so far; true when more is left to
+  // read now (the pipe stays readable, so the connection's wait returns at once).
   static bool read_output(int64_t id, Rank& rank, std::vector<Event>& events) {
-    if (!rank.file) return false;
     for (int piece = 0; piece < 4; ++piece) {
+      if (!rank.output) return false;
       std::string data(kOutputChunkBytes, '\0');
-      const ssize_t n = ::read(rank.file.get(), data.data(), data.size());
+      const ssize_t n = ::read(rank.output.get(), data.data(), data.size());
+      if (n == 0) rank.output.reset();  // every writer closed it: nothing more, ever
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       data.resize(static_cast<size_t>(n));
       Event event;
@@ -140,8 +155,21 @@ class AgentRankHost final : public RankHost {
     return true;
   }
 
+  // What this connection's ranks use is never collected while it lasts (agent_gc.h): the
+  // run directory, and the trial's directory (its checkpoints and restored copies).
+  void hold_for_gc(const RemoteLaunch& launch) {
+    const fs::path rel(launch.cwd);
+    auto part = rel.begin();
+    if (part != rel.end() && *part == "runs" && ++part != rel.end()) {
+      holds_.push_back(AgentInUse::hold_run(part->string()));
+      mark_agent_entry_used(dir_ / "work" / "runs" / *part);
+    }
+    if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
+      holds_.push_back(AgentInUse::hold_trial(trial->second));
+  }
+
   fs::path dir_;
-  uint64_t id_;
+  std::vector<AgentInUse::Token> holds_;  // released with the connection
   std::map<int64_t, Rank> ranks_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "common/sha256.h"
+#include "engine/coordinator/agent_gc.h"
 #include "peer/agent_log.h"
 #include "peer/chunk_stream.h"
 #include "store/code_pack.h"
@@ -100,10 +101,9 @@ Json code_have(Shipping& s, const Json& request) {
   std::lock_guard lock(shipping_mutex());
   auto cache = CodeCache::open(s.dir);
   if (!cache.ok()) return error_reply(cache.status().message());
-  return Json{{"type", "code_have"},
-              {"tree", tree},
-              {"has", (*cache)->has_checkout(tree)},
-              {"tips", (*cache)->tips(kTips)}};
+  const bool has = (*cache)->has_checkout(tree);
+  if (has) mark_agent_entry_used(s.dir / "code" / tree);  // agent_gc.h: age from its last use
+  return Json{{"type", "code_have"}, {"tree", tree}, {"has", has}, {"tips", (*cache)->tips(kTips)}};
 }
 
 Json code_pack(Shipping& s, const Json& request, PeerConnection& peer, const std::string& name) {
@@ -154,10 +154,15 @@ Json data_have(Shipping& s, const Json& request) {
   const Json list = request.value("sha256", Json());
   if (!list.is_array() || list.size() > kMaxListed) return error_reply("data_have: no sha256 list");
   Json missing = Json::array();
+  std::lock_guard lock(shipping_mutex());  // against a collection (agent_gc.h)
   for (const Json& h : list) {
     if (!is_hex(h, 64)) return error_reply("data_have: a sha256 is not 64 hex digits");
     std::error_code ec;
-    if (!fs::exists(s.dir / "data" / h.get<std::string>(), ec)) missing.push_back(h);
+    const fs::path file = s.dir / "data" / h.get<std::string>();
+    if (!fs::exists(file, ec))
+      missing.push_back(h);
+    else
+      mark_agent_entry_used(file);
   }
   return Json{{"type", "data_have"}, {"missing", missing}};
 }
@@ -366,6 +371,7 @@ Json prepare_run(Shipping& s, const Json& request, const std::string& name) {
   const std::string cwd = "runs/" + run;
   std::error_code ec;
   if (fs::is_directory(dest, ec)) {
+    mark_agent_entry_used(dest);
     agent_log("prepared run " + run + " for " + name + ": already here");
     return Json{{"type", "run_ready"}, {"run", run}, {"cwd", cwd}};
   }
@@ -381,6 +387,10 @@ Json prepare_run(Shipping& s, const Json& request, const std::string& name) {
 }
 
 }  // namespace
+
+std::mutex& agent_shipping_lock() {
+  return shipping_mutex();
+}
 
 Status check_agent_data(const fs::path& dir, const Json& check) {
   std::lock_guard lock(shipping_mutex());

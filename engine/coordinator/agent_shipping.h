@@ -17,6 +17,7 @@
 #pragma once
 
 #include <filesystem>
+#include <mutex>
 #include <string>
 
 #include "peer/agent_server.h"
@@ -33,5 +34,9 @@ AgentRequestHandler make_shipping_handler(const std::filesystem::path& dir,
 // the experiment recorded: 1 changed (/srv/d/train.csv)".
 // `check` is {"entries": [absolute paths], "files": [{"path", "sha256", "size"}]}.
 Status check_agent_data(const std::filesystem::path& dir, const Json& check);
+
+// The lock that serialises changes to the cache, the data store and the run directories;
+// the agent's garbage collection (agent_gc.h) holds it while it takes entries away.
+std::mutex& agent_shipping_lock();
 
 }  // namespace cairn

@@ -210,10 +210,22 @@ Status Coordinator::start_trial(Trial& trial) {
   // were shown when they failed, and repeating them buries the new error.
   for (Rank& rank : trial.ranks) rank.tail.clear();
   trial.log_policy_matched.clear();
+  // Each agent is asked whether it has the data before a trial is placed there (its
+  // data_check, Launcher::check_run): one that lacks it is left out before any start is
+  // spent on it, and the trial waits for other slots unless none can ever hold it.
+  bool left_out = false;
+  for (int m = 1; m < launcher_->size(); ++m) {
+    if (machines_refusing_.count(m)) continue;
+    if (Status can = launcher_->at(m).check_run(); !can.ok()) {
+      if (!exclude_refusing_machine(m)) return can;
+      left_out = true;
+    }
+  }
   auto env = trial_environment(trial);
   if (!env.ok()) return env.status();
   auto places =
       slots_->acquire(trial.index, config_.resources.slots_per_trial, preferred_machines(trial));
+  if (!places && left_out) return Status::Ok();        // waits for the slots that are left
   if (!places) return Status::Failed("no free slot");  // schedule() checks first
   trial.reset_attempt();
   // Every start is a new attempt, counted across resumes (the record keeps it).
@@ -267,6 +279,7 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
   launch.argv = is_builtin_entrypoint(config_)
                     ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
                     : config_.entrypoint;
+  launch.self_program = is_builtin_entrypoint(config_);
   std::error_code ec;
   fs::create_directories(trial.chief().output_file.parent_path(), ec);
   for (Rank& rank : trial.ranks) {

@@ -41,6 +41,9 @@ struct RankLaunch {
   // What `cwd` holds, for a launcher on another machine to ship there (run_shipping.h);
   // null for an experiment without a snapshot.
   std::shared_ptr<const RunSource> source;
+  // argv[0] is this cairn binary (builtin:mlp): a launcher on another machine runs the cairn
+  // binary there instead, whose path may differ (rank_messages.h "program").
+  bool self_program = false;
 };
 
 // A started rank, as its launcher names it. `pid` is unique among the launcher's running
@@ -89,6 +92,13 @@ class Launcher {
   // data differs from what the experiment recorded, its copy of the code was refused); ""
   // while nothing says so. The coordinator then keeps every trial off it.
   virtual std::string refuses_run() const { return ""; }
+  // Asked before a trial is placed on this machine (every time; only the first call may
+  // wait): whether it can run the experiment prepare() named. An agent answers its
+  // data_check (asked from prepare(), on a thread of its own), so a machine that lacks the
+  // data is left out before any start is spent there; Failed with the agent's one line, which
+  // refuses_run() then says too. Ok where nothing is known against it (this machine, no
+  // data to check, the question could not be asked: the start finds out).
+  virtual Status check_run() { return Status::Ok(); }
   // Whether this launcher's machine can open a TCP connection to host:port (bounded, a few
   // seconds): how a gang over machines checks that every machine reaches rank 0 before it
   // starts. A launcher of this machine leaves that to the caller (Ok).

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "engine/coordinator/placement_data_check.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/remote_session.h"
 #include "engine/coordinator/run_shipping.h"
@@ -60,6 +61,7 @@ struct RemoteLauncher::State {
   Offer offer;
   std::optional<RunShipper> shipper;  // code and data, over a connection of its own
   std::string run_refused;            // why the agent cannot run this run (refuses_run)
+  std::future<Status> data_check;     // prepare()'s data_check, until check_run() takes it
   std::mutex probing;                 // one probe at a time
   std::condition_variable probed;     // a "probe" answer arrived (probe_answer)
   std::optional<Json> probe_answer;   // or a "master_port" answer (one request at a time)
@@ -363,6 +365,20 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
 
 void RemoteLauncher::prepare(const std::shared_ptr<const RunSource>& source) {
   state_->shipper->prefetch(source);
+  state_->data_check = start_data_check(state_->endpoint, source);
+}
+
+Status RemoteLauncher::check_run() {
+  State& s = *state_;
+  if (s.data_check.valid()) {
+    const Status checked = s.data_check.get();  // once; the future is then empty
+    if (checked.kind() == ErrorKind::kFailed) {
+      std::lock_guard lock(s.mutex);
+      if (s.run_refused.empty()) s.run_refused = checked.message();
+    }
+  }
+  std::lock_guard lock(s.mutex);
+  return s.run_refused.empty() ? Status::Ok() : Status::Failed(s.run_refused);
 }
 
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
@@ -371,6 +387,7 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
   remote.argv = launch.argv;
+  remote.self_program = launch.self_program;
   remote.env = launch.env;
   remote.cwd = "trials/" + env_or(launch.env, "CAIRN_TRIAL_ID", "unnamed") + "/rank-" +
                env_or(launch.env, "RANK", "0");

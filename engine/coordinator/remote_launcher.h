@@ -82,6 +82,7 @@ class RemoteLauncher final : public Launcher {
   bool lost() const override;
   std::string lost_reason() const override;
   std::string refuses_run() const override;
+  Status check_run() override;
   // Asks the agent to connect to host:port from its machine (its "probe" request).
   Status reach(const std::string& host, uint16_t port) override;
   // Asks the agent for a port free on its machine, held listening until released (its

@@ -217,13 +217,13 @@ Status check_data_on_agent(const PeerAddress& address, std::shared_ptr<TlsContex
   if (!source.data_damaged.ok()) return source.data_damaged;
   PeerFailure failure;
   auto peer = connect_to_agent(address, std::move(client), deadline, &failure);
-  if (!peer.ok()) return peer.status();
+  if (!peer.ok()) return Status::Io(address.text() + ": " + peer.status().message());
   const DataPlan plan = plan_data(source);
   Json request = plan.check_json();
   request["type"] = "data_check";
   auto checked = ask(**peer, request, "data_check", deadline);
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
-  if (!checked.ok()) return Status::Failed(address.text() + ": " + checked.status().message());
+  if (!checked.ok()) return Status::Io(address.text() + ": " + checked.status().message());
   if (!checked->value("ok", false))
     return Status::Failed(address.text() + ": " +
                           checked->value("reason", std::string("data refused")).substr(0, 1000));

@@ -85,7 +85,8 @@ Result<std::string> ship_run(PeerConnection& peer, const RunSource& source, Dead
 
 // Whether the agent has the data `source` cannot ship at the same absolute path with the
 // recorded fingerprint: Ok, or Failed with the agent's one line (what is missing or
-// different) — what placement asks before putting a trial there.
+// different) — what placement asks before putting a trial there. Io when the question could
+// not be asked or answered (no connection, an error reply): nothing is known then.
 Status check_data_on_agent(const PeerAddress& address, std::shared_ptr<TlsContext> client,
                            const RunSource& source, Deadline deadline);
 

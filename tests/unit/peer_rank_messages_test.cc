@@ -2,6 +2,8 @@
 
 #include "peer/rank_messages.h"
 
+#include <filesystem>
+
 namespace cairn {
 namespace {
 
@@ -39,6 +41,30 @@ TEST_CASE("rank messages: a launch round-trips; every field is checked") {
   many["argv"] = Json::array();
   for (size_t i = 0; i <= kMaxLaunchArgs; ++i) many["argv"].push_back("a");
   CHECK_FALSE(parse_launch(many).ok());
+}
+
+TEST_CASE("rank messages: program cairn names the agent's own binary, nothing else") {
+  RemoteLaunch launch{0, {"/coordinator/only/cairn", "__builtin-mlp"}, {}, "w"};
+  CHECK_FALSE(launch_message(launch).contains("program"));
+  launch.self_program = true;
+  Json message = launch_message(launch);
+  CHECK(message["program"] == "cairn");
+  auto parsed = parse_launch(message);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->self_program);
+  use_own_program(*parsed);
+  std::error_code ec;
+  CHECK(std::filesystem::equivalent(parsed->argv[0], "/proc/self/exe", ec));
+  CHECK(parsed->argv[0] != "/proc/self/exe");  // this binary exists: named by its path
+  CHECK(parsed->argv[1] == "__builtin-mlp");
+  // Without the field, argv[0] is the coordinator's and stays as sent.
+  RemoteLaunch plain{0, {"python3", "train.py"}, {}, "w"};
+  use_own_program(plain);
+  CHECK(plain.argv[0] == "python3");
+  for (Json bad : {Json("python3"), Json(1), Json(true), Json("")}) {
+    message["program"] = bad;
+    CHECK_FALSE(parse_launch(message).ok());
+  }
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST_CASE("remote launcher: ranks start on the agent, output and exits come back
   launch.env["RANK"] = "1";
   launch.output = dir / "1.1-1.out";
   auto sleeper = (*launcher)->start(launch);
-  REQUIRE(sleeper.ok());
+  REQUIRE_MESSAGE(sleeper.ok(), sleeper.status().message());
   CHECK(sleeper->pid != started->pid);
   CHECK((*launcher)->signal(*sleeper, SIGTERM));
   exits = wait_for_exits(**launcher, 1);

@@ -1,0 +1,88 @@
+// Garbage collection of a `cairn agent`'s directory (docs/peers.md "Garbage collection").
+// What the agent receives and makes stays until it is collected:
+//   code/<tree>/             checkouts               last use: mtime (touched when used)
+//   data/<sha256>            data files by content   last use: mtime (touched when used)
+//   work/runs/<run>/         run directories         last use: mtime (touched when used)
+//   objects/ab/cdef…         checkpoint contents     last use: the later of mtime and atime
+//   .stage-*, .incoming-*, tmp-*, work/trials/<t>/checkpoints/attempt-*, work/trials/<t>/
+//   restore-*                staging left by a killed agent, a rank that died mid-checkpoint
+//                            or a finished trial     last use: mtime
+// A collection removes every entry not used for `keep` (staging: for `staging_age`), then,
+// while the entries together are over `max_bytes`, the least recently used. It never
+// removes what is in use: a run directory or a trial's directories that a connected
+// coordinator's ranks use (AgentInUse: held from a rank's launch until its connection
+// ends), nor anything used within `grace` (being made, shipped, or about to be used).
+//
+// Crash safety: an entry is first renamed into DIR/.trash (atomic: it is there whole or gone
+// whole, and a checkout half deleted is never taken for a checkout), then deleted; whatever
+// a killed collection left in DIR/.trash is deleted by the next. The renames hold the
+// shipping lock (agent_shipping.h), so no shipment reads an entry as it goes.
+//
+// Thread-safety: collect_agent_dir may run on its own thread beside the connections';
+// AgentInUse is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+
+namespace cairn {
+
+struct AgentGcPolicy {
+  std::chrono::seconds keep = std::chrono::hours(24 * 14);    // --keep-days
+  uint64_t max_bytes = 0;                                     // --max-cache; 0: no budget
+  std::chrono::seconds grace = std::chrono::hours(1);         // never younger than this
+  std::chrono::seconds staging_age = std::chrono::hours(24);  // abandoned staging
+};
+
+struct AgentGcStats {
+  int code = 0, data = 0, runs = 0, objects = 0, staging = 0;  // entries removed, by kind
+  uint64_t freed_bytes = 0;
+  uint64_t kept_bytes = 0;   // what the collected kinds hold afterwards
+  int in_use = 0;            // run and trial directories kept because ranks use them
+  std::string line() const;  // "removed …; N bytes freed, M kept…"
+};
+
+// One collection of `dir` at `now`. An error only when DIR itself cannot be read; an entry
+// that cannot be removed is left (and the next collection tries again).
+Result<AgentGcStats> collect_agent_dir(
+    const std::filesystem::path& dir, const AgentGcPolicy& policy,
+    std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+// Marks `path` used now (its mtime), so that a collection counts its age from here.
+void mark_agent_entry_used(const std::filesystem::path& path);
+
+// What connected coordinators' ranks use, process-wide: a run directory (`runs/<run>`) and a
+// trial's directory (`work/trials/<trial>`). A hold lasts as long as its token.
+class AgentInUse {
+ public:
+  using Token = std::shared_ptr<void>;
+  static Token hold_run(const std::string& run);
+  static Token hold_trial(const std::string& trial);
+  static bool run_in_use(const std::string& run);
+  static bool trial_in_use(const std::string& trial);
+};
+
+// Collects at once, then every `interval`, on a thread of its own, logging one line per
+// collection (agent_log: "collected DIR: removed …"). Stops (and joins) when destroyed.
+class AgentCollector {
+ public:
+  AgentCollector(std::filesystem::path dir, AgentGcPolicy policy, std::chrono::seconds interval);
+  ~AgentCollector();
+  AgentCollector(const AgentCollector&) = delete;
+  AgentCollector& operator=(const AgentCollector&) = delete;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// "20G", "500M", "1T", "4096" (bytes), "none" or "0" (no budget): a --max-cache value.
+Result<uint64_t> parse_size(const std::string& text);
+
+}  // namespace cairn
