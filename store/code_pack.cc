@@ -206,10 +206,10 @@ struct Writer {
 };
 
 // One line whatever the names hold: control bytes (a newline would forge a line of the
-// agent's log) are shown as \xNN.
-Status refuse(const std::string& path, const std::string& why) {
+// agent's log) are shown as \xNN. Every message that names a path of the tree uses it.
+std::string visible(const std::string& text) {
   std::string shown;
-  for (unsigned char c : path.substr(0, 300) + " " + why.substr(0, 600)) {
+  for (unsigned char c : text) {
     if (c < 0x20 || c == 0x7f) {
       static const char kHex[] = "0123456789abcdef";
       shown += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
@@ -217,7 +217,12 @@ Status refuse(const std::string& path, const std::string& why) {
       shown.push_back(static_cast<char>(c));
     }
   }
-  return Status::BadInput("refused code tree: " + shown);
+  return shown;
+}
+
+Status refuse(const std::string& path, const std::string& why) {
+  return Status::BadInput("refused code tree: " +
+                          visible(path.substr(0, 300) + " " + why.substr(0, 600)));
 }
 
 bool bad_name(const std::string& name) {
@@ -269,7 +274,7 @@ Status write_tree(Writer& w, const git_oid& oid, const fs::path& dir, const std:
       if (::mkdir(target.c_str(), 0755) != 0)
         return errno == EEXIST
                    ? refuse(path, "appears twice")
-                   : Status::Io("cannot create " + target.string() + ": " + errno_text());
+                   : Status::Io("cannot create " + visible(target.string()) + ": " + errno_text());
       w.dirs.push_back(target);
       Status st = write_tree(w, *git_tree_entry_id(entry), target, path, depth + 1);
       if (!st.ok()) return st;
@@ -280,7 +285,8 @@ Status write_tree(Writer& w, const git_oid& oid, const fs::path& dir, const std:
       return refuse(path, "is of an unknown kind");
     git_blob* blob = nullptr;
     if (git_blob_lookup(&blob, w.repo, git_tree_entry_id(entry)) != 0)
-      return git::error("code tree is incomplete at " + path, ErrorKind::kCorrupt);
+      return git::error("code tree is incomplete at " + visible(path.substr(0, 300)),
+                        ErrorKind::kCorrupt);
     git::Blob owned_blob(blob);
     const std::string_view content(static_cast<const char*>(git_blob_rawcontent(blob)),
                                    static_cast<size_t>(git_blob_rawsize(blob)));
@@ -295,8 +301,9 @@ Status write_tree(Writer& w, const git_oid& oid, const fs::path& dir, const std:
     const mode_t perms = mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0555 : 0444;
     UniqueFd fd(::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd)
-      return errno == EEXIST ? refuse(path, "appears twice")
-                             : Status::Io("cannot create " + target.string() + ": " + errno_text());
+      return errno == EEXIST
+                 ? refuse(path, "appears twice")
+                 : Status::Io("cannot create " + visible(target.string()) + ": " + errno_text());
     Status st = write_all(fd.get(), content);
     if (!st.ok()) return st;
     if (::fchmod(fd.get(), perms) != 0) return Status::Io("chmod " + target.string());

@@ -241,6 +241,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   receiver->reset();
   if (!indexed.ok()) {
     const std::string& why = indexed.status().message();
+    if (why.empty() || why.find('\n') != std::string::npos)
+      std::fprintf(stderr, "refusal: [%s]\n", why.c_str());
     check(!why.empty() && why.find('\n') == std::string::npos);
   } else {
     cairn::Status st = (*cache)->checkout(tree);
@@ -248,6 +250,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check((*cache)->has_checkout(tree));
       check_checkout((*cache)->checkout_dir(tree), (*cache)->checkout_dir(tree), 0);
     } else {
+      if (st.message().empty() || st.message().find('\n') != std::string::npos)
+        std::fprintf(stderr, "refusal: [%s]\n", st.message().c_str());
       check(!st.message().empty() && st.message().find('\n') == std::string::npos);
       check(!(*cache)->has_checkout(tree));
     }
