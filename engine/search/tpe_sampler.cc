@@ -55,15 +55,27 @@ std::optional<double> internal_value(const HyperparameterSpec& spec, const Json*
   return x;
 }
 
-// Of `count` candidates drawn from l, the first with the highest log l − log g.
+// Of `count` candidates drawn from l, the first with the highest log l − log g. A value
+// drawn again (an int or categorical one, whose few values repeat among the candidates)
+// takes the score computed for it the first time: the same number, without evaluating both
+// mixtures (O(n) each, and for an int a Gaussian mass per component) again.
 template <typename Value, typename Estimator>
 Value best_candidate(const Estimator& l, const Estimator& g, int count, SplitMix64& rng) {
   Value best{};
   double best_score = -HUGE_VAL;
+  std::vector<std::pair<Value, double>> scored;  // at most `count`: a scan is cheap
   for (int i = 0; i < count; ++i) {
     const Value x = l.sample(rng);
-    double score = l.log_pdf(x) - g.log_pdf(x);
-    if (std::isnan(score)) score = -HUGE_VAL;  // both densities zero: no evidence either way
+    auto known = std::find_if(scored.begin(), scored.end(),
+                              [&](const std::pair<Value, double>& s) { return s.first == x; });
+    double score;
+    if (known != scored.end()) {
+      score = known->second;
+    } else {
+      score = l.log_pdf(x) - g.log_pdf(x);
+      if (std::isnan(score)) score = -HUGE_VAL;  // both densities zero: no evidence either way
+      scored.emplace_back(x, score);
+    }
     if (i == 0 || score > best_score) {
       best = x;
       best_score = score;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/search/hparam_sampler.h"
 #include "engine/search/trial_sampler.h"
 #include "searcher_simulation.h"
 
@@ -75,6 +76,43 @@ TEST_CASE("tpe: incremental fitting samples exactly what refitting from scratch 
   // BOHB's longest-rung rule.
   CHECK(run_search(TrialSampler::Rule::kFinal, 300, 42) == 16236448566694664533ULL);
   CHECK(run_search(TrialSampler::Rule::kLongestRung, 300, 7) == 12549345732773881062ULL);
+}
+
+// A timing, not a check (skipped; run with -tc="tpe timing*" --no-skip): microseconds per
+// proposal at n observations, with the observations converted for each proposal (as before
+// sample_prepared) and converted once.
+TEST_CASE("tpe timing: a proposal's cost at n observations" * doctest::skip()) {
+  const ExperimentConfig cfg = testing::searcher_config(
+      std::string(kSpace) +
+      "searcher: {name: random, sampler: tpe, metric: loss, max_length: 9, max_trials: 2}\n");
+  const TpeSampler tpe(cfg.hyperparameters, cfg.searcher.tpe);
+  for (int64_t n : {100, 1000, 3000, 10000}) {
+    std::vector<TpeObservation> observations;
+    std::vector<TpeInternalValues> values;
+    for (int64_t k = 1; k <= n; ++k) {
+      const Json h = sample_hparams(cfg.hyperparameters, 9, k);
+      observations.push_back({k, h, loss_of(h, k, 9)});
+      values.push_back(tpe.internal_values(h));
+    }
+    std::vector<TpePreparedObservation> prepared;
+    for (int64_t k = 0; k < n; ++k) prepared.push_back({k + 1, &values[k], observations[k].loss});
+    using Clock = std::chrono::steady_clock;
+    const int reps = n >= 3000 ? 3 : 20;
+    auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) {
+      SplitMix64 rng(r);
+      (void)tpe.sample(observations, rng);
+    }
+    auto t1 = Clock::now();
+    for (int r = 0; r < reps; ++r) {
+      SplitMix64 rng(r);
+      (void)tpe.sample_prepared(prepared, rng);
+    }
+    auto t2 = Clock::now();
+    auto us = [&](auto d) { return std::chrono::duration<double, std::micro>(d).count() / reps; };
+    std::printf("n=%6lld  converting each time %9.0f us  prepared %9.0f us\n",
+                static_cast<long long>(n), us(t1 - t0), us(t2 - t1));
+  }
 }
 
 }  // namespace
