@@ -35,6 +35,13 @@ import runner_bench
 from bench_common import SOURCE, default_cairn, machine_summary
 
 
+# --space wide: what the trial ignores, for TPE to fit (the trial reads x only).
+WIDE = {"n": {"type": "int", "minval": 1, "maxval": 100},
+        "lr": {"type": "log", "minval": -5, "maxval": -1},
+        "opt": {"type": "categorical", "vals": ["sgd", "adam", "rmsprop", "adagrad"]},
+        "depth": {"type": "int", "minval": 1, "maxval": 8}}
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cairn", default=default_cairn())
@@ -43,6 +50,9 @@ def parse_args():
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--keep", action="store_true")
     p.add_argument("--sampler", choices=("random", "tpe"), default="random")
+    p.add_argument("--space", choices=("one", "wide"), default="one",
+                   help="one double (x), or wide: x and four more of every type (two ints, "
+                        "a log, a categorical), for TPE's fit")
     return p.parse_args()
 
 
@@ -67,7 +77,9 @@ def main():
                     workdir.mkdir()
                     extra = ({"sampler": "tpe", "max_concurrent_trials": 1}
                              if args.sampler == "tpe" else None)
-                    r = runner_bench.run_cairn(cairn, workdir, n, searcher_extra=extra)
+                    r = runner_bench.run_cairn(cairn, workdir, n, searcher_extra=extra,
+                                               hparams_extra=WIDE if args.space == "wide"
+                                               else None)
                     results.setdefault((name, n), []).append(r)
                     if args.sampler == "tpe" and len(builds) > 1:
                         others = [x["hparams"] for (b, m), rs in results.items() if m == n

@@ -207,11 +207,12 @@ class LoopbackAgent:
         self.process.wait(timeout=30)
 
 
-def run_cairn(cairn, workdir, trials, agents=None, searcher_extra=None):
+def run_cairn(cairn, workdir, trials, agents=None, searcher_extra=None, hparams_extra=None):
     config = {
         "name": "runner-bench",
         "entrypoint": TRIAL,
-        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0},
+                            **(hparams_extra or {})},
         "searcher": {"name": "random", "metric": "val_loss", "max_trials": trials,
                      "max_length": 1, **(searcher_extra or {})},
         "reproducibility": {"seed": 1},

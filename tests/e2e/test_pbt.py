@@ -172,6 +172,39 @@ class PbtTest(CairnTestCase):
         with open(os.path.join(workdir, "restores.txt")) as f:
             self.assertEqual(f.read().split(), ["2.1", str(at), clone["parent"]["trial"]])
 
+    def test_builtin_mlp_clones_continue_across_a_perturbed_optimizer(self):
+        # Every clone draws its optimizer afresh: those that got the other one load the
+        # parent's weights and start that optimizer from fresh state, and none errors.
+        self.write("mlp.yaml", """entrypoint: builtin:mlp
+hyperparameters:
+  lr: {type: log, minval: -3, maxval: -1, base: 10}
+  optimizer: {type: categorical, vals: [sgd, adam]}
+  hidden: 8
+  samples: 200
+searcher:
+  name: pbt
+  metric: val_loss
+  max_length: 8
+  population_size: 4
+  perturbation_interval: 2
+  perturbations: {optimizer: {resample_probability: 1}}
+reproducibility: {seed: 4}
+""")
+        self.cairn("run", "mlp.yaml", check=0, timeout=300)
+        exp = self.cairn_json("show", "1", "--json")
+        trials = {t["id"]: t for t in exp["trials"]}
+        clones = [t for t in trials.values() if t.get("parent")]
+        self.assertEqual(len(clones), 3)
+        self.assertNotIn("ERROR", [t["state"] for t in trials.values()])
+        switched = [t for t in clones
+                    if t["hparams"]["optimizer"] != trials[t["parent"]["trial"]]["hparams"]["optimizer"]]
+        self.assertTrue(switched, "seed 4 gives some clone the other optimizer")
+        for t in switched:
+            log = self.cairn("logs", t["id"], check=0).stdout
+            self.assertIn("builtin:mlp: the checkpoint holds %s's state; %s starts from fresh state"
+                          % (trials[t["parent"]["trial"]]["hparams"]["optimizer"],
+                             t["hparams"]["optimizer"]), log)
+
 
 class PbtConfigTest(CairnTestCase):
     def bad(self, searcher_lines, hparams="  x: {type: double, minval: 0.1, maxval: 1.0}\n  depth: 3\n"):

@@ -130,9 +130,7 @@ class ReportTest(CairnTestCase):
         self.assertIn("experiment 1 is named twice", proc.stderr)
 
     def test_pbt_lineage_shows_each_clones_parent_and_step(self):
-        # One optimizer: builtin:mlp does not continue a checkpoint of another optimizer.
         self.write("pbt.yaml", CONFIG.replace(
-            "optimizer: {type: categorical, vals: [sgd, adam]}", "optimizer: adam").replace(
             "searcher: {name: random, metric: val_loss, max_length: 3, max_trials: 4}",
             "searcher: {name: pbt, metric: val_loss, max_length: 6, population_size: 4, "
             "perturbation_interval: 2}"))
@@ -319,7 +317,6 @@ class ReportInBrowserTest(CairnTestCase):
 
     def test_a_pbt_report_renders_its_lineage(self):
         self.write("pbt.yaml", CONFIG.replace(
-            "optimizer: {type: categorical, vals: [sgd, adam]}", "optimizer: adam").replace(
             "searcher: {name: random, metric: val_loss, max_length: 3, max_trials: 4}",
             "searcher: {name: pbt, metric: val_loss, max_length: 6, population_size: 4, "
             "perturbation_interval: 2}"))
