@@ -581,8 +581,10 @@ def main():
     else:
         scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-search-"))
     print("scratch: %s" % scratch)
-    print("problem %s: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
-          "searchers %s; seeds %s" % (PROBLEM_NAME, json.dumps(PROBLEM), args.max_length,
+    trainer = ("PyTorch " + TORCH_TRIAL.name if PROBLEM_NAME == "torch-digits"
+               else "builtin:mlp " + json.dumps(PROBLEM))
+    print("problem %s: %s, max_length %d; random %d trials; asha %d trials; "
+          "searchers %s; seeds %s" % (PROBLEM_NAME, trainer, args.max_length,
                                       args.random_trials,
                                       args.asha_trials, ",".join(names), args.seeds), flush=True)
     runs = {}
