@@ -14,6 +14,12 @@ O(N) per trial, so its CPU per trial grows with N; the goal (issue 16) is CPU pe
 
 --baseline BIN runs another build (the previous commit's) alongside, interleaved, so both
 are measured under the same load.
+
+--sampler tpe samples with TPE (`sampler: tpe`, one trial at a time so that every sample is
+a function of the seed alone): the coordinator then fits TPE for every trial past the
+startup ones, and the cost per trial shows how that fit grows with the observations. With
+--baseline, the two builds' trials must have the same hyperparameters, bit for bit, or the
+bench fails: a faster fit must not change a decision.
 """
 import argparse
 import json
@@ -29,6 +35,13 @@ import runner_bench
 from bench_common import SOURCE, default_cairn, machine_summary
 
 
+# --space wide: what the trial ignores, for TPE to fit (the trial reads x only).
+WIDE = {"n": {"type": "int", "minval": 1, "maxval": 100},
+        "lr": {"type": "log", "minval": -5, "maxval": -1},
+        "opt": {"type": "categorical", "vals": ["sgd", "adam", "rmsprop", "adagrad"]},
+        "depth": {"type": "int", "minval": 1, "maxval": 8}}
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cairn", default=default_cairn())
@@ -36,6 +49,10 @@ def parse_args():
     p.add_argument("--trials", default="500,5000,50000")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--sampler", choices=("random", "tpe"), default="random")
+    p.add_argument("--space", choices=("one", "wide"), default="one",
+                   help="one double (x), or wide: x and four more of every type (two ints, "
+                        "a log, a categorical), for TPE's fit")
     return p.parse_args()
 
 
@@ -58,8 +75,18 @@ def main():
                 for name, cairn in order:
                     workdir = scratch / ("%s-%d-%d" % (name, n, rep))
                     workdir.mkdir()
-                    r = runner_bench.run_cairn(cairn, workdir, n)
+                    extra = ({"sampler": "tpe", "max_concurrent_trials": 1}
+                             if args.sampler == "tpe" else None)
+                    r = runner_bench.run_cairn(cairn, workdir, n, searcher_extra=extra,
+                                               hparams_extra=WIDE if args.space == "wide"
+                                               else None)
                     results.setdefault((name, n), []).append(r)
+                    if args.sampler == "tpe" and len(builds) > 1:
+                        others = [x["hparams"] for (b, m), rs in results.items() if m == n
+                                  for x in rs]
+                        if any(h != others[0] for h in others):
+                            sys.exit("bench: the builds sampled different hyperparameters "
+                                     "at N=%d" % n)
                     print("rep %d %-5s N=%-6d %7.2f s wall, cairn's own CPU %6.2f s "
                           "(%.3f ms per trial), load %.2f" % (
                               rep + 1, name, n, r["wall"], r["driver_cpu"],
@@ -69,6 +96,8 @@ def main():
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
+    if args.sampler == "tpe" and len(builds) > 1:
+        print("\nidentical decisions: every N, both builds sampled the same hyperparameters")
     print("\nmedians over %d repetition(s):" % args.reps)
     print("| build | trials | cairn's own CPU per trial | vs %d | wall per trial |" % sizes[0])
     print("| --- | --- | --- | --- | --- |")

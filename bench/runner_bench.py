@@ -207,13 +207,14 @@ class LoopbackAgent:
         self.process.wait(timeout=30)
 
 
-def run_cairn(cairn, workdir, trials, agents=None):
+def run_cairn(cairn, workdir, trials, agents=None, searcher_extra=None, hparams_extra=None):
     config = {
         "name": "runner-bench",
         "entrypoint": TRIAL,
-        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0},
+                            **(hparams_extra or {})},
         "searcher": {"name": "random", "metric": "val_loss", "max_trials": trials,
-                     "max_length": 1},
+                     "max_length": 1, **(searcher_extra or {})},
         "reproducibility": {"seed": 1},
     }
     (workdir / "exp.yaml").write_text(json.dumps(config))  # JSON is YAML
@@ -229,7 +230,9 @@ def run_cairn(cairn, workdir, trials, agents=None):
                            capture_output=True, text=True, check=True, env=env)
     states = [t.get("state") for t in json.loads(shown.stdout).get("trials", [])]
     check_count("cairn", states.count("COMPLETED"), trials)
-    return {"wall": wall, "cpu": cpu, "driver_cpu": driver}
+    hparams = [json.dumps(t.get("hparams"), sort_keys=True)
+               for t in json.loads(shown.stdout).get("trials", [])]
+    return {"wall": wall, "cpu": cpu, "driver_cpu": driver, "hparams": hparams}
 
 
 def check_count(name, done, trials):

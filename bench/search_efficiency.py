@@ -7,7 +7,12 @@ cairn's random search with the same budget of training units, over several seeds
 the best validation loss each reaches within that budget, and the fraction of random
 search's budget each needs to reach random search's final best. Goal: <= 1/5.
 
-The problem (the same for every searcher): builtin:mlp on `spirals` with 5 arms and angle
+Problems (--problem; the same for every searcher of a run): `spirals` (default), `teacher`
+and `digits` on builtin:mlp (below), and `torch-digits`, the same search space on a PyTorch
+MLP trial on scikit-learn's digits (bench/torch_digits_trial.py: a fixed 80/20 split, one
+torch thread; cairn's searchers only, as Optuna's drivers run builtin:mlp standalone).
+
+The default problem: builtin:mlp on `spirals` with 5 arms and angle
 noise 0.4 (3,000 rows: 2,400 train / 600 validation), one unit = one epoch, `max_length`
 R = 81 epochs, val_loss to minimise, `deterministic: true` (one BLAS thread, bit-exact).
 The search space makes hyperparameters matter (most random draws stay near chance,
@@ -34,6 +39,13 @@ search's very configurations):
              trials), max_trials = --tpe-trials (default: random's N, so the same budget).
   bohb       cairn `asha` as above with `sampler: tpe` (BOHB's rule, docs/search.md).
   bohb-hb    cairn `hyperband` as above with `sampler: tpe`.
+  pbt        cairn `pbt`: population_size = random's N, perturbation_interval 9 (default
+             --pbt-interval), quantile_fraction 0.25, each trained to R, so the same total
+             units as random search (N x R); lr, momentum, batch_size and weight_decay are
+             perturbed by the defaults (numeric x 0.8 or 1.2, categorical resampled with
+             probability 0.25), the optimizer and architecture are kept (a clone continues
+             its parent's weights and optimizer state). Its figure is the best within the
+             same total units.
   optuna-tpe Optuna's TPESampler(seed) alone (no pruner): every trial trains to R; the study
              stops once it has spent B units. Otherwise as optuna-tpe-hb.
   optuna-tpe-hb
@@ -111,7 +123,7 @@ MAX_RUNGS = 5
 # first trials would be random search's very configurations (and trial seeds); the offsets
 # make every run an independent sample.
 SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "optuna-tpe-hb": 300, "tpe": 400,
-               "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700}
+               "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700, "pbt": 800}
 OPTUNA = ("optuna-tpe", "optuna-tpe-hb")
 
 # The problems (--problem): constants passed to builtin:mlp as hyperparameters. Every searcher
@@ -121,7 +133,10 @@ PROBLEMS = {
     "spirals": {"device": "cpu", "dataset": "spirals", "classes": 5, "noise": 0.4},
     "teacher": {"device": "cpu", "dataset": "teacher", "samples": 4000, "noise": 0.5},
     "digits": {"device": "cpu", "dataset": None},  # the CSV's absolute path, set in main()
+    # PyTorch: bench/torch_digits_trial.py (its own constants), run by /usr/bin/python3.
+    "torch-digits": {},
 }
+TORCH_TRIAL = pathlib.Path(__file__).resolve().parent / "torch_digits_trial.py"
 PROBLEM = dict(PROBLEMS["spirals"])
 PROBLEM_NAME = "spirals"
 LR_EXPONENTS = (-4.5, 0.0)
@@ -162,6 +177,8 @@ def set_problem(name, data_dir):
     PROBLEM_NAME = name
     PROBLEM = dict(PROBLEMS[name])
     identity = dict(PROBLEM)
+    if name == "torch-digits":  # the trial script is part of the problem
+        identity["trial_sha256"] = hashlib.sha256(TORCH_TRIAL.read_bytes()).hexdigest()
     if name == "digits":
         PROBLEM["dataset"], identity["dataset"] = export_digits(data_dir)
     return identity
@@ -199,6 +216,16 @@ def searcher_config(name, args):
         searcher = dict(searcher_config("asha", args), sampler="tpe")
     elif name == "bohb-hb":
         searcher = dict(searcher_config("hyperband", args), sampler="tpe")
+    elif name == "pbt":
+        # A population as large as random's trials, each trained to R: the same total
+        # units as random search. Only the training hyperparameters are perturbed: a clone
+        # continues its parent's weights, so its architecture (hidden, layers) and optimizer
+        # (whose state the checkpoint holds) stay the parent's.
+        searcher.update(population_size=args.random_trials,
+                        perturbation_interval=args.pbt_interval,
+                        perturbations={"optimizer": {"resample_probability": 0},
+                                       "hidden": {"resample_probability": 0},
+                                       "layers": {"factors": [1.0]}})
     return searcher
 
 
@@ -221,9 +248,12 @@ def as_loss(value):
 def run_cairn_search(cairn, name, seed, args, workdir):
     """Runs one cairn search with one slot; returns its validations in the order they were
     made: [(trial, step, val_loss)]."""
+    torch = PROBLEM_NAME == "torch-digits"
+    if torch:
+        shutil.copy(TORCH_TRIAL, workdir / TORCH_TRIAL.name)
     config = {
         "name": "search-eff-%s-%d" % (name, seed),
-        "entrypoint": "builtin:mlp",
+        "entrypoint": "/usr/bin/python3 " + TORCH_TRIAL.name if torch else "builtin:mlp",
         "hyperparameters": cairn_space(),
         "searcher": searcher_config(name, args),
         "max_restarts": 0,  # a diverged trial stops (exit 2); a restart would diverge again
@@ -501,6 +531,8 @@ def main():
     parser.add_argument("--tpe-trials", type=int, default=0,
                         help="cairn tpe's max_trials (default: --random-trials)")
     parser.add_argument("--asha-trials", type=int, default=220)
+    parser.add_argument("--pbt-interval", type=int, default=9,
+                        help="pbt's perturbation_interval (its population is --random-trials)")
     parser.add_argument("--max-length", type=int, default=81)
     parser.add_argument("--asha-mode", default="standard",
                         choices=["aggressive", "standard", "conservative"],
@@ -524,6 +556,12 @@ def main():
     args.problem_identity = set_problem(args.problem, args.data_dir)
     if args.drive_tpe:
         return drive_tpe(args)
+    if args.problem == "torch-digits":
+        # Optuna's drivers run builtin:mlp standalone; the PyTorch trial has no such driver.
+        unsupported = [n for n in args.searchers.split(",") if n in OPTUNA]
+        if unsupported:
+            parser.error("--problem torch-digits runs cairn's searchers only, not %s"
+                         % ",".join(unsupported))
     if args.from_json:
         report(*load_runs(args.from_json), args.tolerance)
         return 0
@@ -543,8 +581,10 @@ def main():
     else:
         scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-search-"))
     print("scratch: %s" % scratch)
-    print("problem %s: builtin:mlp %s, max_length %d; random %d trials; asha %d trials; "
-          "searchers %s; seeds %s" % (PROBLEM_NAME, json.dumps(PROBLEM), args.max_length,
+    trainer = ("PyTorch " + TORCH_TRIAL.name if PROBLEM_NAME == "torch-digits"
+               else "builtin:mlp " + json.dumps(PROBLEM))
+    print("problem %s: %s, max_length %d; random %d trials; asha %d trials; "
+          "searchers %s; seeds %s" % (PROBLEM_NAME, trainer, args.max_length,
                                       args.random_trials,
                                       args.asha_trials, ",".join(names), args.seeds), flush=True)
     runs = {}

@@ -11,6 +11,7 @@
 
 #include "cli/report_axis.h"
 #include "cli/report_importance.h"
+#include "cli/report_lineage.h"
 #include "common/metric_order.h"
 
 namespace cairn::cli {
@@ -647,11 +648,35 @@ std::string render_report_html(const std::vector<ReportExperiment>& experiments)
         "<div class=\"charts\">" +
         brackets + "</div>\n";
 
+  // Population-based training: who was cloned from whom, and at which step.
+  std::string lineage;
+  bool any_clone = false;
+  for (size_t e = 0; e < experiments.size(); ++e) {
+    std::vector<Json> records;
+    std::vector<std::string> best_text;
+    for (const TrialView& t : trials)
+      if (t.experiment == e) {
+        records.push_back(t.trial->record);
+        best_text.push_back(t.best ? "best " + metric + " " + number(*t.best) : "");
+      }
+    const std::string chart =
+        lineage_chart(experiments[e].experiment.value("id", Json(0)).dump(), records, best_text);
+    any_clone = any_clone || !chart.empty();
+    lineage += chart;
+  }
+  if (any_clone)
+    html +=
+        "<h2>Lineage</h2>\n<p class=\"note\">Each bar is a trial over the steps it trained "
+        "(grey: stopped and replaced); a clone starts from its parent's checkpoint where the "
+        "dashed line leaves the parent's bar.</p>\n<div class=\"charts\">" +
+        lineage + "</div>\n";
+
   // The trial table.
   html +=
       "<h2>Trials</h2>\n<table><tr><th>trial</th><th>state</th><th>steps</th>"
       "<th>restarts</th><th>best " +
       html_escape(metric) + "</th>";
+  if (any_clone) html += "<th>cloned from</th>";
   for (const std::string& k : varying) html += "<th>" + html_escape(k) + "</th>";
   html += "</tr>\n";
   for (const TrialView& t : trials) {
@@ -661,6 +686,7 @@ std::string render_report_html(const std::vector<ReportExperiment>& experiments)
             std::to_string(r.value("steps_completed", int64_t{0})) + "</td><td>" +
             std::to_string(r.value("restarts", int64_t{0})) + "</td><td>" +
             (t.best ? number(*t.best) : "") + "</td>";
+    if (any_clone) html += "<td>" + html_escape(parent_text(r)) + "</td>";
     for (const std::string& k : varying) {
       auto it = t.hparams.find(k);
       html += "<td>" + (it == t.hparams.end() ? "" : html_escape(value_text(it->second))) + "</td>";

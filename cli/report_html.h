@@ -27,7 +27,8 @@ struct ReportExperiment {
 // the best trial marked), the metric against each hyperparameter that varies (log axes for
 // `log` hyperparameters and for metrics spanning decades, cli/report_axis.h), a
 // parallel-coordinates view, the importance of each hyperparameter with its method
-// (cli/report_importance.h), Hyperband/ASHA brackets and rungs, and the trial table.
+// (cli/report_importance.h), Hyperband/ASHA brackets and rungs, a pbt search's lineage
+// (cli/report_lineage.h), and the trial table.
 std::string render_report_html(const std::vector<ReportExperiment>& experiments);
 std::string render_report_html(const Json& experiment, const std::vector<ReportTrial>& trials);
 

@@ -1,7 +1,7 @@
 // `cairn reproduce TRIAL [--verify] [--allow-data-change]`: re-runs a recorded trial from its
 // code snapshot, with its hyperparameters, seed, environment and deterministic settings, as a
-// new experiment; with --verify, compares the new metric series with the recorded one, step
-// by step.
+// new experiment (a pbt clone: from its parent's checkpoint, as it started); with --verify,
+// compares the new metric series with the recorded one, step by step.
 #include <iostream>
 
 #include "cli/command.h"
@@ -17,7 +17,9 @@
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
+#include "store/experiment_reader.h"
 #include "store/reproduce_workdir.h"
+#include "store/schema.h"
 #include "trainer/blas_core_type.h"
 
 namespace cairn::cli {
@@ -135,6 +137,36 @@ Result<DataFingerprint> check_unkept_data(const StoreLayout& store, const std::s
   std::cerr << "cairn: warning: " << what << "; re-running on it as it is now (--allow-data-change)"
             << std::endl;
   return now;
+}
+
+// A pbt clone started from its parent's checkpoint at the step it was cloned at and trained
+// only its own segment after it: its re-run starts from the same checkpoint (restored from
+// the object store, where retention keeps it while the clone refers to it), so it trains the
+// same segment. Returns reproduces["parent"] for the plan (adopt_replayed_parent()), or null
+// for a trial that started from scratch (not a clone, or a clone whose parent left none).
+Result<Json> replayed_parent(const StoreLayout& store, const TrialRef& ref) {
+  const Json checkpoint = ref.trial.value("parent_checkpoint", Json());
+  if (!ref.trial.contains("parent") || !checkpoint.is_string()) return Json();
+  const std::string id = checkpoint.get<std::string>();
+  const Json& parent = ref.trial["parent"];
+  const std::string parent_id = parent.value("trial", std::string("?"));
+  auto exp = parse_id(ref.id);
+  if (!exp.ok()) return exp.status();
+  auto reader = ExperimentReader::open(store, exp->experiment);
+  if (!reader.ok()) return reader.status();
+  auto record = (*reader)->db().get_json(schema::checkpoint_key(id));
+  if (!record.ok()) return record.status();
+  const std::string what = "trial " + ref.id + " is a clone that started from its parent " +
+                           parent_id + "'s checkpoint " + id.substr(0, 12) + ", ";
+  if (!record->has_value() || !schema::checkpoint_is_kept(**record))
+    return Status::Failed(what + "which is no longer in the store: it cannot be re-run from " +
+                          "where it started");
+  if ((**record).value("corrupt", false))
+    return Status::Failed(what + "which is corrupt: it cannot be re-run from where it started");
+  return Json{{"trial", parent_id},
+              {"step", parent.value("step", int64_t{0})},
+              {"checkpoint", id},
+              {"checkpoint_step", (**record).value("steps_completed", int64_t{0})}};
 }
 
 struct Mismatch {
@@ -270,6 +302,14 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                 << " kernels, which this CPU cannot run (they need "
                 << blas::missing_for(*type, this_cpu_features())
                 << "): the re-run runs other kernels, and its results may differ" << std::endl;
+  auto parent = replayed_parent(*store, *ref);
+  if (!parent.ok()) return fail(parent.status());
+  if (!parent->is_null())
+    std::cout << "cairn: trial " << ref->id << " is a clone of "
+              << (*parent)["trial"].get<std::string>() << ": the re-run starts from its checkpoint "
+              << (*parent)["checkpoint"].get<std::string>().substr(0, 12) << " at step "
+              << (*parent)["checkpoint_step"] << " and trains only " << ref->id << "'s own steps"
+              << std::endl;
   const ReplayExtent extent = replay_extent(*ref);
   if (extent.cut)
     std::cout << "cairn: trial " << ref->id << " (" << ref->trial.value("state", "")
@@ -283,6 +323,7 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                   {"seed", ref->trial["seed"]},
                   {"lengths", extent.lengths},
                   {"checkout_fingerprint", *fingerprint}}}};
+  if (!parent->is_null()) what.extra["reproduces"]["parent"] = *parent;
   // Deterministic re-runs run the recorded kernels (engine/coordinator/trial_blas_core.h).
   if (ref->trial.contains("blas_core"))
     what.extra["reproduces"]["blas_core"] = ref->trial["blas_core"];

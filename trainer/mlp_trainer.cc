@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string_view>
@@ -316,22 +317,29 @@ Status MlpTrainer::load(const std::filesystem::path& dir) {
     return Status::BadInput(
         checkpoint_mismatch("architecture", c.shape.describe(), model_.shape().describe()));
   }
-  if (c.optimizer != optimizer_.config().kind) {
-    return Status::BadInput(
-        checkpoint_mismatch("optimizer", std::string(optimizer_name(c.optimizer)),
-                            std::string(optimizer_name(optimizer_.config().kind))));
-  }
   if (c.data_seed != data_seed_) {
     return Status::BadInput(
         checkpoint_mismatch("data seed", std::to_string(c.data_seed), std::to_string(data_seed_)));
   }
-  if (c.weights.size() != model_.weights().size() ||
-      c.optimizer_state.size() != optimizer_.state().size() || c.epochs_completed < 0) {
+  // Another optimizer's checkpoint: only a clone (pbt) whose optimizer was perturbed loads
+  // one, since a trial's own hyperparameters never change. Its weights carry over; the
+  // saved state is the other optimizer's, so this one starts fresh (docs/builtin-mlp.md).
+  const bool same_optimizer = c.optimizer == optimizer_.config().kind;
+  const size_t state_size = same_optimizer ? optimizer_.state().size() : c.optimizer_state.size();
+  if (c.weights.size() != model_.weights().size() || c.optimizer_state.size() != state_size ||
+      c.epochs_completed < 0) {
     return Status::Corrupt("checkpoint " + (dir / kMlpCheckpointFile).string() +
                            " has buffers of the wrong size for " + c.shape.describe());
   }
   std::copy(c.weights.begin(), c.weights.end(), model_.weights().begin());
-  optimizer_.restore(c.optimizer_state, c.optimizer_steps);
+  if (same_optimizer) {
+    optimizer_.restore(c.optimizer_state, c.optimizer_steps);
+  } else {
+    std::fprintf(stderr,
+                 "builtin:mlp: the checkpoint holds %s's state; %s starts from fresh state\n",
+                 std::string(optimizer_name(c.optimizer)).c_str(),
+                 std::string(optimizer_name(optimizer_.config().kind)).c_str());
+  }
   epochs_completed_ = c.epochs_completed;
   if (cuda_) {
     if (Status st = cuda_->set_weights(model_.weights()); !st.ok()) return st;

@@ -318,6 +318,9 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
           event["parent"] = action.parent;
           event["parent_length"] = action.parent_length;
         }
+        // `cairn reproduce` of a clone: from the same parent checkpoint.
+        if (experiment_.contains("reproduces"))
+          adopt_replayed_parent(experiment_["reproduces"], trial->record);
         record_event(schema::EventType::kTrialCreated, std::move(event));
         Trial& created = *trial;
         add_trial(std::move(trial));

@@ -139,8 +139,11 @@ Status Coordinator::restore_parent_checkpoint(Trial& trial, const fs::path& dest
   if (!parent.is_string()) return Status::Ok();
   const std::string id = parent.get<std::string>();
   auto record = db_->get_json(schema::checkpoint_key(id));
-  const Json steps =
-      record.ok() && record->has_value() ? (**record).value("steps_completed", Json(0)) : Json(0);
+  // A `reproduce` re-run of a clone: the checkpoint's record is in the original experiment,
+  // and its step was copied into the trial's record (adopt_replayed_parent()).
+  const Json steps = record.ok() && record->has_value()
+                         ? (**record).value("steps_completed", Json(0))
+                         : trial.record.value("parent_checkpoint_step", Json(0));
   Status st = restore_checkpoint(trial, id, steps.is_number_integer() ? steps.get<int64_t>() : 0,
                                  dest, env);
   if (st.ok() || st.kind() != ErrorKind::kCorrupt) return st;

@@ -19,6 +19,16 @@ Result<ReplayPlan> replay_plan_from_json(const Json& reproduces) {
   return plan;
 }
 
+void adopt_replayed_parent(const Json& reproduces, Json& trial_record) {
+  if (!reproduces.is_object() || !reproduces.contains("parent")) return;
+  const Json& parent = reproduces["parent"];
+  if (!parent.is_object() || !parent.value("checkpoint", Json()).is_string()) return;
+  trial_record["parent"] = {{"trial", parent.value("trial", "")},
+                            {"step", parent.value("step", int64_t{0})}};
+  trial_record["parent_checkpoint"] = parent["checkpoint"];
+  trial_record["parent_checkpoint_step"] = parent.value("checkpoint_step", int64_t{0});
+}
+
 std::vector<SearcherAction> ReplaySearcher::start() {
   next_ = 1;
   return {SearcherAction::create(1, plan_.hparams, plan_.seed),

@@ -21,6 +21,16 @@ struct ReplayPlan {
 // The plan stored under "reproduces" in an experiment record by `cairn reproduce`.
 Result<ReplayPlan> replay_plan_from_json(const Json& reproduces);
 
+// A re-run of a pbt clone starts where the clone did: from its parent's checkpoint, which
+// `cairn reproduce` records under reproduces["parent"] ({"trial", "step", "checkpoint",
+// "checkpoint_step"}: the parent's id, the step the clone was made at, the checkpoint it
+// started from and that checkpoint's step). Writes into the replayed trial's record what the
+// coordinator restores a clone from: "parent" (for show and watch, without an index: the
+// parent is in another experiment) and "parent_checkpoint", with "parent_checkpoint_step",
+// as the checkpoint's record is in the original experiment's database, not the re-run's.
+// Does nothing for a plan without a parent.
+void adopt_replayed_parent(const Json& reproduces, Json& trial_record);
+
 class ReplaySearcher : public Searcher {
  public:
   explicit ReplaySearcher(ReplayPlan plan) : plan_(std::move(plan)) {}

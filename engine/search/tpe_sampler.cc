@@ -55,24 +55,27 @@ std::optional<double> internal_value(const HyperparameterSpec& spec, const Json*
   return x;
 }
 
-std::vector<double> internal_values(const HyperparameterSpec& spec,
-                                    const std::vector<std::string>& path,
-                                    const std::vector<const Json*>& hparams) {
-  std::vector<double> out;
-  for (const Json* h : hparams)
-    if (std::optional<double> x = internal_value(spec, value_at(*h, path))) out.push_back(*x);
-  return out;
-}
-
-// Of `count` candidates drawn from l, the first with the highest log l − log g.
+// Of `count` candidates drawn from l, the first with the highest log l − log g. A value
+// drawn again (an int or categorical one, whose few values repeat among the candidates)
+// takes the score computed for it the first time: the same number, without evaluating both
+// mixtures (O(n) each, and for an int a Gaussian mass per component) again.
 template <typename Value, typename Estimator>
 Value best_candidate(const Estimator& l, const Estimator& g, int count, SplitMix64& rng) {
   Value best{};
   double best_score = -HUGE_VAL;
+  std::vector<std::pair<Value, double>> scored;  // at most `count`: a scan is cheap
   for (int i = 0; i < count; ++i) {
     const Value x = l.sample(rng);
-    double score = l.log_pdf(x) - g.log_pdf(x);
-    if (std::isnan(score)) score = -HUGE_VAL;  // both densities zero: no evidence either way
+    auto known = std::find_if(scored.begin(), scored.end(),
+                              [&](const std::pair<Value, double>& s) { return s.first == x; });
+    double score;
+    if (known != scored.end()) {
+      score = known->second;
+    } else {
+      score = l.log_pdf(x) - g.log_pdf(x);
+      if (std::isnan(score)) score = -HUGE_VAL;  // both densities zero: no evidence either way
+      scored.emplace_back(x, score);
+    }
     if (i == 0 || score > best_score) {
       best = x;
       best_score = score;
@@ -110,13 +113,11 @@ int64_t TpeSampler::good_count(int64_t n, const TpeConfig& settings) {
   return std::min<int64_t>(good, settings.max_good);
 }
 
-Json TpeSampler::propose(const Leaf& leaf, const std::vector<const Json*>& good,
-                         const std::vector<const Json*>& bad, SplitMix64& rng) const {
+Json TpeSampler::propose(const Leaf& leaf, const std::vector<double>& good_x,
+                         const std::vector<double>& bad_x, SplitMix64& rng) const {
   const HyperparameterSpec& spec = leaf.spec;
   const ParzenSettings parzen{settings_.prior_weight, settings_.consider_magic_clip,
                               settings_.consider_endpoints};
-  const std::vector<double> good_x = internal_values(spec, leaf.path, good);
-  const std::vector<double> bad_x = internal_values(spec, leaf.path, bad);
   switch (spec.type) {
     case Type::kCategorical: {
       auto indices = [](const std::vector<double>& x) {
@@ -150,27 +151,54 @@ Json TpeSampler::propose(const Leaf& leaf, const std::vector<const Json*>& good,
   return nullptr;
 }
 
+TpeInternalValues TpeSampler::internal_values(const Json& hparams) const {
+  TpeInternalValues out;
+  out.reserve(leaves_.size());
+  for (const Leaf& leaf : leaves_)
+    out.push_back(internal_value(leaf.spec, value_at(hparams, leaf.path)));
+  return out;
+}
+
 Json TpeSampler::sample(std::vector<TpeObservation> observations, SplitMix64& rng) const {
-  std::stable_sort(
-      observations.begin(), observations.end(),
-      [](const TpeObservation& a, const TpeObservation& b) { return a.trial < b.trial; });
+  std::vector<TpeInternalValues> values;
+  values.reserve(observations.size());
+  for (const TpeObservation& o : observations) values.push_back(internal_values(o.hparams));
+  std::vector<TpePreparedObservation> prepared;
+  prepared.reserve(observations.size());
+  for (size_t i = 0; i < observations.size(); ++i)
+    prepared.push_back({observations[i].trial, &values[i], observations[i].loss});
+  return sample_prepared(std::move(prepared), rng);
+}
+
+Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observations,
+                                 SplitMix64& rng) const {
+  std::stable_sort(observations.begin(), observations.end(),
+                   [](const TpePreparedObservation& a, const TpePreparedObservation& b) {
+                     return a.trial < b.trial;
+                   });
   const auto n = static_cast<int64_t>(observations.size());
-  // The good ones: the lowest losses, ties to the older trial.
+  // The good ones: the lowest losses, ties to the older trial (then to the earlier one in
+  // trial order: a strict order, so a partial sort picks the set a full sort would).
+  const int64_t good_n = n == 0 ? 0 : good_count(n, settings_);
   std::vector<size_t> ranked(observations.size());
   std::iota(ranked.begin(), ranked.end(), size_t{0});
-  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    return std::tie(observations[a].loss, observations[a].trial) <
-           std::tie(observations[b].loss, observations[b].trial);
+  std::partial_sort(ranked.begin(), ranked.begin() + good_n, ranked.end(), [&](size_t a, size_t b) {
+    return std::tie(observations[a].loss, observations[a].trial, a) <
+           std::tie(observations[b].loss, observations[b].trial, b);
   });
   std::vector<bool> is_good(observations.size(), false);
-  const int64_t good_n = n == 0 ? 0 : good_count(n, settings_);
   for (int64_t i = 0; i < good_n; ++i) is_good[ranked[i]] = true;
-  std::vector<const Json*> good, bad;  // each oldest first
-  for (size_t i = 0; i < observations.size(); ++i)
-    (is_good[i] ? good : bad).push_back(&observations[i].hparams);
 
   std::vector<Json> values;
-  for (const Leaf& leaf : leaves_) values.push_back(propose(leaf, good, bad, rng));
+  std::vector<double> good_x, bad_x;  // each oldest first
+  for (size_t leaf = 0; leaf < leaves_.size(); ++leaf) {
+    good_x.clear();
+    bad_x.clear();
+    for (size_t i = 0; i < observations.size(); ++i)
+      if (const std::optional<double>& x = (*observations[i].values)[leaf])
+        (is_good[i] ? good_x : bad_x).push_back(*x);
+    values.push_back(propose(leaves_[leaf], good_x, bad_x, rng));
+  }
   auto next = std::cbegin(values);
   return assemble(specs_, next);
 }

@@ -38,23 +38,26 @@ std::optional<int64_t> TrialSampler::model_length() const {
 Json TrialSampler::sample(int64_t trial) {
   Json hparams;
   if (std::optional<int64_t> length = model_length()) {
-    std::vector<TpeObservation> observations;
+    std::vector<TpePreparedObservation> observations;
+    observations.reserve(by_length_.at(*length).size());
     for (const Observation& o : by_length_.at(*length))
-      observations.push_back({o.trial, hparams_.at(o.trial), o.loss});
+      observations.push_back({o.trial, &internal_.at(o.trial), o.loss});
     SplitMix64 rng(tpe_stream(seed_, trial));
-    hparams = tpe_sampler_.sample(std::move(observations), rng);
+    hparams = tpe_sampler_.sample_prepared(std::move(observations), rng);
     ++model_trials_;
     last_fit_ = Fit{trial, *length, static_cast<int64_t>(by_length_.at(*length).size())};
   } else {
     hparams = sample_hparams(specs_, seed_, trial);
     ++random_trials_;
   }
-  if (tpe_) hparams_[trial] = hparams;  // random sampling never looks back
+  if (tpe_) {  // random sampling never looks back
+    internal_[trial] = tpe_sampler_.internal_values(hparams);
+  }
   return hparams;
 }
 
 void TrialSampler::observe(int64_t trial, int64_t length, double loss) {
-  if (!tpe_ || !hparams_.count(trial)) return;  // random sampling needs no history
+  if (!tpe_ || !internal_.count(trial)) return;  // random sampling needs no history
   by_length_[length].push_back({trial, std::isnan(loss) ? HUGE_VAL : loss});
   observed_.insert(trial);
 }

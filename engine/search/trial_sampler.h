@@ -62,7 +62,9 @@ class TrialSampler {
   bool tpe_;
   TpeConfig settings_;
   TpeSampler tpe_sampler_;
-  std::map<int64_t, Json> hparams_;                        // by trial
+  // By trial, its hyperparameters as the estimators see them: converted once, when the
+  // trial is created, not again for every later trial the model samples.
+  std::map<int64_t, TpeInternalValues> internal_;
   std::map<int64_t, std::vector<Observation>> by_length_;  // in arrival order
   std::set<int64_t> observed_;                             // trials with an observation
   int64_t model_trials_ = 0, random_trials_ = 0;

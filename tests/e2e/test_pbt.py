@@ -137,6 +137,74 @@ class PbtTest(CairnTestCase):
         strip = lambda rows: [(r[0].split(".")[1],) + r[1:3] for r in rows]  # noqa: E731
         self.assertEqual(strip(resumed), strip(clean))
 
+    def test_reproduce_of_a_clone_restarts_from_its_parents_checkpoint(self):
+        # Retention keeps only each trial's latest checkpoint: the parent checkpoint a clone
+        # started from (older than its parent's latest) survives `cairn gc` only because the
+        # clone refers to it.
+        self.write("pbt.yaml", CONFIG.replace(
+            "checkpoint: {period: 1000}",
+            "checkpoint: {period: 1000, keep_trial_latest: 1, keep_trial_best: 0}"))
+        self.cairn("run", "pbt.yaml", check=0, timeout=300)
+        self.cairn("gc", "1", check=0, timeout=120)
+        exp = self.cairn_json("show", "1", "--json")
+        trials = {t["id"]: t for t in exp["trials"]}
+        clone = next(t for t in exp["trials"] if t.get("parent"))
+        at = clone["parent"]["step"]
+        checkpoint = clone["parent"]["checkpoint"]
+        parent_latest = trials[clone["parent"]["trial"]]["latest_checkpoint"]
+        self.assertNotEqual(checkpoint, parent_latest, "the parent trained on past the clone")
+        kept = self.cairn("checkpoints", clone["parent"]["trial"], check=0).stdout
+        self.assertIn(checkpoint[:12], kept, "retention kept the checkpoint the clone refers to")
+
+        proc = self.cairn("reproduce", clone["id"], "--verify", check=0, timeout=300)
+        self.assertIn("is a clone of %s" % clone["parent"]["trial"], proc.stdout)
+        self.assertIn("verified: 2.1 reproduces %s exactly" % clone["id"], proc.stdout)
+        again = self.cairn_json("show", "2", "--json")["trials"][0]
+        # It restored the very checkpoint the clone started from, at the step it was made at,
+        # and trained only the clone's own units, with the clone's hyperparameters.
+        self.assertEqual(again["parent"], clone["parent"])
+        self.assertEqual(again["hparams"], clone["hparams"])
+        (checkout,) = os.listdir(os.path.join(self.dir, ".cairn", "reproduce"))
+        workdir = os.path.join(self.dir, ".cairn", "reproduce", checkout)
+        with open(os.path.join(workdir, "units.txt")) as f:
+            units = [line.split() for line in f]
+        self.assertEqual([int(u[1]) for u in units], list(range(at + 1, 9)))
+        with open(os.path.join(workdir, "restores.txt")) as f:
+            self.assertEqual(f.read().split(), ["2.1", str(at), clone["parent"]["trial"]])
+
+    def test_builtin_mlp_clones_continue_across_a_perturbed_optimizer(self):
+        # Every clone draws its optimizer afresh: those that got the other one load the
+        # parent's weights and start that optimizer from fresh state, and none errors.
+        self.write("mlp.yaml", """entrypoint: builtin:mlp
+hyperparameters:
+  lr: {type: log, minval: -3, maxval: -1, base: 10}
+  optimizer: {type: categorical, vals: [sgd, adam]}
+  hidden: 8
+  samples: 200
+searcher:
+  name: pbt
+  metric: val_loss
+  max_length: 8
+  population_size: 4
+  perturbation_interval: 2
+  perturbations: {optimizer: {resample_probability: 1}}
+reproducibility: {seed: 4}
+""")
+        self.cairn("run", "mlp.yaml", check=0, timeout=300)
+        exp = self.cairn_json("show", "1", "--json")
+        trials = {t["id"]: t for t in exp["trials"]}
+        clones = [t for t in trials.values() if t.get("parent")]
+        self.assertEqual(len(clones), 3)
+        self.assertNotIn("ERROR", [t["state"] for t in trials.values()])
+        switched = [t for t in clones
+                    if t["hparams"]["optimizer"] != trials[t["parent"]["trial"]]["hparams"]["optimizer"]]
+        self.assertTrue(switched, "seed 4 gives some clone the other optimizer")
+        for t in switched:
+            log = self.cairn("logs", t["id"], check=0).stdout
+            self.assertIn("builtin:mlp: the checkpoint holds %s's state; %s starts from fresh state"
+                          % (trials[t["parent"]["trial"]]["hparams"]["optimizer"],
+                             t["hparams"]["optimizer"]), log)
+
 
 class PbtConfigTest(CairnTestCase):
     def bad(self, searcher_lines, hparams="  x: {type: double, minval: 0.1, maxval: 1.0}\n  depth: 3\n"):

@@ -129,6 +129,55 @@ class ReportTest(CairnTestCase):
         proc = self.cairn("report", "1", "1", "-o", "x.html", check=2)
         self.assertIn("experiment 1 is named twice", proc.stderr)
 
+    def test_pbt_lineage_shows_each_clones_parent_and_step(self):
+        self.write("pbt.yaml", CONFIG.replace(
+            "searcher: {name: random, metric: val_loss, max_length: 3, max_trials: 4}",
+            "searcher: {name: pbt, metric: val_loss, max_length: 6, population_size: 4, "
+            "perturbation_interval: 2}"))
+        self.cairn("run", "pbt.yaml", check=0, timeout=300)
+        self.cairn("report", "1", "-o", "pbt.html", check=0)
+        with open(os.path.join(self.dir, "pbt.html"), encoding="utf-8") as f:
+            page = f.read()
+        trials = {t["id"]: t for t in self.cairn_json("show", "1", "--json")["trials"]}
+        clones = {i: t for i, t in trials.items() if t.get("parent")}
+        self.assertEqual(len(clones), 2, "one replaced at each of steps 2 and 4")
+        charts = {}
+        for text in re.findall(r"<svg.*?</svg>", page, re.S):
+            svg = ET.fromstring(text)
+            charts[svg.get("aria-label")] = svg
+        chart = charts["experiment 1: lineage (who was cloned from whom)"]
+        bars = {g.get("data-trial"): g for g in chart.findall(SVG + "g")}
+        self.assertEqual(sorted(bars), sorted(trials))
+        for tid, g in bars.items():
+            tip = g.find(SVG + "title").text
+            if tid in clones:
+                parent = clones[tid]["parent"]
+                self.assertEqual(g.get("data-parent"), parent["trial"])
+                self.assertIn("trial %s, cloned from %s @ %d, steps %d–6, "
+                              % (tid, parent["trial"], parent["step"], parent["step"]), tip)
+                self.assertEqual(len(g.findall(SVG + "line[@class='clone-link']")), 1)
+            else:
+                self.assertIsNone(g.get("data-parent"))
+                self.assertRegex(tip, r"^trial %s, steps 0–\d, (COMPLETED|STOPPED)" % re.escape(tid))
+        # Family order: every clone is drawn below its parent.
+        order = [g.get("data-trial") for g in chart.findall(SVG + "g")]
+        for tid, t in clones.items():
+            self.assertLess(order.index(t["parent"]["trial"]), order.index(tid))
+        # The trial table names each clone's parent and step.
+        self.assertIn("<th>cloned from</th>", page)
+        for tid, t in trials.items():
+            cell = "%s @ %d" % (t["parent"]["trial"], t["parent"]["step"]) if tid in clones else ""
+            self.assertRegex(page, r"<td>%s</td>(<td>[^<]*</td>){4}<td>%s</td>"
+                             % (re.escape(tid), re.escape(cell)))
+        # A search without clones has no lineage section.
+        self.write("exp.yaml", CONFIG)
+        self.cairn("run", "exp.yaml", check=0)
+        self.cairn("report", "2", "-o", "random.html", check=0)
+        with open(os.path.join(self.dir, "random.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertNotIn("Lineage", page)
+        self.assertNotIn("cloned from", page)
+
     def test_bad_ids_and_outputs_are_bad_input_and_write_nothing(self):
         self.write("exp.yaml", CONFIG.replace("max_trials: 4", "max_trials: 1"))
         self.cairn("run", "exp.yaml", check=0)
@@ -265,6 +314,24 @@ class ReportInBrowserTest(CairnTestCase):
                     colours.add(px)
         self.assertGreater(inked, 2000)
         self.assertGreater(len(colours), 20)
+
+    def test_a_pbt_report_renders_its_lineage(self):
+        self.write("pbt.yaml", CONFIG.replace(
+            "searcher: {name: random, metric: val_loss, max_length: 3, max_trials: 4}",
+            "searcher: {name: pbt, metric: val_loss, max_length: 6, population_size: 4, "
+            "perturbation_interval: 2}"))
+        self.cairn("run", "pbt.yaml", check=0, timeout=300)
+        self.cairn("report", "1", "-o", "pbt.html", check=0)
+        dom, console = self.browser("--dump-dom", "file://" + os.path.join(self.dir, "pbt.html"))
+        self.assertEqual(console, [], "the page logs nothing")
+        trials = self.cairn_json("show", "1", "--json")["trials"]
+        chart = dom.split('aria-label="experiment 1: lineage')[1].split("</svg>")[0]
+        self.assertEqual(sorted(re.findall(r'<g class="lineage-trial" data-trial="([^"]+)"', chart)),
+                         sorted(t["id"] for t in trials))
+        self.assertEqual(sorted(re.findall(r'data-parent="([^"]+)"', chart)),
+                         sorted(t["parent"]["trial"] for t in trials if t.get("parent")))
+        self.assertEqual(len(re.findall(r'class="clone-link"', chart)),
+                         len([t for t in trials if t.get("parent")]))
 
 
 if __name__ == "__main__":
