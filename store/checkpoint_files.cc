@@ -33,14 +33,10 @@ Result<CheckpointManifest> CheckpointManifest::from_json(const Json& j, std::str
   return m;
 }
 
-Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
-                                                 const CheckpointOrigin& origin,
-                                                 uint64_t* new_bytes, bool remove_staging) {
-  CheckpointManifest manifest;
-  manifest.origin = origin;
+Result<std::vector<fs::path>> checkpoint_files_below(const fs::path& dir) {
   std::error_code ec;
   std::vector<fs::path> files;
-  for (auto it = fs::recursive_directory_iterator(staging_dir, ec);
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_symlink())
       return Status::BadInput("checkpoint holds a symlink: " + it->path().string());
@@ -50,9 +46,19 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
     files.push_back(it->path());
   }
   if (ec)
-    return Status::Io("cannot read checkpoint directory " + staging_dir.string() + ": " +
-                      ec.message());
+    return Status::Io("cannot read checkpoint directory " + dir.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs::path& staging_dir,
+                                                 const CheckpointOrigin& origin,
+                                                 uint64_t* new_bytes, bool remove_staging) {
+  CheckpointManifest manifest;
+  manifest.origin = origin;
+  auto listed = checkpoint_files_below(staging_dir);
+  if (!listed.ok()) return listed.status();
+  std::vector<fs::path> files = std::move(*listed);
   if (new_bytes) *new_bytes = 0;
   // The manifest is stored in the same batch as the files it names (one round of syncs, not
   // two); nothing of the batch gets its name before all of it is durable.
@@ -71,6 +77,7 @@ Result<CheckpointManifest> ingest_checkpoint_dir(ObjectStore& objects, const fs:
   for (const AdoptedObject& object : *adopted)
     if (object.added && new_bytes) *new_bytes += object.size;
   manifest.id = id;
+  std::error_code ec;
   if (remove_staging) fs::remove_all(staging_dir, ec);
   return manifest;
 }

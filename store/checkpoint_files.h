@@ -36,6 +36,10 @@ struct CheckpointManifest {
   static Result<CheckpointManifest> from_json(const Json& j, std::string id);
 };
 
+// The regular files below `dir`, sorted: what a checkpoint directory holds. A symlink or a
+// special file is refused (kBadInput, naming it); an unreadable directory is kIo.
+Result<std::vector<std::filesystem::path>> checkpoint_files_below(const std::filesystem::path& dir);
+
 // Links every regular file under `staging_dir` into the object store, fsynced, then stores
 // the manifest and (with `remove_staging`) removes the staging directory. Symlinks and
 // special files are refused. `new_bytes` (optional) receives the bytes that were not already

@@ -84,12 +84,14 @@ Result<FoundCheckpoint> by_storage_id(const StoreLayout& store, const std::strin
     auto records = (*reader)->checkpoints();
     if (!records.ok()) continue;
     for (Json& j : *records) {
-      const Json& meta = j.value("metadata", Json::object());
+      const Json meta = j.value("metadata", Json::object());
       if (!meta.is_object() || meta.value("determined_storage_id", Json()) != ref) continue;
-      // The newest registration of the id wins: a checkpoint stored again under the same
-      // id (a shard round's retry) replaces the older one.
+      // One checkpoint at most: the package writes the storage id into the checkpoint's
+      // own files (determined_checkpoint.json), so no two ids share a content id.
       found = FoundCheckpoint{exp, std::move(j)};
+      break;
     }
+    if (found) break;
   }
   if (!found) return Status::NotFound("no checkpoint with storage id " + ref + " in this store");
   if (std::string why = unusable(found->record); !why.empty()) return Status::NotFound(why);

@@ -24,30 +24,10 @@ struct PartResult {
   uint64_t content_bytes = 0;
 };
 
-// The regular files below `dir`, sorted; symlinks and special files are refused (as
-// ingest_checkpoint_dir refuses them for a one-machine round).
-Result<std::vector<fs::path>> files_below(const fs::path& dir) {
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_symlink())
-      return Status::BadInput("checkpoint holds a symlink: " + it->path().string());
-    if (it->is_directory()) continue;
-    if (!it->is_regular_file())
-      return Status::BadInput("checkpoint holds a special file: " + it->path().string());
-    files.push_back(it->path());
-  }
-  if (ec)
-    return Status::Io("cannot read checkpoint directory " + dir.string() + ": " + ec.message());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 PartResult adopt_local(ObjectStore& objects, const fs::path& dir) {
   PartResult out;
   out.part.machine = "local";
-  auto files = files_below(dir);
+  auto files = checkpoint_files_below(dir);
   if (!files.ok()) {
     out.status = files.status();
     return out;
