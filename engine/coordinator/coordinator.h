@@ -192,6 +192,8 @@ class Coordinator {
   // Checkpoints of a rank on an agent (coordinator_remote_checkpoints.cc). Each handler
   // returns false when the message is not one of those (the local path handles it).
   const AgentEndpoint* remote_chief(const Trial& trial, int rank) const;
+  // A transfer job's common fields for the trial's current attempt (checkpoint_transfers.h).
+  CheckpointJob transfer_job(CheckpointJob::Kind kind, const Trial& trial) const;
   bool remote_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);
   bool remote_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
   bool remote_checkpoint_abort(Trial& trial, const Json& msg);

@@ -64,12 +64,8 @@ void Coordinator::handle_checkpoint_fetch(Trial& trial, ControlConnection& conn,
 
   // On an agent: the local copy is pushed there, and removed once it has travelled.
   if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
-  CheckpointJob job;
-  job.kind = CheckpointJob::Kind::kPush;
+  CheckpointJob job = transfer_job(CheckpointJob::Kind::kPush, trial);
   job.agent = *agent;
-  job.trial_index = trial.index;
-  job.trial = trial_id(trial.index);
-  job.attempt = trial.record.value("attempts", int64_t{0});
   job.rank = conn.rank;
   job.chief = rank->process->pid;
   job.connection = conn.fd();
@@ -86,7 +82,7 @@ void Coordinator::finish_checkpoint_push(const CheckpointJobResult& done) {
   Trial* trial = trial_by_index(job.trial_index);
   // Only to the rank that asked, while it is still connected: once it is gone, its
   // descriptor may be another connection's.
-  if (!trial || trial->record.value("attempts", int64_t{0}) != job.attempt) return;
+  if (!trial || trial->attempt() != job.attempt) return;
   if (job.rank < 0 || static_cast<size_t>(job.rank) >= trial->ranks.size()) return;
   const Rank& rank = trial->ranks[static_cast<size_t>(job.rank)];
   if (!rank.process || rank.process->pid != job.chief || rank.connection_fd != job.connection)

@@ -169,8 +169,7 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   // its gang) names that attempt: it speaks for nothing now. A hello without an attempt (an
   // SDK that predates it, a hand-written client) is taken as the current one.
   if (const Json attempt = msg.value("attempt", Json());
-      attempt.is_number_integer() &&
-      attempt.get<int64_t>() != trial->record.value("attempts", int64_t{0})) {
+      attempt.is_number_integer() && attempt.get<int64_t>() != trial->attempt()) {
     reply(conn, Json{{"type", "error"},
                      {"message", "attempt " + attempt.dump() + " of trial " + id +
                                      " has ended (the trial is at attempt " +

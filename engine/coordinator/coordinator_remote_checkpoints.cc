@@ -12,20 +12,10 @@ namespace cairn {
 
 namespace {
 
-// The trial's current attempt, as the wire names it (the rank's CAIRN_ATTEMPT).
-int64_t attempt_of(const Trial& trial) {
-  return trial.record.value("attempts", int64_t{0});
-}
-
 // A transfer for the trial's chief, answering request `msg` on `conn` when it ends.
-CheckpointJob job_for(CheckpointJob::Kind kind, const AgentEndpoint& agent, const Trial& trial,
-                      std::string id, const ControlConnection& conn, const Json& msg) {
-  CheckpointJob job;
-  job.kind = kind;
+CheckpointJob job_for(CheckpointJob job, const AgentEndpoint& agent, const Trial& trial,
+                      const ControlConnection& conn, const Json& msg) {
   job.agent = agent;
-  job.trial_index = trial.index;
-  job.trial = std::move(id);
-  job.attempt = attempt_of(trial);
   job.chief = trial.chief().process->pid;
   job.connection = conn.fd();
   job.seq = msg.value("seq", Json(0));
@@ -33,6 +23,15 @@ CheckpointJob job_for(CheckpointJob::Kind kind, const AgentEndpoint& agent, cons
 }
 
 }  // namespace
+
+CheckpointJob Coordinator::transfer_job(CheckpointJob::Kind kind, const Trial& trial) const {
+  CheckpointJob job;
+  job.kind = kind;
+  job.trial_index = trial.index;
+  job.trial = trial_id(trial.index);
+  job.attempt = trial.attempt();
+  return job;
+}
 
 const AgentEndpoint* Coordinator::remote_chief(const Trial& trial, int rank) const {
   // A data-parallel trial's checkpoint is a round (coordinator_ranks.cc), whose parts on
@@ -47,7 +46,7 @@ bool Coordinator::remote_checkpoint_begin(Trial& trial, ControlConnection& conn,
   if (!agent) return false;
   if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
   transfers_->start(
-      job_for(CheckpointJob::Kind::kStage, *agent, trial, trial_id(trial.index), conn, msg));
+      job_for(transfer_job(CheckpointJob::Kind::kStage, trial), *agent, trial, conn, msg));
   return true;
 }
 
@@ -61,7 +60,7 @@ bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, c
     return false;
   staged.erase(path);
   CheckpointJob job =
-      job_for(CheckpointJob::Kind::kFetch, *agent, trial, trial_id(trial.index), conn, msg);
+      job_for(transfer_job(CheckpointJob::Kind::kFetch, trial), *agent, trial, conn, msg);
   job.path = path;
   job.step = msg["step"].get<int64_t>();
   job.metadata = msg.value("metadata", Json::object());
@@ -102,7 +101,7 @@ void Coordinator::finish_checkpoint_transfers() {
     // completed (checkpoint_end) before it ended — its machine lost, its rank killed — is
     // registered: the trial's next attempt waits for it (schedule(), busy()). One of an
     // attempt that is no longer the trial's latest is refused, never registered.
-    const bool latest = trial && attempt_of(*trial) == job.attempt;
+    const bool latest = trial && trial->attempt() == job.attempt;
     const bool current = latest && trial->chief().process &&
                          trial->chief().process->pid == job.chief &&
                          trial->chief().connection_fd == job.connection;

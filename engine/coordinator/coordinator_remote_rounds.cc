@@ -17,14 +17,6 @@
 namespace cairn {
 namespace fs = std::filesystem;
 
-namespace {
-
-int64_t attempt_of(const Trial& trial) {
-  return trial.record.value("attempts", int64_t{0});
-}
-
-}  // namespace
-
 bool Coordinator::remote_round_begin(Trial& trial, RankRound& round, int64_t step,
                                      ControlConnection& conn, const Json& msg) {
   if (conn.rank < 0 || conn.rank >= trial.world_size()) return false;
@@ -49,12 +41,8 @@ bool Coordinator::remote_round_begin(Trial& trial, RankRound& round, int64_t ste
   part.machine = machines_[static_cast<size_t>(rank.machine)].name();
   part.staging = true;
   if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
-  CheckpointJob job;
-  job.kind = CheckpointJob::Kind::kStage;
+  CheckpointJob job = transfer_job(CheckpointJob::Kind::kStage, trial);
   job.agent = *agent;
-  job.trial_index = trial.index;
-  job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(trial);
   job.step = step;
   job.round_part = true;
   job.machine = rank.machine;
@@ -79,11 +67,7 @@ bool Coordinator::start_remote_round(Trial& trial, int64_t step, RankRound& done
       *failure = "its part on " + part.machine + " could not be staged: " + part.failure;
       return false;
     }
-  CheckpointJob job;
-  job.kind = CheckpointJob::Kind::kRound;
-  job.trial_index = trial.index;
-  job.trial = trial_id(trial.index);
-  job.attempt = attempt_of(trial);
+  CheckpointJob job = transfer_job(CheckpointJob::Kind::kRound, trial);
   job.step = step;
   job.metadata = done.metadata;
   job.local_dir = done.staging_dir;
@@ -99,7 +83,7 @@ bool Coordinator::start_remote_round(Trial& trial, int64_t step, RankRound& done
 void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
   const CheckpointJob& job = done.job;
   Trial* trial = trial_by_index(job.trial_index);
-  const bool latest = trial && attempt_of(*trial) == job.attempt;
+  const bool latest = trial && trial->attempt() == job.attempt;
   // A connection of this trial's rank, not a descriptor another connection reuses now.
   auto still_ours = [&](int fd, std::optional<int> rank) {
     auto it = connections_.find(fd);

@@ -188,6 +188,8 @@ struct Trial {
     return h;
   }
   int world_size() const { return static_cast<int>(ranks.size()); }
+  // The current attempt, as the wire names it (the ranks' CAIRN_ATTEMPT): 0 before the first.
+  int64_t attempt() const { return record.value("attempts", int64_t{0}); }
   Rank& chief() { return ranks.front(); }
   const Rank& chief() const { return ranks.front(); }
   bool running() const { return attempt_running; }
