@@ -23,6 +23,20 @@ def agent_env(test, extra=None):
     return test.cairn_env(base)
 
 
+def peer_home(test, key=True):
+    """Gives the test a home of its own (test.home: no key is found there unless the test
+    puts one there) and, with `key`, a new cluster key at test.dir/cluster.key, whose path it
+    returns."""
+    test.home = os.path.join(test.dir, "home")
+    os.makedirs(test.home, exist_ok=True)
+    if not key:
+        return None
+    path = os.path.join(test.dir, "cluster.key")
+    subprocess.run([CAIRN, "agent", "--new-key", path], env=agent_env(test), check=True,
+                   capture_output=True, timeout=60)
+    return path
+
+
 class Agent:
     """A running `cairn agent`. Its log (stderr) goes to a file, never a pipe that could
     fill: read it from the start (text(), wait_log()) or in order with a cursor (line(),

@@ -11,6 +11,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
+from peer_testlib import agent_env, peer_home  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
 
@@ -86,16 +87,10 @@ class Agent:
 class AgentOpsCase(CairnTestCase):
     def setUp(self):
         super().setUp()
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
-        self.key = os.path.join(self.dir, "cluster.key")
-        self.cairn("agent", "--new-key", self.key, check=0, env=self.env())
+        self.key = peer_home(self)
 
     def env(self, extra=None):
-        base = {"HOME": self.home, "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None,
-                "CAIRN_KEY_FILE": None}
-        base.update(extra or {})
-        return base
+        return agent_env(self, extra)
 
     def copy_binary(self, folder):
         path = os.path.join(self.dir, folder, "cairn")

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs  # noqa: E402
 import peer_testlib  # noqa: E402
-from peer_testlib import TEST_CLIENT  # noqa: E402
+from peer_testlib import TEST_CLIENT, peer_home  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()
 
@@ -64,13 +64,9 @@ class PeersCodeTest(CairnTestCase):
     def setUp(self):
         super().setUp()
         self.agents = []
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
         self.proj = os.path.join(self.dir, "proj")
         os.makedirs(self.proj)
-        self.key = os.path.join(self.dir, "cluster.key")
-        subprocess.run([CAIRN, "agent", "--new-key", self.key], env=self.env(), check=True,
-                       capture_output=True, timeout=60)
+        self.key = peer_home(self)
 
     def env(self):
         return peer_testlib.agent_env(self)

@@ -11,7 +11,6 @@ Beacons are forged with tests/e2e/beacon_forge.py, written from the documented f
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys

@@ -10,6 +10,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CairnTestCase  # noqa: E402
+from peer_testlib import agent_env, peer_home  # noqa: E402
 from test_peers_placement import Agent  # noqa: E402
 
 # Rank 0 listens on MASTER_PORT (every address, as torch's TCPStore does); rank 1 connects
@@ -58,16 +59,12 @@ max_restarts: 0
 class MasterPortTest(CairnTestCase):
     def setUp(self):
         super().setUp()
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
-        self.key = os.path.join(self.dir, "cluster.key")
-        self.cairn("agent", "--new-key", self.key, check=0, env=self.env())
+        self.key = peer_home(self)
         self.write("train.py", TRAIN)
         self.write("exp.yaml", CONFIG % os.path.join(self.dir, "train.py"))
 
     def env(self, extra=None):
-        return {"HOME": self.home, "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None,
-                "CAIRN_KEY_FILE": None}
+        return agent_env(self, extra)
 
     def test_rank_0_on_an_agent_gets_a_port_its_agent_held_free(self):
         a = Agent(self, "agent-a", 1)

@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
-from peer_testlib import Agent, Network, agent_env  # noqa: E402
+from peer_testlib import Agent, Network, agent_env, peer_home  # noqa: E402
 
 NETNS, NETNS_WHY = cairn_testlib.netns_available()
 
@@ -79,12 +79,9 @@ class FailuresCase(CairnTestCase):
     def setUp(self):
         super().setUp()
         self.agents = []
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
         self.trace = os.path.join(self.dir, "trace")
         os.makedirs(self.trace)
-        self.key = os.path.join(self.dir, "cluster.key")
-        self.cairn("agent", "--new-key", self.key, check=0, env=agent_env(self))
+        self.key = peer_home(self)
         self.write("train.py", TRAIN)
 
     def agent(self, n):

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
 import peer_testlib  # noqa: E402
-from peer_testlib import Network  # noqa: E402
+from peer_testlib import Network, agent_env, peer_home  # noqa: E402
 
 # A trial that says where it runs, reports, checkpoints every unit and resumes from it.
 TRAIN = r"""
@@ -66,17 +66,11 @@ def Agent(test, name, slots, *extra, ns=None):
 class PlacementCase(CairnTestCase):
     def setUp(self):
         super().setUp()
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
-        self.key = os.path.join(self.dir, "cluster.key")
-        self.cairn("agent", "--new-key", self.key, check=0, env=self.env())
+        self.key = peer_home(self)
         self.write("train.py", TRAIN)
 
     def env(self, extra=None):
-        base = {"HOME": self.home, "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None,
-                "CAIRN_KEY_FILE": None}
-        base.update(extra or {})
-        return base
+        return agent_env(self, extra)
 
     def run_cairn(self, *args, timeout=240, extra=None):
         return self.cairn(*args, "--key-file", self.key, env=self.env(extra), timeout=timeout)

@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, needs  # noqa: E402
-from peer_testlib import Agent, Network, agent_env  # noqa: E402
+from peer_testlib import Agent, Network, agent_env, peer_home  # noqa: E402
 
 EXAMPLE = os.path.join(SOURCE, "examples", "pytorch-ddp")
 NETNS, NETNS_WHY = cairn_testlib.netns_available()
@@ -32,10 +32,7 @@ class DdpCase(CairnTestCase):
         # ./install.sh --test installs both: missing is a failure, not a skip.
         self.assertTrue(have_torch(), "needs Debian's python3-torch and python3-sklearn")
         self.agents = []
-        self.home = os.path.join(self.dir, "home")
-        os.makedirs(self.home)
-        self.key = os.path.join(self.dir, "cluster.key")
-        self.cairn("agent", "--new-key", self.key, check=0, env=agent_env(self))
+        self.key = peer_home(self)
         for name in ("train.py", "digits-ddp.yaml"):
             shutil.copy(os.path.join(EXAMPLE, name), self.dir)
 

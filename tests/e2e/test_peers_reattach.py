@@ -352,5 +352,4 @@ class ReattachTest(PlacementCase):
 
 
 if __name__ == "__main__":
-    import unittest
-    unittest.main()
+    sys.exit(cairn_testlib.main())

@@ -6,7 +6,6 @@ travel to the coordinator's store (manifest plus missing content), the checkpoin
 registered only when every part is there, and a restarted gang gets it restored on every
 machine it runs on, with the same state as on one machine; a part that cannot be shipped
 leaves no checkpoint at all."""
-import json
 import os
 import re
 import shutil
