@@ -175,7 +175,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
         message = Json{
             {"type", "exit"}, {"rank", event.rank}, {"code", event.code}, {"signal", event.signal}};
       } else {
-        message = Json{{"type", "output"}, {"rank", event.rank}, {"data", event.output}};
+        message = output_message(event.rank, event.output);
       }
       Status sent = peer.send(message, Clock::now() + std::chrono::seconds(ok ? 30 : 0));
       if (!sent.ok()) failed(sent);

@@ -270,9 +270,8 @@ void RemoteLauncher::State::loop() {
       ::kill(::getpid(), SIGCHLD);
     } else if (type == "output") {
       auto it = outputs.find(rank);
-      const Json data = m.value("data", Json());
-      if (it != outputs.end() && data.is_string())
-        (void)write_all(it->second.get(), data.get<std::string>());
+      auto bytes = output_bytes(m);
+      if (it != outputs.end() && bytes.ok()) (void)write_all(it->second.get(), *bytes);
     } else if (type == "exit" && running.count(rank)) {
       ExitInfo info;
       info.code = m.value("code", 0);
