@@ -21,6 +21,7 @@
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
+#include "peer/random_id.h"
 #include "peer/rank_messages.h"
 #include "peer/route_probe.h"
 
@@ -46,7 +47,8 @@ Json agent_status_message(const AgentInfo& info, int slots_free) {
               {"slots", {{"free", slots_free}, {"total", info.slots_total}}},
               {"devices", info.devices},
               {"version", CAIRN_VERSION},
-              {"protocol", kPeerProtocolVersion}};
+              {"protocol", kPeerProtocolVersion},
+              {"agent", info.id}};
 }
 
 struct AgentServer::Impl {
@@ -90,6 +92,9 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
+  // Without random bytes the id is empty: the agent still serves, and is only not told
+  // apart from itself at another address.
+  if (impl_->info.id.empty()) impl_->info.id = random_hex_id(8, "an agent id").value_or("");
   impl_->checkpoints = std::make_unique<AgentCheckpoints>(
       impl_->info.keep_checkpoints ? impl_->info.dir : std::filesystem::path());
 }

@@ -1,31 +1,18 @@
 #include "peer/agent_sessions.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <vector>
 
 #include "peer/agent_log.h"
+#include "peer/random_id.h"
 
 namespace cairn {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Result<std::string> random_id() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1)
-    return Status::Failed("cannot draw random bytes for a session id");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
 
 std::string short_id(const std::string& id) {
   return id.substr(0, 8);
@@ -43,7 +30,7 @@ void AgentSessions::end_locked(AgentSession& session) {
 
 Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& session,
                                         std::string owner, std::chrono::seconds window) {
-  auto id = random_id();
+  auto id = random_hex_id(16, "a session id");
   if (!id.ok()) return id.status();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Io("pipe: " + errno_text());
