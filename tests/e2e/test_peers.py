@@ -95,9 +95,12 @@ class PeersTest(CairnTestCase):
             self.assertTrue(peer["devices"])
             self.assertEqual(peer["version"], self.cairn("--version", check=0).stdout.split()[1])
             self.assertEqual(set(peer), {"address", "found_by", "slots", "devices", "version",
-                                         "status"})
+                                         "status", "agent"})
+        # Two agents, two ids; the unreachable one has none.
+        self.assertNotEqual(doc[0]["agent"], doc[1]["agent"])
         self.assertEqual(doc[2]["status"], "unreachable")
         self.assertIsNone(doc[2]["slots"])
+        self.assertIsNone(doc[2]["agent"])
         self.assertIn("Connection refused", doc[2]["error"])
         for agent in (a, b):
             agent.line(lambda l: "connected 127.0.0.1:" in l and "key id " + key_id in l)
