@@ -28,8 +28,7 @@
 namespace {
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // One line per event, written with one write(2) on an O_APPEND file: a line is in the file
