@@ -23,8 +23,8 @@ event in a file. Measured:
                agent" warning on its terminal (cairn.out, followed every 2 ms). No back-off
                (a lost machine is not the trial's failure); the coordinator tries the
                broken connection again for the heartbeat timeout (a link that comes back
-               loses nothing, docs/peers.md "Reattach"), set to 2 s here; the killed agent is started again on its port, so the next kill finds
-               two agents.
+               loses nothing, docs/peers.md "Reattach"), set to 2 s here; the killed agent
+               is started again on its port, so the next kill finds two agents.
   standalone   the same trial started directly (no cairn) from a checkpoint, Popen ->
                first training step: Python start-up, `import cairn`, the checkpoint
                read and one 50 ms step. The baseline both figures are net of.
