@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -163,9 +164,13 @@ bool RemoteLauncher::State::resume_or_fail(const Status& why, Clock::time_point 
       fail_all(Status::Failed(address + ": " + fresh.status().message()));
       return false;
     }
-    // Not reachable yet: again shortly (the wake pipe ends the wait when stopping).
+    // Not reachable yet: again shortly, but not past the give-up time, so the agent is
+    // counted lost when its timeout runs out, not up to a retry period later (the wake
+    // pipe ends the wait when stopping).
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - Clock::now() + std::chrono::milliseconds(1));
     pollfd p{wake_read.get(), POLLIN, 0};
-    (void)::poll(&p, 1, 200);
+    (void)::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 200)));
   }
 }
 
