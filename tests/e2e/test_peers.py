@@ -5,7 +5,6 @@ authenticates with a real key and then sends what cairn never sends."""
 import json
 import os
 import re
-import signal
 import socket
 import stat
 import subprocess
@@ -14,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, CairnTestCase, read_line_until, wait_until  # noqa: E402
+from cairn_testlib import CairnTestCase, read_line_until, wait_until  # noqa: E402
 import peer_testlib  # noqa: E402
 from peer_testlib import LOG_LINE, TEST_CLIENT, Agent  # noqa: E402
 
