@@ -383,6 +383,12 @@ Status RemoteLauncher::check_run() {
 
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   State& s = *state_;
+  {
+    // Lost since its placement: refused before any shipping, whose failure would leave the
+    // agent out of the run as one that cannot run it (lost_before_start.h).
+    std::lock_guard lock(s.mutex);
+    if (s.broken) return *s.broken;
+  }
   UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
