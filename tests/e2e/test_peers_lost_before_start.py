@@ -7,7 +7,6 @@ The gap is made deterministic with the test hook CAIRN_TEST_LOSE_BEFORE_START=1
 before launching it, until that agent is lost; the test kills the agent (kill -9) then."""
 import os
 import re
-import signal
 import subprocess
 import sys
 
