@@ -310,6 +310,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       return;
     } else if (is_session_request(type)) {
       if (!serve_session_request(*sessions, peer, session, message, name)) return;
+      // A claim by a new connection ends this one's waits at once, sends included.
+      if (session->wake_read) peer.set_release(session->wake_read.get(), &session->release);
       heard_count = -1;  // a resumed session's frames are counted from its journal's count
       continue;          // it answered
     } else if (AgentCheckpoints::handles(type)) {

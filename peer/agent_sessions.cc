@@ -216,6 +216,7 @@ bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
                   " ended: " + replay.status().message());
   }
   session = *claimed;
+  peer.set_release(session->wake_read.get(), &session->release);  // the replay can let go too
   agent_log("resumed session " + short_id(session->id) + " of " + who + " (" +
             std::to_string(session->running) + " ranks running, " + std::to_string(replay->size()) +
             " frames sent again)");

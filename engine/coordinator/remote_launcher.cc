@@ -22,6 +22,7 @@
 #include "engine/coordinator/placement_data_check.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/remote_session.h"
+#include "engine/coordinator/restore_pushes.h"
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/checkpoint_client.h"
@@ -90,6 +91,7 @@ struct RemoteLauncher::State {
     bool finished = false;  // under mutex
   };
   std::list<Restore> restores;
+  RestorePushes pushes;  // one push per restore for the ranks of a gang on this agent
   // The agent's session for this connection (remote_session.h): "" when it has none.
   std::string session_id;
   SessionJournal journal;  // the connection thread's
@@ -387,6 +389,12 @@ Status RemoteLauncher::check_run() {
 
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   State& s = *state_;
+  {
+    // Lost since its placement: refused before any shipping, whose failure would leave the
+    // agent out of the run as one that cannot run it (lost_before_start.h).
+    std::lock_guard lock(s.mutex);
+    if (s.broken) return *s.broken;
+  }
   UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
@@ -450,8 +458,12 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
 
 void RemoteLauncher::State::restore_then_launch(RemoteLaunch remote, std::string checkpoint,
                                                 int64_t attempt) {
-  auto pushed = push_checkpoint(endpoint, env_or(remote.env, "CAIRN_TRIAL_ID", "unnamed"), attempt,
-                                checkpoint, kLaunchTime);
+  const std::string trial = env_or(remote.env, "CAIRN_TRIAL_ID", "unnamed");
+  auto pushed = pushes.get(trial, attempt, checkpoint, [&]() -> Result<PushedCheckpoint> {
+    auto manifest = scan_for_restore(trial, attempt, checkpoint);
+    if (!manifest.ok()) return manifest.status();
+    return push_checkpoint(endpoint, trial, attempt, checkpoint, *manifest, kLaunchTime);
+  });
   std::lock_guard lock(mutex);
   // Killed while it waited (signal()), or its connection was lost: it has ended already.
   if (!restoring.erase(remote.rank) || !running.count(remote.rank) || stopping) return;
