@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "peer/control_relay.h"
 #include "peer/rank_host.h"
+#include "peer/session_adoption.h"
 #include "peer/session_journal.h"
 
 namespace cairn {
@@ -59,6 +60,8 @@ struct AgentSession {
   // `release` is set, woken by a byte on `wake_read` (which it waits on).
   std::atomic<bool> release{false};
   UniqueFd wake_read, wake_write;
+  // Its ranks as a `cairn resume` adopts them (session_adoption.h).
+  SessionAdoption adoption;
 
   // Kept by AgentSessions.
   bool attached = true;
@@ -96,6 +99,11 @@ class AgentSessions {
   void end_all();
 
   size_t detached() const;
+  // For a `cairn resume` (session_adoption.h; defined there): the newest detached session of
+  // `owner`, attached to the caller from now on (null when there is none), after ending the
+  // owner's older detached ones. kFailed while a connection of the owner still holds one
+  // (asked to let go: try again shortly).
+  Result<std::shared_ptr<AgentSession>> claim_owner(const std::string& owner);
 
  private:
   void end_locked(AgentSession& session);
