@@ -107,6 +107,8 @@ class Coordinator {
   // of its kept ranks were taken (it ends the others).
   bool adopt_remote_trial(Trial& trial);
   void finish_remote_adoption();
+  // Whether the trial's current attempt is one adopt_remote_trial took.
+  bool adopted_attempt(const Trial& trial) const;
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,

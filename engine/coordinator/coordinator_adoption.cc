@@ -99,6 +99,7 @@ bool Coordinator::adopt_remote_trial(Trial& trial) {
     trial.record["rank_pids"] = pids;
     trial.record["rank_start_times"] = starts;
   }
+  trial.record["adopted_attempt"] = attempt;
   mark_dirty(trial);
   record_event(schema::EventType::kTrialAdopted, {{"trial", trial.index}, {"attempt", attempt}});
   for (const Found& f : found)
@@ -107,6 +108,11 @@ bool Coordinator::adopt_remote_trial(Trial& trial) {
                    ": adopted its rank on " + machines_[static_cast<size_t>(f.machine)].name() +
                    " (pid " + std::to_string(f.kept.pid) + "), left running while cairn was away");
   return true;
+}
+
+bool Coordinator::adopted_attempt(const Trial& trial) const {
+  const Json adopted = trial.record.value("adopted_attempt", Json());
+  return adopted.is_number_integer() && adopted.get<int64_t>() == trial.attempt();
 }
 
 void Coordinator::finish_remote_adoption() {
