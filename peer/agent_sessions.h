@@ -17,8 +17,9 @@
 //
 // `owner` names the coordinator's experiment (its machine, store and experiment id): a
 // new session of the same owner ends that owner's detached sessions, which the coordinator
-// that opened it did not resume (a lost agent reconnected, or a `cairn resume` after the
-// coordinator was killed: its trials restart from their checkpoints).
+// that opened it did not resume (a lost agent reconnected: its trials restart from their
+// checkpoints). A `cairn resume` after the coordinator was killed claims the newest one
+// instead (claim_owner, session_adoption.h) and goes on with its ranks.
 //
 // Thread-safety: every member is safe to call from any thread (one mutex). A session is
 // used by one connection thread at a time: the one that opened or claimed it.
