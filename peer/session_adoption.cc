@@ -42,8 +42,30 @@ int64_t integer_field(const Json& m, const char* name) {
 
 // --- StreamLines -------------------------------------------------------------------------
 
+namespace {
+
+// Appends `bytes` to `partial`, leaving out a line over StreamLines::kMaxLineBytes (from its
+// start to its newline, `skipping` meanwhile).
+void append_bounded(std::string& partial, bool& skipping, std::string_view bytes) {
+  if (skipping) {
+    const size_t nl = bytes.find('\n');
+    if (nl == std::string_view::npos) return;
+    skipping = false;
+    bytes.remove_prefix(nl + 1);
+  }
+  partial.append(bytes);
+  const size_t last = partial.rfind('\n');
+  const size_t open = last == std::string::npos ? partial.size() : partial.size() - last - 1;
+  if (open > StreamLines::kMaxLineBytes) {
+    partial.resize(partial.size() - open);
+    skipping = true;
+  }
+}
+
+}  // namespace
+
 void StreamLines::from_rank(std::string_view bytes) {
-  partial_in_.append(bytes);
+  append_bounded(partial_in_, skip_in_, bytes);
   size_t start = 0;
   for (size_t nl; (nl = partial_in_.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::string_view line(partial_in_.data() + start, nl - start);
@@ -103,7 +125,7 @@ std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
     out.erase(0, cut);
     if (nl != std::string::npos) swallow_ = false;
   }
-  partial_out_.append(out);
+  append_bounded(partial_out_, skip_out_, out);
   size_t start = 0;
   for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1)
     answered(partial_out_.substr(start, nl - start));

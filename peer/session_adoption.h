@@ -52,6 +52,9 @@ struct AgentSession;
 class StreamLines {
  public:
   static constexpr size_t kMaxBytes = 192 * 1024;  // inside one control window
+  // A line longer than this (the coordinator drops lines over 16 MiB) is not kept: its bytes
+  // are skipped up to its end, so a rank that never ends a line grows nothing here.
+  static constexpr size_t kMaxLineBytes = size_t{16} << 20;
 
   // Bytes the agent read from the rank's socket.
   void from_rank(std::string_view bytes);
@@ -79,7 +82,8 @@ class StreamLines {
   std::deque<Line> lines_;
   size_t bytes_ = 0;
   std::string partial_in_, partial_out_;
-  bool swallow_ = false;  // drop the next line from the coordinator
+  bool skip_in_ = false, skip_out_ = false;  // inside a line over kMaxLineBytes
+  bool swallow_ = false;                     // drop the next line from the coordinator
 };
 
 // A rank a session started: what a new coordinator needs to know it by.

@@ -101,6 +101,14 @@ TEST_CASE("stream lines: malformed lines are kept as lines, and the bound holds"
   CHECK(lines.kept_bytes() > 0);
 }
 
+TEST_CASE("stream lines: a line that never ends is not kept beyond the line bound") {
+  StreamLines endless;
+  const std::string mib(1 << 20, 'x');
+  for (int i = 0; i < 20; ++i) endless.from_rank(mib);
+  endless.from_rank("x\n{\"type\":\"hello\"}\n");
+  CHECK(endless.replay() == "{\"type\":\"hello\"}\n");
+}
+
 TEST_CASE("agent sessions: a resume claims the owner's newest detached session") {
   std::atomic<int> running{0};
   AgentSessions sessions(running);
