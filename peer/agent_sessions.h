@@ -17,8 +17,9 @@
 //
 // `owner` names the coordinator's experiment (its machine, store and experiment id): a
 // new session of the same owner ends that owner's detached sessions, which the coordinator
-// that opened it did not resume (a lost agent reconnected, or a `cairn resume` after the
-// coordinator was killed: its trials restart from their checkpoints).
+// that opened it did not resume (a lost agent reconnected: its trials restart from their
+// checkpoints). A `cairn resume` after the coordinator was killed claims the newest one
+// instead (claim_owner, session_adoption.h) and goes on with its ranks.
 //
 // Thread-safety: every member is safe to call from any thread (one mutex). A session is
 // used by one connection thread at a time: the one that opened or claimed it.
@@ -35,6 +36,7 @@
 #include "common/status.h"
 #include "peer/control_relay.h"
 #include "peer/rank_host.h"
+#include "peer/session_adoption.h"
 #include "peer/session_journal.h"
 
 namespace cairn {
@@ -59,6 +61,8 @@ struct AgentSession {
   // `release` is set, woken by a byte on `wake_read` (which it waits on).
   std::atomic<bool> release{false};
   UniqueFd wake_read, wake_write;
+  // Its ranks as a `cairn resume` adopts them (session_adoption.h).
+  SessionAdoption adoption;
 
   // Kept by AgentSessions.
   bool attached = true;
@@ -96,6 +100,11 @@ class AgentSessions {
   void end_all();
 
   size_t detached() const;
+  // For a `cairn resume` (session_adoption.h; defined there): the newest detached session of
+  // `owner`, attached to the caller from now on (null when there is none), after ending the
+  // owner's older detached ones. kFailed while a connection of the owner still holds one
+  // (asked to let go: try again shortly).
+  Result<std::shared_ptr<AgentSession>> claim_owner(const std::string& owner);
 
  private:
   void end_locked(AgentSession& session);

@@ -101,6 +101,14 @@ class Coordinator {
   Status replay_event(std::string_view key, std::string_view value, std::set<int64_t>& created,
                       const std::function<void(const std::vector<SearcherAction>&)>& decided);
   void recover_trial(Trial& trial);
+  // A trial whose gang still runs on agents at its recorded attempt, kept there since the
+  // previous coordinator was killed, goes on with the same processes: true when it was
+  // adopted (coordinator_adoption.cc). finish_remote_adoption() then tells each agent which
+  // of its kept ranks were taken (it ends the others).
+  bool adopt_remote_trial(Trial& trial);
+  void finish_remote_adoption();
+  // Whether the trial's current attempt is one adopt_remote_trial took.
+  bool adopted_attempt(const Trial& trial) const;
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,

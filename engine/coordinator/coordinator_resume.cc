@@ -155,10 +155,13 @@ Status Coordinator::load_for_resume() {
           "events; the experiment's database is inconsistent");
     terminal_.note("the search had not started when the experiment was interrupted; starting it");
     apply(unstarted);
+    finish_remote_adoption();
     return Status::Ok();
   }
   for (auto& [index, trial] : trials_)
-    if (!trial->finished && !wait_for_orphan(*trial)) recover_trial(*trial);
+    if (!trial->finished && !adopt_remote_trial(*trial) && !wait_for_orphan(*trial))
+      recover_trial(*trial);
+  finish_remote_adoption();
   return Status::Ok();
 }
 

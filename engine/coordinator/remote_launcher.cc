@@ -95,6 +95,11 @@ struct RemoteLauncher::State {
   // The agent's session for this connection (remote_session.h): "" when it has none.
   std::string session_id;
   SessionJournal journal;  // the connection thread's
+  // A `cairn resume`'s adoption (remote_adoption.h): the agent's kept ranks, whether its
+  // session waits for adopt_ranks, and the ranks taken so far.
+  std::vector<KeptRank> kept;
+  bool adopting = false;
+  std::vector<int64_t> adopted;
 
   void loop();
   void fail_all(const Status& why);
@@ -353,9 +358,12 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
       state->offer.gpu_names.push_back(device.get<std::string>().substr(3));
   // A session, so a link that drops loses nothing (remote_session.h): opened before the
   // connection carries anything else.
-  auto session = open_remote_session(**peer, state->journal, state->heartbeat_timeout, deadline);
+  auto session = open_adopting_session(**peer, state->journal, state->heartbeat_timeout, deadline,
+                                       &state->kept, &state->adopting);
   if (!session.ok()) return Status::Failed(address.text() + ": " + session.status().message());
   state->session_id = *session;
+  // Launches never reuse the name of a rank the agent kept (it is one until it ends).
+  for (const KeptRank& k : state->kept) state->next_rank = std::max(state->next_rank, k.id + 1);
   state->offer.local_address = local_host((*peer)->fd());
   state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);
@@ -577,6 +585,37 @@ std::string RemoteLauncher::lost_reason() const {
 
 const RemoteLauncher::Offer& RemoteLauncher::offer() const {
   return state_->offer;
+}
+
+const std::vector<KeptRank>& RemoteLauncher::kept() const {
+  return state_->kept;
+}
+
+Result<LaunchedRank> RemoteLauncher::adopt(int64_t id, const std::string& control,
+                                           const std::filesystem::path& output) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const bool known = std::any_of(s.kept.begin(), s.kept.end(),
+                                 [&](const KeptRank& k) { return k.id == id && k.running; });
+  if (!s.adopting || !known || s.running.count(id))
+    return Status::Failed("rank " + std::to_string(id) + " is not a kept rank to adopt");
+  UniqueFd file(::open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!file) return Status::Io("cannot open " + output.string() + ": " + errno_text());
+  s.outputs[id] = std::move(file);
+  s.running.insert(id);
+  s.control_targets[id] = control;
+  s.adopted.push_back(id);
+  return LaunchedRank{static_cast<pid_t>(-id), 0};
+}
+
+void RemoteLauncher::end_adoption() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (!s.adopting) return;
+  s.adopting = false;
+  if (s.broken) return;
+  s.outgoing.push_back(adopt_ranks_message(s.adopted));
+  s.wake();
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {

@@ -25,6 +25,9 @@ struct RemoteSessionOptions {
   // The experiment, as agents tell its sessions apart: a new session of the same owner ends
   // the ones its coordinator did not resume.
   std::string owner;
+  // A `cairn resume`: a new connection asks to adopt the ranks the agent kept for `owner`
+  // (remote_adoption.h) instead of ending them.
+  bool adopt = false;
 };
 void set_remote_session_options(RemoteSessionOptions options);
 RemoteSessionOptions remote_session_options();
