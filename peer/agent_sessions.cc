@@ -61,11 +61,7 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
     sessions_[*id] = session;
   }
   // Killing waits for the ranks to be reaped: outside the lock.
-  for (auto& s : ended) {
-    agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): a new coordinator of its experiment did not resume it");
-    end_locked(*s);
-  }
+  for (auto& s : ended) orphans_.adopt(s, "a new coordinator of its experiment did not resume it");
   return *id;
 }
 
@@ -105,6 +101,10 @@ void AgentSessions::detach(const std::shared_ptr<AgentSession>& session, const s
     }
     if (it != sessions_.end() && it->second == session) sessions_.erase(it);
   }
+  if (session->end_on_release && session->window.count() > 0) {
+    orphans_.adopt(session, "a new coordinator of its experiment did not resume it");
+    return;
+  }
   end(session);
 }
 
@@ -131,12 +131,10 @@ void AgentSessions::expire(Clock::time_point now) {
       }
     }
   }
-  for (auto& s : ended) {
-    agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): no coordinator resumed it within its reattach window of " +
-              std::to_string(s->window.count()) + " s");
-    end_locked(*s);
-  }
+  for (auto& s : ended)
+    orphans_.adopt(s, "no coordinator resumed it within its reattach window of " +
+                          std::to_string(s->window.count()) + " s");
+  orphans_.poll(now);
 }
 
 void AgentSessions::end_all() {
@@ -148,6 +146,7 @@ void AgentSessions::end_all() {
     for (auto& s : ended) sessions_.erase(s->id);
   }
   for (auto& s : ended) end_locked(*s);
+  orphans_.kill_all();
 }
 
 size_t AgentSessions::detached() const {

@@ -157,6 +157,7 @@ Status Coordinator::load_for_resume() {
     apply(unstarted);
     return Status::Ok();
   }
+  take_remote_orphans();  // ranks on agents: their orphans, into the trials' orphans/
   for (auto& [index, trial] : trials_)
     if (!trial->finished && !wait_for_orphan(*trial)) recover_trial(*trial);
   return Status::Ok();
