@@ -43,7 +43,8 @@ void Coordinator::take_remote_orphans() {
   std::vector<Ask> asks;
   std::set<int64_t> unusable;  // trials an agent of which cannot be asked
   for (auto& [index, trial] : trials_) {
-    if (trial->finished) continue;
+    // A trial whose kept ranks this coordinator continues runs: it left no orphan.
+    if (trial->finished || trial->running()) continue;
     std::vector<std::string> names;  // rank order: rank 0's machine first
     for (const Json& place : trial->record.value("placement", Json::array())) {
       const std::string name = place.is_object() ? place.value("machine", "") : "";
@@ -114,7 +115,7 @@ void Coordinator::take_remote_orphans() {
   const int64_t exp = experiment_["id"].get<int64_t>();
   std::set<int64_t> fetched_trials;
   for (auto& [index, trial] : trials_) {
-    if (trial->finished || unusable.count(index)) continue;
+    if (trial->finished || trial->running() || unusable.count(index)) continue;
     std::set<int64_t> steps;
     bool asked = false;
     for (const Ask& ask : asks) {

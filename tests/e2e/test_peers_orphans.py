@@ -126,10 +126,12 @@ class OrphanTest(PlacementCase):
                           what="the ranks' pids")
         for pid in pids:
             self.kill_later(pid)
+        placed = {p["machine"] for p in self.cairn_json("show", "1.1", "--json")["placement"]}
         run.kill()
         run.wait(timeout=30)
         for a in agents:
-            a.wait_log("kept 1 ranks of")
+            if a.address in placed:
+                a.wait_log("kept 1 ranks of")
         return pids
 
     def release_and_wait_for_orphans(self, agents, pids):
@@ -199,6 +201,30 @@ class OrphanTest(PlacementCase):
         text = open(log.name).read()
         self.assertLess(text.index(note), text.index("adopted the checkpoint"))
         self.assert_went_on_from_the_orphan(text, [a])
+
+    def test_an_agent_that_cannot_be_reached_costs_only_its_orphan(self):
+        agents = [Agent(self, "agent-a", 1), Agent(self, "agent-b", 1)]
+        pids = self.held_then_killed(agents, window=2)
+        machine = self.cairn_json("show", "1.1", "--json")["placement"][0]["machine"]
+        ran, other = sorted(agents, key=lambda x: x.address != machine)
+        ran.wait_log("to checkpoint as orphans and exit")
+        self.release_and_wait_for_orphans([ran], pids)
+        ran.kill()  # with its orphan in its directory
+        self.assertTrue(os.path.isdir(os.path.join(ran.dir, "orphans", "1.1", str(HOLD_AT + 1))))
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        warning = ("warning: trial 1.1: agent %s cannot be reached; what its ranks checkpointed "
+                   "there while cairn was away is not adopted" % ran.address)
+        self.assertEqual(text.count(warning), 1, text)
+        self.assertNotIn("adopted the checkpoint it took", text)
+        # It goes on on the other agent from its latest registered checkpoint.
+        starts = [int(s) for s in re.findall(r"pid \d+ starts at (\d+)", text)]
+        self.assertEqual(starts, [HOLD_AT], text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(trial["placement"][0]["machine"], other.address)
 
     def gang_orphans(self):
         a = Agent(self, "agent-a", 1)
