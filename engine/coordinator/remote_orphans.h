@@ -35,36 +35,19 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "engine/coordinator/orphan_messages.h"
 #include "peer/agent_server.h"
 #include "peer/checkpoint_client.h"
 #include "store/object_store.h"
 
 namespace cairn {
 
-// At most this many orphan steps are listed for one trial (the newest are kept).
-inline constexpr size_t kMaxOrphanSteps = 1000;
-
 // ---- the agent's side ----
-
-// The trial (and, for orphan_fetch, the step) a request names, checked: the trial as
-// check_trial_name allows, the step a whole number in [0, 2^53). kBadInput, one line.
-Status parse_orphan_request(const Json& request, bool needs_step, std::string* trial,
-                            int64_t* step);
 
 // The agent's handler of the three requests above (agent `dir`), before `next`.
 AgentRequestHandler with_orphan_requests(std::filesystem::path dir, AgentRequestHandler next);
 
 // ---- the coordinator's side ----
-
-struct OrphanListing {
-  bool running = false;
-  std::vector<int64_t> steps;  // ascending, each once
-};
-
-// An agent's orphan_list answer for `trial`, checked strictly: kBadInput (one line) for
-// another type or trial, a non-boolean "running", steps that are not distinct whole numbers
-// in [0, 2^53), more than kMaxOrphanSteps of them. An "error" answer is kFailed with its reason.
-Result<OrphanListing> parse_orphan_listing(const Json& answer, const std::string& trial);
 
 Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
                                           std::chrono::milliseconds timeout);

@@ -137,7 +137,7 @@ TEST_CASE("orphan requests: the trial and step are checked") {
         Json{{"trial", "/etc"}, {"step", 1}}, Json{{"trial", 3}, {"step", 1}}, Json{{"step", 1}},
         Json{{"trial", "3.1"}}, Json{{"trial", "3.1"}, {"step", -1}},
         Json{{"trial", "3.1"}, {"step", 1.5}}, Json{{"trial", "3.1"}, {"step", "7"}},
-        Json{{"trial", "3.1"}, {"step", int64_t{1} << 60}}})
+        Json{{"trial", "3.1"}, {"step", int64_t{1} << 60}}, Json::array(), Json(7)})
     CHECK(parse_orphan_request(bad, true, &trial, &step).kind() == ErrorKind::kBadInput);
 }
 
