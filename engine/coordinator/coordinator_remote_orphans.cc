@@ -6,9 +6,12 @@
 // fetched into the trial's work directory, orphans/remote-<step>/ (a gang's ranks of every
 // agent in one directory), where adopt_orphan_checkpoints finds them as it finds a local
 // trial's. Once they are durable here the agents remove theirs.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/remote_orphans.h"
@@ -29,6 +32,24 @@ constexpr auto kAskEvery = std::chrono::milliseconds(200);
 // The agent kills an orphaned rank kOrphanExitBound after its channel closed; this side
 // waits that long and a little more.
 constexpr auto kWaitBound = kOrphanExitBound + std::chrono::seconds(30);
+// A trial whose wait a signal ended does not start before the loop has handled the signal.
+constexpr auto kHoldAfterInterrupt = std::chrono::seconds(5);
+
+// Waits kAskEvery on the coordinator's signal pipe `fd` instead of sleeping, so that Ctrl-C is
+// answered: whether a signal that stops the coordinator came. Every signal read is added to
+// `deferred`, to be raised again once the wait ends (the loop handles them then).
+bool interrupted_while_waiting(int fd, std::set<int>& deferred) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(kAskEvery.count())) <= 0 || !(p.revents & POLLIN))
+    return false;
+  bool stop = false;
+  char sig = 0;
+  while (::read(p.fd, &sig, 1) == 1) {
+    deferred.insert(sig);
+    stop = stop || sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGUSR2;
+  }
+  return stop;
+}
 
 }  // namespace
 
@@ -70,6 +91,7 @@ void Coordinator::take_remote_orphans() {
 
   // Until every agent says the trial's ranks have exited there (they checkpoint first).
   const auto give_up = Clock::now() + kWaitBound;
+  std::set<int> deferred;  // signals that came meanwhile
   std::set<std::pair<int64_t, std::string>> noted;
   for (;;) {
     bool waiting = false;
@@ -95,6 +117,19 @@ void Coordinator::take_remote_orphans() {
                        ask.machine + ", left from the previous run, to checkpoint and exit");
     }
     if (!waiting) break;
+    if (interrupted_while_waiting(signals_ ? signals_->fd() : -1, deferred)) {
+      // Ctrl-C, `cairn pause`, SIGTERM: the loop handles it (it pauses before any start),
+      // and what the ranks leave stays on the agents for the next resume.
+      for (Ask& ask : asks)
+        if (!ask.answered && !unusable.count(ask.trial->index)) {
+          terminal_.note("trial " + trial_id(ask.trial->index) +
+                         ": stopped waiting for its ranks on agent " + ask.machine +
+                         " (interrupted); a later resume adopts what they leave there");
+          unusable.insert(ask.trial->index);
+          ask.trial->not_before = Clock::now() + kHoldAfterInterrupt;
+        }
+      break;
+    }
     if (Clock::now() >= give_up) {
       for (const Ask& ask : asks)
         if (!ask.answered && !unusable.count(ask.trial->index)) {
@@ -107,8 +142,9 @@ void Coordinator::take_remote_orphans() {
         }
       break;
     }
-    std::this_thread::sleep_for(kAskEvery);
   }
+  // Signals read while waiting, handed to the loop as if they came now.
+  for (int sig : deferred) ::raise(sig);
 
   // Each trial's orphan steps newer than its latest checkpoint, from every agent that has
   // them, merged into one directory per step.

@@ -202,6 +202,31 @@ class OrphanTest(PlacementCase):
         self.assertLess(text.index(note), text.index("adopted the checkpoint"))
         self.assert_went_on_from_the_orphan(text, [a])
 
+    def test_ctrl_c_while_resume_waits_leaves_the_orphan_for_the_next_resume(self):
+        a = Agent(self, "agent-a", 1)
+        pids = self.held_then_killed([a], window=600)
+        log = open(os.path.join(self.dir, "resume.log"), "w+")
+        self.addCleanup(log.close)
+        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
+                                  env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
+                                  stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
+        note = "trial 1.1: waiting for its ranks on agent %s" % a.address
+        wait_until(lambda: note in open(log.name).read(), timeout=60,
+                   what="resume waiting for the orphaned rank")
+        resume.send_signal(signal.SIGINT)
+        resume.wait(timeout=30)  # answered at once, not after the rank's 300 s
+        text = open(log.name).read()
+        self.assertIn("trial 1.1: stopped waiting for its ranks on agent %s (interrupted)"
+                      % a.address, text)
+        self.assertNotIn("starts at", text)  # nothing started beside the old rank
+        self.assertEqual(self.cairn_json("show", "1", "--json")["state"], "PAUSED")
+        self.assertTrue(alive(pids[0]))
+        self.release_and_wait_for_orphans([a], pids)
+        proc = self.resume()
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assert_went_on_from_the_orphan(proc.stdout + proc.stderr, [a])
+
     def test_an_agent_that_cannot_be_reached_costs_only_its_orphan(self):
         agents = [Agent(self, "agent-a", 1), Agent(self, "agent-b", 1)]
         pids = self.held_then_killed(agents, window=2)
