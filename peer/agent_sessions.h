@@ -48,6 +48,11 @@ inline constexpr std::chrono::seconds kMaxReattachWindow{86400};
 struct AgentSession {
   std::string id;     // "" while the connection has not opened a session
   std::string owner;  // the coordinator's experiment
+  // Which coordinator process of the owner opened it (session_open's "coordinator"; "" when
+  // not said): a new session of the owner from another one (a `cairn resume`) lets its ranks
+  // checkpoint as orphans, from the same one (an agent it lost and reconnected) ends them.
+  std::string instance;
+  bool orphan_on_release = false;  // a new session of another coordinator asked it to go
   std::chrono::seconds window{0};
   // The coordinator's heartbeat timeout: a connection of the session that hears nothing
   // for twice this long (the coordinator sends a heartbeat every second) has dropped

@@ -113,12 +113,28 @@ TEST_CASE("agent sessions: past the window, or let go by a new owner session, ra
   sessions.expire(Clock::now() + std::chrono::seconds(62));
   CHECK(running.load() == 0);
 
+  // Another coordinator of the owner (a `cairn resume`): orphans.
   Kept replaced(running, 1);
+  replaced.session->instance = "first";
   opened(replaced, "host:/store#2");
   auto newer = std::make_shared<AgentSession>();
+  newer->instance = "resumed";
   REQUIRE(sessions.open(newer, "host:/store#2", std::chrono::seconds(60)).ok());
   CHECK(replaced.killed == 0);
   CHECK(running.load() == 1);
+
+  // The same coordinator reconnecting (it gave their attempts up): ended at once, as are
+  // those of a coordinator that does not say which it is.
+  for (const std::string& instance : {std::string("same"), std::string()}) {
+    Kept given_up(running, 1);
+    given_up.session->instance = instance;
+    opened(given_up, "host:/store#3");
+    auto again = std::make_shared<AgentSession>();
+    again->instance = instance;
+    REQUIRE(sessions.open(again, "host:/store#3", std::chrono::seconds(60)).ok());
+    CHECK(given_up.killed == 1);
+    CHECK(running.load() == 1);
+  }
   // The agent's stop ends what is left at once.
   sessions.end_all();
   CHECK(replaced.killed == 1);
