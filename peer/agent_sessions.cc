@@ -18,6 +18,13 @@ std::string short_id(const std::string& id) {
   return id.substr(0, 8);
 }
 
+// Whether a kept session that a new session of its owner lets go leaves orphans: only when
+// another coordinator process opens it (a resume adopts them); the same one reconnecting
+// has given up their attempts, whose orphans would only be stale.
+bool leaves_orphans(const AgentSession& kept, const std::string& instance) {
+  return !instance.empty() && kept.instance != instance;
+}
+
 }  // namespace
 
 void AgentSessions::end_locked(AgentSession& session) {
@@ -43,6 +50,7 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
       AgentSession& other = *it->second;
       if (!owner.empty() && other.owner == owner && other.attached) {
         other.end_on_release = true;
+        other.orphan_on_release = leaves_orphans(other, session->instance);
         other.release = true;
         const char byte = 1;
         (void)!::write(other.wake_write.get(), &byte, 1);
@@ -62,8 +70,12 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
   }
   // Killing waits for the ranks to be reaped: outside the lock.
   for (auto& s : ended) {
+    if (leaves_orphans(*s, session->instance)) {
+      orphans_.adopt(s, "a new coordinator of its experiment did not resume it");
+      continue;
+    }
     agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): a new coordinator of its experiment did not resume it");
+              " ranks): its coordinator opened a new one");
     end_locked(*s);
   }
   return *id;
@@ -105,6 +117,10 @@ void AgentSessions::detach(const std::shared_ptr<AgentSession>& session, const s
     }
     if (it != sessions_.end() && it->second == session) sessions_.erase(it);
   }
+  if (session->end_on_release && session->orphan_on_release && session->window.count() > 0) {
+    orphans_.adopt(session, "a new coordinator of its experiment did not resume it");
+    return;
+  }
   end(session);
 }
 
@@ -131,12 +147,10 @@ void AgentSessions::expire(Clock::time_point now) {
       }
     }
   }
-  for (auto& s : ended) {
-    agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): no coordinator resumed it within its reattach window of " +
-              std::to_string(s->window.count()) + " s");
-    end_locked(*s);
-  }
+  for (auto& s : ended)
+    orphans_.adopt(s, "no coordinator resumed it within its reattach window of " +
+                          std::to_string(s->window.count()) + " s");
+  orphans_.poll(now);
 }
 
 void AgentSessions::end_all() {
@@ -148,6 +162,7 @@ void AgentSessions::end_all() {
     for (auto& s : ended) sessions_.erase(s->id);
   }
   for (auto& s : ended) end_locked(*s);
+  orphans_.kill_all();
 }
 
 size_t AgentSessions::detached() const {
@@ -187,6 +202,10 @@ bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
     const auto seconds = std::chrono::seconds(std::min<int64_t>(
         std::max(window.get<int64_t>(), link.get<int64_t>()), kMaxReattachWindow.count()));
     session->link_window = std::chrono::seconds(link.get<int64_t>());
+    const Json coordinator = request.value("coordinator", Json(""));
+    if (!coordinator.is_string() || coordinator.get_ref<const std::string&>().size() > 200)
+      return refuse("\"coordinator\" must be a string of at most 200 bytes");
+    session->instance = coordinator.get<std::string>();
     auto id = sessions.open(session, owner.get<std::string>(), seconds);
     if (!id.ok()) return refuse(id.status().message());
     // Counted from here on both sides: the coordinator starts when it reads the answer,

@@ -93,6 +93,11 @@ class Coordinator {
   // Processes of the trial that outlived the previous coordinator: if any still runs, the
   // trial waits for it (orphan_process) and true is returned.
   bool wait_for_orphan(Trial& trial);
+  // Ranks of unfinished trials on agents (their last placement) that outlived the previous
+  // coordinator: waits (bounded) until they have checkpointed and exited there, and fetches
+  // their orphan checkpoints into the trials' orphans/ for adopt_orphan_checkpoints
+  // (coordinator_remote_orphans.cc, remote_orphans.h).
+  void take_remote_orphans();
   // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
   // store holds none of them (the coordinator died before its first commit), to be applied.
   Status replay_searcher(std::vector<SearcherAction>* unstarted);
