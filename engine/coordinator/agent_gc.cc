@@ -112,7 +112,7 @@ std::string plural(int n, const char* one, const char* many) {
 
 struct Holds {
   std::mutex mutex;
-  std::map<std::string, int> runs, trials;
+  std::map<std::string, int> runs, trials, running_ranks;
 };
 Holds& holds() {
   static Holds h;
@@ -146,11 +146,17 @@ AgentInUse::Token AgentInUse::hold_run(const std::string& run) {
 AgentInUse::Token AgentInUse::hold_trial(const std::string& trial) {
   return hold(&Holds::trials, trial);
 }
+AgentInUse::Token AgentInUse::hold_running_rank(const std::string& trial) {
+  return hold(&Holds::running_ranks, trial);
+}
 bool AgentInUse::run_in_use(const std::string& run) {
   return held(&Holds::runs, run);
 }
 bool AgentInUse::trial_in_use(const std::string& trial) {
   return held(&Holds::trials, trial);
+}
+bool AgentInUse::trial_has_running_rank(const std::string& trial) {
+  return held(&Holds::running_ranks, trial);
 }
 
 void mark_agent_entry_used(const fs::path& path) {

@@ -58,14 +58,19 @@ Result<AgentGcStats> collect_agent_dir(
 void mark_agent_entry_used(const std::filesystem::path& path);
 
 // What connected coordinators' ranks use, process-wide: a run directory (`runs/<run>`) and a
-// trial's directory (`work/trials/<trial>`). A hold lasts as long as its token.
+// trial's directory (`work/trials/<trial>`), held while the connection that ran them lasts;
+// and, apart from those, the trials that have a rank still running here (held from its
+// start until it has ended and been reaped), which is what an orphan request asks
+// (remote_orphans.h). A hold lasts as long as its token.
 class AgentInUse {
  public:
   using Token = std::shared_ptr<void>;
   static Token hold_run(const std::string& run);
   static Token hold_trial(const std::string& trial);
+  static Token hold_running_rank(const std::string& trial);
   static bool run_in_use(const std::string& run);
   static bool trial_in_use(const std::string& trial);
+  static bool trial_has_running_rank(const std::string& trial);
 };
 
 // Collects at once, then every `interval`, on a thread of its own, logging one line per

@@ -62,6 +62,8 @@ class AgentRankHost final : public RankHost {
     rank.output = std::move(read_end);
     // Readable once it ends (Linux 5.3); without it, the connection polls as before.
     rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
+    if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
+      rank.running = AgentInUse::hold_running_rank(trial->second);
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }
@@ -149,6 +151,8 @@ class AgentRankHost final : public RankHost {
     UniqueFd ended;   // a pidfd: readable once the process has ended
     bool reaped = false;
     ExitInfo exit;
+    // Its trial has a rank running here until this is gone (erased once reaped and read).
+    AgentInUse::Token running;
   };
 
   // Appends at most a few pieces of the output written so far; true when more is left to

@@ -83,7 +83,7 @@ Json answer_list(const fs::path& dir, const std::string& trial) {
   for (int64_t s : found) steps.push_back(s);
   return Json{{"type", "orphan_list"},
               {"trial", trial},
-              {"running", AgentInUse::trial_in_use(trial)},
+              {"running", AgentInUse::trial_has_running_rank(trial)},
               {"steps", steps}};
 }
 
@@ -141,7 +141,7 @@ Json answer_fetch(const fs::path& dir, const std::string& trial, int64_t step, P
 }
 
 Json answer_drop(const fs::path& dir, const std::string& trial, const std::string& name) {
-  if (AgentInUse::trial_in_use(trial))
+  if (AgentInUse::trial_has_running_rank(trial))
     return refusal(name, "orphan_drop", "ranks of trial " + trial + " still run here");
   auto orphans = trial_orphans(dir, trial);
   std::error_code ec;

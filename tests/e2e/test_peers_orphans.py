@@ -1,6 +1,6 @@
 """Kept ranks that no coordinator adopts become orphans (issue 17 item 8, docs/peers.md
 "Orphans on an agent"): when a killed coordinator's reattach window ends on a real `cairn
-agent`, or a `cairn resume` opens a new session of the same experiment, the agent closes the
+agent` with no `cairn resume` to adopt its ranks (test_peers_adopt.py), the agent closes the
 ranks' control channels instead of killing them; each rank checkpoints into its orphan
 directory on the agent and exits, and `cairn resume` waits for that, fetches the orphan and
 adopts it: the trial goes on from the orphan's step, with the training metrics of the steps
@@ -181,17 +181,18 @@ class OrphanTest(PlacementCase):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assert_went_on_from_the_orphan(proc.stdout + proc.stderr, [a])
 
-    def test_resume_within_the_window_waits_for_the_orphans_it_lets_go(self):
+    def test_resume_while_the_orphaned_rank_still_checkpoints_waits_for_it(self):
+        # (A resume within the window adopts the kept rank instead: test_peers_adopt.py.)
         a = Agent(self, "agent-a", 1)
-        pids = self.held_then_killed([a], window=600)
+        pids = self.held_then_killed([a], window=2)
+        line = a.wait_log("to checkpoint as orphans and exit")
+        self.assertIn("no coordinator resumed it within its reattach window", line)
         log = open(os.path.join(self.dir, "resume.log"), "w+")
         self.addCleanup(log.close)
         resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
                                   env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
                                   stdout=log, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
-        line = a.wait_log("to checkpoint as orphans and exit")
-        self.assertIn("a new coordinator of its experiment did not resume it", line)
         note = "trial 1.1: waiting for its ranks on agent %s" % a.address
         wait_until(lambda: note in open(log.name).read(), timeout=60,
                    what="resume waiting for the orphaned rank")
@@ -204,7 +205,8 @@ class OrphanTest(PlacementCase):
 
     def test_ctrl_c_while_resume_waits_leaves_the_orphan_for_the_next_resume(self):
         a = Agent(self, "agent-a", 1)
-        pids = self.held_then_killed([a], window=600)
+        pids = self.held_then_killed([a], window=2)
+        a.wait_log("to checkpoint as orphans and exit")
         log = open(os.path.join(self.dir, "resume.log"), "w+")
         self.addCleanup(log.close)
         resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,

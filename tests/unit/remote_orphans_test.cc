@@ -99,9 +99,17 @@ TEST_CASE("remote orphans: listed, fetched with only what the store lacks, then 
   REQUIRE_FALSE(linked.ok());
   CHECK_FALSE(fs::exists(f.dir.path() / "linked" / "passwd"));
 
+  // A connection that ran the trial and still lasts (its ranks ended) holds its directory
+  // for the agent's GC only: the ranks are not said to run.
+  {
+    auto gc_hold = AgentInUse::hold_trial("1.1");
+    auto listed = list_remote_orphans(f.endpoint, "1.1", kTimeout);
+    REQUIRE(listed.ok());
+    CHECK_FALSE(listed->running);
+  }
   // While ranks of the trial run there, they are said to, and nothing is dropped.
   {
-    auto hold = AgentInUse::hold_trial("1.1");
+    auto hold = AgentInUse::hold_running_rank("1.1");
     auto running = list_remote_orphans(f.endpoint, "1.1", kTimeout);
     REQUIRE(running.ok());
     CHECK(running->running);
