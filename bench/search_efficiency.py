@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Benchmark: search efficiency on builtin:mlp, in training units (issues 4 and 18).
+"""Benchmark: search efficiency on builtin:mlp and PyTorch, in training units (issues 4, 18).
 
 ASHA and Hyperband (cairn's searchers), cairn's TPE sampler alone and inside ASHA and
 Hyperband (BOHB), and Optuna's TPE sampler alone and with its HyperbandPruner, against
@@ -89,7 +89,8 @@ was not reached counts as infinite. Also the median over all searcher-seed x ran
 pairs, which does not lean on one random run's luck.
 
     /usr/bin/python3 bench/search_efficiency.py [--cairn BIN] [--seeds 1,2,3,4,5]
-        [--searchers random,asha,hyperband,tpe,bohb,bohb-hb,optuna-tpe,optuna-tpe-hb]
+        [--searchers random,asha,hyperband,tpe,bohb,bohb-hb,pbt,optuna-tpe,optuna-tpe-hb,
+                     optuna-random-hb] [--baseline-cairn BIN]
         [--random-trials 20] [--tpe-trials N] [--asha-trials 220] [--max-length 81]
         [--jobs 2] [--tolerance 0.05] [--json FILE] [--cache DIR] [--keep] [--workdir DIR]
     /usr/bin/python3 bench/search_efficiency.py --from-json FILE
