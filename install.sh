@@ -58,14 +58,15 @@ BUILD_PACKAGES=(
 # End-to-end tests run real PyTorch and scikit-learn trials with Debian's python3, and
 # load the zsh and fish completions in those shells; clang and its libFuzzer runtime build
 # the fuzzers (tests/fuzz/); iproute2 (`ip netns`) is for the peer tests that put agents in
-# network namespaces; headless chromium opens `cairn report`'s page (tests/e2e/test_report.py).
+# network namespaces; headless chromium opens `cairn report`'s page (tests/e2e/test_report.py);
+# pyflakes3 lints the Python files (ctest lint_python).
 # What the installed binary loads at run time (see docs/install.md): Debian ships Gloo as a
 # shared library only, and libgloo0 brings hiredis, ibverbs and libnl; libstdc++ stays shared
 # (CMakeLists.txt says why); so do libssl/libcrypto (libssl3), the copy libcurl loads too
 # (docs/peers.md).
 RUNTIME_PACKAGES=(libgloo0 libstdc++6 libssl3)
 TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev iproute2
-  chromium)
+  chromium pyflakes3)
 
 PREFIX=/usr/local
 PREFIX_GIVEN=0

@@ -22,7 +22,6 @@ startup ones, and the cost per trial shows how that fit grows with the observati
 bench fails: a faster fit must not change a decision.
 """
 import argparse
-import json
 import os
 import pathlib
 import shutil

@@ -14,6 +14,7 @@
 #include "engine/coordinator/agent_rank_host.h"
 #include "engine/coordinator/agent_shipping.h"
 #include "engine/coordinator/machine_resources.h"
+#include "engine/coordinator/remote_orphans.h"
 #include "engine/coordinator/signal_pipe.h"
 #include "engine/coordinator/slot_pool.h"
 #include "gpu/cuda_driver.h"
@@ -172,8 +173,8 @@ int agent(const AgentOptions& options) {
       "start it with --key-file";
   AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
   AgentCollector collector(*dir, gc, gc_every);
-  server.set_request_handler(
-      with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : "")));
+  server.set_request_handler(with_orphan_requests(
+      *dir, with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : ""))));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {

@@ -76,6 +76,22 @@ int peers(const PeersOptions& options) {
     threads.emplace_back([&, i] { found[i] = query_agent_status((*list)[i], *tls, deadline); });
   for (auto& thread : threads) thread.join();
   for (size_t i = 0; i < found.size(); ++i) found[i].found_by = found_by[i];
+  // One row per agent: listed peers come first, so a listed agent keeps its name.
+  {
+    const std::vector<bool> first = first_of_each_agent(found);
+    std::vector<AgentStatus> once;
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (first[i]) {
+        once.push_back(std::move(found[i]));
+        continue;
+      }
+      for (const AgentStatus& kept : once)
+        if (kept.agent == found[i].agent)
+          std::cerr << "cairn: " << found[i].address << " is the agent at " << kept.address
+                    << " (agent id " << kept.agent << "): shown once\n";
+    }
+    found = std::move(once);
+  }
 
   bool all_ok = true;
   for (const AgentStatus& status : found) all_ok = all_ok && status.failure == PeerFailure::kNone;

@@ -98,11 +98,25 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
   std::vector<std::future<AgentStatus>> asking;
   for (const PeerAddress& address : parsed)
     asking.push_back(std::async(std::launch::async, query_agent_status, address, *tls, deadline));
+  std::vector<AgentStatus> statuses;
+  for (auto& answer : asking) statuses.push_back(answer.get());
+  const std::vector<bool> first = first_of_each_agent(statuses);
   for (size_t i = 0; i < parsed.size(); ++i) {
-    const AgentStatus status = asking[i].get();
+    const AgentStatus& status = statuses[i];
     const std::string text = parsed[i].text();
     if (std::find(peers.addresses.begin(), peers.addresses.end(), text) != peers.addresses.end())
       continue;  // listed twice: one machine
+    if (!first[i]) {
+      // The same agent at another address: its slots are counted once, under the name seen
+      // first (a listed one before a discovered one).
+      for (const AgentStatus& earlier : statuses)
+        if (&earlier != &status && earlier.agent == status.agent) {
+          std::cerr << "cairn: peer " << text << " is the agent at " << earlier.address
+                    << " (agent id " << status.agent << "): using it once\n";
+          break;
+        }
+      continue;
+    }
     PeerSlots slots;
     slots.address = text;
     if (status.failure != PeerFailure::kNone) {

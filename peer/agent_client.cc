@@ -1,5 +1,7 @@
 #include "peer/agent_client.h"
 
+#include <set>
+
 #include "common/build_info.h"
 #include "peer/peer_protocol.h"
 
@@ -59,7 +61,8 @@ Json AgentStatus::to_json() const {
            {"slots", ok ? Json{{"free", slots_free}, {"total", slots_total}} : Json()},
            {"devices", ok ? devices : Json()},
            {"version", version.empty() ? Json() : Json(version)},
-           {"status", peer_failure_name(failure)}};
+           {"status", peer_failure_name(failure)},
+           {"agent", agent.empty() ? Json() : Json(agent)}};
   if (!ok) doc["error"] = error;
   return doc;
 }
@@ -93,11 +96,22 @@ AgentStatus query_agent_status(const PeerAddress& address, std::shared_ptr<TlsCo
     status.slots_total = message.at("slots").at("total").get<int>();
     status.devices = message.at("devices");
     status.version = message.at("version").get<std::string>();
+    // An older agent sends none: it is only not told apart from itself at another address.
+    if (auto id = message.find("agent"); id != message.end() && id->is_string())
+      status.agent = id->get<std::string>().substr(0, 64);
   } catch (const Json::exception& e) {
     return fail(std::string("malformed status reply: ") + e.what());
   }
   peer.close(deadline);
   return status;
+}
+
+std::vector<bool> first_of_each_agent(const std::vector<AgentStatus>& statuses) {
+  std::vector<bool> first(statuses.size(), true);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < statuses.size(); ++i)
+    if (!statuses[i].agent.empty() && !seen.insert(statuses[i].agent).second) first[i] = false;
+  return first;
 }
 
 }  // namespace cairn

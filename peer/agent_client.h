@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -34,8 +35,10 @@ struct AgentStatus {
   int slots_total = 0;
   Json devices = Json::array();
   std::string version;  // the agent's cairn version (also known on a version mismatch)
+  std::string agent;    // the agent process's id (agent_server.h AgentInfo), when ok
   // {"address", "found_by", "slots": {"free", "total"}, "devices", "version", "status"},
-  // and "error" when status is not "ok"; slots and devices are null when unknown.
+  // "agent" (its id, or null), and "error" when status is not "ok"; slots and devices are
+  // null when unknown.
   Json to_json() const;
 };
 
@@ -43,5 +46,11 @@ struct AgentStatus {
 // what went wrong is in the result.
 AgentStatus query_agent_status(const PeerAddress& address, std::shared_ptr<TlsContext> client,
                                Deadline deadline);
+
+// For each status, whether it is the first to name its agent: false for an agent that an
+// earlier status already names by its id (the same agent reached at another address: an
+// interface it also listens on, another name of its machine, a beacon sent on another
+// interface). Statuses without an id (not ok) are all first.
+std::vector<bool> first_of_each_agent(const std::vector<AgentStatus>& statuses);
 
 }  // namespace cairn

@@ -21,8 +21,10 @@
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
+#include "peer/random_id.h"
 #include "peer/rank_messages.h"
 #include "peer/route_probe.h"
+#include "peer/session_adoption.h"
 
 namespace cairn {
 
@@ -46,7 +48,8 @@ Json agent_status_message(const AgentInfo& info, int slots_free) {
               {"slots", {{"free", slots_free}, {"total", info.slots_total}}},
               {"devices", info.devices},
               {"version", CAIRN_VERSION},
-              {"protocol", kPeerProtocolVersion}};
+              {"protocol", kPeerProtocolVersion},
+              {"agent", info.id}};
 }
 
 struct AgentServer::Impl {
@@ -90,6 +93,9 @@ AgentServer::AgentServer(UniqueFd listener, std::shared_ptr<TlsContext> tls, Age
   impl_->listener = std::move(listener);
   impl_->tls = std::move(tls);
   impl_->info = std::move(info);
+  // Without random bytes the id is empty: the agent still serves, and is only not told
+  // apart from itself at another address.
+  if (impl_->info.id.empty()) impl_->info.id = random_hex_id(8, "an agent id").value_or("");
   impl_->checkpoints = std::make_unique<AgentCheckpoints>(
       impl_->info.keep_checkpoints ? impl_->info.dir : std::filesystem::path());
 }
@@ -153,7 +159,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   // Sends the ranks' output and exits; false when the connection broke. Every event is
   // sent even then: a failed send is kept in the session's journal, for a resume.
   auto relay = [&]() {
-    if (!session->host) return true;
+    // A session being adopted is not read until its adopter says which ranks it takes.
+    if (!session->host || session->adoption.paused) return true;
     bool ok = true;
     auto failed = [&](const Status& why) {
       if (ok) agent_log("dropped " + name + ": " + why.message());
@@ -168,6 +175,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
             failed(drained);
         }
         session->control->rank_ended(event.rank);
+        note_rank_ended(*session, event.rank);
         --session->running;
         --ranks_running;
         agent_log("rank " + std::to_string(event.rank) + " of " + name + " ended (code " +
@@ -175,7 +183,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
         message = Json{
             {"type", "exit"}, {"rank", event.rank}, {"code", event.code}, {"signal", event.signal}};
       } else {
-        message = Json{{"type", "output"}, {"rank", event.rank}, {"data", event.output}};
+        message = output_message(event.rank, event.output);
       }
       Status sent = peer.send(message, Clock::now() + std::chrono::seconds(ok ? 30 : 0));
       if (!sent.ok()) failed(sent);
@@ -212,7 +220,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     // A rank's end wakes the wait at once (its pidfd), not at the next look.
     auto request = session->control->receive(
         peer, wait_until, session->wake_read ? session->wake_read.get() : -1,
-        session->host ? session->host->exit_fds() : std::vector<int>());
+        session->host && !session->adoption.paused ? session->host->exit_fds()
+                                                   : std::vector<int>());
     if (session->release) {
       // A new connection of the coordinator claims the session: this one is dead.
       agent_log("dropped " + name + ": a new connection resumes its session");
@@ -277,6 +286,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       if (!started.ok() && slot_taken) --ranks_running;
       if (started.ok()) {
         ++session->running;
+        note_launch(*session, *launch);
         agent_log("started rank " + std::to_string(rank) + " of " + name + ": " +
                   launch->argv[0].substr(0, 200) + " in work/" + launch->cwd.substr(0, 200));
         reply = Json{{"type", "launched"}, {"rank", rank}};
@@ -303,8 +313,14 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       end_session = true;
       peer.close(Clock::now() + std::chrono::seconds(1));
       return;
+    } else if (is_adoption_request(type)) {
+      if (!serve_adoption_request(*sessions, peer, session, message, name)) return;
+      heard_count = -1;
+      continue;  // it answered (adopt_ranks: the streams' frames follow)
     } else if (is_session_request(type)) {
       if (!serve_session_request(*sessions, peer, session, message, name)) return;
+      // A claim by a new connection ends this one's waits at once, sends included.
+      if (session->wake_read) peer.set_release(session->wake_read.get(), &session->release);
       heard_count = -1;  // a resumed session's frames are counted from its journal's count
       continue;          // it answered
     } else if (AgentCheckpoints::handles(type)) {

@@ -47,10 +47,14 @@ struct AgentInfo {
   // Whether it stages and serves checkpoints below DIR (agent_checkpoints.h): not a keyless
   // agent, to which any local user could connect.
   bool keep_checkpoints = true;
+  // This agent process's id (random; made by the server when empty). An agent reached at
+  // several addresses (interfaces, names) answers the same id at each, so a coordinator
+  // counts its slots once (agent_client.h first_of_each_agent).
+  std::string id;
 };
 
 // The reply to {"type": "status"}:
-//   {"type": "status", "slots": {"free", "total"}, "devices", "version", "protocol"}
+//   {"type": "status", "slots": {"free", "total"}, "devices", "version", "protocol", "agent"}
 Json agent_status_message(const AgentInfo& info, int slots_free);
 
 // Answers requests the server itself does not know (code and data shipping,

@@ -1,12 +1,12 @@
 #include "peer/agent_sessions.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <vector>
 
 #include "peer/agent_log.h"
+#include "peer/random_id.h"
 
 namespace cairn {
 
@@ -14,21 +14,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::string> random_id() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1)
-    return Status::Failed("cannot draw random bytes for a session id");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
 std::string short_id(const std::string& id) {
   return id.substr(0, 8);
+}
+
+// Whether a kept session that a new session of its owner lets go leaves orphans: only when
+// another coordinator process opens it (a resume adopts them); the same one reconnecting
+// has given up their attempts, whose orphans would only be stale.
+bool leaves_orphans(const AgentSession& kept, const std::string& instance) {
+  return !instance.empty() && kept.instance != instance;
 }
 
 }  // namespace
@@ -43,7 +37,7 @@ void AgentSessions::end_locked(AgentSession& session) {
 
 Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& session,
                                         std::string owner, std::chrono::seconds window) {
-  auto id = random_id();
+  auto id = random_hex_id(16, "a session id");
   if (!id.ok()) return id.status();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Io("pipe: " + errno_text());
@@ -56,6 +50,7 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
       AgentSession& other = *it->second;
       if (!owner.empty() && other.owner == owner && other.attached) {
         other.end_on_release = true;
+        other.orphan_on_release = leaves_orphans(other, session->instance);
         other.release = true;
         const char byte = 1;
         (void)!::write(other.wake_write.get(), &byte, 1);
@@ -75,8 +70,12 @@ Result<std::string> AgentSessions::open(const std::shared_ptr<AgentSession>& ses
   }
   // Killing waits for the ranks to be reaped: outside the lock.
   for (auto& s : ended) {
+    if (leaves_orphans(*s, session->instance)) {
+      orphans_.adopt(s, "a new coordinator of its experiment did not resume it");
+      continue;
+    }
     agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): a new coordinator of its experiment did not resume it");
+              " ranks): its coordinator opened a new one");
     end_locked(*s);
   }
   return *id;
@@ -118,6 +117,10 @@ void AgentSessions::detach(const std::shared_ptr<AgentSession>& session, const s
     }
     if (it != sessions_.end() && it->second == session) sessions_.erase(it);
   }
+  if (session->end_on_release && session->orphan_on_release && session->window.count() > 0) {
+    orphans_.adopt(session, "a new coordinator of its experiment did not resume it");
+    return;
+  }
   end(session);
 }
 
@@ -144,12 +147,10 @@ void AgentSessions::expire(Clock::time_point now) {
       }
     }
   }
-  for (auto& s : ended) {
-    agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
-              " ranks): no coordinator resumed it within its reattach window of " +
-              std::to_string(s->window.count()) + " s");
-    end_locked(*s);
-  }
+  for (auto& s : ended)
+    orphans_.adopt(s, "no coordinator resumed it within its reattach window of " +
+                          std::to_string(s->window.count()) + " s");
+  orphans_.poll(now);
 }
 
 void AgentSessions::end_all() {
@@ -161,6 +162,7 @@ void AgentSessions::end_all() {
     for (auto& s : ended) sessions_.erase(s->id);
   }
   for (auto& s : ended) end_locked(*s);
+  orphans_.kill_all();
 }
 
 size_t AgentSessions::detached() const {
@@ -200,6 +202,10 @@ bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
     const auto seconds = std::chrono::seconds(std::min<int64_t>(
         std::max(window.get<int64_t>(), link.get<int64_t>()), kMaxReattachWindow.count()));
     session->link_window = std::chrono::seconds(link.get<int64_t>());
+    const Json coordinator = request.value("coordinator", Json(""));
+    if (!coordinator.is_string() || coordinator.get_ref<const std::string&>().size() > 200)
+      return refuse("\"coordinator\" must be a string of at most 200 bytes");
+    session->instance = coordinator.get<std::string>();
     auto id = sessions.open(session, owner.get<std::string>(), seconds);
     if (!id.ok()) return refuse(id.status().message());
     // Counted from here on both sides: the coordinator starts when it reads the answer,
@@ -229,6 +235,7 @@ bool serve_session_request(AgentSessions& sessions, PeerConnection& peer,
                   " ended: " + replay.status().message());
   }
   session = *claimed;
+  peer.set_release(session->wake_read.get(), &session->release);  // the replay can let go too
   agent_log("resumed session " + short_id(session->id) + " of " + who + " (" +
             std::to_string(session->running) + " ranks running, " + std::to_string(replay->size()) +
             " frames sent again)");

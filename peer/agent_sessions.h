@@ -6,7 +6,8 @@
 // connection ends without {"type": "goodbye"}: the ranks keep running for S seconds, and a
 // new connection (authenticated by the same cluster key) that resumes the session
 // ({"type": "session_resume", "id", "received"}) carries on with the same ranks, streams and
-// frames. After S seconds the ranks are killed. A goodbye, the agent's stop or a connection
+// frames. After S seconds the ranks are asked to checkpoint as orphans and exit
+// (agent_orphans.h). A goodbye, the agent's stop or a connection
 // that never opened a session end the ranks at once, as before.
 //
 // While a session is detached nothing is read from its ranks: their output goes on into
@@ -16,9 +17,13 @@
 // ends meanwhile is reported, with its exit status, once a connection resumes the session.
 //
 // `owner` names the coordinator's experiment (its machine, store and experiment id): a
-// new session of the same owner ends that owner's detached sessions, which the coordinator
-// that opened it did not resume (a lost agent reconnected, or a `cairn resume` after the
-// coordinator was killed: its trials restart from their checkpoints).
+// new session of the same owner lets that owner's detached sessions go, which the coordinator
+// that opened it did not resume. A lost agent reconnected to the same coordinator process
+// ends them (their trials restart from their checkpoints). A `cairn resume` after the
+// coordinator was killed first claims the newest one (claim_owner, session_adoption.h) and
+// goes on with the ranks it adopts; the ranks nobody adopts, and those of another
+// coordinator process's session, checkpoint as orphans and exit, and the resumed
+// coordinator adopts those checkpoints (agent_orphans.h, engine/coordinator/remote_orphans.h).
 //
 // Thread-safety: every member is safe to call from any thread (one mutex). A session is
 // used by one connection thread at a time: the one that opened or claimed it.
@@ -33,8 +38,10 @@
 
 #include "common/file_util.h"
 #include "common/status.h"
+#include "peer/agent_orphans.h"
 #include "peer/control_relay.h"
 #include "peer/rank_host.h"
+#include "peer/session_adoption.h"
 #include "peer/session_journal.h"
 
 namespace cairn {
@@ -45,6 +52,11 @@ inline constexpr std::chrono::seconds kMaxReattachWindow{86400};
 struct AgentSession {
   std::string id;     // "" while the connection has not opened a session
   std::string owner;  // the coordinator's experiment
+  // Which coordinator process of the owner opened it (session_open's "coordinator"; "" when
+  // not said): a new session of the owner from another one (a `cairn resume`) lets its ranks
+  // checkpoint as orphans, from the same one (an agent it lost and reconnected) ends them.
+  std::string instance;
+  bool orphan_on_release = false;  // a new session of another coordinator asked it to go
   std::chrono::seconds window{0};
   // The coordinator's heartbeat timeout: a connection of the session that hears nothing
   // for twice this long (the coordinator sends a heartbeat every second) has dropped
@@ -59,6 +71,8 @@ struct AgentSession {
   // `release` is set, woken by a byte on `wake_read` (which it waits on).
   std::atomic<bool> release{false};
   UniqueFd wake_read, wake_write;
+  // Its ranks as a `cairn resume` adopts them (session_adoption.h).
+  SessionAdoption adoption;
 
   // Kept by AgentSessions.
   bool attached = true;
@@ -90,17 +104,25 @@ class AgentSessions {
   void detach(const std::shared_ptr<AgentSession>& session, const std::string& who);
   // Kills the session's ranks and forgets it.
   void end(const std::shared_ptr<AgentSession>& session);
-  // Ends every detached session past its window; called every second or so.
+  // Lets every detached session past its window go (its ranks checkpoint as orphans), and
+  // reaps the orphans; called every second or so.
   void expire(std::chrono::steady_clock::time_point now);
-  // Ends every detached session (the agent stops).
+  // Ends every detached session and kills every orphan (the agent stops).
   void end_all();
 
   size_t detached() const;
+  // For a `cairn resume` (session_adoption.h; defined there): the newest detached session of
+  // `owner`, attached to the caller from now on (null when there is none), after ending the
+  // owner's older detached ones. kFailed while a connection of the owner still holds one
+  // (asked to let go: try again shortly).
+  Result<std::shared_ptr<AgentSession>> claim_owner(const std::string& owner);
 
  private:
   void end_locked(AgentSession& session);
 
   std::atomic<int>& ranks_running_;
+  // Sessions let go without a goodbye: their ranks checkpoint as orphans (agent_orphans.h).
+  AgentOrphans orphans_{ranks_running_};
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<AgentSession>> sessions_;  // opened, by id
 };

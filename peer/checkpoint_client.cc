@@ -118,6 +118,13 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
                                          std::chrono::milliseconds connect_timeout) {
   auto manifest = scan_checkpoint_dir(dir);
   if (!manifest.ok()) return manifest.status();
+  return push_checkpoint(agent, trial, attempt, dir, *manifest, connect_timeout);
+}
+
+Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::string& trial,
+                                         int64_t attempt, const fs::path& dir,
+                                         const WireManifest& manifest,
+                                         std::chrono::milliseconds connect_timeout) {
   auto connected = connect(agent, connect_timeout);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
@@ -125,14 +132,14 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
     return Status::Failed(agent.address.text() + ": " + s.message());
   };
   Json offer = owner("checkpoint_offer", trial, attempt);
-  offer["manifest"] = manifest->to_json();
+  offer["manifest"] = manifest.to_json();
   if (Status s = peer.send(offer, Clock::now() + kChunkTime); !s.ok()) return broken(s);
   auto want = answer(peer, agent, "checkpoint_want");
   if (!want.ok()) return want.status();
   std::map<std::string, const WireFile*> by_digest;
-  for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
+  for (const WireFile& f : manifest.files) by_digest.emplace(f.sha256, &f);
   PushedCheckpoint pushed;
-  pushed.files = manifest->files.size();
+  pushed.files = manifest.files.size();
   const Json digests = want->value("digests", Json());
   if (!digests.is_array()) return broken(Status::Failed("checkpoint_want without digests"));
   std::set<std::string> sent_once;

@@ -63,5 +63,11 @@ struct PushedCheckpoint {
 Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::string& trial,
                                          int64_t attempt, const std::filesystem::path& dir,
                                          std::chrono::milliseconds connect_timeout);
+// The same with `manifest`, the scan of `dir` made already (scan_checkpoint_dir), for a
+// checkpoint restored on several agents and hashed once.
+Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::string& trial,
+                                         int64_t attempt, const std::filesystem::path& dir,
+                                         const WireManifest& manifest,
+                                         std::chrono::milliseconds connect_timeout);
 
 }  // namespace cairn

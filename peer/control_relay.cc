@@ -212,6 +212,7 @@ bool ControlRelay::pump(int64_t id, Stream& s, short revents) {
       const ssize_t n = ::recv(s.fd.get(), buffer.data(), buffer.size(), 0);
       if (n > 0) {
         buffer.resize(static_cast<size_t>(n));
+        if (agent_) s.lines.from_rank(buffer);
         s.in_flight += buffer.size();
         outgoing_.push_back(control_data_message(id, buffer));
         return true;
@@ -282,7 +283,16 @@ void ControlRelay::handle(const Json& message) {
         end_stream(frame->stream, true);
         return;
       }
-      s.out += frame->data;
+      if (agent_) {
+        // A coordinator that adopted the rank: its answer to the replayed hello stays here.
+        size_t swallowed = 0;
+        std::string data = s.lines.to_rank(frame->data, &swallowed);
+        if (swallowed > 0)
+          outgoing_.push_back(control_ack_message(frame->stream, static_cast<int64_t>(swallowed)));
+        s.out += data;
+      } else {
+        s.out += frame->data;
+      }
       (void)write_out(frame->stream, s);  // at once: no wait for the next poll
       return;
     case ControlFrame::Kind::kAck:
@@ -312,6 +322,29 @@ Status ControlRelay::flush(PeerConnection& peer) {
   return Status::Ok();
 }
 
+void ControlRelay::forget_peer() {
+  outgoing_.clear();
+  for (auto& [id, s] : streams_) s.in_flight = 0;
+}
+
+void ControlRelay::adopt(const std::set<int64_t>& ranks) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, s] : streams_) ids.push_back(id);
+  for (int64_t id : ids) {
+    Stream& s = streams_[id];
+    if (!ranks.count(s.rank) || s.closing) {
+      end_stream(id, /*tell_peer=*/false);  // the new coordinator never knew it
+      continue;
+    }
+    outgoing_.push_back(control_open_message(id, s.rank));
+    const std::string replay = s.lines.replay();
+    for (size_t at = 0; at < replay.size(); at += kControlChunkBytes)
+      outgoing_.push_back(
+          control_data_message(id, std::string_view(replay).substr(at, kControlChunkBytes)));
+    s.in_flight = replay.size();
+  }
+}
+
 Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline deadline,
                                                   int wake_fd, const std::vector<int>& also) {
   std::vector<pollfd> fds;
@@ -335,6 +368,7 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
     fds.push_back({peer.stop_fd(), POLLIN, 0});
     fds.push_back({wake_fd, POLLIN, 0});
     for (const auto& [rank, l] : listeners_) {
+      if (paused_) break;
       fds.push_back({l.fd.get(), POLLIN, 0});
       keys.push_back(rank);
     }
@@ -342,6 +376,7 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
     for (int fd : also) fds.push_back({fd, POLLIN, 0});
     const size_t first_stream = fds.size();
     for (const auto& [id, s] : streams_) {
+      if (paused_) break;
       short events = 0;
       if (!s.closing && s.in_flight < kControlWindowBytes) events |= POLLIN;
       if (!s.out.empty()) events |= POLLOUT;

@@ -42,6 +42,7 @@
 #include "peer/control_frames.h"
 #include "peer/peer_connection.h"
 #include "peer/rank_messages.h"
+#include "peer/session_adoption.h"
 
 namespace cairn {
 
@@ -87,6 +88,16 @@ class ControlRelay {
 
   size_t open_streams() const { return streams_.size(); }
 
+  // Agent, for a `cairn resume` that adopts the session (session_adoption.h): what was
+  // queued for the dead coordinator is dropped and nothing counts as in flight any more;
+  // while paused, nothing is read from the ranks (neither new connections nor bytes).
+  void forget_peer();
+  void set_paused(bool paused) { paused_ = paused; }
+  // Opens every stream of `ranks` again towards the new coordinator (control_open with the
+  // same id, then the stream's replay: its hello and unanswered requests); the other ranks'
+  // streams are closed.
+  void adopt(const std::set<int64_t>& ranks);
+
  private:
   struct Stream {
     UniqueFd fd;
@@ -94,6 +105,7 @@ class ControlRelay {
     std::string out;       // from the other side, not yet written to the socket
     size_t in_flight = 0;  // sent to the other side, not yet acknowledged
     bool closing = false;  // the other side closed: write what is left, then close
+    StreamLines lines;     // agent: what a coordinator that adopts the rank needs
   };
   struct Listener {
     UniqueFd fd;
@@ -124,6 +136,7 @@ class ControlRelay {
   int64_t next_stream_ = 1;
   uint64_t id_ = 0;  // this relay's number in the process, for socket names
   std::vector<Json> outgoing_;
+  bool paused_ = false;  // agent: a session being adopted (forget_peer)
 };
 
 }  // namespace cairn

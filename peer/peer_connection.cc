@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <poll.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "peer/frame.h"
@@ -47,16 +49,29 @@ const char* peer_failure_name(PeerFailure failure) {
 PeerConnection::~PeerConnection() = default;
 
 Status PeerConnection::wait(bool write, Deadline deadline) {
+  const bool releasable = release_fd_ >= 0 && released_ != nullptr;
   for (;;) {
-    pollfd p[2] = {{fd_.get(), static_cast<short>(write ? POLLOUT : POLLIN), 0},
-                   {stop_fd_, POLLIN, 0}};
+    pollfd p[3] = {{fd_.get(), static_cast<short>(write ? POLLOUT : POLLIN), 0},
+                   {stop_fd_, POLLIN, 0},
+                   {releasable ? release_fd_ : -1, POLLIN, 0}};
     const int ms = millis_left(deadline);
     if (ms == 0) return Status::Failed("timed out");
-    const int ready = ::poll(p, stop_fd_ >= 0 ? 2 : 1, ms);
+    // A negative descriptor is ignored by poll().
+    const int ready = ::poll(p, 3, ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return Status::Failed("poll: " + errno_text());
     if (ready == 0) return Status::Failed("timed out");
     if (stop_fd_ >= 0 && (p[1].revents & POLLIN)) return Status::Failed("stopping");
+    if (releasable && (p[2].revents & POLLIN)) {
+      // The flag is set before the byte is written (agent_sessions.cc), so a byte seen with
+      // the flag clear is left over from a release already done: read it and wait on.
+      if (released_->load())
+        return Status::Failed("released: a new connection resumes its session");
+      char drain[64];
+      while (::read(release_fd_, drain, sizeof drain) > 0) {
+      }
+      if (!(p[0].revents & (p[0].events | POLLERR | POLLHUP))) continue;
+    }
     return Status::Ok();  // readable, writable, or an error the next call reports
   }
 }

@@ -9,6 +9,7 @@
 // Thread-safety: one thread at a time per connection.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -56,6 +57,17 @@ class PeerConnection {
 
   const std::string& peer_name() const { return peer_name_; }  // "127.0.0.1:53412"
   void set_stop_fd(int fd) { stop_fd_ = fd; }
+  // A second descriptor that ends every wait (sends included) once it is readable while
+  // `*released` is true: kFailed "released: …". An agent's session connection is given its
+  // session's wake pipe and release flag (agent_sessions.h), so a coordinator that resumes
+  // the session on a new connection makes the old one let go at once, even in the middle of
+  // a send to a link gone silent whose socket buffers are full. A byte found while
+  // `*released` is false is a stale wake-up: read and ignored. Neither is owned; -1/nullptr:
+  // none.
+  void set_release(int wake_fd, const std::atomic<bool>* released) {
+    release_fd_ = wake_fd;
+    released_ = released;
+  }
   // Counts the frames sent and received from now on, and keeps those sent, for a session
   // that can be resumed on another connection (session_journal.h); nullptr: none. Not owned.
   void set_journal(SessionJournal* journal) { journal_ = journal; }
@@ -86,7 +98,7 @@ class PeerConnection {
   PeerConnection(UniqueFd fd, std::unique_ptr<TlsSession> tls, std::string peer_name)
       : fd_(std::move(fd)), tls_(std::move(tls)), peer_name_(std::move(peer_name)) {}
   // Waits until the socket is readable (`write` false) or writable; kFailed on the
-  // deadline or the stop descriptor.
+  // deadline, the stop descriptor or a release (set_release).
   Status wait(bool write, Deadline deadline);
   Status handshake(Deadline deadline);
 
@@ -94,6 +106,8 @@ class PeerConnection {
   std::unique_ptr<TlsSession> tls_;
   std::string peer_name_;
   int stop_fd_ = -1;
+  int release_fd_ = -1;
+  const std::atomic<bool>* released_ = nullptr;
   FrameDecoder decoder_;
   SessionJournal* journal_ = nullptr;
 };

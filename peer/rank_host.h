@@ -43,6 +43,16 @@ class RankHost {
   // Whether exit_fds() also wake the connection for every piece of output (and for output
   // left over from the last poll()), so that it need not look every few milliseconds.
   virtual bool event_driven() const { return false; }
+  // The rank's process id on this machine (0 when not known), and whether it still runs (not
+  // ended, reaped or not): what a `cairn resume` is told of the ranks it may adopt.
+  virtual int64_t pid(int64_t rank) const {
+    (void)rank;
+    return 0;
+  }
+  virtual bool alive(int64_t rank) const {
+    (void)rank;
+    return false;
+  }
   // Kills every rank still running (the connection is gone) and reaps them.
   virtual void kill_all() = 0;
 };

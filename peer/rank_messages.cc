@@ -4,6 +4,8 @@
 #include <system_error>
 
 #include "common/file_util.h"
+#include "common/utf8.h"
+#include "peer/control_frames.h"
 
 namespace cairn {
 
@@ -16,6 +18,28 @@ Json launch_message(const RemoteLaunch& launch) {
   if (!launch.paths.empty()) message["paths"] = launch.paths;
   if (launch.self_program) message["program"] = "cairn";
   return message;
+}
+
+Json output_message(int64_t rank, std::string_view bytes) {
+  // Text when it can be: that is what almost every piece is, readable in a frame dump and
+  // a third smaller than base64. The JSON encoder would replace any other byte with U+FFFD.
+  if (is_utf8(bytes)) return Json{{"type", "output"}, {"rank", rank}, {"data", bytes}};
+  return Json{{"type", "output"}, {"rank", rank}, {"bytes", base64_encode(bytes)}};
+}
+
+Result<std::string> output_bytes(const Json& message) {
+  auto data = message.find("data");
+  auto bytes = message.find("bytes");
+  if ((data == message.end()) == (bytes == message.end()))
+    return Status::BadInput("bad output frame: it needs one of \"data\" and \"bytes\"");
+  if (data != message.end()) {
+    if (!data->is_string()) return Status::BadInput("bad output frame: \"data\" is not text");
+    return data->get<std::string>();
+  }
+  if (!bytes->is_string()) return Status::BadInput("bad output frame: \"bytes\" is not base64");
+  auto decoded = base64_decode(bytes->get<std::string>());
+  if (!decoded.ok()) return Status::BadInput("bad output frame: \"bytes\" is not base64");
+  return decoded;
 }
 
 Result<RemoteLaunch> parse_launch(const Json& message) {

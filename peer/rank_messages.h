@@ -9,10 +9,12 @@
 //   agent → coordinator  {"type": "launched", "rank": K}  or  {"type": "error", "rank": K,
 //   "reason"}
 //                        {"type": "output", "rank": K, "data": "..."}   (after launched, in order)
+//                        or {"type": "output", "rank": K, "bytes": "<base64>"}
 //                        {"type": "exit", "rank": K, "code": C, "signal": S}  (after its output)
 //
 // K is the coordinator's name for the rank, unique among its running ranks on that
-// connection. Output is text: bytes that are not UTF-8 arrive as U+FFFD.
+// connection. Output arrives byte for byte: a piece that is UTF-8 travels as text ("data"),
+// any other (binary output, or a character split between two pieces) as base64 ("bytes").
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/json.h"
@@ -53,6 +56,12 @@ inline constexpr const char* kLaunchPathKinds[] = {"control", "workdir", "orphan
                                                    "python_sdk"};
 
 Json launch_message(const RemoteLaunch& launch);
+
+// An output frame carrying `bytes` exactly (see above).
+Json output_message(int64_t rank, std::string_view bytes);
+// The bytes of an output frame, or kBadInput with one line: neither a "data" string nor a
+// "bytes" string of canonical base64 (control_frames.h), or both.
+Result<std::string> output_bytes(const Json& message);
 
 // The launch in `message`, or kBadInput with one line: a missing or mistyped field, an empty
 // argv, too many entries, a variable name with '=' or NUL, a NUL in any string, or a cwd

@@ -17,6 +17,7 @@ constexpr std::pair<EventType, const char*> kEventNames[] = {
     {EventType::kTrialExited, "trial_exited"},
     {EventType::kTrialRestart, "trial_restart"},
     {EventType::kTrialInterrupted, "trial_interrupted"},
+    {EventType::kTrialAdopted, "trial_adopted"},
     {EventType::kValidation, "validation"},
     {EventType::kCheckpoint, "checkpoint"},
     {EventType::kCheckpointCorrupt, "checkpoint_corrupt"},

@@ -28,6 +28,7 @@ enum class EventType {
   kTrialExited,          // trial, code, signal
   kTrialRestart,         // trial, restart, reason
   kTrialInterrupted,     // trial: its coordinator went away while it ran
+  kTrialAdopted,         // trial, attempt: a resume took its ranks, still running on agents
   kValidation,           // trial, step, metrics
   kCheckpoint,           // trial, checkpoint, steps
   kCheckpointCorrupt,    // trial, checkpoint

@@ -101,6 +101,21 @@ class AgentRankHost final : public RankHost {
     return events;
   }
 
+  int64_t pid(int64_t id) const override {
+    auto it = ranks_.find(id);
+    return it == ranks_.end() ? 0 : it->second.pid;
+  }
+
+  bool alive(int64_t id) const override {
+    auto it = ranks_.find(id);
+    if (it == ranks_.end() || it->second.reaped) return false;
+    // Ended but not reaped yet (a zombie) is not alive; WNOWAIT leaves it for poll().
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(it->second.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+      return false;
+    return info.si_pid != it->second.pid;
+  }
+
   bool event_driven() const override {
     for (const auto& [id, rank] : ranks_)
       if (!rank.reaped && !rank.ended) return false;

@@ -67,11 +67,20 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
     return result;
   }
   if (job.kind == CheckpointJob::Kind::kPush) {
+    // materialize_checkpoint creates the directory and removes it on failure. The messages
+    // are the answer the rank gets.
+    if (Status st = materialize_checkpoint(objects_, job.manifest, job.path); !st.ok()) {
+      result.status =
+          Status::Failed("checkpoint " + job.manifest.id.substr(0, 12) + ": " + st.message());
+      return result;
+    }
+    if (!job.to_agent) return result;
     auto pushed = push_checkpoint(job.agent, job.trial, job.attempt, job.path, kStageTime);
     if (pushed.ok())
       result.staged_path = pushed->path;
     else
-      result.status = pushed.status();
+      result.status = Status::Failed("cannot send the checkpoint to this machine: " +
+                                     pushed.status().message());
     return result;
   }
   std::error_code ec;

@@ -34,8 +34,10 @@ namespace cairn {
 
 struct CheckpointJob {
   // kStage: a fresh directory on the agent for a checkpoint; kFetch: a checkpoint written
-  // there into the object store; kPush: the local directory `path` to the agent (a fetched
-  // checkpoint, coordinator_fetch.cc); kRound: a data-parallel trial's checkpoint round whose
+  // there into the object store; kPush: a stored checkpoint (`manifest`) written into the
+  // local directory `path`, every file verified against its hash, and then, when `to_agent`,
+  // sent to `agent` (a fetched checkpoint, coordinator_fetch.cc: copying gigabytes must not
+  // hold up the loop either); kRound: a data-parallel trial's checkpoint round whose
   // ranks ran on several machines (checkpoint_round_job.cc): every agent's part is fetched,
   // this machine's part adopted, and the union stored as one manifest, only when every part
   // is durable here.
@@ -43,15 +45,17 @@ struct CheckpointJob {
   Kind kind = Kind::kStage;
   AgentEndpoint agent;
   int64_t trial_index = 0;
-  std::string trial;    // its id ("1.2")
-  int64_t attempt = 0;  // which attempt of the trial asked (its record's "attempts")
-  int rank = 0;         // the rank that asked
-  pid_t chief = 0;      // the launcher's name for the rank that asked (launcher.h)
-  int connection = -1;  // the control connection waiting for the answer
-  Json seq;             // the request's seq, for the answer's "re"
-  std::string path;     // kFetch: the staged directory on the agent; kPush: the local one
-  int64_t step = 0;     // kFetch
-  Json metadata;        // kFetch, kRound; kPush: the answer to send, less the agent's path
+  std::string trial;            // its id ("1.2")
+  int64_t attempt = 0;          // which attempt of the trial asked (its record's "attempts")
+  int rank = 0;                 // the rank that asked
+  pid_t chief = 0;              // the launcher's name for the rank that asked (launcher.h)
+  int connection = -1;          // the control connection waiting for the answer
+  Json seq;                     // the request's seq, for the answer's "re"
+  std::string path;             // kFetch: the staged directory on the agent; kPush: the local one
+  CheckpointManifest manifest;  // kPush: what to write into `path`
+  bool to_agent = false;        // kPush: and then to `agent`
+  int64_t step = 0;             // kFetch
+  Json metadata;                // kFetch, kRound; kPush: the answer to send, less the agent's path
   // kStage for a round's part (coordinator_remote_rounds.cc): the round of `step` on
   // machine `machine`, answered to the ranks that wait in the round, not to `connection`.
   bool round_part = false;
@@ -75,7 +79,7 @@ struct CheckpointJob {
 struct CheckpointJobResult {
   CheckpointJob job;
   Status status;
-  std::string staged_path;      // kStage; kPush: the directory on the agent
+  std::string staged_path;      // kStage; kPush: the directory on the agent (`to_agent`)
   CheckpointManifest manifest;  // kFetch, kRound: as stored
   uint64_t new_bytes = 0;       // kFetch, kRound: bytes new to the object store
   uint64_t content_bytes = 0;   // kFetch, kRound: content bytes that crossed the wire

@@ -63,7 +63,8 @@ Coordinator::Coordinator(StoreLayout store, std::unique_ptr<ExperimentDb> db,
   // What the agents are asked to keep when this process's connection to them drops.
   set_remote_session_options(
       {std::chrono::seconds(config_.reattach_window),
-       session_owner(store_.root().string(), experiment_["id"].get<int64_t>())});
+       session_owner(store_.root().string(), experiment_["id"].get<int64_t>()),
+       /*adopt=*/options_.resume});
   Machines machines = connect_machines(std::move(local), options_.peers, options_.key_file);
   launcher_ = std::move(machines.launchers);
   machines_ = std::move(machines.info);

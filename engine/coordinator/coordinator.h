@@ -93,6 +93,11 @@ class Coordinator {
   // Processes of the trial that outlived the previous coordinator: if any still runs, the
   // trial waits for it (orphan_process) and true is returned.
   bool wait_for_orphan(Trial& trial);
+  // Ranks of unfinished trials on agents (their last placement) that outlived the previous
+  // coordinator: waits (bounded) until they have checkpointed and exited there, and fetches
+  // their orphan checkpoints into the trials' orphans/ for adopt_orphan_checkpoints
+  // (coordinator_remote_orphans.cc, remote_orphans.h).
+  void take_remote_orphans();
   // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
   // store holds none of them (the coordinator died before its first commit), to be applied.
   Status replay_searcher(std::vector<SearcherAction>* unstarted);
@@ -101,6 +106,14 @@ class Coordinator {
   Status replay_event(std::string_view key, std::string_view value, std::set<int64_t>& created,
                       const std::function<void(const std::vector<SearcherAction>&)>& decided);
   void recover_trial(Trial& trial);
+  // A trial whose gang still runs on agents at its recorded attempt, kept there since the
+  // previous coordinator was killed, goes on with the same processes: true when it was
+  // adopted (coordinator_adoption.cc). finish_remote_adoption() then tells each agent which
+  // of its kept ranks were taken (it ends the others).
+  bool adopt_remote_trial(Trial& trial);
+  void finish_remote_adoption();
+  // Whether the trial's current attempt is one adopt_remote_trial took.
+  bool adopted_attempt(const Trial& trial) const;
   void adopt_orphan_checkpoints(Trial& trial);
   void adopt_orphan_metrics(Trial& trial, const std::filesystem::path& orphan);
   void register_checkpoint(Trial& trial, const CheckpointManifest& manifest, int64_t step,

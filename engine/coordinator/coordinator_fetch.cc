@@ -4,8 +4,9 @@
 // `restore_path(storage_id)` and `download()` of a checkpoint other than the trial's own
 // (docs/determined.md, docs/protocol.md). cairn writes a copy of it, verified against its
 // hashes, into a fresh directory below the trial's work directory and answers its path.
-// For a rank on an agent that copy travels to the agent (only the content the agent's
-// cache lacks, on a transfer thread: checkpoint_transfers.h) and the answer names the
+// The copy is written on a transfer thread (checkpoint_transfers.h), never on the loop: a
+// checkpoint of gigabytes holds up no other trial. For a rank on an agent that copy then
+// travels to the agent (only the content the agent's cache lacks) and the answer names the
 // agent's directory.
 //
 // The copy is the requester's to read (and to change: the store's objects are never
@@ -36,66 +37,70 @@ void Coordinator::handle_checkpoint_fetch(Trial& trial, ControlConnection& conn,
   if (!manifest.ok())
     return refuse("checkpoint " + id.substr(0, 12) + ": " + manifest.status().message());
 
+  // The rank that asks gets the answer: the copy is written (and, for a rank on an agent,
+  // sent there) on a transfer thread, and the answer goes only to that rank's connection.
+  const Rank* rank = conn.rank >= 0 && static_cast<size_t>(conn.rank) < trial.ranks.size()
+                         ? &trial.ranks[static_cast<size_t>(conn.rank)]
+                         : nullptr;
+  if (!rank || !rank->process) return refuse("checkpoint_fetch before this rank's hello");
   const fs::path parent =
       store_.trial_work(experiment_["id"].get<int64_t>(), trial.index) / "fetched";
   std::error_code ec;
   fs::create_directories(parent, ec);
   auto dir = make_unique_dir(parent, id.substr(0, 12) + "-");
   if (!dir.ok()) return refuse(dir.status().message());
-  // materialize_checkpoint creates the directory itself and removes it on failure.
+  // materialize_checkpoint creates the directory itself.
   fs::remove(*dir, ec);
-  if (Status st = materialize_checkpoint(objects_, *manifest, *dir); !st.ok())
-    return refuse("checkpoint " + id.substr(0, 12) + ": " + st.message());
 
-  Json answer{{"type", "checkpoint_fetched"},
-              {"re", seq},
-              {"path", dir->string()},
-              {"checkpoint", id},
-              {"experiment", found->experiment},
-              {"trial", record.value("trial", Json())},
-              {"steps_completed", record.value("steps_completed", Json(0))},
-              {"metadata", record.value("metadata", Json::object())}};
-  const Rank* rank = conn.rank >= 0 && static_cast<size_t>(conn.rank) < trial.ranks.size()
-                         ? &trial.ranks[static_cast<size_t>(conn.rank)]
-                         : nullptr;
-  const AgentEndpoint* agent =
-      rank && rank->process ? launcher_->agent_of(*rank->process) : nullptr;
-  if (!agent) return reply(conn, std::move(answer));
-
-  // On an agent: the local copy is pushed there, and removed once it has travelled.
   if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
   CheckpointJob job = transfer_job(CheckpointJob::Kind::kPush, trial);
-  job.agent = *agent;
+  if (const AgentEndpoint* agent = launcher_->agent_of(*rank->process)) {
+    job.agent = *agent;
+    job.to_agent = true;
+  }
   job.rank = conn.rank;
   job.chief = rank->process->pid;
   job.connection = conn.fd();
   job.seq = seq;
   job.path = dir->string();
-  job.metadata = std::move(answer);
+  job.manifest = std::move(*manifest);
+  job.metadata = Json{{"type", "checkpoint_fetched"},
+                      {"re", seq},
+                      {"path", dir->string()},
+                      {"checkpoint", id},
+                      {"experiment", found->experiment},
+                      {"trial", record.value("trial", Json())},
+                      {"steps_completed", record.value("steps_completed", Json(0))},
+                      {"metadata", record.value("metadata", Json::object())}};
   transfers_->start(std::move(job));
 }
 
 void Coordinator::finish_checkpoint_push(const CheckpointJobResult& done) {
   const CheckpointJob& job = done.job;
   std::error_code ec;
-  fs::remove_all(job.path, ec);  // the local copy: it has travelled, or it never will
+  // A copy for an agent has travelled, or never will; a local one is the rank's, unless it
+  // can no longer be answered.
+  if (job.to_agent) fs::remove_all(job.path, ec);
   Trial* trial = trial_by_index(job.trial_index);
   // Only to the rank that asked, while it is still connected: once it is gone, its
   // descriptor may be another connection's.
-  if (!trial || trial->attempt() != job.attempt) return;
-  if (job.rank < 0 || static_cast<size_t>(job.rank) >= trial->ranks.size()) return;
-  const Rank& rank = trial->ranks[static_cast<size_t>(job.rank)];
-  if (!rank.process || rank.process->pid != job.chief || rank.connection_fd != job.connection)
+  const Rank* rank = trial && trial->attempt() == job.attempt && job.rank >= 0 &&
+                             static_cast<size_t>(job.rank) < trial->ranks.size()
+                         ? &trial->ranks[static_cast<size_t>(job.rank)]
+                         : nullptr;
+  if (!rank || !rank->process || rank->process->pid != job.chief ||
+      rank->connection_fd != job.connection) {
+    fs::remove_all(job.path, ec);
     return;
+  }
   if (!done.status.ok()) {
-    reply_to(job.connection, Json{{"type", "error"},
-                                  {"re", job.seq},
-                                  {"message", "cannot send the checkpoint to this machine: " +
-                                                  done.status.message()}});
+    reply_to(job.connection,
+             Json{{"type", "error"}, {"re", job.seq}, {"message", done.status.message()}});
+    fs::remove_all(job.path, ec);
     return;
   }
   Json answer = job.metadata;
-  answer["path"] = done.staged_path;
+  if (job.to_agent) answer["path"] = done.staged_path;
   reply_to(job.connection, std::move(answer));
 }
 

@@ -52,11 +52,16 @@ bool Coordinator::remote_checkpoint_begin(Trial& trial, ControlConnection& conn,
 
 bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg) {
   const AgentEndpoint* agent = remote_chief(trial, conn.rank);
-  if (!agent || !transfers_) return false;
+  if (!agent || (!transfers_ && !adopted_attempt(trial))) return false;
+  if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
   const std::string path = msg.value("path", "");
   std::set<std::string>& staged = transfers_->staged()[trial.index];
-  // Not handed out here, or no step: the local path answers that with its error.
-  if (!staged.count(path) || !msg.contains("step") || !msg["step"].is_number_integer())
+  // Not handed out here, or no step: the local path answers that with its error. An attempt
+  // this coordinator adopted may end a checkpoint the dead one staged: the agent, which
+  // staged it, checks that the path is that trial's and attempt's (else the fetch fails and
+  // the trial is answered an error; coordinator_adoption.cc).
+  if ((!staged.count(path) && !adopted_attempt(trial)) || !msg.contains("step") ||
+      !msg["step"].is_number_integer())
     return false;
   staged.erase(path);
   CheckpointJob job =

@@ -155,10 +155,19 @@ Status Coordinator::load_for_resume() {
           "events; the experiment's database is inconsistent");
     terminal_.note("the search had not started when the experiment was interrupted; starting it");
     apply(unstarted);
+    finish_remote_adoption();
     return Status::Ok();
   }
+  // Ranks on agents, in this order: the trials whose whole gang the agents kept running go
+  // on (adopted: nothing to recover); the agents then end the kept ranks nobody adopted;
+  // only then are the other trials' orphans on agents waited for and fetched (a trial being
+  // adopted must not be waited on as an orphan), into the trials' orphans/ for recovery.
   for (auto& [index, trial] : trials_)
-    if (!trial->finished && !wait_for_orphan(*trial)) recover_trial(*trial);
+    if (!trial->finished) (void)adopt_remote_trial(*trial);
+  finish_remote_adoption();
+  take_remote_orphans();
+  for (auto& [index, trial] : trials_)
+    if (!trial->finished && !trial->running() && !wait_for_orphan(*trial)) recover_trial(*trial);
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/determined_package.h"
+#include "engine/coordinator/lost_before_start.h"
 #include "engine/coordinator/rank_environment.h"
 #include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/trial_blas_core.h"
@@ -246,18 +247,37 @@ Status Coordinator::start_trial(Trial& trial) {
     if (!machines_[m].gpu_names.empty())
       env->peer_gpu_names[static_cast<int>(m)] = machines_[m].gpu_names;
   env->master_addr = master_address(*places);
+  // An agent lost since its slots were chosen is a machine loss, not the trial's failure: the
+  // trial waits for other slots, not counted against max_restarts (lost_before_start.h).
+  const auto is_lost = [this](int m) { return launcher_->lost(m); };
+  const auto requeue_if_lost = [&](const Status& why) {
+    const std::vector<int> lost = lost_machines(*places, is_lost);
+    if (lost.empty()) return false;
+    watch_machines();  // says so, takes its slots out, and tries it again later
+    terminal_.warn("trial " + trial_id(trial.index) + ": agent " +
+                   machines_[static_cast<size_t>(lost.front())].address +
+                   " was lost before the trial started there (" + why.message() +
+                   "); it starts on other slots (not counted against max_restarts)");
+    return true;
+  };
   if (Status reach = check_rendezvous(*places, env->master_addr, &env->master_port); !reach.ok()) {
     slots_->release(trial.index);
+    if (requeue_if_lost(reach)) return Status::Ok();
     return reach;
   }
   trial.record["slots"] = env->slots;
   trial.record["placement"] = placement_json(*places);
+  wait_for_loss_if_testing(*places, is_lost, [&](int m) {
+    terminal_.note("test hook: trial " + trial_id(trial.index) + " placed on " +
+                   machines_[static_cast<size_t>(m)].address + "; waiting until it is lost");
+  });
   Status started = start_ranks(trial, *env);
   if (!started.ok()) {
     slots_->release(trial.index);
     // A machine that cannot run this experiment (its data differs, say) is left out, and the
     // trial waits for other slots, unless no other machine can ever hold it.
     if (exclude_refusing_machine(trial.chief().machine)) return Status::Ok();
+    if (requeue_if_lost(started)) return Status::Ok();
     return started;
   }
   trial.attempt_running = true;
@@ -312,8 +332,10 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
     auto started = launcher_->start(launch);
     if (!started.ok()) {
       if (rank.rank == 0) return started.status();  // nothing runs: the start failed
-      // The gang cannot start: stop the ranks already running.
+      // The gang cannot start: stop the ranks already running. On a machine lost since its
+      // placement, that is the machine's loss, not the trial's (lost_before_start.h).
       trial.outcome.start_failed(rank.rank);
+      if (launcher_->lost(rank.machine)) trial.machine_lost = true;
       terminal_.warn("trial " + trial_id(trial.index) + ": rank " + std::to_string(rank.rank) +
                      " did not start: " + started.status().message());
       signal_ranks(trial, SIGKILL);

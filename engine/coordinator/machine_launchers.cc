@@ -41,6 +41,13 @@ Result<LaunchedRank> MachineLaunchers::start(const RankLaunch& launch) {
   return LaunchedRank{outer, 0};
 }
 
+LaunchedRank MachineLaunchers::adopted(int machine, LaunchedRank inner) {
+  const pid_t outer = next_remote_--;
+  remote_[outer] = Remote{machine, inner};
+  outer_of_[{machine, inner.pid}] = outer;
+  return LaunchedRank{outer, 0};
+}
+
 const AgentEndpoint* MachineLaunchers::agent_of(const LaunchedRank& rank) const {
   if (rank.pid > 0) return machines_[0]->agent_of(rank);
   auto it = remote_.find(rank.pid);

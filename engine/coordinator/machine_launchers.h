@@ -40,6 +40,9 @@ class MachineLaunchers final : public Launcher {
   // To every machine, and to one added or replaced later (run_shipping.h).
   void prepare(const std::shared_ptr<const RunSource>& source) override;
   Result<LaunchedRank> start(const RankLaunch& launch) override;
+  // A rank machine `machine`'s launcher took without starting it (`inner`, its name for it:
+  // a `cairn resume` adopting what an agent kept running), under this class's name.
+  LaunchedRank adopted(int machine, LaunchedRank inner);
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
   // The agent of the machine the rank runs on (nullptr for this machine's ranks).

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "engine/coordinator/placement_data_check.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/remote_session.h"
+#include "engine/coordinator/restore_pushes.h"
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/checkpoint_client.h"
@@ -89,9 +91,15 @@ struct RemoteLauncher::State {
     bool finished = false;  // under mutex
   };
   std::list<Restore> restores;
+  RestorePushes pushes;  // one push per restore for the ranks of a gang on this agent
   // The agent's session for this connection (remote_session.h): "" when it has none.
   std::string session_id;
   SessionJournal journal;  // the connection thread's
+  // A `cairn resume`'s adoption (remote_adoption.h): the agent's kept ranks, whether its
+  // session waits for adopt_ranks, and the ranks taken so far.
+  std::vector<KeptRank> kept;
+  bool adopting = false;
+  std::vector<int64_t> adopted;
 
   void loop();
   void fail_all(const Status& why);
@@ -163,9 +171,13 @@ bool RemoteLauncher::State::resume_or_fail(const Status& why, Clock::time_point 
       fail_all(Status::Failed(address + ": " + fresh.status().message()));
       return false;
     }
-    // Not reachable yet: again shortly (the wake pipe ends the wait when stopping).
+    // Not reachable yet: again shortly, but not past the give-up time, so the agent is
+    // counted lost when its timeout runs out, not up to a retry period later (the wake
+    // pipe ends the wait when stopping).
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - Clock::now() + std::chrono::milliseconds(1));
     pollfd p{wake_read.get(), POLLIN, 0};
-    (void)::poll(&p, 1, 200);
+    (void)::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 200)));
   }
 }
 
@@ -270,9 +282,8 @@ void RemoteLauncher::State::loop() {
       ::kill(::getpid(), SIGCHLD);
     } else if (type == "output") {
       auto it = outputs.find(rank);
-      const Json data = m.value("data", Json());
-      if (it != outputs.end() && data.is_string())
-        (void)write_all(it->second.get(), data.get<std::string>());
+      auto bytes = output_bytes(m);
+      if (it != outputs.end() && bytes.ok()) (void)write_all(it->second.get(), *bytes);
     } else if (type == "exit" && running.count(rank)) {
       ExitInfo info;
       info.code = m.value("code", 0);
@@ -347,9 +358,12 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
       state->offer.gpu_names.push_back(device.get<std::string>().substr(3));
   // A session, so a link that drops loses nothing (remote_session.h): opened before the
   // connection carries anything else.
-  auto session = open_remote_session(**peer, state->journal, state->heartbeat_timeout, deadline);
+  auto session = open_adopting_session(**peer, state->journal, state->heartbeat_timeout, deadline,
+                                       &state->kept, &state->adopting);
   if (!session.ok()) return Status::Failed(address.text() + ": " + session.status().message());
   state->session_id = *session;
+  // Launches never reuse the name of a rank the agent kept (it is one until it ends).
+  for (const KeptRank& k : state->kept) state->next_rank = std::max(state->next_rank, k.id + 1);
   state->offer.local_address = local_host((*peer)->fd());
   state->offer.agent_address = remote_host((*peer)->fd());
   state->peer = std::move(*peer);
@@ -383,6 +397,12 @@ Status RemoteLauncher::check_run() {
 
 Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   State& s = *state_;
+  {
+    // Lost since its placement: refused before any shipping, whose failure would leave the
+    // agent out of the run as one that cannot run it (lost_before_start.h).
+    std::lock_guard lock(s.mutex);
+    if (s.broken) return *s.broken;
+  }
   UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
@@ -446,8 +466,12 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
 
 void RemoteLauncher::State::restore_then_launch(RemoteLaunch remote, std::string checkpoint,
                                                 int64_t attempt) {
-  auto pushed = push_checkpoint(endpoint, env_or(remote.env, "CAIRN_TRIAL_ID", "unnamed"), attempt,
-                                checkpoint, kLaunchTime);
+  const std::string trial = env_or(remote.env, "CAIRN_TRIAL_ID", "unnamed");
+  auto pushed = pushes.get(trial, attempt, checkpoint, [&]() -> Result<PushedCheckpoint> {
+    auto manifest = scan_for_restore(trial, attempt, checkpoint);
+    if (!manifest.ok()) return manifest.status();
+    return push_checkpoint(endpoint, trial, attempt, checkpoint, *manifest, kLaunchTime);
+  });
   std::lock_guard lock(mutex);
   // Killed while it waited (signal()), or its connection was lost: it has ended already.
   if (!restoring.erase(remote.rank) || !running.count(remote.rank) || stopping) return;
@@ -561,6 +585,37 @@ std::string RemoteLauncher::lost_reason() const {
 
 const RemoteLauncher::Offer& RemoteLauncher::offer() const {
   return state_->offer;
+}
+
+const std::vector<KeptRank>& RemoteLauncher::kept() const {
+  return state_->kept;
+}
+
+Result<LaunchedRank> RemoteLauncher::adopt(int64_t id, const std::string& control,
+                                           const std::filesystem::path& output) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const bool known = std::any_of(s.kept.begin(), s.kept.end(),
+                                 [&](const KeptRank& k) { return k.id == id && k.running; });
+  if (!s.adopting || !known || s.running.count(id))
+    return Status::Failed("rank " + std::to_string(id) + " is not a kept rank to adopt");
+  UniqueFd file(::open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!file) return Status::Io("cannot open " + output.string() + ": " + errno_text());
+  s.outputs[id] = std::move(file);
+  s.running.insert(id);
+  s.control_targets[id] = control;
+  s.adopted.push_back(id);
+  return LaunchedRank{static_cast<pid_t>(-id), 0};
+}
+
+void RemoteLauncher::end_adoption() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (!s.adopting) return;
+  s.adopting = false;
+  if (s.broken) return;
+  s.outgoing.push_back(adopt_ranks_message(s.adopted));
+  s.wake();
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {

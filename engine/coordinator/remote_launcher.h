@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "engine/coordinator/launcher.h"
+#include "engine/coordinator/remote_adoption.h"
 #include "peer/peer_address.h"
 #include "peer/tls_session.h"
 
@@ -99,6 +100,18 @@ class RemoteLauncher final : public Launcher {
     std::string agent_address;           // the agent's end, as connected ("10.0.0.2")
   };
   const Offer& offer() const;
+
+  // A `cairn resume` (remote_adoption.h): the ranks the agent kept for this experiment after
+  // its coordinator died, offered for adoption (empty when none, or when not resuming).
+  const std::vector<KeptRank>& kept() const;
+  // Takes kept rank `id` as one of this launcher's running ranks without starting anything:
+  // its output is appended to `output`, its control streams reach `control`. An error when
+  // it is not a kept rank that runs, or was taken already.
+  Result<LaunchedRank> adopt(int64_t id, const std::string& control,
+                             const std::filesystem::path& output);
+  // Tells the agent which kept ranks were taken (it kills the others, then relays on); once,
+  // before anything starts on this connection. Nothing when the agent kept nothing.
+  void end_adoption();
 
   struct State;
 

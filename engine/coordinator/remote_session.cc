@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <mutex>
+#include <string>
 
 #include "peer/agent_client.h"
 
@@ -12,6 +14,16 @@ namespace {
 
 std::mutex g_mutex;
 RemoteSessionOptions g_options;
+
+// This process among the coordinators of one owner: an agent ends the kept sessions of the
+// same coordinator that reconnects (their attempts were given up), and lets those of an
+// earlier one (killed, then `cairn resume`) checkpoint as orphans (peer/agent_orphans.h).
+const std::string& coordinator_instance() {
+  static const std::string instance =
+      std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  return instance;
+}
 
 }  // namespace
 
@@ -37,7 +49,8 @@ Result<std::string> open_remote_session(PeerConnection& peer, SessionJournal& jo
   Json open{{"type", "session_open"},
             {"window", static_cast<int64_t>(options.window.count())},
             {"link_window", static_cast<int64_t>((link_window.count() + 999) / 1000)},
-            {"owner", options.owner}};
+            {"owner", options.owner},
+            {"coordinator", coordinator_instance()}};
   if (Status sent = peer.send(open, deadline); !sent.ok()) return sent;
   auto answer = peer.receive(deadline);
   if (!answer.ok()) return answer.status();

@@ -22,9 +22,13 @@ struct RemoteSessionOptions {
   // How long an agent keeps this coordinator's ranks running once its connection ended
   // without a goodbye (the config's reattach_window); 0: it kills them at once.
   std::chrono::seconds window{600};
-  // The experiment, as agents tell its sessions apart: a new session of the same owner ends
-  // the ones its coordinator did not resume.
+  // The experiment, as agents tell its sessions apart: a new session of the same owner lets
+  // go the ones its coordinator did not resume (ended when this process opened them, left to
+  // checkpoint as orphans when another did: session_open's "coordinator").
   std::string owner;
+  // A `cairn resume`: a new connection asks to adopt the ranks the agent kept for `owner`
+  // (remote_adoption.h) instead of ending them.
+  bool adopt = false;
 };
 void set_remote_session_options(RemoteSessionOptions options);
 RemoteSessionOptions remote_session_options();

@@ -57,6 +57,21 @@ std::optional<std::vector<SlotRef>> SlotPool::acquire(int64_t trial, int count,
   return got;
 }
 
+bool SlotPool::take(int64_t trial, const std::vector<SlotRef>& slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotRef& s = slots[i];
+    if (!available(s.machine) || s.slot < 0 ||
+        s.slot >= static_cast<int>(owner_[static_cast<size_t>(s.machine)].size()) ||
+        owner_[static_cast<size_t>(s.machine)][static_cast<size_t>(s.slot)] != 0 ||
+        std::find(slots.begin(), slots.begin() + static_cast<long>(i), s) !=
+            slots.begin() + static_cast<long>(i))
+      return false;
+  }
+  for (const SlotRef& s : slots)
+    owner_[static_cast<size_t>(s.machine)][static_cast<size_t>(s.slot)] = trial;
+  return true;
+}
+
 void SlotPool::release(int64_t trial) {
   for (auto& owners : owner_)
     for (auto& owner : owners)

@@ -48,6 +48,9 @@ class SlotPool {
   std::optional<std::vector<SlotRef>> acquire(int64_t trial, int count,
                                               const std::vector<int>& preferred = {});
   void release(int64_t trial);
+  // Exactly `slots`, held by `trial` from now on, when every one is free on an available
+  // machine (a `cairn resume` adopting ranks that still run there); else false, nothing taken.
+  bool take(int64_t trial, const std::vector<SlotRef>& slots);
   void set_available(int machine, bool available);
   // Gives `machine` `slots` slots, all free (an agent that came back, perhaps with another
   // count). The caller has released every trial held there.

@@ -12,7 +12,6 @@ gradients, so N ranks follow the single-rank loss curve.
 """
 
 import hashlib
-import os
 
 import cairn
 import numpy as np

@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, CairnTestCase, needs, read_line_until, wait_until  # noqa: E402

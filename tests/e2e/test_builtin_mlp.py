@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, SOURCE, CairnTestCase, read_line_until, wait_until  # noqa: E402

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CairnTestCase, needs  # noqa: E402

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, needs  # noqa: E402

@@ -9,10 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
 import cairn_testlib  # noqa: E402
 
 PYTHON_TRIAL = r'''

@@ -2,11 +2,9 @@
 checkpoint that cannot be written (disk full) loses nothing."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, needs, read_line_until, wait_until  # noqa: E402

@@ -1,9 +1,7 @@
 """End to end: config mistakes stop `cairn run` before anything runs, with exit 2 and one
 line naming the file, line and key."""
 import os
-import re
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402

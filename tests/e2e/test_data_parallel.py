@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, wait_until  # noqa: E402

@@ -124,6 +124,44 @@ searcher: {name: single, metric: val_loss}
         self.cairn("run", "exp2.yaml", check=0)
         self.assertEqual([f["w"] for f in self.seen(event="fetched")], [16, 16])
 
+    def test_restore_path_of_a_corrupt_checkpoint_is_refused_with_the_reason(self):
+        stored = self.run_source()
+        # The step-6 checkpoint's one file, changed in the object store (same length).
+        objects = os.path.join(self.dir, ".cairn", "objects")
+        hit = []
+        for root, _, files in os.walk(objects):
+            for name in files:
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    if f.read() == b'{"w": 16}':
+                        hit.append(path)
+        self.assertEqual(len(hit), 1, hit)
+        os.chmod(hit[0], 0o644)
+        with open(hit[0], "wb") as f:
+            f.write(b'{"w": 99}')
+        self.write("train.py", PRELUDE + r'''
+with det.core.init() as core:
+    try:
+        with core.checkpoint.restore_path(det.get_cluster_info().trial.hparams["other"]) as p:
+            note(event="found", w=json.loads((p / "state.json").read_text())["w"])
+    except FileNotFoundError as e:
+        note(event="refused", message=str(e))
+    core.train.report_validation_metrics(1, {"val_loss": 1.0})
+''')
+        self.write("exp.yaml", """entrypoint: /usr/bin/python3 train.py
+hyperparameters: {other: "%s"}
+searcher: {name: single, metric: val_loss}
+""" % stored[1]["uuid"])
+        self.cairn("run", "exp.yaml", check=0)
+        self.assertFalse(self.seen(event="found"), self.seen())
+        refused = self.seen(event="refused")
+        self.assertEqual(len(refused), 1, self.seen())
+        self.assertIn("checkpoint ", refused[0]["message"])
+        self.assertRegex(refused[0]["message"], r"corrupt|does not match|hash")
+        # Nothing of the refused copy is left below the trial's work directory.
+        fetched = os.path.join(self.dir, ".cairn", "work", "2", "1", "fetched")
+        self.assertEqual(os.listdir(fetched) if os.path.isdir(fetched) else [], [])
+
     def test_source_trial_id_starts_every_trial_and_restart_from_the_source(self):
         stored = self.run_source()
         number = self.cairn_json("show", "1.1", "--json")["number"]

@@ -2,11 +2,9 @@
 the space of what it deleted (content shared between checkpoints stays), leaves what remains
 exportable, and leaves experiments that are being driven to their coordinators."""
 import filecmp
-import json
 import os
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402

@@ -9,7 +9,6 @@ CAIRN_BIN; skipped when it is not there."""
 import json
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402

@@ -13,7 +13,6 @@ sees which of them ran at the same time."""
 import collections
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402

@@ -2,7 +2,6 @@
 short one-line `cairn: error:`, the right exit status, and nothing hidden or lost."""
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CairnTestCase  # noqa: E402

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, SOURCE, CairnTestCase  # noqa: E402

@@ -5,7 +5,6 @@ authenticates with a real key and then sends what cairn never sends."""
 import json
 import os
 import re
-import signal
 import socket
 import stat
 import subprocess
@@ -14,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, CairnTestCase, read_line_until, wait_until  # noqa: E402
+from cairn_testlib import CairnTestCase, read_line_until, wait_until  # noqa: E402
 import peer_testlib  # noqa: E402
 from peer_testlib import LOG_LINE, TEST_CLIENT, Agent  # noqa: E402
 
@@ -95,9 +94,12 @@ class PeersTest(CairnTestCase):
             self.assertTrue(peer["devices"])
             self.assertEqual(peer["version"], self.cairn("--version", check=0).stdout.split()[1])
             self.assertEqual(set(peer), {"address", "found_by", "slots", "devices", "version",
-                                         "status"})
+                                         "status", "agent"})
+        # Two agents, two ids; the unreachable one has none.
+        self.assertNotEqual(doc[0]["agent"], doc[1]["agent"])
         self.assertEqual(doc[2]["status"], "unreachable")
         self.assertIsNone(doc[2]["slots"])
+        self.assertIsNone(doc[2]["agent"])
         self.assertIn("Connection refused", doc[2]["error"])
         for agent in (a, b):
             agent.line(lambda l: "connected 127.0.0.1:" in l and "key id " + key_id in l)

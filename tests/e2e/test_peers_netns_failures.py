@@ -141,7 +141,8 @@ class FailuresCase(CairnTestCase):
         return trials
 
     def an_agent_that_reboots_comes_back_with_its_code_cache(self):
-        b, c = self.agent("b"), self.agent("c")
+        b = self.agent("b")
+        self.agent("c")  # where the trial moves while b is down
         run = self.start_run(25, {"CAIRN_HEARTBEAT_TIMEOUT": "2"})
         shipped = b.wait_log("received code")
         self.assertRegex(shipped, r"received code \S+ from \S+: [1-9]\d* objects")
@@ -278,7 +279,9 @@ class NamespaceFailuresTest(FailuresCase):
         self.write("mlp.yaml", MLP)
         self.cairn("run", "mlp.yaml", "--slots", "2", check=0, env=agent_env(self), timeout=240)
         alone = self.cairn_json("metrics", "1.1", "--json")
-        b, c, d = self.agent("b"), self.agent("c"), self.agent("d")
+        for name in ("b", "c"):
+            self.agent(name)  # the two machines the gang starts on
+        d = self.agent("d")
         out = open(os.path.join(self.dir, "run.out"), "w")
         self.addCleanup(out.close)
         self.out = out.name

@@ -135,6 +135,33 @@ max_restarts: 0
         self.assertEqual(split["validation"], alone["validation"])
         self.assertEqual(split["training"], alone["training"])
 
+    def test_an_agent_reached_at_two_addresses_is_one_machine(self):
+        # Listening on every address: 127.0.0.1 and 127.0.0.2 both reach it.
+        a = Agent(self, "agent-a", 1, "--listen", "0.0.0.0:0")
+        names = "127.0.0.1:%d,127.0.0.2:%d" % (a.port, a.port)
+        peers = self.run_cairn("peers", "--peers", names, "--json")
+        self.assertEqual(peers.returncode, 0, peers.stderr)
+        shown = json.loads(peers.stdout)
+        self.assertEqual([p["address"] for p in shown], ["127.0.0.1:%d" % a.port], shown)
+        self.assertRegex(shown[0]["agent"], r"^[0-9a-f]{16}$")
+        self.assertIn("127.0.0.2:%d is the agent at 127.0.0.1:%d (agent id %s): shown once"
+                      % (a.port, a.port, shown[0]["agent"]), peers.stderr)
+        # Its one slot counts once: a gang of 2 cannot fit, and is refused before anything
+        # is created (counted twice, it would be placed on two slots the agent lacks).
+        self.write("exp.yaml", """name: twice
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: 1}
+resources: {slots_per_trial: 2}
+max_restarts: 0
+""" % os.path.join(self.dir, "train.py"))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0", "--peers", names)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("peer 127.0.0.2:%d is the agent at 127.0.0.1:%d" % (a.port, a.port),
+                      proc.stderr)
+        self.assertIn("resources.slots_per_trial: 2 is more than the 1 slots of this machine "
+                      "(0) and its peers (127.0.0.1:%d: 1) together" % a.port, proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
+
     def test_peers_auto_runs_on_the_agents_that_announce_themselves(self):
         port = free_udp_port()
         a = Agent(self, "agent-a", 1, "--announce-to", "127.0.0.1:%d" % port,

@@ -3,7 +3,7 @@ a link between `cairn run` and a real `cairn agent` on loopback that drops and c
 within the heartbeat timeout loses nothing (same rank process, no requeue, no step twice),
 one that stays down longer loses the agent as before; a coordinator killed with SIGKILL
 leaves its remote ranks running for `reattach_window` seconds, after which the agent kills
-them, and a `cairn resume` ends them and restarts the trial from its checkpoint.
+them, and a `cairn resume` within the window adopts them (test_peers_adopt.py).
 
 The link is a small TCP proxy in this process between the coordinator and the agent: it
 can cut every connection through it (both ends see the connection end) and hold new ones
@@ -336,20 +336,22 @@ class ReattachTest(PlacementCase):
         self.assertIn("of 2 s", line)
         wait_until(lambda: not alive(pid), timeout=30, what="the kept rank killed")
 
-    def test_resume_after_a_kill_ends_the_kept_ranks_and_restarts_from_the_checkpoint(self):
+    def test_resume_after_a_kill_adopts_the_kept_rank(self):
+        # test_peers_adopt.py has the details (steps once, checkpoints, gangs, what cannot
+        # be adopted): here, that the same process goes on.
         a, pid = self.killed_coordinator(600)
         # Kept, not killed, while no coordinator is there.
         self.assertTrue(alive(pid))
         proc = self.cairn("resume", "1", env=self.env({"CAIRN_KEY_FILE": self.key}),
                           timeout=240)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        a.wait_log("a new coordinator of its experiment did not resume it")
-        wait_until(lambda: not alive(pid), timeout=30, what="the kept rank ended")
-        starts = re.findall(r"\[1\.1\] pid (\d+) starts at (\d+)", proc.stdout + proc.stderr)
-        self.assertTrue(starts and int(starts[0][1]) >= 2, proc.stdout + proc.stderr)
+        a.wait_log("adopted rank")
+        self.assertIn("adopted its rank on %s (pid %d)" % (a.address, pid),
+                      proc.stdout + proc.stderr)
+        self.assertEqual(self.rank_pids(proc.stdout + proc.stderr), [], proc.stdout)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
-
+        self.assertEqual(trial["restarts"], 0, trial)
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())

@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import PYTHON, SOURCE, CairnTestCase  # noqa: E402

@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import unittest
 import zlib
 import xml.etree.ElementTree as ET
 

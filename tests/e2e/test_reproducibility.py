@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase, wait_until  # noqa: E402

@@ -7,10 +7,9 @@ import re
 import shutil
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, PYTHON, CairnTestCase, needs, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase, needs, wait_until  # noqa: E402
 import cairn_testlib  # noqa: E402
 
 USERNS, USERNS_WHY = cairn_testlib.userns_mounts()

@@ -2,17 +2,14 @@
 random determinism, ASHA, NaN metrics, a search killed with kill -9 and resumed, and
 TPE and BOHB making the same trials for a seed, killed and resumed or not."""
 import collections
-import json
 import os
 import random
 import signal
 import subprocess
 import sys
-import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cairn_testlib import CAIRN, CairnTestCase, wait_until  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
 import cairn_testlib  # noqa: E402
 
 # An instant trial: each unit it trains appends a line to units.txt, so tests count what

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, PYTHON, SOURCE, CairnTestCase  # noqa: E402

@@ -10,7 +10,6 @@ import struct
 import sys
 import termios
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402

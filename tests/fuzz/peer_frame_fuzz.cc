@@ -1,8 +1,8 @@
 // libFuzzer target: bytes as an authenticated peer's TLS stream delivers them to the frame
 // decoder (peer/frame.h), split into reads at points the input chooses, and each message
 // decoded checked as a hello (peer/peer_protocol.h), as a launch (peer/rank_messages.h) and
-// as a relayed control frame (peer/control_frames.h),
-// as the agent does.
+// as a relayed control frame (peer/control_frames.h) and as rank output, as the agent and
+// the coordinator do.
 // Any crash, sanitizer report or broken invariant (abort) is a finding.
 //
 // Built like control_message_fuzz (CMakeLists.txt); ctest runs it over
@@ -90,6 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 control->bytes <= static_cast<int64_t>(cairn::kControlWindowBytes));
       } else {
         check(control.status().message().find('\n') == std::string::npos);
+      }
+      // Output frames (rank_messages.h): what decodes is sent back the same way.
+      if (auto output = cairn::output_bytes(value); output.ok()) {
+        auto again = cairn::output_bytes(cairn::output_message(1, *output));
+        check(again.ok() && *again == *output);
       }
       // Base64 text round-trips when it decodes (canonical only).
       if (value.contains("data") && value["data"].is_string()) {

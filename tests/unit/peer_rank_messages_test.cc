@@ -4,6 +4,9 @@
 
 #include <filesystem>
 
+#include "common/utf8.h"
+#include "peer/frame.h"
+
 namespace cairn {
 namespace {
 
@@ -64,6 +67,57 @@ TEST_CASE("rank messages: program cairn names the agent's own binary, nothing el
   for (Json bad : {Json("python3"), Json(1), Json(true), Json("")}) {
     message["program"] = bad;
     CHECK_FALSE(parse_launch(message).ok());
+  }
+}
+
+TEST_CASE("utf8: well-formed text only") {
+  CHECK(is_utf8(""));
+  CHECK(is_utf8("plain ascii\n"));
+  CHECK(is_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));  // é € 😀
+  CHECK(is_utf8("\xF4\x8F\xBF\xBF"));                           // U+10FFFF
+  CHECK_FALSE(is_utf8("\xFF"));
+  CHECK_FALSE(is_utf8("caf\xE9"));           // Latin-1
+  CHECK_FALSE(is_utf8("\xC3"));              // cut short
+  CHECK_FALSE(is_utf8("\xE2\x82"));          // cut short
+  CHECK_FALSE(is_utf8("\x80"));              // a lone continuation byte
+  CHECK_FALSE(is_utf8("\xC0\xAF"));          // overlong '/'
+  CHECK_FALSE(is_utf8("\xE0\x80\xAF"));      // overlong
+  CHECK_FALSE(is_utf8("\xED\xA0\x80"));      // a surrogate
+  CHECK_FALSE(is_utf8("\xF4\x90\x80\x80"));  // above U+10FFFF
+  CHECK_FALSE(is_utf8("\xF0\x9F\x98"));      // an emoji split between two pieces
+}
+
+TEST_CASE("rank messages: output arrives byte for byte, through a frame") {
+  const std::string pieces[] = {"epoch 1 loss 0.5\n",
+                                "caf\xC3\xA9 \xF0\x9F\x98\x80\n",
+                                std::string("\0\x01\xFF\xFE", 4),
+                                "caf\xE9\n",
+                                "\xF0\x9F",
+                                "\x98\x80 the emoji's end\n"};
+  for (const std::string& bytes : pieces) {
+    Json message = output_message(4, bytes);
+    CHECK(message["rank"] == 4);
+    CHECK(message.contains("data") == is_utf8(bytes));
+    // As the peer sends and reads it: an encoded frame would replace bytes that are not UTF-8.
+    auto frame = encode_frame(message);
+    REQUIRE(frame.ok());
+    FrameDecoder decoder;
+    decoder.feed(*frame);
+    auto decoded = decoder.next();
+    REQUIRE(decoded.ok());
+    REQUIRE(decoded->has_value());
+    auto back = output_bytes(**decoded);
+    REQUIRE(back.ok());
+    CHECK(*back == bytes);
+  }
+  for (Json bad : {Json{{"type", "output"}, {"rank", 1}},
+                   Json{{"type", "output"}, {"rank", 1}, {"data", "a"}, {"bytes", "YQ=="}},
+                   Json{{"type", "output"}, {"rank", 1}, {"data", 3}},
+                   Json{{"type", "output"}, {"rank", 1}, {"bytes", "not base64!"}},
+                   Json{{"type", "output"}, {"rank", 1}, {"bytes", 3}}}) {
+    auto refused = output_bytes(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().message().find("bad output frame") == 0);
   }
 }
 

@@ -1,0 +1,212 @@
+// A resumed coordinator's side of orphans on agents (remote_orphans.h, docs/peers.md "Orphans
+// on an agent"): before the trials are recovered, every agent of an unfinished trial's last
+// placement is asked whether the trial's ranks still run there (a kept session the agent let
+// go when this coordinator opened its own, or whose window ended: they checkpoint and exit),
+// waited for within a bound, and its orphan checkpoints newer than the trial's latest are
+// fetched into the trial's work directory, orphans/remote-<step>/ (a gang's ranks of every
+// agent in one directory), where adopt_orphan_checkpoints finds them as it finds a local
+// trial's. Once they are durable here the agents remove theirs.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/remote_orphans.h"
+#include "engine/coordinator/trial_state.h"
+#include "peer/agent_orphans.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a question to an agent may take to connect and be answered.
+constexpr auto kAskTime = std::chrono::seconds(5);
+// How often an agent whose ranks still run is asked again.
+constexpr auto kAskEvery = std::chrono::milliseconds(200);
+// The agent kills an orphaned rank kOrphanExitBound after its channel closed; this side
+// waits that long and a little more.
+constexpr auto kWaitBound = kOrphanExitBound + std::chrono::seconds(30);
+// A trial whose wait a signal ended does not start before the loop has handled the signal.
+constexpr auto kHoldAfterInterrupt = std::chrono::seconds(5);
+
+// Waits kAskEvery on the coordinator's signal pipe `fd` instead of sleeping, so that Ctrl-C is
+// answered: whether a signal that stops the coordinator came. Every signal read is added to
+// `deferred`, to be raised again once the wait ends (the loop handles them then).
+bool interrupted_while_waiting(int fd, std::set<int>& deferred) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(kAskEvery.count())) <= 0 || !(p.revents & POLLIN))
+    return false;
+  bool stop = false;
+  char sig = 0;
+  while (::read(p.fd, &sig, 1) == 1) {
+    deferred.insert(sig);
+    stop = stop || sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGUSR2;
+  }
+  return stop;
+}
+
+}  // namespace
+
+void Coordinator::take_remote_orphans() {
+  struct Ask {
+    Trial* trial = nullptr;
+    std::string machine;  // its name in the placement ("host:port")
+    const AgentEndpoint* agent = nullptr;
+    OrphanListing listing;
+    bool answered = false;  // it said the trial's ranks no longer run there
+  };
+  std::vector<Ask> asks;
+  std::set<int64_t> unusable;  // trials an agent of which cannot be asked
+  for (auto& [index, trial] : trials_) {
+    // A trial whose kept ranks this coordinator continues runs: it left no orphan.
+    if (trial->finished || trial->running()) continue;
+    std::vector<std::string> names;  // rank order: rank 0's machine first
+    for (const Json& place : trial->record.value("placement", Json::array())) {
+      const std::string name = place.is_object() ? place.value("machine", "") : "";
+      if (name.empty() || name == "local") continue;
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    for (const std::string& name : names) {
+      const AgentEndpoint* agent = nullptr;
+      for (int m = 1; m < launcher_->size() && m < static_cast<int>(machines_.size()); ++m)
+        if (machines_[static_cast<size_t>(m)].name() == name && !launcher_->lost(m))
+          agent = launcher_->at(m).agent_of(LaunchedRank{});
+      if (!agent) {
+        terminal_.warn("warning: trial " + trial_id(index) + ": agent " + name +
+                       " cannot be reached; what its ranks checkpointed there while cairn was "
+                       "away is not adopted (it restarts from its latest registered checkpoint)");
+        unusable.insert(index);
+        continue;
+      }
+      asks.push_back({trial.get(), name, agent, {}, false});
+    }
+  }
+  if (asks.empty()) return;
+
+  // Until every agent says the trial's ranks have exited there (they checkpoint first).
+  const auto give_up = Clock::now() + kWaitBound;
+  std::set<int> deferred;  // signals that came meanwhile
+  std::set<std::pair<int64_t, std::string>> noted;
+  for (;;) {
+    bool waiting = false;
+    for (Ask& ask : asks) {
+      const int64_t index = ask.trial->index;
+      if (ask.answered || unusable.count(index)) continue;
+      auto listed = list_remote_orphans(*ask.agent, trial_id(index), kAskTime);
+      if (!listed.ok()) {
+        terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
+                       " for its orphaned checkpoints (" + listed.status().message() +
+                       "); it restarts from its latest registered checkpoint");
+        unusable.insert(index);
+        continue;
+      }
+      if (!listed->running) {
+        ask.listing = std::move(*listed);
+        ask.answered = true;
+        continue;
+      }
+      waiting = true;
+      if (noted.insert({index, ask.machine}).second)
+        terminal_.note("trial " + trial_id(index) + ": waiting for its ranks on agent " +
+                       ask.machine + ", left from the previous run, to checkpoint and exit");
+    }
+    if (!waiting) break;
+    if (interrupted_while_waiting(signals_ ? signals_->fd() : -1, deferred)) {
+      // Ctrl-C, `cairn pause`, SIGTERM: the loop handles it (it pauses before any start),
+      // and what the ranks leave stays on the agents for the next resume.
+      for (Ask& ask : asks)
+        if (!ask.answered && !unusable.count(ask.trial->index)) {
+          terminal_.note("trial " + trial_id(ask.trial->index) +
+                         ": stopped waiting for its ranks on agent " + ask.machine +
+                         " (interrupted); a later resume adopts what they leave there");
+          unusable.insert(ask.trial->index);
+          ask.trial->not_before = Clock::now() + kHoldAfterInterrupt;
+        }
+      break;
+    }
+    if (Clock::now() >= give_up) {
+      for (const Ask& ask : asks)
+        if (!ask.answered && !unusable.count(ask.trial->index)) {
+          terminal_.warn(
+              "warning: trial " + trial_id(ask.trial->index) + ": its ranks on agent " +
+              ask.machine + " still run after " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWaitBound).count()) +
+              " s; it restarts from its latest registered checkpoint");
+          unusable.insert(ask.trial->index);
+        }
+      break;
+    }
+  }
+  // Signals read while waiting, handed to the loop as if they came now.
+  for (int sig : deferred) ::raise(sig);
+
+  // Each trial's orphan steps newer than its latest checkpoint, from every agent that has
+  // them, merged into one directory per step.
+  const int64_t exp = experiment_["id"].get<int64_t>();
+  std::set<int64_t> fetched_trials;
+  for (auto& [index, trial] : trials_) {
+    if (trial->finished || trial->running() || unusable.count(index)) continue;
+    std::set<int64_t> steps;
+    bool asked = false;
+    for (const Ask& ask : asks) {
+      if (ask.trial != trial.get()) continue;
+      asked = true;
+      for (int64_t s : ask.listing.steps)
+        if (s > trial->latest_checkpoint_step) steps.insert(s);
+    }
+    if (!asked) continue;
+    const fs::path orphans = store_.trial_work(exp, index) / "orphans";
+    bool complete = true;
+    for (int64_t step : steps) {
+      const fs::path into = orphans / ("remote-" + std::to_string(step));
+      std::error_code ec;
+      fs::remove_all(into, ec);  // a fetch a killed resume left half done
+      uint64_t bytes = 0;
+      size_t files = 0;
+      std::string from;
+      for (const Ask& ask : asks) {
+        if (ask.trial != trial.get() ||
+            !std::binary_search(ask.listing.steps.begin(), ask.listing.steps.end(), step))
+          continue;
+        auto got = fetch_remote_orphan(*ask.agent, trial_id(index), step, into, objects_);
+        if (!got.ok()) {
+          terminal_.warn("warning: trial " + trial_id(index) +
+                         ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +
+                         " from agent " + ask.machine + " (" + got.status().message() + ")");
+          fs::remove_all(into, ec);
+          complete = false;
+          break;
+        }
+        bytes += got->content_bytes;
+        files += got->files;
+        from += (from.empty() ? "" : ", ") + ask.machine;
+      }
+      if (fs::exists(into, ec))
+        terminal_.note("trial " + trial_id(index) + ": fetched the checkpoint it took at step " +
+                       std::to_string(step) + " while cairn was away from agent " + from + " (" +
+                       std::to_string(files) + " files, " + std::to_string(bytes) +
+                       " content bytes on the wire)");
+    }
+    // What is here now is durable: the agents' copies go (on failure they stay there for a
+    // later resume, which fetches them again).
+    if (!complete) continue;
+    const bool any = std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
+      return ask.trial == trial.get() && !ask.listing.steps.empty();
+    });
+    for (const Ask& ask : asks) {
+      // A rank's part that is no checkpoint without the others' goes too, as here.
+      if (ask.trial != trial.get() || !any) continue;
+      if (Status dropped = drop_remote_orphans(*ask.agent, trial_id(index)); !dropped.ok())
+        terminal_.warn("warning: trial " + trial_id(index) + ": agent " + ask.machine +
+                       " keeps its orphaned checkpoints (" + dropped.message() + ")");
+    }
+  }
+}
+
+}  // namespace cairn

@@ -1,0 +1,53 @@
+// The coordinator's side of adopting, on `cairn resume`, the ranks an agent kept running
+// after the previous coordinator was killed (docs/peers.md "Adoption";
+// peer/session_adoption.h is the agent's side). A resuming coordinator's connection asks
+// the agent for the experiment's kept session (session_adopt) instead of opening a new one:
+// the agent answers with the ranks it kept, paused. The coordinator takes the trials whose
+// whole gang still runs there at the attempt the store records (coordinator_adoption.cc),
+// registers their ranks with the connection's launcher without starting anything
+// (RemoteLauncher::adopt), and then says which it took (adopt_ranks): the agent kills the
+// others and replays each adopted rank's hello and unanswered requests on a re-opened
+// control stream, which the coordinator serves as usual.
+//
+// Thread-safety: set_remote_session_options' rules (remote_session.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "peer/peer_connection.h"
+#include "peer/session_journal.h"
+
+namespace cairn {
+
+// A rank the agent kept: `id` is its name on the connection (the dead coordinator's), the
+// rest what its launch said (CAIRN_TRIAL_ID, CAIRN_ATTEMPT, RANK) and its process there.
+struct KeptRank {
+  int64_t id = 0;
+  std::string trial;
+  int64_t attempt = 0;
+  int64_t rank = 0;
+  int64_t pid = 0;
+  bool running = false;
+};
+
+// The ranks of a session_adopted answer; malformed entries are left out.
+std::vector<KeptRank> parse_kept_ranks(const Json& answer);
+
+// As open_remote_session (remote_session.h), but when the options say `adopt`, the agent is
+// asked for the owner's kept session first: *adopted is then true and *kept holds its ranks
+// (the session waits, paused, for the adopt_ranks that end_adoption sends). An agent with
+// nothing kept opens a new session; one that does not know session_adopt is asked again
+// with session_open.
+Result<std::string> open_adopting_session(PeerConnection& peer, SessionJournal& journal,
+                                          std::chrono::milliseconds link_window, Deadline deadline,
+                                          std::vector<KeptRank>* kept, bool* adopted);
+
+// {"type": "adopt_ranks", "ranks": [ids]}.
+Json adopt_ranks_message(const std::vector<int64_t>& ids);
+
+}  // namespace cairn

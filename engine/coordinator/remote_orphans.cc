@@ -1,0 +1,326 @@
+#include "engine/coordinator/remote_orphans.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/file_util.h"
+#include "engine/coordinator/agent_gc.h"
+#include "engine/coordinator/orphan_messages.h"
+#include "peer/agent_client.h"
+#include "peer/agent_log.h"
+#include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_wire.h"
+#include "peer/frame.h"
+
+namespace cairn {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_real_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() == fs::file_type::directory;
+}
+
+// A directory name that is a step as the SDK writes it: decimal digits.
+bool step_name(const std::string& name, int64_t* step) {
+  if (name.empty() || name.size() > 15) return false;
+  int64_t n = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + (c - '0');
+  }
+  *step = n;
+  return std::to_string(n) == name;  // no leading zeros: one directory per step
+}
+
+// Whether some rank left its marker in `dir` (cairn_orphan.json, cairn_orphan.rankN.json).
+bool has_marker(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("cairn_orphan") && name.ends_with(".json") &&
+        entry.symlink_status(ec).type() == fs::file_type::regular)
+      return true;
+  }
+  return false;
+}
+
+Json refusal(const std::string& name, const std::string& type, const std::string& why) {
+  agent_log("refused an " + type + " from " + name + ": " + why);
+  return Json{{"type", "error"}, {"reason", why}};
+}
+
+// DIR/orphans/<trial>, when it is a real directory below DIR (no link on the way).
+std::optional<fs::path> trial_orphans(const fs::path& dir, const std::string& trial) {
+  const fs::path base = dir / "orphans";
+  if (!is_real_dir(base) || !is_real_dir(base / trial)) return std::nullopt;
+  return base / trial;
+}
+
+Json answer_list(const fs::path& dir, const std::string& trial) {
+  Json steps = Json::array();
+  std::vector<int64_t> found;
+  if (auto orphans = trial_orphans(dir, trial)) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(*orphans, ec)) {
+      int64_t step = 0;
+      if (step_name(entry.path().filename().string(), &step) && is_real_dir(entry.path()) &&
+          has_marker(entry.path()))
+        found.push_back(step);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  if (found.size() > kMaxOrphanSteps)
+    found.erase(found.begin(), found.end() - static_cast<ptrdiff_t>(kMaxOrphanSteps));
+  for (int64_t s : found) steps.push_back(s);
+  return Json{{"type", "orphan_list"},
+              {"trial", trial},
+              {"running", AgentInUse::trial_in_use(trial)},
+              {"steps", steps}};
+}
+
+Json answer_fetch(const fs::path& dir, const std::string& trial, int64_t step, PeerConnection& peer,
+                  const std::string& name) {
+  auto orphans = trial_orphans(dir, trial);
+  const fs::path path = orphans ? *orphans / std::to_string(step) : fs::path();
+  if (!orphans || !is_real_dir(path))
+    return refusal(name, "orphan_fetch",
+                   "no orphaned checkpoint of trial " + trial + " at step " + std::to_string(step));
+  const auto started = Clock::now();
+  auto manifest = scan_checkpoint_dir(path);
+  if (!manifest.ok()) return refusal(name, "orphan_fetch", manifest.status().message());
+  Json listed{{"type", "orphan_manifest"},
+              {"trial", trial},
+              {"step", step},
+              {"manifest", manifest->to_json()}};
+  if (!encode_frame(listed).ok())
+    return refusal(name, "orphan_fetch",
+                   "the orphan's manifest (" + std::to_string(manifest->files.size()) +
+                       " files) does not fit in one frame");
+  if (!peer.send(listed, Clock::now() + kChunkTime).ok())
+    return Json{{"type", "error"}, {"reason", "connection broke"}};
+  auto want = receive_frame(peer);
+  if (!want.ok() || (*want)["type"] != "checkpoint_want" ||
+      !want->value("digests", Json()).is_array())
+    return refusal(name, "orphan_fetch", "expected checkpoint_want");
+  std::map<std::string, const WireFile*> by_digest;
+  for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
+  std::set<std::string> asked;
+  std::vector<const WireFile*> sending;
+  for (const Json& d : (*want)["digests"]) {
+    if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
+        !asked.insert(d.get<std::string>()).second)
+      return refusal(name, "orphan_fetch",
+                     "checkpoint_want names a digest the manifest does not, or twice");
+    sending.push_back(by_digest[d.get<std::string>()]);
+  }
+  uint64_t content = 0;
+  for (const WireFile* f : sending) {
+    UniqueFd fd = open_beneath(path, f->path);
+    if (!fd) return refusal(name, "orphan_fetch", f->path + " vanished: " + errno_text());
+    if (Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content); !sent.ok())
+      return refusal(name, "orphan_fetch", sent.message());
+  }
+  agent_log(
+      "sent the orphaned checkpoint of trial " + trial + " at step " + std::to_string(step) +
+      " to " + name + ": " + std::to_string(manifest->files.size()) + " files (" +
+      std::to_string(manifest->bytes) + " bytes), " + std::to_string(sending.size()) + " wanted, " +
+      std::to_string(content) + " content bytes on the wire, in " +
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()) +
+      " ms");
+  return Json{{"type", "checkpoint_sent"}, {"bytes", content}};
+}
+
+Json answer_drop(const fs::path& dir, const std::string& trial, const std::string& name) {
+  if (AgentInUse::trial_in_use(trial))
+    return refusal(name, "orphan_drop", "ranks of trial " + trial + " still run here");
+  auto orphans = trial_orphans(dir, trial);
+  std::error_code ec;
+  if (orphans) fs::remove_all(*orphans, ec);
+  if (ec)
+    return refusal(name, "orphan_drop", "cannot remove " + orphans->string() + ": " + ec.message());
+  if (orphans)
+    agent_log("removed the orphaned checkpoints of trial " + trial + ": " + name + " holds them");
+  return Json{{"type", "orphan_dropped"}, {"trial", trial}};
+}
+
+// The agent's answer, or its refusal as an error naming it.
+Result<Json> answer(PeerConnection& peer, const AgentEndpoint& agent, const std::string& expected) {
+  auto m = receive_frame(peer);
+  if (!m.ok()) return Status::Failed(agent.address.text() + ": " + m.status().message());
+  if ((*m)["type"] == "error") {
+    const Json reason = m->value("reason", Json("no reason given"));
+    return Status::Failed(agent.address.text() + " refused: " +
+                          (reason.is_string() ? reason.get<std::string>().substr(0, 500) : "?"));
+  }
+  if ((*m)["type"] != expected)
+    return Status::Failed(agent.address.text() + ": expected " + expected + ", got " +
+                          (*m)["type"].get<std::string>().substr(0, 64));
+  return m;
+}
+
+Result<std::unique_ptr<PeerConnection>> connect(const AgentEndpoint& agent,
+                                                std::chrono::milliseconds timeout) {
+  PeerFailure failure;
+  return connect_to_agent(agent.address, agent.tls, Clock::now() + timeout, &failure);
+}
+
+constexpr auto kConnectTime = std::chrono::seconds(10);
+
+Status write_mode(const fs::path& file, uint32_t mode) {
+  // The owner can always read and remove what it fetched.
+  if (::chmod(file.c_str(), (mode & 0777) | 0600) != 0)
+    return Status::Io("cannot chmod " + file.string() + ": " + errno_text());
+  return Status::Ok();
+}
+
+Status fsync_file(const fs::path& file) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0)
+    return Status::Io("cannot sync " + file.string() + ": " + errno_text());
+  return Status::Ok();
+}
+
+}  // namespace
+
+AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next) {
+  return [dir = std::move(dir), next = std::move(next)](
+             const Json& request, PeerConnection& peer,
+             const std::string& name) -> std::optional<Json> {
+    const std::string type = request["type"].get<std::string>();
+    if (type != "orphan_list" && type != "orphan_fetch" && type != "orphan_drop")
+      return next ? next(request, peer, name) : std::nullopt;
+    std::string trial;
+    int64_t step = 0;
+    if (Status st = parse_orphan_request(request, type == "orphan_fetch", &trial, &step); !st.ok())
+      return refusal(name, type, st.message());
+    if (type == "orphan_list") return answer_list(dir, trial);
+    if (type == "orphan_fetch") return answer_fetch(dir, trial, step, peer, name);
+    return answer_drop(dir, trial, name);
+  };
+}
+
+Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
+                                          std::chrono::milliseconds timeout) {
+  auto peer = connect(agent, timeout);
+  if (!peer.ok()) return peer.status();
+  if (Status s =
+          (*peer)->send(Json{{"type", "orphan_list"}, {"trial", trial}}, Clock::now() + timeout);
+      !s.ok())
+    return Status::Failed(agent.address.text() + ": " + s.message());
+  auto m = receive_frame(**peer);
+  if (!m.ok()) return Status::Failed(agent.address.text() + ": " + m.status().message());
+  auto listing = parse_orphan_listing(*m, trial);
+  if (!listing.ok())
+    return listing.status().kind() == ErrorKind::kFailed
+               ? Status::Failed(agent.address.text() + " " + listing.status().message())
+               : Status::BadInput(agent.address.text() + ": " + listing.status().message());
+  (*peer)->close(Clock::now() + std::chrono::seconds(1));
+  return listing;
+}
+
+Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& trial,
+                                          int64_t step, const fs::path& into,
+                                          const ObjectStore& objects) {
+  auto connected = connect(agent, kConnectTime);
+  if (!connected.ok()) return connected.status();
+  PeerConnection& peer = **connected;
+  auto broken = [&](const Status& s) {
+    return Status::Failed(agent.address.text() + ": " + s.message());
+  };
+  if (Status s = peer.send(Json{{"type", "orphan_fetch"}, {"trial", trial}, {"step", step}},
+                           Clock::now() + kChunkTime);
+      !s.ok())
+    return broken(s);
+  auto listed = answer(peer, agent, "orphan_manifest");
+  if (!listed.ok()) return listed.status();
+  if (listed->value("trial", Json()) != trial || listed->value("step", Json()) != step)
+    return broken(Status::Failed("a manifest for another trial or step"));
+  auto manifest = parse_wire_manifest(listed->value("manifest", Json()));
+  if (!manifest.ok()) return broken(manifest.status());
+  std::error_code ec;
+  fs::create_directories(into, ec);
+  if (ec) return Status::Io("cannot create " + into.string() + ": " + ec.message());
+  // What to write: each file `into` lacks, from the store when it has the content, else from
+  // the wire (each digest once; its other files are copies of the first).
+  FetchedOrphan fetched;
+  std::vector<const WireFile*> writing;
+  std::map<std::string, const WireFile*> wanted;  // digest -> the file it is received into
+  std::set<fs::path> made_dirs;
+  for (const WireFile& f : manifest->files) {
+    const fs::path dest = into / f.path;
+    if (fs::symlink_status(dest, ec).type() != fs::file_type::not_found) {
+      ++fetched.kept;
+      continue;
+    }
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec)
+      return broken(
+          Status::Failed("cannot create " + dest.parent_path().string() + ": " + ec.message()));
+    for (fs::path p = dest.parent_path(); p != into && lies_inside(p, into); p = p.parent_path())
+      made_dirs.insert(p);
+    writing.push_back(&f);
+    if (!objects.contains(f.sha256)) wanted.emplace(f.sha256, &f);
+  }
+  Json digests = Json::array();
+  for (const auto& [digest, f] : wanted) digests.push_back(digest);
+  if (Status s = peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}},
+                           Clock::now() + kChunkTime);
+      !s.ok())
+    return broken(s);
+  for (const auto& [digest, f] : wanted) {
+    const fs::path dest = into / f->path;
+    UniqueFd fd(::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) return Status::Io("cannot create " + dest.string() + ": " + errno_text());
+    Status got =
+        receive_content(peer, digest, f->size, fd.get(), /*sync=*/true, &fetched.content_bytes);
+    if (!got.ok()) return broken(got);
+  }
+  auto sent = answer(peer, agent, "checkpoint_sent");
+  if (!sent.ok()) return sent.status();
+  peer.close(Clock::now() + std::chrono::seconds(1));
+  for (const WireFile* f : writing) {
+    const fs::path dest = into / f->path;
+    auto first = wanted.find(f->sha256);
+    if (first == wanted.end() || first->second != f) {
+      // From the store, or another file of the same content received above.
+      Status copied = Status::Ok();
+      if (first == wanted.end()) {
+        copied = objects.copy_out(f->sha256, dest);
+      } else if (fs::copy_file(into / first->second->path, dest, ec); ec) {
+        copied = Status::Io("cannot copy to " + dest.string() + ": " + ec.message());
+      }
+      if (!copied.ok()) return copied;
+      if (Status synced = fsync_file(dest); !synced.ok()) return synced;
+    }
+    if (Status mode = write_mode(dest, f->mode); !mode.ok()) return mode;
+    ++fetched.files;
+  }
+  for (const fs::path& d : made_dirs) (void)fsync_dir(d);
+  if (Status st = fsync_dir(into); !st.ok()) return st;
+  return fetched;
+}
+
+Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& trial) {
+  auto peer = connect(agent, kConnectTime);
+  if (!peer.ok()) return peer.status();
+  if (Status s =
+          (*peer)->send(Json{{"type", "orphan_drop"}, {"trial", trial}}, Clock::now() + kChunkTime);
+      !s.ok())
+    return Status::Failed(agent.address.text() + ": " + s.message());
+  auto dropped = answer(**peer, agent, "orphan_dropped");
+  if (!dropped.ok()) return dropped.status();
+  (*peer)->close(Clock::now() + std::chrono::seconds(1));
+  return Status::Ok();
+}
+
+}  // namespace cairn

@@ -1,0 +1,73 @@
+// Orphan checkpoints on agents (docs/peers.md "Orphans on an agent"): a rank on an agent whose
+// coordinator did not come back checkpoints into DIR/orphans/<trial id>/<step>/ and exits
+// (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement, on a
+// connection of its own (like checkpoint requests, peer/agent_checkpoints.h):
+//
+// - orphan_list {trial}: answers {"type": "orphan_list", "trial", "running": bool, "steps":
+//   [S, …]}: whether ranks of the trial still run there (a kept or orphaned session's, or a
+//   live connection's: what holds the trial's directory, agent_gc.h AgentInUse), and the
+//   steps of its orphan directories that hold at least one rank's marker (cairn_orphan*.json;
+//   whether every rank of a gang finished the same step is the coordinator's call,
+//   orphan_checkpoint.h, once it has the directories of every agent).
+// - orphan_fetch {trial, step}: answers {"type": "orphan_manifest", "trial", "step",
+//   "manifest"} (checkpoint_manifest.h: the directory's files, symlinks refused), reads
+//   checkpoint_want {digests} (only what the coordinator's store lacks), sends those contents
+//   as chunks (checkpoint_wire.h) and answers {"type": "checkpoint_sent", "bytes"}.
+// - orphan_drop {trial}: removes DIR/orphans/<trial> once the coordinator holds what it
+//   fetched durably; refused while ranks of the trial run there.
+//
+// Every request is one log line on the agent; a malformed one is refused with one line
+// ({"type": "error", "reason"}). Every answer is untrusted on the coordinator's side: the
+// listing is checked (parse_orphan_listing), manifests as every manifest is (no "..", no
+// absolute path, no duplicate; symlinks are never sent), every content against its SHA-256,
+// and nothing is written outside the directory the caller names. A hostile or broken answer
+// fails the call with one line naming the agent.
+//
+// Thread-safety: the agent's handler runs on every connection's thread (stateless; the file
+// system and AgentInUse are the shared state); the client functions may run on any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "engine/coordinator/orphan_messages.h"
+#include "peer/agent_server.h"
+#include "peer/checkpoint_client.h"
+#include "store/object_store.h"
+
+namespace cairn {
+
+// ---- the agent's side ----
+
+// The agent's handler of the three requests above (agent `dir`), before `next`.
+AgentRequestHandler with_orphan_requests(std::filesystem::path dir, AgentRequestHandler next);
+
+// ---- the coordinator's side ----
+
+Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
+                                          std::chrono::milliseconds timeout);
+
+struct FetchedOrphan {
+  size_t files = 0;            // files written below `into`
+  size_t kept = 0;             // files `into` had already (another agent's rank wrote them)
+  uint64_t content_bytes = 0;  // content bytes that crossed the wire
+};
+
+// Fetches the agent's orphan directory of `trial` at `step` into the local directory `into`
+// (made when missing): contents `objects` holds are copied from it, only the others travel.
+// A file `into` holds already is kept (a gang's directories are merged, rank 0's agent
+// first). Every file written is fsynced, and so are the directories made; `into` may be
+// left partly written on error.
+Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& trial,
+                                          int64_t step, const std::filesystem::path& into,
+                                          const ObjectStore& objects);
+
+// Asks the agent to remove its orphan directories of `trial`.
+Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& trial);
+
+}  // namespace cairn

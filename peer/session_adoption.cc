@@ -1,0 +1,350 @@
+#include "peer/session_adoption.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/untrusted_json.h"
+#include "peer/agent_log.h"
+#include "peer/agent_sessions.h"
+
+namespace cairn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long adopt_ranks waits for the ranks it kills to end, and session_adopt for an older
+// connection of the owner to let go of the session.
+constexpr auto kLetGoTime = std::chrono::seconds(5);
+
+std::string short_id(const std::string& id) {
+  return id.substr(0, 8);
+}
+
+// Training batches are the bulk of a stream and never answered: not parsed (the SDKs put
+// "type" first).
+bool is_training_line(std::string_view line) {
+  return line.starts_with(R"({"type":"training")") || line.starts_with(R"({"type": "training")");
+}
+
+int64_t integer_field(const Json& m, const char* name) {
+  const Json v = m.is_object() ? m.value(name, Json()) : Json();
+  return v.is_number_integer() ? v.get<int64_t>() : -1;
+}
+
+}  // namespace
+
+// --- StreamLines -------------------------------------------------------------------------
+
+namespace {
+
+// Appends `bytes` to `partial`, leaving out a line over StreamLines::kMaxLineBytes (from its
+// start to its newline, `skipping` meanwhile).
+void append_bounded(std::string& partial, bool& skipping, std::string_view bytes) {
+  if (skipping) {
+    const size_t nl = bytes.find('\n');
+    if (nl == std::string_view::npos) return;
+    skipping = false;
+    bytes.remove_prefix(nl + 1);
+  }
+  partial.append(bytes);
+  const size_t last = partial.rfind('\n');
+  const size_t open = last == std::string::npos ? partial.size() : partial.size() - last - 1;
+  if (open > StreamLines::kMaxLineBytes) {
+    partial.resize(partial.size() - open);
+    skipping = true;
+  }
+}
+
+}  // namespace
+
+void StreamLines::from_rank(std::string_view bytes) {
+  append_bounded(partial_in_, skip_in_, bytes);
+  size_t start = 0;
+  for (size_t nl; (nl = partial_in_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(partial_in_.data() + start, nl - start);
+    Line kept;
+    kept.text.assign(line);
+    kept.text += '\n';
+    if (!is_training_line(line)) {
+      const Json m = parse_untrusted_json(line).value_or(Json());
+      const std::string type =
+          m.is_object()
+              ? m.value("type", Json()).is_string() ? m["type"].get<std::string>() : std::string()
+              : std::string();
+      if (type == "hello" && hello_.empty()) {
+        hello_ = std::move(kept.text);
+        continue;
+      }
+      kept.seq = integer_field(m, "seq");
+    }
+    bytes_ += kept.text.size();
+    lines_.push_back(std::move(kept));
+  }
+  partial_in_.erase(0, start);
+  trim();
+}
+
+void StreamLines::answered(const std::string& line) {
+  const Json m = parse_untrusted_json(line).value_or(Json());
+  const int64_t re = integer_field(m, "re");
+  if (re < 0) return;
+  auto it = std::find_if(lines_.begin(), lines_.end(),
+                         [&](const Line& l) { return l.seq == re && !l.answered; });
+  if (it == lines_.end()) return;
+  it->answered = true;
+  // An ack is sent only once everything the coordinator read before the request is durable
+  // (docs/protocol.md): what came before it need never be sent again.
+  if (m.value("type", Json()) == "ack") {
+    const size_t upto = static_cast<size_t>(it - lines_.begin()) + 1;
+    for (size_t i = 0; i < upto; ++i) {
+      bytes_ -= lines_.front().text.size();
+      lines_.pop_front();
+    }
+  }
+  while (!lines_.empty() && lines_.front().answered) {
+    bytes_ -= lines_.front().text.size();
+    lines_.pop_front();
+  }
+}
+
+std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
+  *swallowed = 0;
+  std::string out(bytes);
+  if (swallow_) {
+    // The coordinator's answer to the replayed hello (welcome): the rank had its own.
+    const size_t nl = out.find('\n');
+    const size_t cut = nl == std::string::npos ? out.size() : nl + 1;
+    *swallowed = cut;
+    out.erase(0, cut);
+    if (nl != std::string::npos) swallow_ = false;
+  }
+  append_bounded(partial_out_, skip_out_, out);
+  size_t start = 0;
+  for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1)
+    answered(partial_out_.substr(start, nl - start));
+  partial_out_.erase(0, start);
+  return out;
+}
+
+std::string StreamLines::replay() {
+  std::string out = hello_;
+  for (const Line& l : lines_)
+    if (!l.answered) out += l.text;
+  out += partial_in_;
+  swallow_ = !hello_.empty();
+  return out;
+}
+
+void StreamLines::trim() {
+  while (bytes_ > kMaxBytes && !lines_.empty()) {
+    bytes_ -= lines_.front().text.size();
+    lines_.pop_front();
+  }
+}
+
+// --- the session's ranks -----------------------------------------------------------------
+
+void note_launch(AgentSession& session, const RemoteLaunch& launch) {
+  auto env = [&](const char* name) {
+    auto it = launch.env.find(name);
+    return it == launch.env.end() ? std::string() : it->second;
+  };
+  KeptRankFacts facts;
+  facts.trial = env("CAIRN_TRIAL_ID").substr(0, 200);
+  facts.attempt = std::strtoll(env("CAIRN_ATTEMPT").c_str(), nullptr, 10);
+  facts.trial_rank = std::strtoll(env("RANK").c_str(), nullptr, 10);
+  session.adoption.ranks[launch.rank] = std::move(facts);
+}
+
+void note_rank_ended(AgentSession& session, int64_t rank) {
+  session.adoption.ranks.erase(rank);
+}
+
+// --- claiming ----------------------------------------------------------------------------
+
+Result<std::shared_ptr<AgentSession>> AgentSessions::claim_owner(const std::string& owner) {
+  std::vector<std::shared_ptr<AgentSession>> ended;
+  std::shared_ptr<AgentSession> chosen;
+  bool busy = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, s] : sessions_) {
+      if (owner.empty() || s->owner != owner) continue;
+      if (s->attached) {
+        // Its coordinator is gone without this agent noticing: asked to let go and detach
+        // (not to end: it is what this adoption wants).
+        s->release = true;
+        const char byte = 1;
+        (void)!::write(s->wake_write.get(), &byte, 1);
+        busy = true;
+      } else if (!chosen || s->detached_at > chosen->detached_at) {
+        chosen = s;
+      }
+    }
+    if (busy) return Status::Failed("a connection of this owner still holds its session");
+    // Older detached sessions of the owner (a coordinator killed twice): ended, as a new
+    // session of the owner ends them.
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second != chosen && !it->second->attached && it->second->owner == owner) {
+        ended.push_back(it->second);
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (chosen) {
+      chosen->attached = true;
+      chosen->release = false;
+      chosen->end_on_release = false;
+    }
+  }
+  for (auto& s : ended) {
+    agent_log("ended session " + short_id(s->id) + " (" + std::to_string(s->running) +
+              " ranks): a newer session of its experiment is adopted instead");
+    end_locked(*s);
+  }
+  return chosen;
+}
+
+// --- the requests ------------------------------------------------------------------------
+
+bool is_adoption_request(const std::string& type) {
+  return type == "session_adopt" || type == "adopt_ranks";
+}
+
+namespace {
+
+bool refuse(PeerConnection& peer, const std::string& type, const std::string& who,
+            const std::string& why) {
+  agent_log("refused a " + type + " from " + who + ": " + why);
+  Json reply{{"type", "error"}, {"code", "no_session"}, {"reason", why}};
+  return peer.send(reply, Clock::now() + std::chrono::seconds(30)).ok();
+}
+
+// Waits (bounded) until each of `pids` has ended; they stay unreaped for the rank host.
+void wait_ended(const std::vector<int64_t>& pids) {
+  const auto until = Clock::now() + kLetGoTime;
+  for (int64_t pid : pids) {
+    while (pid > 0 && Clock::now() < until) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid == pid)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+bool serve_adopt(AgentSessions& sessions, PeerConnection& peer,
+                 std::shared_ptr<AgentSession>& session, const Json& request,
+                 const std::string& who) {
+  const std::string type = "session_adopt";
+  if (!session->id.empty()) return refuse(peer, type, who, "this connection has a session already");
+  if (session->host || session->running > 0)
+    return refuse(peer, type, who, "this connection runs ranks already");
+  const Json window = request.value("window", Json());
+  const Json link = request.value("link_window", Json(0));
+  const Json owner = request.value("owner", Json());
+  if (!window.is_number_integer() || window.get<int64_t>() < 0 || !link.is_number_integer() ||
+      link.get<int64_t>() < 0 || !owner.is_string() ||
+      owner.get_ref<const std::string&>().size() > 4096 || owner.get<std::string>().empty())
+    return refuse(peer, type, who,
+                  "a session_adopt needs \"window\" and \"link_window\" (whole seconds >= 0) and "
+                  "\"owner\" (a string of 1 to 4096 bytes)");
+  Result<std::shared_ptr<AgentSession>> claimed = std::shared_ptr<AgentSession>();
+  for (const auto until = Clock::now() + kLetGoTime;;) {
+    claimed = sessions.claim_owner(owner.get<std::string>());
+    if (claimed.ok() || Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!claimed.ok() || !*claimed) {
+    // Nothing to adopt: an ordinary session (which ends what the owner still has).
+    Json open = request;
+    open["type"] = "session_open";
+    return serve_session_request(sessions, peer, session, open, who);
+  }
+  std::shared_ptr<AgentSession> adopted = *claimed;
+  const auto seconds = std::chrono::seconds(std::min<int64_t>(
+      std::max(window.get<int64_t>(), link.get<int64_t>()), kMaxReattachWindow.count()));
+  adopted->window = seconds;
+  adopted->link_window = std::chrono::seconds(link.get<int64_t>());
+  // The new coordinator counts this connection's frames from its answer on; what the old
+  // journal kept was for the dead one.
+  adopted->journal = SessionJournal();
+  adopted->adoption.paused = true;
+  if (adopted->control) {
+    adopted->control->forget_peer();
+    adopted->control->set_paused(true);
+  }
+  Json ranks = Json::array();
+  for (const auto& [rank, facts] : adopted->adoption.ranks) {
+    const bool running = adopted->host && adopted->host->alive(rank);
+    ranks.push_back({{"rank", rank},
+                     {"trial", facts.trial},
+                     {"attempt", facts.attempt},
+                     {"trial_rank", facts.trial_rank},
+                     {"pid", adopted->host ? adopted->host->pid(rank) : 0},
+                     {"running", running}});
+  }
+  session = adopted;
+  agent_log("adopting session " + short_id(session->id) + " for " + who + " (" +
+            std::to_string(ranks.size()) + " ranks kept)");
+  Json reply{{"type", "session_adopted"},
+             {"id", session->id},
+             {"window", seconds.count()},
+             {"ranks", std::move(ranks)}};
+  if (!peer.send(reply, Clock::now() + std::chrono::seconds(30)).ok()) return false;
+  peer.set_journal(&session->journal);
+  return true;
+}
+
+bool serve_adopt_ranks(PeerConnection& peer, AgentSession& session, const Json& request,
+                       const std::string& who) {
+  if (!session.adoption.paused)
+    return refuse(peer, "adopt_ranks", who, "this connection adopted no session");
+  std::set<int64_t> taken;
+  for (const Json& r : request.value("ranks", Json::array()))
+    if (r.is_number_integer() && session.adoption.ranks.count(r.get<int64_t>()))
+      taken.insert(r.get<int64_t>());
+  std::vector<int64_t> killed;
+  for (const auto& [rank, facts] : session.adoption.ranks) {
+    if (taken.count(rank) || !session.host) continue;
+    killed.push_back(session.host->pid(rank));
+    session.host->signal(rank, SIGKILL);
+    agent_log("ended rank " + std::to_string(rank) + " of " + who + " (trial " + facts.trial +
+              ", attempt " + std::to_string(facts.attempt) +
+              "): its new coordinator did not adopt it");
+  }
+  wait_ended(killed);  // reaped by the next look at the ranks, which frees their slots
+  for (int64_t rank : taken) {
+    const KeptRankFacts& facts = session.adoption.ranks[rank];
+    agent_log("adopted rank " + std::to_string(rank) + " (trial " + facts.trial + ", attempt " +
+              std::to_string(facts.attempt) + ", pid " +
+              std::to_string(session.host ? session.host->pid(rank) : 0) + ") for " + who +
+              ": it goes on");
+  }
+  if (session.control) {
+    session.control->adopt(taken);
+    session.control->set_paused(false);
+  }
+  session.adoption.paused = false;
+  return true;
+}
+
+}  // namespace
+
+bool serve_adoption_request(AgentSessions& sessions, PeerConnection& peer,
+                            std::shared_ptr<AgentSession>& session, const Json& request,
+                            const std::string& who) {
+  if (request["type"] == "session_adopt") return serve_adopt(sessions, peer, session, request, who);
+  return serve_adopt_ranks(peer, *session, request, who);
+}
+
+}  // namespace cairn

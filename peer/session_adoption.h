@@ -1,0 +1,115 @@
+// The agent's side of a `cairn resume` that adopts the ranks a killed coordinator left
+// running (docs/peers.md "Reattach", "Adoption"). The old coordinator's session is detached
+// (agent_sessions.h); its journal is useless to the new coordinator, which counts nothing
+// of it. So adoption is not a resume: the new connection claims the owner's detached session
+// with a fresh journal, and every rank's control stream is opened again towards the new
+// coordinator as if the rank had just connected — its `hello` replayed, then the requests
+// the old coordinator never answered — while the rank itself notices nothing.
+//
+// Two requests, on a connection that carries nothing else yet:
+// - {"type": "session_adopt", "window", "link_window", "owner"}: as session_open, but the
+//   owner's newest detached session is claimed instead of ended. The answer is
+//   {"type": "session_adopted", "id", "window", "ranks": [{"rank": K, "trial", "attempt",
+//   "trial_rank", "pid", "running"}]} (the kept ranks, K the old coordinator's name for each
+//   on the connection), or the `session` answer of session_open when there is nothing to
+//   adopt. Until the next request the session is paused: nothing is read from its ranks.
+// - {"type": "adopt_ranks", "ranks": [K, …]}: the coordinator took these ranks as its own;
+//   the others are killed (waited for, so their slots are free for what comes next), each
+//   adopted rank's streams are opened again with their replay, and relaying goes on. No
+//   answer: the streams' control_open frames follow.
+//
+// What the old session's journal still held for the dead coordinator is not sent again:
+// output frames it never acknowledged were, but for the last moments before the kill,
+// written by it to the trial's log file (the new coordinator reads that file on from the
+// offset the old one committed); exits of ranks that ended meanwhile come from the rank host,
+// which had not reported them; control bytes are replayed from StreamLines.
+//
+// Thread-safety: a session's connection thread only (AgentSessions::claim_owner locks).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/json.h"
+#include "peer/peer_connection.h"
+#include "peer/rank_messages.h"
+
+namespace cairn {
+
+class AgentSessions;
+struct AgentSession;
+
+// The control protocol's lines of one relayed stream (docs/protocol.md), as far as a new
+// coordinator needs them to carry on: the rank's `hello`, and what the rank sent since the
+// last `ack` (after which the coordinator had committed everything it read before) minus
+// the requests already answered. Lines are untrusted (common/untrusted_json.h); a line that
+// is not JSON is kept as a line without "seq". Bounded: at most kMaxBytes are kept, the
+// oldest dropped first (lines read that long ago were committed by their coordinator).
+class StreamLines {
+ public:
+  static constexpr size_t kMaxBytes = 192 * 1024;  // inside one control window
+  // A line longer than this (the coordinator drops lines over 16 MiB) is not kept: its bytes
+  // are skipped up to its end, so a rank that never ends a line grows nothing here.
+  static constexpr size_t kMaxLineBytes = size_t{16} << 20;
+
+  // Bytes the agent read from the rank's socket.
+  void from_rank(std::string_view bytes);
+  // Bytes from the coordinator for the rank: returns what to write to the rank (the answer
+  // to a replayed hello is left out) and sets *swallowed to the bytes left out.
+  std::string to_rank(std::string_view bytes, size_t* swallowed);
+  // What the new coordinator gets on the re-opened stream: the hello, the lines not known to
+  // be answered or committed, and a line the rank has not finished. From then on the first
+  // line from the coordinator (its answer to the hello) does not reach the rank.
+  std::string replay();
+
+  bool said_hello() const { return !hello_.empty(); }
+  size_t kept_bytes() const { return bytes_; }
+
+ private:
+  struct Line {
+    std::string text;  // with its '\n'
+    int64_t seq = -1;  // -1: no answer expected
+    bool answered = false;
+  };
+  void answered(const std::string& line);
+  void trim();
+
+  std::string hello_;
+  std::deque<Line> lines_;
+  size_t bytes_ = 0;
+  std::string partial_in_, partial_out_;
+  bool skip_in_ = false, skip_out_ = false;  // inside a line over kMaxLineBytes
+  bool swallow_ = false;                     // drop the next line from the coordinator
+};
+
+// A rank a session started: what a new coordinator needs to know it by.
+struct KeptRankFacts {
+  std::string trial;  // CAIRN_TRIAL_ID
+  int64_t attempt = 0;
+  int64_t trial_rank = 0;  // RANK
+};
+
+// Per session: the ranks started and not yet reported ended, and whether the session waits
+// for its adopter's adopt_ranks (nothing is read from its ranks meanwhile).
+struct SessionAdoption {
+  std::map<int64_t, KeptRankFacts> ranks;
+  bool paused = false;
+};
+
+// The connection's launch of `launch` started.
+void note_launch(AgentSession& session, const RemoteLaunch& launch);
+// The rank's end was reported.
+void note_rank_ended(AgentSession& session, int64_t rank);
+
+bool is_adoption_request(const std::string& type);
+// Answers session_adopt or adopt_ranks (above) of coordinator `who` on `peer`, whose session
+// is `session` (replaced by the adopted one). Returns false when the connection broke.
+bool serve_adoption_request(AgentSessions& sessions, PeerConnection& peer,
+                            std::shared_ptr<AgentSession>& session, const Json& request,
+                            const std::string& who);
+
+}  // namespace cairn

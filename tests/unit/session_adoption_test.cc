@@ -1,0 +1,174 @@
+#include "peer/session_adoption.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+
+#include "engine/coordinator/remote_adoption.h"
+#include "engine/coordinator/slot_pool.h"
+#include "peer/agent_sessions.h"
+
+namespace cairn {
+namespace {
+
+std::string replay_of(StreamLines& lines) {
+  return lines.replay();
+}
+
+TEST_CASE("stream lines: a replay is the hello and the requests nobody answered") {
+  StreamLines lines;
+  lines.from_rank(R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                  "\n");
+  lines.from_rank(R"({"type":"next_operation","seq":1})"
+                  "\n");
+  size_t swallowed = 0;
+  CHECK(lines
+            .to_rank(R"({"type":"welcome","protocol":1})"
+                     "\n",
+                     &swallowed)
+            .size() > 0);
+  CHECK(swallowed == 0);  // no replay yet: every answer reaches the rank
+  lines.to_rank(R"({"type":"operation","re":1,"length":10})"
+                "\n",
+                &swallowed);
+  // Training reports are kept until an ack says the coordinator committed them.
+  lines.from_rank(R"({"type":"training","reports":[{"step":1,"metrics":{"seq":7}}]})"
+                  "\n");
+  lines.from_rank(R"({"type":"validation","seq":2,"step":1,"metrics":{}})"
+                  "\n");
+  lines.from_rank(R"({"type":"checkpoint_begin","seq":3,"step":1})"
+                  "\n");
+  lines.from_rank(R"({"type":"checkp)");  // not finished yet
+  CHECK(replay_of(lines) == R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                            "\n"
+                            R"({"type":"training","reports":[{"step":1,"metrics":{"seq":7}}]})"
+                            "\n"
+                            R"({"type":"validation","seq":2,"step":1,"metrics":{}})"
+                            "\n"
+                            R"({"type":"checkpoint_begin","seq":3,"step":1})"
+                            "\n"
+                            R"({"type":"checkp)");
+  // The new coordinator's answer to the replayed hello stays on the agent (split over two
+  // frames here); what follows it reaches the rank.
+  std::string out = lines.to_rank(R"({"type":"wel)", &swallowed);
+  CHECK(out.empty());
+  CHECK(swallowed == 12);
+  out = lines.to_rank(
+      "come\"}\n"
+      R"({"type":"stop","reason":"pause"})"
+      "\n",
+      &swallowed);
+  CHECK(swallowed == 7);
+  CHECK(out == R"({"type":"stop","reason":"pause"})"
+               "\n");
+  // The validation's ack: it and everything before it are committed.
+  lines.to_rank(R"({"type":"ack","re":2})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                          "\n"
+                          R"({"type":"checkpoint_begin","seq":3,"step":1})"
+                          "\n"
+                          R"({"type":"checkp)");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);  // swallowed: a replay was made
+  // Answered but not an ack: not sent again, and nothing before it is dropped.
+  lines.from_rank(R"(oint_end","seq":4,"step":1,"path":"/d"})"
+                  "\n");
+  lines.to_rank(R"({"type":"checkpoint_dir","re":3,"path":"/d"})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                          "\n"
+                          R"({"type":"checkpoint_end","seq":4,"step":1,"path":"/d"})"
+                          "\n");
+}
+
+TEST_CASE("stream lines: malformed lines are kept as lines, and the bound holds") {
+  StreamLines lines;
+  lines.from_rank("not json\n{\"type\":\"hello\"}\n");
+  CHECK(lines.said_hello());
+  const std::string batch = R"({"type":"training","reports":[)" + std::string(1000, ' ') + "]}\n";
+  for (int i = 0; i < 1000; ++i) lines.from_rank(batch);
+  CHECK(lines.kept_bytes() <= StreamLines::kMaxBytes);
+  CHECK(lines.replay().starts_with("{\"type\":\"hello\"}\n"));
+  size_t swallowed = 0;
+  lines.to_rank(R"({"type":"ack","re":"x"})"
+                "\n{[\n",
+                &swallowed);  // ignored
+  CHECK(lines.kept_bytes() > 0);
+}
+
+TEST_CASE("stream lines: a line that never ends is not kept beyond the line bound") {
+  StreamLines endless;
+  const std::string mib(1 << 20, 'x');
+  for (int i = 0; i < 20; ++i) endless.from_rank(mib);
+  endless.from_rank("x\n{\"type\":\"hello\"}\n");
+  CHECK(endless.replay() == "{\"type\":\"hello\"}\n");
+}
+
+TEST_CASE("agent sessions: a resume claims the owner's newest detached session") {
+  std::atomic<int> running{0};
+  AgentSessions sessions(running);
+  auto old = std::make_shared<AgentSession>();
+  auto newer = std::make_shared<AgentSession>();
+  REQUIRE(sessions.open(old, "host:/store#1", std::chrono::seconds(60)).ok());
+  sessions.detach(old, "x");
+  // A session of the owner opened meanwhile (ended, or kept) never holds the old one.
+  auto other = std::make_shared<AgentSession>();
+  REQUIRE(sessions.open(other, "host:/store#2", std::chrono::seconds(60)).ok());
+  sessions.detach(other, "y");
+  auto none = sessions.claim_owner("host:/store#3");
+  REQUIRE(none.ok());
+  CHECK(!*none);
+  auto claimed = sessions.claim_owner("host:/store#1");
+  REQUIRE(claimed.ok());
+  CHECK(claimed->get() == old.get());
+  CHECK(old->attached);
+  CHECK(sessions.detached() == 1);  // store#2's stays
+  // Attached (its coordinator went without the agent noticing): asked to let go, not ended.
+  auto busy = sessions.claim_owner("host:/store#1");
+  CHECK(busy.status().kind() == ErrorKind::kFailed);
+  CHECK(old->release.load());
+  CHECK(!old->end_on_release);
+  sessions.detach(old, "x");
+  CHECK(sessions.claim_owner("host:/store#1")->get() == old.get());
+}
+
+TEST_CASE("kept ranks: malformed entries of a session_adopted answer are left out") {
+  const Json answer = Json::parse(R"({"type":"session_adopted","ranks":[
+      {"rank":2,"trial":"1.1","attempt":1,"trial_rank":0,"pid":42,"running":true},
+      {"rank":"3","trial":"1.1","attempt":1,"trial_rank":0,"running":true},
+      {"rank":4,"trial":"1.2","attempt":2,"trial_rank":1,"running":false},
+      7]})");
+  const std::vector<KeptRank> kept = parse_kept_ranks(answer);
+  REQUIRE(kept.size() == 2);
+  CHECK(kept[0].id == 2);
+  CHECK(kept[0].pid == 42);
+  CHECK(kept[0].running);
+  CHECK(kept[1].trial == "1.2");
+  CHECK(kept[1].rank == 1);
+  CHECK(!kept[1].running);
+  CHECK(parse_kept_ranks(Json::parse(R"({"ranks":5})")).empty());
+}
+
+TEST_CASE("slot pool: take holds exactly the slots asked, or nothing") {
+  SlotPool pool(std::vector<int>{0, 2, 1});
+  CHECK(pool.take(1, {{1, 1}, {2, 0}}));
+  CHECK(pool.free(1) == 1);
+  CHECK(pool.free(2) == 0);
+  CHECK(!pool.take(2, {{1, 0}, {2, 0}}));  // one is held: nothing taken
+  CHECK(pool.free(1) == 1);
+  CHECK(!pool.take(2, {{1, 0}, {1, 0}}));  // the same slot twice
+  CHECK(!pool.take(2, {{1, 5}}));          // no such slot
+  pool.set_available(1, false);
+  CHECK(!pool.take(2, {{1, 0}}));
+  pool.set_available(1, true);
+  pool.release(1);
+  CHECK(pool.free() == 3);
+}
+
+}  // namespace
+}  // namespace cairn
