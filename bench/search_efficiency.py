@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Benchmark: search efficiency on builtin:mlp, in training units (issues 4 and 18).
+"""Benchmark: search efficiency on builtin:mlp and PyTorch, in training units (issues 4, 18).
 
 ASHA and Hyperband (cairn's searchers), cairn's TPE sampler alone and inside ASHA and
 Hyperband (BOHB), and Optuna's TPE sampler alone and with its HyperbandPruner, against
@@ -10,7 +10,11 @@ search's budget each needs to reach random search's final best. Goal: <= 1/5.
 Problems (--problem; the same for every searcher of a run): `spirals` (default), `teacher`
 and `digits` on builtin:mlp (below), and `torch-digits`, the same search space on a PyTorch
 MLP trial on scikit-learn's digits (bench/torch_digits_trial.py: a fixed 80/20 split, one
-torch thread; cairn's searchers only, as Optuna's drivers run builtin:mlp standalone).
+torch thread). Optuna's drivers run that same script standalone (the Python SDK without
+CAIRN_CONTROL takes CAIRN_HPARAMS, CAIRN_SEED, CAIRN_DETERMINISTIC and CAIRN_MAX_LENGTH from
+the environment and prints each epoch's validation on stderr, with 6 significant digits);
+an epoch the script reports as diverged (it exits 2 without a validation, so under cairn
+it is no unit) is reported to Optuna as NaN and the trial pruned.
 
 The default problem: builtin:mlp on `spirals` with 5 arms and angle
 noise 0.4 (3,000 rows: 2,400 train / 600 validation), one unit = one epoch, `max_length`
@@ -62,6 +66,9 @@ search's very configurations):
              Units: the epochs the objective consumed; the process may have run an epoch or
              two ahead in the pipe before it was killed, which is not counted (an in-process
              training loop would not have trained them).
+  optuna-random-hb
+             Optuna's RandomSampler(seed) with the same HyperbandPruner: a diagnostic that
+             separates what Optuna's pruner does from what its TPE does.
 
 Unit accounting. builtin:mlp validates after every epoch and every epoch is a unit, so the
 units a search trains are its validation reports (`cairn metrics TRIAL --json`, one entry
@@ -82,7 +89,8 @@ was not reached counts as infinite. Also the median over all searcher-seed x ran
 pairs, which does not lean on one random run's luck.
 
     /usr/bin/python3 bench/search_efficiency.py [--cairn BIN] [--seeds 1,2,3,4,5]
-        [--searchers random,asha,hyperband,tpe,bohb,bohb-hb,optuna-tpe,optuna-tpe-hb]
+        [--searchers random,asha,hyperband,tpe,bohb,bohb-hb,pbt,optuna-tpe,optuna-tpe-hb,
+                     optuna-random-hb] [--baseline-cairn BIN]
         [--random-trials 20] [--tpe-trials N] [--asha-trials 220] [--max-length 81]
         [--jobs 2] [--tolerance 0.05] [--json FILE] [--cache DIR] [--keep] [--workdir DIR]
     /usr/bin/python3 bench/search_efficiency.py --from-json FILE
@@ -96,6 +104,9 @@ optuna-tpe-hb); name the others with --searchers. A --json file written before t
 optuna searchers had their own names calls optuna-tpe-hb "tpe"; --from-json reads it so. --tolerance adds the units to get within that share of the target (less
 at the mercy of one lucky epoch). --json writes every run's validation sequence and
 figures; --from-json prints the tables of such a file again without running anything.
+--baseline-cairn BIN runs the random baseline with another binary (and takes it from the
+cache as that binary's run): random search's runs do not change between builds that leave
+random sampling alone, so a new build's searchers can be measured against the cached ones.
 About 10 minutes at the defaults on 2 busy cores; the figures are deterministic.
 """
 import argparse
@@ -123,8 +134,9 @@ MAX_RUNGS = 5
 # first trials would be random search's very configurations (and trial seeds); the offsets
 # make every run an independent sample.
 SEED_OFFSET = {"random": 0, "asha": 100, "hyperband": 200, "optuna-tpe-hb": 300, "tpe": 400,
-               "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700, "pbt": 800}
-OPTUNA = ("optuna-tpe", "optuna-tpe-hb")
+               "bohb": 500, "bohb-hb": 600, "optuna-tpe": 700, "pbt": 800,
+               "optuna-random-hb": 900}
+OPTUNA = ("optuna-tpe", "optuna-tpe-hb", "optuna-random-hb")
 
 # The problems (--problem): constants passed to builtin:mlp as hyperparameters. Every searcher
 # of a run tunes the same one. `digits` is scikit-learn's bundled digits set (1,797 8x8
@@ -137,6 +149,7 @@ PROBLEMS = {
     "torch-digits": {},
 }
 TORCH_TRIAL = pathlib.Path(__file__).resolve().parent / "torch_digits_trial.py"
+SDK_PYTHON = pathlib.Path(__file__).resolve().parent.parent / "sdk" / "python"
 PROBLEM = dict(PROBLEMS["spirals"])
 PROBLEM_NAME = "spirals"
 LR_EXPONENTS = (-4.5, 0.0)
@@ -152,6 +165,7 @@ LAYERS = (1, 4)
 STARTED = re.compile(r"^cairn: trial (\d+)\.(\d+) started \(pid \d+\)"
                      r"(?: from checkpoint \S+ \((\d+) units done\))?")
 STANDALONE_VALIDATION = re.compile(r"^cairn: step (\d+) validation:.*\bval_loss=(\S+)")
+TORCH_DIVERGED = re.compile(r"^torch_digits_trial: diverged at epoch (\d+)")
 
 
 def export_digits(directory):
@@ -337,6 +351,7 @@ def drive_tpe(args):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     cairn, seed, budget, length = args.cairn, args.drive_seed, args.drive_budget, args.max_length
     name = args.drive_tpe
+    torch = PROBLEM_NAME == "torch-digits"
     validations = []  # (trial, step, val_loss), in the order the objective consumed them
 
     def objective(trial):
@@ -354,14 +369,29 @@ def drive_tpe(args):
                          "CAIRN_SEED": str(trial_seed(seed, trial.number, name)),
                          "CAIRN_DETERMINISTIC": "1", "CAIRN_MAX_LENGTH": str(length),
                          "CAIRN_CHECKPOINT_PERIOD": "0"})
+        if torch:
+            # The Python SDK standalone, from this checkout, as cairn puts its own copy
+            # first on PYTHONPATH for a trial.
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(SDK_PYTHON)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+            command = ["/usr/bin/python3", str(TORCH_TRIAL)]
+        else:
+            command = [cairn, "__builtin-mlp"]
         final = None
         with tempfile.TemporaryDirectory(prefix="tpe-trial-") as cwd:  # its ./checkpoints
-            proc = subprocess.Popen([cairn, "__builtin-mlp"], cwd=cwd, env=env,
+            proc = subprocess.Popen(command, cwd=cwd, env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             tail = []
             try:
                 for line in proc.stderr:
                     tail = (tail + [line])[-5:]
+                    diverged = TORCH_DIVERGED.match(line) if torch else None
+                    if diverged:
+                        # The PyTorch trial exits 2 at a non-finite epoch without reporting
+                        # it (under cairn that epoch is no validation, so no unit either):
+                        # Optuna ranks it worst at that step, as for builtin:mlp's NaN.
+                        trial.report(float("nan"), int(diverged.group(1)))
+                        raise optuna.TrialPruned()
                     m = STANDALONE_VALIDATION.match(line)
                     if not m:
                         continue
@@ -379,8 +409,8 @@ def drive_tpe(args):
                 proc.wait()
                 proc.stderr.close()
         if proc.returncode != 0 or final is None:
-            raise RuntimeError("builtin:mlp exited %d without reaching epoch %d: %s" %
-                               (proc.returncode, length, "".join(tail)))
+            raise RuntimeError("%s exited %d without reaching epoch %d: %s" %
+                               (command[-1], proc.returncode, length, "".join(tail)))
         return final
 
     def stop_at_budget(study, _trial):
@@ -389,10 +419,13 @@ def drive_tpe(args):
 
     pruner = (optuna.pruners.HyperbandPruner(min_resource=1, max_resource=length,
                                              reduction_factor=DIVISOR)
-              if name == "optuna-tpe-hb" else optuna.pruners.NopPruner())
+              if name.endswith("-hb") else optuna.pruners.NopPruner())
+    sampler = (optuna.samplers.RandomSampler(seed=seed + SEED_OFFSET[name])
+               if name == "optuna-random-hb"
+               else optuna.samplers.TPESampler(seed=seed + SEED_OFFSET[name]))
     study = optuna.create_study(
         study_name="search-eff-%s-%d" % (name, seed), direction="minimize",
-        sampler=optuna.samplers.TPESampler(seed=seed + SEED_OFFSET[name]), pruner=pruner)
+        sampler=sampler, pruner=pruner)
     study.optimize(objective, n_trials=100000, callbacks=[stop_at_budget])
     print(json.dumps({"validations": validations, "trials": len(study.trials),
                       "states": count(t.state.name for t in study.trials), "restarts": 0,
@@ -417,6 +450,11 @@ def run_optuna(name, cairn, seed, budget, args, workdir):
 # -- the cache ----------------------------------------------------------------------------------
 
 
+def cairn_for(args, name):
+    """The binary that runs `name`: --baseline-cairn for random when given, else --cairn."""
+    return args.baseline_cairn if name == "random" and args.baseline_cairn else args.cairn
+
+
 def cache_path(args, name, seed, budget):
     """Where --cache keeps the run of `name` with `seed`: the file name holds a digest of
     everything that changes the run's result (the problem, the searcher's settings, the
@@ -424,7 +462,7 @@ def cache_path(args, name, seed, budget):
     different file, never a stale hit."""
     if not args.cache:
         return None
-    version = subprocess.run([args.cairn, "version"], capture_output=True, text=True,
+    version = subprocess.run([cairn_for(args, name), "version"], capture_output=True, text=True,
                              env=clean_env()).stdout.strip()
     space = cairn_space()
     space.update(args.problem_identity)  # a CSV by its digest, not its path
@@ -546,6 +584,10 @@ def main():
     parser.add_argument("--data-dir", default="/tmp/cairn-bench-data",
                         help="where the digits problem's CSV is written (once)")
     parser.add_argument("--cache", help="keep finished runs here and reuse them (see above)")
+    parser.add_argument("--baseline-cairn",
+                        help="the cairn binary for the random baseline (default: --cairn); "
+                             "with --cache, a later build's searchers are measured against "
+                             "the random runs an earlier build cached")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--drive-tpe", choices=OPTUNA, help=argparse.SUPPRESS)
@@ -553,15 +595,11 @@ def main():
     parser.add_argument("--drive-budget", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.cairn = str(pathlib.Path(args.cairn).resolve())
+    if args.baseline_cairn:
+        args.baseline_cairn = str(pathlib.Path(args.baseline_cairn).resolve())
     args.problem_identity = set_problem(args.problem, args.data_dir)
     if args.drive_tpe:
         return drive_tpe(args)
-    if args.problem == "torch-digits":
-        # Optuna's drivers run builtin:mlp standalone; the PyTorch trial has no such driver.
-        unsupported = [n for n in args.searchers.split(",") if n in OPTUNA]
-        if unsupported:
-            parser.error("--problem torch-digits runs cairn's searchers only, not %s"
-                         % ",".join(unsupported))
     if args.from_json:
         report(*load_runs(args.from_json), args.tolerance)
         return 0
@@ -575,6 +613,8 @@ def main():
     if "random" not in names:
         names.insert(0, "random")  # the baseline every figure is measured against
     print(machine_summary(args.cairn))
+    if args.baseline_cairn:
+        print("random (the baseline) with %s" % args.baseline_cairn)
     if args.workdir:
         scratch = pathlib.Path(args.workdir)
         scratch.mkdir(parents=True, exist_ok=True)
@@ -607,7 +647,7 @@ def main():
         if name in OPTUNA:
             run = run_optuna(name, args.cairn, seed, budget, args, workdir)
         else:
-            run = run_cairn_search(args.cairn, name, seed, args, workdir)
+            run = run_cairn_search(cairn_for(args, name), name, seed, args, workdir)
         run["wall_s"] = time.monotonic() - t0
         runs[(name, seed)] = run
         if cached:

@@ -170,8 +170,8 @@ Json TpeSampler::sample(std::vector<TpeObservation> observations, SplitMix64& rn
   return sample_prepared(std::move(prepared), rng);
 }
 
-Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observations,
-                                 SplitMix64& rng) const {
+Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng,
+                                 int64_t min_good) const {
   std::stable_sort(observations.begin(), observations.end(),
                    [](const TpePreparedObservation& a, const TpePreparedObservation& b) {
                      return a.trial < b.trial;
@@ -179,7 +179,7 @@ Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observation
   const auto n = static_cast<int64_t>(observations.size());
   // The good ones: the lowest losses, ties to the older trial (then to the earlier one in
   // trial order: a strict order, so a partial sort picks the set a full sort would).
-  const int64_t good_n = n == 0 ? 0 : good_count(n, settings_);
+  const int64_t good_n = n == 0 ? 0 : std::min(n, std::max(min_good, good_count(n, settings_)));
   std::vector<size_t> ranked(observations.size());
   std::iota(ranked.begin(), ranked.end(), size_t{0});
   std::partial_sort(ranked.begin(), ranked.begin() + good_n, ranked.end(), [&](size_t a, size_t b) {

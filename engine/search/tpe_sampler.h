@@ -60,7 +60,9 @@ class TpeSampler {
   // generator states, exactly what sample() returns (sample() converts, then calls this).
   // Per call O(n log n) in the n observations, plus the estimators' density at the
   // candidates, O(n_ei_candidates · n); no hyperparameter JSON is read or copied.
-  Json sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng) const;
+  // `min_good`: at least this many of them are good (BOHB's N_min; at most all of them).
+  Json sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng,
+                       int64_t min_good = 0) const;
 
   // `hparams` converted for sample_prepared(), one value per leaf.
   TpeInternalValues internal_values(const Json& hparams) const;

@@ -15,6 +15,17 @@ uint64_t tpe_stream(uint64_t seed, int64_t trial) {
   return key.next() ^ (0xd1342543de82ef95ULL * static_cast<uint64_t>(trial));
 }
 
+// BOHB's random fraction ρ: once the model is in use, this share of the trials is still
+// drawn at random (Falkner et al. 2018, Algorithm 2; HpBandSter's random_fraction default).
+constexpr double kBohbRandomFraction = 1.0 / 3.0;
+
+// Whether BOHB draws trial `trial` at random rather than from the model: a coin of its own
+// per (experiment seed, trial), so neither the TPE stream nor random sampling's changes.
+bool bohb_random_pick(uint64_t seed, int64_t trial) {
+  SplitMix64 coin(tpe_stream(seed ^ 0x424f48422d726e64ULL, trial));  // "BOHB-rnd"
+  return static_cast<double>(coin.next() >> 11) * 0x1.0p-53 < kBohbRandomFraction;
+}
+
 }  // namespace
 
 TrialSampler::TrialSampler(const ExperimentConfig& config, uint64_t seed, Rule rule)
@@ -29,7 +40,9 @@ std::optional<int64_t> TrialSampler::model_length() const {
   if (!tpe_ || tpe_sampler_.dimensions() == 0) return std::nullopt;
   const auto started = static_cast<size_t>(std::max(settings_.n_startup_trials, 1));
   if (observed_.size() < started) return std::nullopt;
-  const size_t enough = rule_ == Rule::kFinal ? 1 : tpe_sampler_.dimensions() + 1;
+  // BOHB (Falkner et al. 2018, and its reference code, HpBandSter): a length's model needs
+  // N_min good and N_min bad results, so at least 2 · N_min of them.
+  const size_t enough = rule_ == Rule::kFinal ? 1 : 2 * static_cast<size_t>(min_points());
   for (auto it = by_length_.rbegin(); it != by_length_.rend(); ++it)
     if (it->second.size() >= enough) return it->first;
   return std::nullopt;
@@ -37,13 +50,16 @@ std::optional<int64_t> TrialSampler::model_length() const {
 
 Json TrialSampler::sample(int64_t trial) {
   Json hparams;
-  if (std::optional<int64_t> length = model_length()) {
+  std::optional<int64_t> length = model_length();
+  if (length && rule_ == Rule::kLongestRung && bohb_random_pick(seed_, trial)) length.reset();
+  if (length) {
     std::vector<TpePreparedObservation> observations;
     observations.reserve(by_length_.at(*length).size());
     for (const Observation& o : by_length_.at(*length))
       observations.push_back({o.trial, &internal_.at(o.trial), o.loss});
     SplitMix64 rng(tpe_stream(seed_, trial));
-    hparams = tpe_sampler_.sample_prepared(std::move(observations), rng);
+    hparams = tpe_sampler_.sample_prepared(std::move(observations), rng,
+                                           rule_ == Rule::kLongestRung ? min_points() : 0);
     ++model_trials_;
     last_fit_ = Fit{trial, *length, static_cast<int64_t>(by_length_.at(*length).size())};
   } else {

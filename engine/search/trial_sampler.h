@@ -5,12 +5,14 @@
 // seed, k) alone. Which observations (docs/search.md, "TPE" and "BOHB"):
 //   - kFinal (random search): each trial's metric at max_length; the model is used once at
 //     least n_startup_trials trials have one (and at least one has);
-//   - kLongestRung (hyperband, asha: BOHB's rule): every validation at a rung, pooled by
+//   - kLongestRung (hyperband, asha: BOHB's rules): every validation at a rung, pooled by
 //     length across brackets; once at least n_startup_trials trials have validated at some
-//     rung, the model is fitted on the longest length with at least d + 1 observations
-//     (d = the searched hyperparameters).
-// Until then, and whenever there is nothing to search, trial k is sampled at random, exactly
-// as `sampler: random` would sample it.
+//     rung, the model is fitted on the longest length with at least 2 · N_min results
+//     (N_min = d + 1, d = the searched hyperparameters), at least N_min of them good; and a
+//     third of the trials that could come from the model are drawn at random, chosen by a
+//     coin that is a function of (experiment seed, k).
+// Until then, for those random picks, and whenever there is nothing to search, trial k is
+// sampled at random, exactly as `sampler: random` would sample it.
 //
 // Part of its searcher's state: a pure function of the config, the seed and the calls, so a
 // searcher rebuilt by replaying its events samples the same trials. Not thread-safe.
@@ -55,6 +57,8 @@ class TrialSampler {
   };
   // The length to fit the model on now, if the model is to be used.
   std::optional<int64_t> model_length() const;
+  // BOHB's N_min = d + 1: the fewest good, and the fewest bad, results a model is fitted on.
+  int64_t min_points() const { return tpe_sampler_.dimensions() + 1; }
 
   std::map<std::string, HyperparameterSpec> specs_;
   uint64_t seed_;

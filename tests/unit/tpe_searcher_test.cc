@@ -1,8 +1,9 @@
 // TPE inside the searchers, driven by instant trials: the startup trials are random
 // search's, TPE then finds better configurations than random search on a synthetic
 // objective (and BOHB better than Hyperband), BOHB fits its model on the longest rung with
-// d + 1 observations, a searcher rebuilt from its log at any point decides exactly as the
-// original, and the config keys are read and refused as the others are.
+// 2 (d + 1) results and draws a third of its trials at random, a searcher rebuilt from its log at
+// any point decides exactly as the original, and the config keys are read and refused as the others
+// are.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -172,7 +173,7 @@ TEST_CASE("bohb (hyperband with tpe) finds better configurations than hyperband"
   CHECK(median(bohb_best) < median(hb_best));
 }
 
-TEST_CASE("bohb fits its model on the longest rung with at least d + 1 observations") {
+TEST_CASE("bohb fits its model on the longest rung with 2 (d + 1) results, d + 1 of them good") {
   for (const char* searcher :
        {"name: hyperband, max_length: 27, sampler: tpe",
         "name: asha, max_length: 27, max_rungs: 4, max_trials: 60, sampler: tpe"}) {
@@ -183,39 +184,74 @@ TEST_CASE("bohb fits its model on the longest rung with at least d + 1 observati
       auto original = make(cfg, 3, concurrency);
       InstantTrials sim(*original, concurrency, loss_of);
       sim.run();
-      // Walk the calls again, keeping the observations per length, and check each model
-      // sample against the rule at the moment the trial was created. d = 5.
+      // Walk the calls again, keeping the results per length, and check each trial created
+      // against the rule at that moment. d = 5, so N_min = 6 and a length needs 12 results.
       auto rebuilt = make(cfg, 3, concurrency);
       rebuilt->start();
       std::map<int64_t, int64_t> per_length;
       std::set<int64_t> validated;
-      int64_t model_trials = 0;
+      int64_t model_trials = 0, eligible = 0, before_rule = 0;
       for (const testing::SearcherCall& call : sim.calls) {
-        // The call's own validation is an observation before any trial it leads to.
+        // The call's own validation is a result before any trial it leads to.
         if (call.validation) {
           ++per_length[call.length];
           validated.insert(call.trial);
         }
-        std::optional<std::pair<int64_t, int64_t>> rule;  // (length, observations)
+        std::optional<std::pair<int64_t, int64_t>> rule;  // (length, results)
         if (validated.size() >= 10)
           for (auto it = per_length.rbegin(); it != per_length.rend() && !rule; ++it)
-            if (it->second >= 6) rule = std::make_pair(it->first, it->second);
+            if (it->second >= 12) rule = std::make_pair(it->first, it->second);
         const std::vector<SearcherAction> actions = deliver(*rebuilt, call);
         const Json view = rebuilt->describe();
-        for (const SearcherAction& a : actions) {
-          if (a.kind != SearcherAction::Kind::kCreateTrial) continue;
-          if (rule) {
-            ++model_trials;
-            CHECK(view["tpe"]["last_model"]["length"] == rule->first);
-            CHECK(view["tpe"]["last_model"]["observations"] == rule->second);
-          }
+        int64_t created = 0;
+        for (const SearcherAction& a : actions)
+          created += a.kind == SearcherAction::Kind::kCreateTrial;
+        if (created == 0) continue;
+        const int64_t from_model = view["tpe"]["model_trials"].get<int64_t>() - model_trials;
+        model_trials += from_model;
+        if (!rule) {
+          before_rule += created;
+          CHECK(from_model == 0);  // no length has enough results: random search's trials
+          continue;
+        }
+        eligible += created;
+        if (from_model > 0) {  // the last of them came from the model fitted on the rule's length
+          CHECK(view["tpe"]["last_model"]["length"] == rule->first);
+          CHECK(view["tpe"]["last_model"]["observations"] == rule->second);
         }
       }
       CHECK(original->describe()["tpe"]["model_trials"] == model_trials);
+      CHECK(before_rule > 0);
+      // BOHB's random fraction: about a third of the trials the model could have made are
+      // drawn at random.
+      CAPTURE(model_trials);
+      CAPTURE(eligible);
       CHECK(model_trials > 0);
+      CHECK(model_trials < eligible);
+      CHECK(std::abs(static_cast<double>(eligible - model_trials) / eligible - 1.0 / 3) < 0.2);
       CHECK(original->describe()["sampler"] == "tpe");
     }
   }
+}
+
+TEST_CASE("bohb: a trial drawn at random is random search's trial with that index") {
+  // Trials the coin sends to random sampling get exactly what sampler: random gives trial k,
+  // so a BOHB search shares its random trials with a plain one of the same seed.
+  const ExperimentConfig bohb = config_for("name: hyperband, max_length: 27, sampler: tpe");
+  const ExperimentConfig plain = config_for("name: hyperband, max_length: 27");
+  auto a = make(bohb, 9, 1);
+  auto b = make(plain, 9, 1);
+  InstantTrials with_tpe(*a, 1, loss_of), random(*b, 1, loss_of);
+  with_tpe.run();
+  random.run();
+  const Json view = a->describe();
+  const int64_t total =
+      view["tpe"]["model_trials"].get<int64_t>() + view["tpe"]["random_trials"].get<int64_t>();
+  REQUIRE(total == static_cast<int64_t>(with_tpe.hparams.size()));
+  int64_t same = 0;
+  for (const auto& [trial, hparams] : with_tpe.hparams)
+    same += random.hparams.count(trial) && random.hparams.at(trial) == hparams;
+  CHECK(same == view["tpe"]["random_trials"].get<int64_t>());  // and none from the model
 }
 
 TEST_CASE("tpe: a searcher rebuilt from its log at any point decides exactly as the original") {
@@ -251,8 +287,9 @@ TEST_CASE("tpe: with one trial at a time, the same config and seed create the sa
 }
 
 TEST_CASE("tpe: missing and infinite metrics are the worst observations; the search finishes") {
-  for (const char* searcher : {"name: tpe, max_length: 2, max_trials: 16",
-                               "name: asha, max_length: 9, max_rungs: 3, max_trials: 16, "
+  // 30 asha trials: BOHB's model needs 2 (d + 1) = 12 results at a rung.
+  for (const char* searcher : {"name: tpe, max_length: 2, max_trials: 30",
+                               "name: asha, max_length: 9, max_rungs: 3, max_trials: 30, "
                                "sampler: tpe, tpe: {n_startup_trials: 2}"}) {
     for (double bad : {HUGE_VAL, double{NAN}}) {
       CAPTURE(std::string(searcher));
@@ -263,7 +300,7 @@ TEST_CASE("tpe: missing and infinite metrics are the worst observations; the sea
       });
       sim.run();
       CHECK(s->finished());
-      CHECK(sim.closed.size() == 16);
+      CHECK(sim.closed.size() == 30);
       CHECK(s->describe()["tpe"]["model_trials"].get<int64_t>() > 0);
     }
   }
