@@ -37,6 +37,15 @@ def peer_home(test, key=True):
     return path
 
 
+def alive(pid):
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
 class Agent:
     """A running `cairn agent`. Its log (stderr) goes to a file, never a pipe that could
     fill: read it from the start (text(), wait_log()) or in order with a cursor (line(),

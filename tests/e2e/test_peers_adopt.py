@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, wait_until  # noqa: E402
+from peer_testlib import alive  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
 
 # Says its pid, appends every step it runs to $STEPS_DIR/rank<RANK> (so a step run twice
@@ -62,15 +63,6 @@ checkpoint: {period: 2, keep_trial_latest: 100}
 max_restarts: 0
 reattach_window: 600
 """
-
-
-def alive(pid):
-    """Whether `pid` runs (a zombie does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 class AdoptTest(PlacementCase):

@@ -19,6 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
 from cairn_testlib import CAIRN, wait_until  # noqa: E402
+from peer_testlib import alive  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
 
 TRAIN = r"""
@@ -61,15 +62,6 @@ resources: {slots_per_trial: %d}
 
 HOLD_AT = 6
 LENGTH = 16
-
-
-def alive(pid):
-    """Whether `pid` runs (a zombie does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 class OrphanTest(PlacementCase):

@@ -21,6 +21,7 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402,F401
 from cairn_testlib import CAIRN, wait_until  # noqa: E402
+from peer_testlib import alive  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
 
 CONFIG = """name: reattach
@@ -168,15 +169,6 @@ class Proxy:
             listener, self.listener = self.listener, None
         if listener is not None:
             listener.close()
-
-
-def alive(pid):
-    """Whether `pid` runs (a zombie does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 class ReattachTest(PlacementCase):
