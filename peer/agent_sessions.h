@@ -10,11 +10,12 @@
 // (agent_orphans.h). A goodbye, the agent's stop or a connection
 // that never opened a session end the ranks at once, as before.
 //
-// While a session is detached nothing is read from its ranks: their output goes on into
-// their output files (the RankHost's, on disk), their control messages wait in their
-// sockets, and a rank that writes more than a control window and its socket hold blocks
-// until a coordinator is back (so nothing is lost and nothing grows in memory); a rank that
-// ends meanwhile is reported, with its exit status, once a connection resumes the session.
+// While a session is detached nothing is read from its ranks: their output waits in their
+// output pipes (the RankHost's; a rank that fills its pipe blocks in its write), their
+// control messages wait in their sockets, and a rank that writes more than a control window and its
+// socket hold blocks until a coordinator is back (so nothing is lost and nothing grows in memory);
+// a rank that ends meanwhile is reported, with its exit status, once a connection resumes the
+// session.
 //
 // `owner` names the coordinator's experiment (its machine, store and experiment id): a
 // new session of the same owner lets that owner's detached sessions go, which the coordinator

@@ -2,8 +2,9 @@
 a link between `cairn run` and a real `cairn agent` on loopback that drops and comes back
 within the heartbeat timeout loses nothing (same rank process, no requeue, no step twice),
 one that stays down longer loses the agent as before; a coordinator killed with SIGKILL
-leaves its remote ranks running for `reattach_window` seconds, after which the agent kills
-them, and a `cairn resume` within the window adopts them (test_peers_adopt.py).
+leaves its remote ranks running for `reattach_window` seconds, after which the agent has
+them checkpoint as orphans and exit (test_peers_orphans.py), and a `cairn resume` within the
+window adopts them (test_peers_adopt.py).
 
 The link is a small TCP proxy in this process between the coordinator and the agent: it
 can cut every connection through it (both ends see the connection end) and hold new ones
@@ -48,6 +49,7 @@ class Proxy:
         self.lock = threading.Lock()
         self.forwarding = True
         self.stopped = False
+        self.closing = threading.Event()  # set by close(): frozen pumps end
         self.open = []  # every socket of a forwarded connection
         self.held = []  # connections accepted while down
         self.held_total = 0
@@ -99,6 +101,12 @@ class Proxy:
         self.pumps.append(pump_id)
         try:
             while True:
+                if pump_id in self.frozen:
+                    # A silent link: nothing read, nothing carried; the thread sleeps (a
+                    # select on the unread bytes would return at once, a busy loop).
+                    if self.closing.wait(0.2):
+                        return
+                    continue
                 ready, _, _ = select.select([a, b], [], [], 0.2)
                 if self.stopped:
                     return
@@ -161,6 +169,7 @@ class Proxy:
 
     def close(self):
         self.stopped = True
+        self.closing.set()
         self.cut()
         self.up()
         for t in self.threads:
@@ -297,9 +306,9 @@ class ReattachTest(PlacementCase):
         self.assertEqual(trial["restarts"], 0, trial)
         self.assertEqual(trial["placement"][0]["machine"], b.address)
         # The agent kept the lost session's rank no longer than its window (reattach_window
-        # 0: the heartbeat timeout), then killed it.
+        # 0: the heartbeat timeout), then had it checkpoint as an orphan and exit.
         a.wait_log("no coordinator resumed it within its reattach window")
-        wait_until(lambda: not alive(pid), timeout=30, what="the kept rank killed")
+        wait_until(lambda: not alive(pid), timeout=30, what="the kept rank gone")
 
     def killed_coordinator(self, window, env=None):
         """Runs a trial on an agent with `reattach_window: window`, then kills `cairn run`
@@ -322,11 +331,13 @@ class ReattachTest(PlacementCase):
         a.wait_log("kept 1 ranks of")
         return a, pid
 
-    def test_a_killed_coordinators_ranks_run_for_the_window_then_are_killed(self):
+    def test_a_killed_coordinators_ranks_run_for_the_window_then_leave_as_orphans(self):
         a, pid = self.killed_coordinator(2, env={"CAIRN_HEARTBEAT_TIMEOUT": "1"})
         line = a.wait_log("no coordinator resumed it within its reattach window")
         self.assertIn("of 2 s", line)
-        wait_until(lambda: not alive(pid), timeout=30, what="the kept rank killed")
+        self.assertIn("to checkpoint as orphans and exit", line)  # asked, not killed
+        wait_until(lambda: not alive(pid), timeout=30, what="the kept rank gone")
+        a.wait_log("its orphaned ranks exited")
 
     def test_resume_after_a_kill_adopts_the_kept_rank(self):
         # test_peers_adopt.py has the details (steps once, checkpoints, gangs, what cannot
