@@ -18,14 +18,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTime = std::chrono::seconds(10);
 
-Result<std::unique_ptr<PeerConnection>> connect(const AgentEndpoint& agent,
-                                                std::chrono::milliseconds timeout) {
+Json owner(const std::string& type, const std::string& trial, int64_t attempt) {
+  return Json{{"type", type}, {"trial", trial}, {"attempt", attempt}};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,
+                                                         std::chrono::milliseconds timeout) {
   PeerFailure failure;
   return connect_to_agent(agent.address, agent.tls, Clock::now() + timeout, &failure);
 }
 
-// The agent's answer, or its refusal as an error naming it.
-Result<Json> answer(PeerConnection& peer, const AgentEndpoint& agent, const std::string& expected) {
+Result<Json> agent_answer(PeerConnection& peer, const AgentEndpoint& agent,
+                          const std::string& expected) {
   auto m = receive_frame(peer);
   if (!m.ok()) return Status::Failed(agent.address.text() + ": " + m.status().message());
   if ((*m)["type"] == "error") {
@@ -39,20 +45,14 @@ Result<Json> answer(PeerConnection& peer, const AgentEndpoint& agent, const std:
   return m;
 }
 
-Json owner(const std::string& type, const std::string& trial, int64_t attempt) {
-  return Json{{"type", type}, {"trial", trial}, {"attempt", attempt}};
-}
-
-}  // namespace
-
 Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::string& trial,
                                      int64_t attempt, std::chrono::milliseconds timeout) {
-  auto peer = connect(agent, timeout);
+  auto peer = connect_endpoint(agent, timeout);
   if (!peer.ok()) return peer.status();
   if (Status s = (*peer)->send(owner("checkpoint_stage", trial, attempt), Clock::now() + timeout);
       !s.ok())
     return Status::Failed(agent.address.text() + ": " + s.message());
-  auto staged = answer(**peer, agent, "checkpoint_staged");
+  auto staged = agent_answer(**peer, agent, "checkpoint_staged");
   if (!staged.ok()) return staged.status();
   const Json path = staged->value("path", Json());
   if (!path.is_string() || !fs::path(path.get<std::string>()).is_absolute())
@@ -65,7 +65,7 @@ Result<FetchedCheckpoint> fetch_checkpoint(
     const AgentEndpoint& agent, const std::string& trial, int64_t attempt, const std::string& path,
     const std::function<bool(const std::string&)>& lacks, const fs::path& into,
     const std::function<Status(const FetchedCheckpoint&)>& keep) {
-  auto connected = connect(agent, kConnectTime);
+  auto connected = connect_endpoint(agent, kConnectTime);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
@@ -74,7 +74,7 @@ Result<FetchedCheckpoint> fetch_checkpoint(
   Json request = owner("checkpoint_fetch", trial, attempt);
   request["path"] = path;
   if (Status s = peer.send(request, Clock::now() + kChunkTime); !s.ok()) return broken(s);
-  auto listed = answer(peer, agent, "checkpoint_manifest");
+  auto listed = agent_answer(peer, agent, "checkpoint_manifest");
   if (!listed.ok()) return listed.status();
   if (listed->value("trial", Json()) != trial || listed->value("attempt", Json()) != attempt)
     return Status::Failed(agent.address.text() + ": a manifest for another trial or attempt");
@@ -102,13 +102,13 @@ Result<FetchedCheckpoint> fetch_checkpoint(
         receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false, &fetched.content_bytes);
     if (!got.ok()) return broken(got);
   }
-  auto sent = answer(peer, agent, "checkpoint_sent");
+  auto sent = agent_answer(peer, agent, "checkpoint_sent");
   if (!sent.ok()) return sent.status();
   if (Status kept = keep(fetched); !kept.ok()) return kept;
   // The checkpoint is ours now: whether the agent manages to drop its copy is its business
   // (it says so in its log), so an error past this point is not the transfer's.
   if (peer.send(Json{{"type", "checkpoint_done"}}, Clock::now() + kChunkTime).ok())
-    (void)answer(peer, agent, "checkpoint_dropped");
+    (void)agent_answer(peer, agent, "checkpoint_dropped");
   peer.close(Clock::now() + std::chrono::seconds(1));
   return fetched;
 }
@@ -125,7 +125,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
                                          int64_t attempt, const fs::path& dir,
                                          const WireManifest& manifest,
                                          std::chrono::milliseconds connect_timeout) {
-  auto connected = connect(agent, connect_timeout);
+  auto connected = connect_endpoint(agent, connect_timeout);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
@@ -134,7 +134,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
   Json offer = owner("checkpoint_offer", trial, attempt);
   offer["manifest"] = manifest.to_json();
   if (Status s = peer.send(offer, Clock::now() + kChunkTime); !s.ok()) return broken(s);
-  auto want = answer(peer, agent, "checkpoint_want");
+  auto want = agent_answer(peer, agent, "checkpoint_want");
   if (!want.ok()) return want.status();
   std::map<std::string, const WireFile*> by_digest;
   for (const WireFile& f : manifest.files) by_digest.emplace(f.sha256, &f);
@@ -157,7 +157,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
                            Clock::now() + kChunkTime);
       !s.ok())
     return broken(s);
-  auto restored = answer(peer, agent, "checkpoint_restored");
+  auto restored = agent_answer(peer, agent, "checkpoint_restored");
   if (!restored.ok()) return restored.status();
   const Json path = restored->value("path", Json());
   if (!path.is_string()) return broken(Status::Failed("restored without a path"));

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "peer/checkpoint_manifest.h"
 #include "peer/peer_address.h"
+#include "peer/peer_connection.h"
 #include "peer/tls_session.h"
 
 namespace cairn {
@@ -25,6 +26,14 @@ struct AgentEndpoint {
   PeerAddress address;
   std::shared_ptr<TlsContext> tls;
 };
+
+// A connection of its own to `agent`, within `timeout` (connection and handshake).
+Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,
+                                                         std::chrono::milliseconds timeout);
+// The agent's next frame, which must be of type `expected`; its refusal ({"type": "error",
+// "reason"}) or anything else is an error naming the agent (one line).
+Result<Json> agent_answer(PeerConnection& peer, const AgentEndpoint& agent,
+                          const std::string& expected);
 
 // A fresh directory on the agent for a checkpoint of `trial`'s `attempt`: its absolute path
 // there.

@@ -153,27 +153,6 @@ Json answer_drop(const fs::path& dir, const std::string& trial, const std::strin
   return Json{{"type", "orphan_dropped"}, {"trial", trial}};
 }
 
-// The agent's answer, or its refusal as an error naming it.
-Result<Json> answer(PeerConnection& peer, const AgentEndpoint& agent, const std::string& expected) {
-  auto m = receive_frame(peer);
-  if (!m.ok()) return Status::Failed(agent.address.text() + ": " + m.status().message());
-  if ((*m)["type"] == "error") {
-    const Json reason = m->value("reason", Json("no reason given"));
-    return Status::Failed(agent.address.text() + " refused: " +
-                          (reason.is_string() ? reason.get<std::string>().substr(0, 500) : "?"));
-  }
-  if ((*m)["type"] != expected)
-    return Status::Failed(agent.address.text() + ": expected " + expected + ", got " +
-                          (*m)["type"].get<std::string>().substr(0, 64));
-  return m;
-}
-
-Result<std::unique_ptr<PeerConnection>> connect(const AgentEndpoint& agent,
-                                                std::chrono::milliseconds timeout) {
-  PeerFailure failure;
-  return connect_to_agent(agent.address, agent.tls, Clock::now() + timeout, &failure);
-}
-
 constexpr auto kConnectTime = std::chrono::seconds(10);
 
 Status write_mode(const fs::path& file, uint32_t mode) {
@@ -211,7 +190,7 @@ AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next)
 
 Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
                                           std::chrono::milliseconds timeout) {
-  auto peer = connect(agent, timeout);
+  auto peer = connect_endpoint(agent, timeout);
   if (!peer.ok()) return peer.status();
   if (Status s =
           (*peer)->send(Json{{"type", "orphan_list"}, {"trial", trial}}, Clock::now() + timeout);
@@ -231,7 +210,7 @@ Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std:
 Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& trial,
                                           int64_t step, const fs::path& into,
                                           const ObjectStore& objects) {
-  auto connected = connect(agent, kConnectTime);
+  auto connected = connect_endpoint(agent, kConnectTime);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
@@ -241,7 +220,7 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
                            Clock::now() + kChunkTime);
       !s.ok())
     return broken(s);
-  auto listed = answer(peer, agent, "orphan_manifest");
+  auto listed = agent_answer(peer, agent, "orphan_manifest");
   if (!listed.ok()) return listed.status();
   if (listed->value("trial", Json()) != trial || listed->value("step", Json()) != step)
     return broken(Status::Failed("a manifest for another trial or step"));
@@ -285,7 +264,7 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
         receive_content(peer, digest, f->size, fd.get(), /*sync=*/true, &fetched.content_bytes);
     if (!got.ok()) return broken(got);
   }
-  auto sent = answer(peer, agent, "checkpoint_sent");
+  auto sent = agent_answer(peer, agent, "checkpoint_sent");
   if (!sent.ok()) return sent.status();
   peer.close(Clock::now() + std::chrono::seconds(1));
   for (const WireFile* f : writing) {
@@ -311,13 +290,13 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
 }
 
 Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& trial) {
-  auto peer = connect(agent, kConnectTime);
+  auto peer = connect_endpoint(agent, kConnectTime);
   if (!peer.ok()) return peer.status();
   if (Status s =
           (*peer)->send(Json{{"type", "orphan_drop"}, {"trial", trial}}, Clock::now() + kChunkTime);
       !s.ok())
     return Status::Failed(agent.address.text() + ": " + s.message());
-  auto dropped = answer(**peer, agent, "orphan_dropped");
+  auto dropped = agent_answer(**peer, agent, "orphan_dropped");
   if (!dropped.ok()) return dropped.status();
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
   return Status::Ok();
