@@ -16,7 +16,11 @@ INSTALL = os.path.join(SOURCE, "install.sh")
 
 
 def runtime_packages():
-    out = subprocess.run(["bash", "-c", 'source "$0"; echo "${RUNTIME_PACKAGES[@]}"', INSTALL],
+    # Sourced with $0 "bash", so install.sh's guard (BASH_SOURCE[0] == $0) sees a source and
+    # only defines: given as $0, install.sh would run its main (apt-get, a build of this
+    # tree while other tests use its binary, an install).
+    out = subprocess.run(["bash", "-c", 'source "$1"; echo "${RUNTIME_PACKAGES[@]}"', "bash",
+                          INSTALL],
                          capture_output=True, text=True, check=True, timeout=120)
     return out.stdout.split()
 
