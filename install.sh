@@ -63,8 +63,8 @@ BUILD_PACKAGES=(
 # What the installed binary loads at run time (see docs/install.md): Debian ships Gloo as a
 # shared library only, and libgloo0 brings hiredis, ibverbs and libnl; libstdc++ stays shared
 # (CMakeLists.txt says why); so do libssl/libcrypto (libssl3), the copy libcurl loads too
-# (docs/peers.md).
-RUNTIME_PACKAGES=(libgloo0 libstdc++6 libssl3)
+# (docs/peers.md), and libcurl itself (libcurl4: webhooks, docs/config.md).
+RUNTIME_PACKAGES=(libgloo0 libstdc++6 libssl3 libcurl4)
 TEST_PACKAGES=(python3-torch python3-sklearn python3-numpy zsh fish clang libclang-rt-14-dev iproute2
   chromium pyflakes3)
 
