@@ -46,6 +46,37 @@ def alive(pid):
         return False
 
 
+class BackgroundRun:
+    """For a test case (a PlacementCase: self.key, self.env()) that acts on agents and links
+    while `cairn run exp.yaml --slots 0 --peers PEERS` runs: the run in the background, its
+    output in run.out, read as it grows."""
+
+    def start_background_run(self, peers, env=None):
+        self.run_out = os.path.join(self.dir, "run.out")
+        out = open(self.run_out, "w")
+        self.addCleanup(out.close)
+        full = {"STEP_SECONDS": "0.2"}
+        full.update(env or {})
+        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers", peers,
+                                "--key-file", self.key],
+                               cwd=self.dir, env=self.cairn_env(self.env(full)), stdout=out,
+                               stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
+        return run
+
+    def output(self):
+        with open(self.run_out) as f:
+            return f.read()
+
+    def wait_output(self, pattern, timeout=60):
+        return wait_until(lambda: re.search(pattern, self.output()), timeout=timeout,
+                          what="%r in cairn run's output" % pattern)
+
+    def rank_pids(self, text):
+        """The pids trial 1.1's ranks printed ("pid N starts at S"), in order."""
+        return [int(p) for p in re.findall(r"\[1\.1\] pid (\d+) starts at \d+", text)]
+
+
 class Agent:
     """A running `cairn agent`. Its log (stderr) goes to a file, never a pipe that could
     fill: read it from the start (text(), wait_log()) or in order with a cursor (line(),

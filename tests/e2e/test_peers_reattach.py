@@ -11,18 +11,16 @@ can cut every connection through it (both ends see the connection end) and hold 
 without forwarding them (a link that is down), so neither process is touched."""
 import json
 import os
-import re
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402,F401
-from cairn_testlib import CAIRN, wait_until  # noqa: E402
-from peer_testlib import alive  # noqa: E402
+from cairn_testlib import wait_until  # noqa: E402
+from peer_testlib import BackgroundRun, alive  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
 
 CONFIG = """name: reattach
@@ -180,34 +178,13 @@ class Proxy:
             listener.close()
 
 
-class ReattachTest(PlacementCase):
+class ReattachTest(BackgroundRun, PlacementCase):
     def start_run(self, peers, env=None, length=30, window=None):
         config = CONFIG % (os.path.join(self.dir, "train.py"), length)
         if window is not None:
             config += "reattach_window: %d\n" % window
         self.write("exp.yaml", config)
-        self.run_out = os.path.join(self.dir, "run.out")
-        out = open(self.run_out, "w")
-        self.addCleanup(out.close)
-        full = {"STEP_SECONDS": "0.2"}
-        full.update(env or {})
-        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers", peers,
-                                "--key-file", self.key],
-                               cwd=self.dir, env=self.cairn_env(self.env(full)), stdout=out,
-                               stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
-        return run
-
-    def output(self):
-        with open(self.run_out) as f:
-            return f.read()
-
-    def wait_output(self, pattern, timeout=60):
-        return wait_until(lambda: re.search(pattern, self.output()), timeout=timeout,
-                          what="%r in cairn run's output" % pattern)
-
-    def rank_pids(self, text):
-        return [int(p) for p in re.findall(r"\[1\.1\] pid (\d+) starts at \d+", text)]
+        return self.start_background_run(peers, env)
 
     def kill_later(self, pid):
         self.addCleanup(lambda: alive(pid) and os.kill(pid, signal.SIGKILL))

@@ -11,14 +11,12 @@ The silent link is test_peers_reattach.py's proxy (`freeze()`)."""
 import os
 import re
 import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, wait_until  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
-import test_peers_reattach  # noqa: E402
+from peer_testlib import BackgroundRun, alive  # noqa: E402
 from test_peers_reattach import Proxy  # noqa: E402
 
 # Once the file BLAST names exists, the rank prints BLAST_LINES numbered lines of 100
@@ -51,10 +49,6 @@ for op in ctx.operations():
     ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
 """
 
-def rank_pids(text):
-    return [int(p) for p in re.findall(r"\[1\.1\] pid (\d+) starts at \d+", text)]
-
-
 CONFIG = """name: silent-send
 entrypoint: /usr/bin/python3 %s
 searcher: {name: single, metric: val_loss, max_length: 20}
@@ -65,41 +59,20 @@ max_restarts: 0
 LINES = 240000  # 24 MB of output
 
 
-class SilentSendTest(PlacementCase):
+class SilentSendTest(BackgroundRun, PlacementCase):
     def setUp(self):
         super().setUp()
         self.write("train.py", TRAIN)
         self.write("exp.yaml", CONFIG % os.path.join(self.dir, "train.py"))
 
-    def start_run(self, peers, env):
-        self.run_out = os.path.join(self.dir, "run.out")
-        out = open(self.run_out, "w")
-        self.addCleanup(out.close)
-        full = {"STEP_SECONDS": "0.2"}
-        full.update(env)
-        run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers", peers,
-                                "--key-file", self.key],
-                               cwd=self.dir, env=self.cairn_env(self.env(full)), stdout=out,
-                               stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
-        return run
-
-    def output(self):
-        with open(self.run_out) as f:
-            return f.read()
-
-    def wait_output(self, pattern, timeout=60):
-        return wait_until(lambda: re.search(pattern, self.output()), timeout=timeout,
-                          what="%r in cairn run's output" % pattern)
-
     def test_a_send_blocked_on_a_silent_link_lets_go_when_the_session_is_resumed(self):
         a = Agent(self, "agent-a", 1)
         proxy = Proxy(self, int(a.address.rsplit(":", 1)[1]))
         flag = os.path.join(self.dir, "blast")
-        run = self.start_run(proxy.address, env={"BLAST": flag, "BLAST_LINES": str(LINES)})
+        run = self.start_background_run(proxy.address, env={"BLAST": flag, "BLAST_LINES": str(LINES)})
         self.wait_output(r"\[1\.1\] step 3\n")
-        pid = rank_pids(self.output())[0]
-        self.addCleanup(lambda: test_peers_reattach.alive(pid) and os.kill(pid, signal.SIGKILL))
+        pid = self.rank_pids(self.output())[0]
+        self.addCleanup(lambda: alive(pid) and os.kill(pid, signal.SIGKILL))
         proxy.freeze()  # neither end sees the connection end; new connections work
         with open(flag, "w"):
             pass
@@ -114,7 +87,7 @@ class SilentSendTest(PlacementCase):
         released = a.wait_log("released: a new connection resumes its session")
         self.assertIn("sending to", released)
         self.assertNotIn("lost its machine", text)
-        self.assertEqual(rank_pids(text), [pid], text[-3000:])
+        self.assertEqual(self.rank_pids(text), [pid], text[-3000:])
         a.wait_log("resumed session")
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
