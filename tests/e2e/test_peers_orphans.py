@@ -136,6 +136,20 @@ class OrphanTest(PlacementCase):
     def resume(self):
         return self.cairn("resume", "1", env=self.env({"CAIRN_KEY_FILE": self.key}), timeout=240)
 
+    def resume_waiting_for(self, agent):
+        """`cairn resume` in the background, once it says it waits for the orphaned rank on
+        `agent`: the process, its log file and that note."""
+        log = open(os.path.join(self.dir, "resume.log"), "w+")
+        self.addCleanup(log.close)
+        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
+                                  env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
+                                  stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
+        note = "trial 1.1: waiting for its ranks on agent %s" % agent.address
+        wait_until(lambda: note in open(log.name).read(), timeout=60,
+                   what="resume waiting for the orphaned rank")
+        return resume, log, note
+
     def assert_went_on_from_the_orphan(self, text, agents):
         step = HOLD_AT + 1  # the checkpoint the ranks took once their channel closed
         self.assertIn("trial 1.1: adopted the checkpoint it took at step %d while cairn was away"
@@ -179,15 +193,7 @@ class OrphanTest(PlacementCase):
         pids = self.held_then_killed([a], window=2)
         line = a.wait_log("to checkpoint as orphans and exit")
         self.assertIn("no coordinator resumed it within its reattach window", line)
-        log = open(os.path.join(self.dir, "resume.log"), "w+")
-        self.addCleanup(log.close)
-        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
-                                  env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
-                                  stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
-        note = "trial 1.1: waiting for its ranks on agent %s" % a.address
-        wait_until(lambda: note in open(log.name).read(), timeout=60,
-                   what="resume waiting for the orphaned rank")
+        resume, log, note = self.resume_waiting_for(a)
         self.assertTrue(alive(pids[0]))
         self.release_and_wait_for_orphans([a], pids)
         self.assertEqual(resume.wait(timeout=240), 0, open(log.name).read())
@@ -199,15 +205,7 @@ class OrphanTest(PlacementCase):
         a = Agent(self, "agent-a", 1)
         pids = self.held_then_killed([a], window=2)
         a.wait_log("to checkpoint as orphans and exit")
-        log = open(os.path.join(self.dir, "resume.log"), "w+")
-        self.addCleanup(log.close)
-        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
-                                  env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
-                                  stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
-        note = "trial 1.1: waiting for its ranks on agent %s" % a.address
-        wait_until(lambda: note in open(log.name).read(), timeout=60,
-                   what="resume waiting for the orphaned rank")
+        resume, log, note = self.resume_waiting_for(a)
         resume.send_signal(signal.SIGINT)
         resume.wait(timeout=30)  # answered at once, not after the rank's 300 s
         text = open(log.name).read()
