@@ -67,10 +67,12 @@ class AgentInUse {
   using Token = std::shared_ptr<void>;
   static Token hold_run(const std::string& run);
   static Token hold_trial(const std::string& trial);
-  static Token hold_running_rank(const std::string& trial);
+  // `key` is orphan_trial_key(owner, trial) (orphan_messages.h): a trial of another store
+  // with the same id is another key.
+  static Token hold_running_rank(const std::string& key);
   static bool run_in_use(const std::string& run);
   static bool trial_in_use(const std::string& trial);
-  static bool trial_has_running_rank(const std::string& trial);
+  static bool trial_has_running_rank(const std::string& key);
 };
 
 // Collects at once, then every `interval`, on a thread of its own, logging one line per

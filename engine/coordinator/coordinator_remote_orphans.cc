@@ -15,6 +15,7 @@
 
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/remote_orphans.h"
+#include "engine/coordinator/remote_session.h"
 #include "engine/coordinator/trial_state.h"
 #include "peer/agent_orphans.h"
 
@@ -88,6 +89,8 @@ void Coordinator::take_remote_orphans() {
     }
   }
   if (asks.empty()) return;
+  // The agents keep each store's orphans apart (another store's experiment of the same id).
+  const std::string owner = remote_session_options().owner;
 
   // Until every agent says the trial's ranks have exited there (they checkpoint first).
   const auto give_up = Clock::now() + kWaitBound;
@@ -98,7 +101,7 @@ void Coordinator::take_remote_orphans() {
     for (Ask& ask : asks) {
       const int64_t index = ask.trial->index;
       if (ask.answered || unusable.count(index)) continue;
-      auto listed = list_remote_orphans(*ask.agent, trial_id(index), kAskTime);
+      auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
       if (!listed.ok()) {
         terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
                        " for its orphaned checkpoints (" + listed.status().message() +
@@ -152,13 +155,28 @@ void Coordinator::take_remote_orphans() {
   std::set<int64_t> fetched_trials;
   for (auto& [index, trial] : trials_) {
     if (trial->finished || trial->running() || unusable.count(index)) continue;
+    // Only the trial's latest attempt's orphans: an earlier attempt's (given up while its
+    // agent was cut off, which only this resume reaches) is stale, dropped, never registered.
+    const int64_t attempt = trial->attempt();
     std::set<int64_t> steps;
-    bool asked = false;
+    bool asked = false, stale = false;
     for (const Ask& ask : asks) {
       if (ask.trial != trial.get()) continue;
       asked = true;
-      for (int64_t s : ask.listing.steps)
-        if (s > trial->latest_checkpoint_step) steps.insert(s);
+      std::string old;
+      for (const OrphanStep& o : ask.listing.orphans) {
+        if (o.attempt == attempt) {
+          if (o.step > trial->latest_checkpoint_step) steps.insert(o.step);
+          continue;
+        }
+        old += std::string(old.empty() ? "" : ", ") + "attempt " + std::to_string(o.attempt) +
+               " at step " + std::to_string(o.step);
+      }
+      if (old.empty()) continue;
+      stale = true;
+      terminal_.note("trial " + trial_id(index) + ": dropping the orphaned checkpoints of " + old +
+                     " on agent " + ask.machine + ": not of its latest attempt (" +
+                     std::to_string(attempt) + "), never adopted");
     }
     if (!asked) continue;
     const fs::path orphans = store_.trial_work(exp, index) / "orphans";
@@ -170,11 +188,12 @@ void Coordinator::take_remote_orphans() {
       uint64_t bytes = 0;
       size_t files = 0;
       std::string from;
+      const OrphanStep orphan{attempt, step};
       for (const Ask& ask : asks) {
         if (ask.trial != trial.get() ||
-            !std::binary_search(ask.listing.steps.begin(), ask.listing.steps.end(), step))
+            !std::binary_search(ask.listing.orphans.begin(), ask.listing.orphans.end(), orphan))
           continue;
-        auto got = fetch_remote_orphan(*ask.agent, trial_id(index), step, into, objects_);
+        auto got = fetch_remote_orphan(*ask.agent, owner, trial_id(index), orphan, into, objects_);
         if (!got.ok()) {
           terminal_.warn("warning: trial " + trial_id(index) +
                          ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +
@@ -196,13 +215,13 @@ void Coordinator::take_remote_orphans() {
     // What is here now is durable: the agents' copies go (on failure they stay there for a
     // later resume, which fetches them again).
     if (!complete) continue;
-    const bool any = std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
-      return ask.trial == trial.get() && !ask.listing.steps.empty();
-    });
+    const bool any = stale || std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
+                       return ask.trial == trial.get() && !ask.listing.orphans.empty();
+                     });
     for (const Ask& ask : asks) {
       // A rank's part that is no checkpoint without the others' goes too, as here.
       if (ask.trial != trial.get() || !any) continue;
-      if (Status dropped = drop_remote_orphans(*ask.agent, trial_id(index)); !dropped.ok())
+      if (Status dropped = drop_remote_orphans(*ask.agent, owner, trial_id(index)); !dropped.ok())
         terminal_.warn("warning: trial " + trial_id(index) + ": agent " + ask.machine +
                        " keeps its orphaned checkpoints (" + dropped.message() + ")");
     }

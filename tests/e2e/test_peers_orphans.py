@@ -9,6 +9,7 @@ when every rank's part is there.
 
 The trial holds at a step (after that step's checkpoint is registered) until the test
 releases it, so the step the orphan is taken at is known: the one after the hold."""
+import glob
 import json
 import os
 import re
@@ -62,6 +63,16 @@ resources: {slots_per_trial: %d}
 
 HOLD_AT = 6
 LENGTH = 16
+
+
+def orphans_of(agent_dir, trial="1.1", attempt=1):
+    """The agent's orphan directory of `trial`'s `attempt` for this test's store:
+    DIR/orphans/<owner>/<trial>/attempt-<N>, <owner> a hash of the coordinator's HOST:STORE#ID
+    (one store per test)."""
+    found = glob.glob(os.path.join(agent_dir, "orphans", "o*", trial))
+    assert len(found) <= 1, found
+    return os.path.join(found[0] if found else os.path.join(agent_dir, "orphans", "none", trial),
+                        "attempt-%d" % attempt)
 
 
 class OrphanTest(PlacementCase):
@@ -168,7 +179,7 @@ class OrphanTest(PlacementCase):
         for a in agents:
             a.wait_log("removed the orphaned checkpoints of trial 1.1")
             # (The trial's next start there made its orphan directory again, empty.)
-            self.assertFalse(os.path.exists(os.path.join(a.dir, "orphans", "1.1", str(step))))
+            self.assertFalse(os.path.exists(os.path.join(orphans_of(a.dir), str(step))))
 
     def test_ranks_past_the_window_checkpoint_as_orphans_and_resume_adopts_them(self):
         a = Agent(self, "agent-a", 1)
@@ -179,7 +190,7 @@ class OrphanTest(PlacementCase):
         self.assertRegex(line, r"no coordinator resumed it within its reattach window of \d+ s")
         self.assertTrue(alive(pids[0]), "asked to checkpoint, not killed")
         self.release_and_wait_for_orphans([a], pids)
-        orphan = os.path.join(a.dir, "orphans", "1.1", str(HOLD_AT + 1))
+        orphan = os.path.join(orphans_of(a.dir), str(HOLD_AT + 1))
         self.assertTrue(os.path.exists(os.path.join(orphan, "cairn_orphan.json")))
         with open(os.path.join(orphan, "rank0")) as f:
             self.assertEqual(f.read(), str(HOLD_AT + 1))
@@ -227,7 +238,7 @@ class OrphanTest(PlacementCase):
         ran.wait_log("to checkpoint as orphans and exit")
         self.release_and_wait_for_orphans([ran], pids)
         ran.kill()  # with its orphan in its directory
-        self.assertTrue(os.path.isdir(os.path.join(ran.dir, "orphans", "1.1", str(HOLD_AT + 1))))
+        self.assertTrue(os.path.isdir(os.path.join(orphans_of(ran.dir), str(HOLD_AT + 1))))
         proc = self.resume()
         text = proc.stdout + proc.stderr
         self.assertEqual(proc.returncode, 0, text)
@@ -243,6 +254,36 @@ class OrphanTest(PlacementCase):
         self.assertEqual(trial["restarts"], 0, trial)
         self.assertEqual(trial["placement"][0]["machine"], other.address)
 
+    def test_an_orphan_of_an_earlier_attempt_is_dropped_never_adopted(self):
+        # An attempt given up while its agent was cut off leaves its orphan on that agent: the
+        # resume adopts only the trial's latest attempt's (here 1), and drops the other with
+        # one line. (Made here by hand, as attempt 0, at a later step than the real orphan.)
+        a = Agent(self, "agent-a", 1)
+        pids = self.held_then_killed([a], window=2)
+        a.wait_log("to checkpoint as orphans and exit")
+        self.release_and_wait_for_orphans([a], pids)
+        real = os.path.join(orphans_of(a.dir), str(HOLD_AT + 1))
+        stale = os.path.join(orphans_of(a.dir, attempt=0), "9")
+        os.makedirs(stale)
+        with open(os.path.join(stale, "rank0"), "w") as f:
+            f.write("9")
+        with open(os.path.join(real, "cairn_orphan.json")) as f:
+            marker = json.load(f)
+        marker["step"] = 9
+        with open(os.path.join(stale, "cairn_orphan.json"), "w") as f:
+            json.dump(marker, f)
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        line = ("trial 1.1: dropping the orphaned checkpoints of attempt 0 at step 9 on agent %s: "
+                "not of its latest attempt (1), never adopted" % a.address)
+        self.assertEqual(text.count(line), 1, text)
+        self.assertNotIn("step 9 while cairn was away", text)
+        self.assert_went_on_from_the_orphan(text, [a])
+        steps = [c["steps_completed"] for c in self.cairn_json("show", "1.1", "--json")["checkpoints"]]
+        self.assertNotIn(9, steps)  # (period 2: the trial's own are even)
+        self.assertFalse(os.path.exists(stale))
+
     def gang_orphans(self):
         a = Agent(self, "agent-a", 1)
         b = Agent(self, "agent-b", 1)
@@ -257,7 +298,7 @@ class OrphanTest(PlacementCase):
         step = str(HOLD_AT + 1)
         for rank, marker in ((0, "cairn_orphan.json"), (1, "cairn_orphan.rank1.json")):
             self.assertTrue(os.path.exists(
-                os.path.join(by_rank[rank].dir, "orphans", "1.1", step, marker)))
+                os.path.join(orphans_of(by_rank[rank].dir), step, marker)))
         return a, b, by_rank
 
     def test_a_gang_over_two_agents_is_adopted_with_every_ranks_part(self):
@@ -274,7 +315,7 @@ class OrphanTest(PlacementCase):
 
     def test_a_gang_orphan_missing_a_ranks_marker_is_not_adopted(self):
         a, b, by_rank = self.gang_orphans()
-        os.remove(os.path.join(by_rank[1].dir, "orphans", "1.1", str(HOLD_AT + 1),
+        os.remove(os.path.join(orphans_of(by_rank[1].dir), str(HOLD_AT + 1),
                                "cairn_orphan.rank1.json"))
         proc = self.resume()
         text = proc.stdout + proc.stderr
