@@ -80,6 +80,9 @@ Json answer_list(const fs::path& dir, const OrphanRequest& asked) {
   const std::string& trial = asked.trial;
   std::vector<OrphanStep> found;
   if (auto orphans = trial_orphans(dir, asked)) {
+    // The agent's GC counts the orphans' age from here: the resume that asked fetches them
+    // well within the hour the GC never takes what was used in (agent_gc.h).
+    mark_agent_entry_used(*orphans);
     std::error_code ec;
     for (const auto& a : fs::directory_iterator(*orphans, ec)) {
       int64_t attempt = 0;
@@ -108,7 +111,11 @@ Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnectio
                   const std::string& name) {
   const std::string& trial = asked.trial;
   const int64_t step = asked.step;
+  // Never collected by the agent's GC while this sends it (taken before it is looked at).
+  const AgentInUse::Token fetching =
+      AgentInUse::hold_orphans(orphan_trial_key(asked.owner, asked.trial));
   auto orphans = trial_orphans(dir, asked);
+  if (orphans) mark_agent_entry_used(*orphans);
   const fs::path attempt = orphans ? *orphans / orphan_attempt_dir(asked.attempt) : fs::path();
   const fs::path path = orphans ? attempt / std::to_string(step) : fs::path();
   if (!orphans || !is_real_dir(attempt) || !is_real_dir(path))
