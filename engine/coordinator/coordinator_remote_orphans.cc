@@ -1,8 +1,9 @@
 // A resumed coordinator's side of orphans on agents (remote_orphans.h, docs/peers.md "Orphans
 // on an agent"): before the trials are recovered, every agent of an unfinished trial's last
-// placement is asked whether the trial's ranks still run there (a kept session the agent let
-// go when this coordinator opened its own, or whose window ended: they checkpoint and exit),
-// waited for within a bound, and its orphan checkpoints newer than the trial's latest are
+// placement is asked (and, once, every other agent reached: it can hold an earlier attempt's
+// orphans only, which are dropped) whether the trial's ranks still run there (a kept session the
+// agent let go when this coordinator opened its own, or whose window ended: they checkpoint and
+// exit), waited for within a bound, and its orphan checkpoints newer than the trial's latest are
 // fetched into the trial's work directory, orphans/remote-<step>/ (a gang's ranks of every
 // agent in one directory), where adopt_orphan_checkpoints finds them as it finds a local
 // trial's. Once they are durable here the agents remove theirs.
@@ -61,6 +62,10 @@ void Coordinator::take_remote_orphans() {
     const AgentEndpoint* agent = nullptr;
     OrphanListing listing;
     bool answered = false;  // it said the trial's ranks no longer run there
+    // Another agent this resume reached, not of the trial's last placement: it can hold only
+    // an earlier attempt's orphans (dropped, never adopted). Asked once, never waited for;
+    // an answer it cannot give costs nothing.
+    bool elsewhere = false;
   };
   std::vector<Ask> asks;
   std::set<int64_t> unusable;  // trials an agent of which cannot be asked
@@ -85,7 +90,16 @@ void Coordinator::take_remote_orphans() {
         unusable.insert(index);
         continue;
       }
-      asks.push_back({trial.get(), name, agent, {}, false});
+      asks.push_back({trial.get(), name, agent, {}, false, false});
+    }
+    // Every other agent reached, for a trial that ever started: one question each.
+    if (trial->attempt() <= 0) continue;
+    for (int m = 1; m < launcher_->size() && m < static_cast<int>(machines_.size()); ++m) {
+      const std::string& name = machines_[static_cast<size_t>(m)].name();
+      if (launcher_->lost(m) || std::find(names.begin(), names.end(), name) != names.end())
+        continue;
+      if (const AgentEndpoint* agent = launcher_->at(m).agent_of(LaunchedRank{}))
+        asks.push_back({trial.get(), name, agent, {}, false, true});
     }
   }
   if (asks.empty()) return;
@@ -102,6 +116,13 @@ void Coordinator::take_remote_orphans() {
       const int64_t index = ask.trial->index;
       if (ask.answered || unusable.count(index)) continue;
       auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
+      if (ask.elsewhere) {
+        // Ranks of an earlier attempt still running there leave their orphan for the GC or a
+        // later resume: nothing of it is taken now.
+        if (listed.ok() && !listed->running) ask.listing = std::move(*listed);
+        ask.answered = true;
+        continue;
+      }
       if (!listed.ok()) {
         terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
                        " for its orphaned checkpoints (" + listed.status().message() +
@@ -221,6 +242,7 @@ void Coordinator::take_remote_orphans() {
     for (const Ask& ask : asks) {
       // A rank's part that is no checkpoint without the others' goes too, as here.
       if (ask.trial != trial.get() || !any) continue;
+      if (ask.elsewhere && ask.listing.orphans.empty()) continue;  // nothing there
       if (Status dropped = drop_remote_orphans(*ask.agent, owner, trial_id(index)); !dropped.ok())
         terminal_.warn("warning: trial " + trial_id(index) + ": agent " + ask.machine +
                        " keeps its orphaned checkpoints (" + dropped.message() + ")");

@@ -1,8 +1,9 @@
 // Orphan checkpoints on agents (docs/peers.md "Orphans on an agent"): a rank on an agent whose
 // coordinator did not come back checkpoints into DIR/orphans/<owner>/<trial id>/attempt-<N>/<step>/
 // (N its CAIRN_ATTEMPT, which the agent puts in the path: the SDK cannot name another) and exits
-// (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement, on a
-// connection of its own (like checkpoint requests, peer/agent_checkpoints.h):
+// (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement (and
+// every other agent it reached, for an earlier attempt's orphans to drop), on a connection of
+// its own (like checkpoint requests, peer/agent_checkpoints.h):
 //
 // Every request names the coordinator's session owner ("HOST:STORE#ID"): <owner> is
 // orphan_owner_dir of it (orphan_messages.h), so another store's experiment of the same id

@@ -284,6 +284,35 @@ class OrphanTest(PlacementCase):
         self.assertNotIn(9, steps)  # (period 2: the trial's own are even)
         self.assertFalse(os.path.exists(stale))
 
+    def test_an_earlier_attempts_orphan_on_another_agent_is_dropped_too(self):
+        # Every agent the resume reaches is asked, not only those of the trial's last
+        # placement: another one can hold an earlier attempt's orphan only (an attempt given up
+        # while that agent was cut off), which is dropped with one line, never adopted.
+        agents = [Agent(self, "agent-a", 1), Agent(self, "agent-b", 1)]
+        pids = self.held_then_killed(agents, window=2)
+        machine = self.cairn_json("show", "1.1", "--json")["placement"][0]["machine"]
+        ran, other = sorted(agents, key=lambda x: x.address != machine)
+        ran.wait_log("to checkpoint as orphans and exit")
+        self.release_and_wait_for_orphans([ran], pids)
+        # The other agent's orphan of this store (the same owner directory) from attempt 0.
+        owner = os.path.basename(os.path.dirname(os.path.dirname(orphans_of(ran.dir))))
+        stale = os.path.join(other.dir, "orphans", owner, "1.1", "attempt-0", "9")
+        os.makedirs(stale)
+        with open(os.path.join(stale, "rank0"), "w") as f:
+            f.write("9")
+        with open(os.path.join(stale, "cairn_orphan.json"), "w") as f:
+            json.dump({"step": 9, "world_size": 1}, f)
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        line = ("trial 1.1: dropping the orphaned checkpoints of attempt 0 at step 9 on agent %s: "
+                "not of its latest attempt (1), never adopted" % other.address)
+        self.assertEqual(text.count(line), 1, text)
+        self.assertNotIn("step 9 while cairn was away", text)
+        self.assert_went_on_from_the_orphan(text, [ran])
+        other.wait_log("removed the orphaned checkpoints of trial 1.1")
+        self.assertFalse(os.path.exists(stale))
+
     def gang_orphans(self):
         a = Agent(self, "agent-a", 1)
         b = Agent(self, "agent-b", 1)
