@@ -82,6 +82,14 @@ class OrphanTest(PlacementCase):
         self.release = os.path.join(self.dir, "release")
         self.held = os.path.join(self.dir, "held")
 
+    def cairn_env(self, env=None):
+        # The store of the commands (CAIRN_DIR): the test directory's own, unless a test sets
+        # self.store to another.
+        full = super().cairn_env(env)
+        if getattr(self, "store", None):
+            full["CAIRN_DIR"] = self.store
+        return full
+
     def start_run(self, agents, window, ranks=1):
         self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "orphan_train.py"), LENGTH, window,
                                          ranks))
@@ -114,8 +122,11 @@ class OrphanTest(PlacementCase):
         step's checkpoint registered, then kills `cairn run` with SIGKILL; returns the ranks'
         pids."""
         run = self.start_run(agents, window, ranks)
-        wait_until(lambda: all(os.path.exists("%s.%d" % (self.held, r)) for r in range(ranks)),
-                   timeout=120, what="every rank held after step %d" % HOLD_AT)
+        try:
+            wait_until(lambda: all(os.path.exists("%s.%d" % (self.held, r)) for r in range(ranks)),
+                       timeout=120, what="every rank held after step %d" % HOLD_AT)
+        except AssertionError as e:
+            raise AssertionError("%s; cairn run wrote:\n%s" % (e, self.output())) from None
 
         def checkpointed():
             shown = self.cairn("show", "1.1", "--json")
@@ -312,6 +323,57 @@ class OrphanTest(PlacementCase):
         self.assert_went_on_from_the_orphan(text, [ran])
         other.wait_log("removed the orphaned checkpoints of trial 1.1")
         self.assertFalse(os.path.exists(stale))
+
+    def test_two_stores_with_the_same_experiment_id_keep_their_orphans_apart(self):
+        # Two stores whose experiments are both 1 use one agent: each store's orphan of trial
+        # 1.1 is its own (per owner on the agent), and a resume of one neither waits for the
+        # other's rank still running there, nor fetches or drops the other's orphan.
+        a = Agent(self, "agent-a", 2)
+        x_pids = self.held_then_killed([a], window=2)
+        wait_until(lambda: a.text().count("to checkpoint as orphans and exit") >= 1, timeout=60,
+                   what="store X's rank asked to checkpoint")
+        x_trial = os.path.dirname(orphans_of(a.dir))  # the only owner so far
+        # Store Y: its own directory, its own release (X's rank stays held, running).
+        x_release = self.release
+        self.store = os.path.join(self.dir, "store-y")
+        self.cairn("init", self.store, check=0)
+        self.release = os.path.join(self.dir, "release-y")
+        self.held = os.path.join(self.dir, "held-y")
+        y_pids = self.held_then_killed([a], window=2)
+        wait_until(lambda: a.text().count("to checkpoint as orphans and exit") >= 2, timeout=60,
+                   what="store Y's rank asked to checkpoint")
+        open(self.release, "w").close()
+        for pid in y_pids:
+            wait_until(lambda: not alive(pid), timeout=30, what="store Y's orphaned rank exited")
+        owners = glob.glob(os.path.join(a.dir, "orphans", "o*", "1.1"))
+        self.assertEqual(len(owners), 2, owners)
+        y_trial = next(o for o in owners if o != x_trial)
+        step = str(HOLD_AT + 1)
+        self.assertTrue(os.path.exists(os.path.join(y_trial, "attempt-1", step, "rank0")))
+        self.assertTrue(all(alive(p) for p in x_pids))
+        self.assertFalse(os.path.exists(os.path.join(x_trial, "attempt-1", step)))
+
+        proc = self.resume()  # store Y's
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        self.assertNotIn("waiting for its ranks", text)  # X's rank is not Y's
+        self.assertIn("trial 1.1: adopted the checkpoint it took at step %s while cairn was away"
+                      % step, text)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+        self.assertTrue(os.path.isdir(x_trial))
+
+        # Store X's rank checkpoints now; its resume adopts its own orphan.
+        self.store, self.release = None, x_release
+        self.release_and_wait_for_orphans([a], x_pids)
+        self.assertTrue(os.path.exists(os.path.join(x_trial, "attempt-1", step, "rank0")))
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        self.assertIn("trial 1.1: adopted the checkpoint it took at step %s while cairn was away"
+                      % step, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
 
     def gang_orphans(self):
         a = Agent(self, "agent-a", 1)
