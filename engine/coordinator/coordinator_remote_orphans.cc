@@ -110,16 +110,24 @@ void Coordinator::take_remote_orphans() {
   const auto give_up = Clock::now() + kWaitBound;
   std::set<int> deferred;  // signals that came meanwhile
   std::set<std::pair<int64_t, std::string>> noted;
+  // Agents off a trial's placement that did not answer: not asked again for other trials (a
+  // hung one would cost kAskTime per trial, for stale orphans at most).
+  std::set<std::string> silent;
   for (;;) {
     bool waiting = false;
     for (Ask& ask : asks) {
       const int64_t index = ask.trial->index;
       if (ask.answered || unusable.count(index)) continue;
+      if (ask.elsewhere && silent.count(ask.machine)) {
+        ask.answered = true;
+        continue;
+      }
       auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
       if (ask.elsewhere) {
         // Ranks of an earlier attempt still running there leave their orphan for the GC or a
         // later resume: nothing of it is taken now.
         if (listed.ok() && !listed->running) ask.listing = std::move(*listed);
+        if (!listed.ok()) silent.insert(ask.machine);
         ask.answered = true;
         continue;
       }
