@@ -231,8 +231,9 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535));
   cmd->add_option("--keep-days", options->keep_days,
-                  "Remove code, data, run directories and checkpoint contents this agent has "
-                  "not used for DAYS (default 14; never what a connected run uses)")
+                  "Remove code, data, run directories, checkpoint contents and orphan "
+                  "checkpoints this agent has not used for DAYS (default 14; never what a "
+                  "connected run uses, nor orphans whose ranks run or a resume fetches)")
       ->type_name("DAYS")
       ->check(CLI::Range(0.0, 36500.0));
   cmd->add_option("--max-cache", options->max_cache,

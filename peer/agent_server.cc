@@ -262,7 +262,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       reply = agent_status_message(info, std::max(0, info.slots_total - ranks_running.load()));
     } else if (type == "launch") {
       auto launch = parse_launch(message);
-      if (launch.ok()) use_own_program(*launch);  // builtin:mlp: this agent's cairn
+      if (launch.ok()) use_own_program(*launch);        // builtin:mlp: this agent's cairn
+      if (launch.ok()) launch->owner = session->owner;  // its orphans' directory
       const int64_t rank = message.value("rank", int64_t{-1});
       Status started = launch.status();
       if (launch.ok() && !hosts) started = Status::BadInput(no_hosts_reason);
