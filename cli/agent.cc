@@ -62,8 +62,7 @@ int new_key(const std::string& file) {
   return 0;
 }
 
-// The announcing thread for an agent listening on `address`; null (with a log line) when the
-// agent listens on an IPv6 address alone, which IPv4 beacons cannot name.
+// The announcing thread for an agent listening on `address`.
 Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
                                                     const ClusterKey& key,
                                                     const PeerAddress& address) {
@@ -73,11 +72,6 @@ Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
   announce.beacon_port = static_cast<uint16_t>(options.beacon_port);
   announce.agent_port = address.port;
   announce.listen_host = address.host == "::" ? "" : address.host;
-  if (announce.listen_host.find(':') != std::string::npos) {
-    agent_log("not announcing: beacons name IPv4 addresses and this agent listens on " +
-              address.text() + " (list it with --peers)");
-    return std::unique_ptr<Announcer>();
-  }
   auto to = parse_announce_targets(options.announce_to, announce.beacon_port);
   if (!to.ok()) return to.status();
   announce.to = std::move(*to);
@@ -152,8 +146,9 @@ int agent(const AgentOptions& options) {
   if (!listener.ok()) return fail(listener.status());
   address.port = local_port(listener->get());
   agent_log(
-      "listening on " + (address.host.empty() ? std::string("*") : address.host) + ":" +
-      std::to_string(address.port) + " (key id " + key->id +
+      "listening on " +
+      (address.host.empty() ? "*:" + std::to_string(address.port) : address.text()) + " (key id " +
+      key->id +
       (key->none() ? ", no key file: loopback only, unauthenticated" : ", " + key_source.string()) +
       "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
       "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +

@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
+
 namespace cairn {
 
 std::vector<LanInterface> lan_interfaces() {
@@ -29,6 +31,47 @@ std::vector<LanInterface> lan_interfaces() {
     out.push_back(std::move(one));
   }
   ::freeifaddrs(list);
+  return out;
+}
+
+std::vector<LanInterface6> lan_interfaces6() {
+  std::vector<LanInterface6> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* it = list; it; it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET6 || !it->ifa_name) continue;
+    if (!(it->ifa_flags & IFF_UP) || !(it->ifa_flags & IFF_RUNNING)) continue;
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(it->ifa_addr);
+    auto one = std::find_if(out.begin(), out.end(),
+                            [&](const LanInterface6& nic) { return nic.name == it->ifa_name; });
+    if (one == out.end()) {
+      LanInterface6 nic;
+      nic.name = it->ifa_name;
+      nic.index = ::if_nametoindex(it->ifa_name);
+      nic.multicast = it->ifa_flags & IFF_MULTICAST;
+      nic.loopback = it->ifa_flags & IFF_LOOPBACK;
+      if (nic.index == 0) continue;  // gone meanwhile
+      out.push_back(std::move(nic));
+      one = out.end() - 1;
+    }
+    if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
+      one->link_local.push_back(in6->sin6_addr);
+    else if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) && !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+      one->other.push_back(in6->sin6_addr);
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+std::string ipv6_text(const in6_addr& address, unsigned scope) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET6, &address, text, sizeof text);
+  std::string out = text;
+  if (scope != 0 && IN6_IS_ADDR_LINKLOCAL(&address)) {
+    char name[IF_NAMESIZE] = {};
+    out += "%";
+    out += ::if_indextoname(scope, name) ? std::string(name) : std::to_string(scope);
+  }
   return out;
 }
 
