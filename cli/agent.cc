@@ -115,7 +115,6 @@ int agent(const AgentOptions& options) {
   AgentInfo info;
   info.slots_total = machine_slots(options.slots, gpus);
   info.dir = *dir;
-  info.keep_checkpoints = !key->none();
   if (gpus > 0) {
     for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))
       info.devices.push_back("gpu" + name);
@@ -149,7 +148,7 @@ int agent(const AgentOptions& options) {
       "listening on " +
       (address.host.empty() ? "*:" + std::to_string(address.port) : address.text()) + " (key id " +
       key->id +
-      (key->none() ? ", no key file: loopback only, unauthenticated" : ", " + key_source.string()) +
+      (key->none() ? ", no key file: loopback only, this user only" : ", " + key_source.string()) +
       "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
       "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
       std::to_string(kPeerProtocolVersion) + ")");
@@ -160,16 +159,13 @@ int agent(const AgentOptions& options) {
     if (!started.ok()) return fail(started.status());
     announcer = std::move(*started);
   }
-  // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
-  RankHostFactory hosts;
-  if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
-  const std::string keyless =
-      "this agent has no cluster key, so it runs no ranks (any local user could connect): "
-      "start it with --key-file";
-  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
+  // Without a key only this agent's own user may connect (peer/keyless_guard.h), so it runs
+  // ranks and keeps checkpoints as a keyed one does (docs/peers.md "No key").
+  RankHostFactory hosts = [work = *dir] { return make_agent_rank_host(work); };
+  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), "");
   AgentCollector collector(*dir, gc, gc_every);
-  server.set_request_handler(with_orphan_requests(
-      *dir, with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : ""))));
+  server.set_request_handler(
+      with_orphan_requests(*dir, with_master_ports(make_shipping_handler(*dir, ""))));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {
