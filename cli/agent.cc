@@ -189,8 +189,8 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       "Serve this machine's slots to cairn coordinators on other machines (peers); runs until "
       "SIGTERM");
   cmd->add_option("--listen", options->listen,
-                  "Address to listen on (default: every interface, port 7070; loopback only "
-                  "without a cluster key)")
+                  "Address to listen on, IPv6 in brackets (default: every interface, port "
+                  "7070; loopback only, for this user only, without a cluster key)")
       ->type_name("ADDR:PORT");
   cmd->add_option("--slots", options->slots,
                   "Slots to offer (default: one per GPU, else one per CPU core)")
@@ -214,8 +214,8 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_flag("--no-announce", options->no_announce,
                 "Send no discovery beacons (coordinators must list this agent with --peers)");
   cmd->add_option("--announce-to", options->announce_to,
-                  "Also send beacons to these addresses (unicast or broadcast; port: "
-                  "--beacon-port), comma-separated")
+                  "Also send beacons to these addresses (unicast or broadcast, IPv6 in "
+                  "brackets; port: --beacon-port), comma-separated")
       ->type_name("HOST[:PORT],...");
   cmd->add_option("--beacon-port", options->beacon_port,
                   "UDP port of the discovery beacons (default 7070)")

@@ -66,6 +66,22 @@ class Discovery6Case(CairnTestCase):
                               text=True, timeout=120)
 
 
+class Ipv6OptionsTest(Discovery6Case):
+    def test_ipv6_addresses_need_brackets_and_a_bad_one_is_refused_before_serving(self):
+        for args, said in ((["--listen", "[::1"], "no closing ']'"),
+                           (["--listen", "::1:7070"], "an IPv6 address needs brackets"),
+                           (["--announce-to", "fe80::1"], "an IPv6 address needs brackets"),
+                           (["--announce-to", "[fe80::1%no-such-nic9]"], "no-such-nic9")):
+            proc = subprocess.run([CAIRN, "agent", "--key-file", self.key, "--dir",
+                                   os.path.join(self.dir, "a")] + args, cwd=self.dir,
+                                  env=agent_env(self), capture_output=True, text=True,
+                                  timeout=60)
+            self.assertEqual(proc.returncode, 2, (args, proc.stderr))
+            # One line, before any "listening on".
+            self.assertEqual(len(proc.stderr.strip().splitlines()), 1, (args, proc.stderr))
+            self.assertIn(said, proc.stderr)
+
+
 @needs("ipv6", IPV6, IPV6_WHY)
 class LoopbackDiscovery6Test(Discovery6Case):
     def test_an_agent_on_ipv6_loopback_is_discovered_and_asked_with_the_key(self):
