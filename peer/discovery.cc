@@ -224,6 +224,11 @@ Result<Discovery> discover_peers(const ClusterKey& key, const DiscoveryOptions& 
     }
   }
   drops.flush();
+  // IPv4 first: an agent heard both ways (a dual-stack LAN) is then shown, and used, under
+  // its IPv4 address (`cairn peers` keeps the first address of each agent).
+  std::stable_partition(found.peers.begin(), found.peers.end(), [](const DiscoveredPeer& p) {
+    return p.address.host.find(':') == std::string::npos;
+  });
   return found;
 }
 

@@ -214,6 +214,46 @@ class Namespace6DiscoveryTest(Discovery6Case):
         code, _ = agent.stop()
         self.assertEqual(code, 0)
 
+    def test_a_dual_stack_agent_is_one_peer_under_its_ipv4_address(self):
+        a_address = self.link_local("a")
+        self.link_local("b")
+        self.net.address("a")
+        self.net.address("b")
+        agent = Agent(self, "--slots", "1", "--announce-interval", "0.3", ns=self.ns["a"],
+                      key=self.key, listen=None)
+        line = agent.line(lambda l: "announcing" in l, "the announcing line")
+        self.assertIn("multicast 239.255.70.70:7070 on eth0 (10.79.0.1)", line)
+        self.assertIn("multicast [ff12::7070]:7070 on eth0 (%s)" % a_address, line)
+
+        def both_heard():
+            # Heard both ways: its IPv4 and its IPv6 beacons (what `peers` then merges).
+            proc = self.peers("--discover", "2", "--timeout", "5", "--json", ns=self.ns["b"])
+            return proc if json.loads(proc.stdout or "[]") and \
+                agent.text().count("connected [fe80::") >= 1 else None
+
+        proc = wait_until(both_heard, timeout=60, interval=0.2,
+                          what="a heard over IPv4 and IPv6 from b")
+        doc = json.loads(proc.stdout)
+        # One row, under its IPv4 address; no line about it (both addresses were discovered).
+        self.assertEqual([(p["address"], p["found_by"], p["status"]) for p in doc],
+                         [("10.79.0.1:%d" % agent.port, "multicast", "ok")], proc.stderr)
+        self.assertNotIn("shown once", proc.stderr)
+        # A run that lists it and discovers it at its IPv6 address too uses it once.
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", "name: v6\nentrypoint: /usr/bin/python3 %s\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 2}\n"
+                   "max_restarts: 0\n" % os.path.join(self.dir, "train.py"))
+        listed = "10.79.0.1:%d" % agent.port
+        run = subprocess.run(["ip", "netns", "exec", self.ns["b"], CAIRN, "run", "exp.yaml",
+                              "--slots", "0", "--peers", "auto," + listed, "--key-file",
+                              self.key], cwd=self.dir, env=agent_env(self),
+                             capture_output=True, text=True, timeout=240)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr + agent.text())
+        self.assertRegex(run.stderr, r"peer \[fe80::[0-9a-f:]+%%eth0\]:%d is the agent at %s "
+                                     r"\(agent id \w+\): using it once"
+                         % (agent.port, re.escape(listed)))
+        self.assertEqual(self.cairn_json("show", "1", "--json")["peers"], [listed])
+
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())

@@ -173,12 +173,13 @@ TEST_CASE(
   // Link-local: usable only with the interface it was heard on (here loopback's).
   char lo[IF_NAMESIZE] = {};
   REQUIRE(::if_indextoname(::if_nametoindex("lo"), lo));
-  CHECK(found->peers[0].address.text() == "[fe80::5%" + std::string(lo) + "]:7071");
-  CHECK(found->peers[0].from.rfind("[::1]:", 0) == 0);
-  CHECK(found->peers[0].via == "broadcast");  // unicast, as --announce-to's
-  CHECK(found->peers[1].address.text() == "[2001:db8::7]:7072");
-  CHECK(found->peers[2].address.text() == "[::1]:7073");
-  CHECK(found->peers[3].address.text() == "10.0.0.9:7074");
+  // IPv4 first (an agent heard both ways is shown under its IPv4 address), then as heard.
+  CHECK(found->peers[0].address.text() == "10.0.0.9:7074");
+  CHECK(found->peers[1].address.text() == "[fe80::5%" + std::string(lo) + "]:7071");
+  CHECK(found->peers[1].from.rfind("[::1]:", 0) == 0);
+  CHECK(found->peers[1].via == "broadcast");  // unicast, as --announce-to's
+  CHECK(found->peers[2].address.text() == "[2001:db8::7]:7072");
+  CHECK(found->peers[3].address.text() == "[::1]:7073");
   CHECK(found->dropped[static_cast<int>(BeaconDrop::kReplayed)] == 1);
   CHECK(found->dropped[static_cast<int>(BeaconDrop::kForged)] == 1);
   bool named = false;
