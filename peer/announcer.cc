@@ -247,7 +247,7 @@ struct Announcer::Impl {
               ? std::string(listen_loopback ? "not announcing: this agent listens on loopback only "
                                               "(--announce-to names addresses to announce to)"
                                             : "not announcing: no interface with multicast or "
-                                              "broadcast is up")
+                                              "broadcast and a usable address is up")
               : "announcing every " + seconds_text(options.interval) + " s to " + summary +
                     " (key id " + key.id + ")");
     }

@@ -34,10 +34,11 @@ struct LanInterface6 {
   bool loopback = false;
 };
 
-// Every interface that is up and has an IPv6 address (getifaddrs), one entry each with all
-// its addresses; empty when it fails or the machine has no IPv6. Tentative and dadfailed
-// addresses are listed too (getifaddrs does not say): a beacon naming one only fails to
-// connect, which the authenticated connection reports.
+// Every interface that is up and has an IPv6 address (getifaddrs), one entry each with its
+// usable addresses: not tentative (duplicate address detection under way) nor dadfailed
+// (/proc/net/if_inet6 says which), so a beacon never names an address that does not answer
+// yet. An interface whose addresses are all unusable is listed with none. Empty when
+// getifaddrs fails or the machine has no IPv6.
 std::vector<LanInterface6> lan_interfaces6();
 
 // "10.0.0.5".

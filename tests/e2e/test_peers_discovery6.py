@@ -148,12 +148,6 @@ class Namespace6DiscoveryTest(Discovery6Case):
     def setUp(self):
         super().setUp()
         self.net = Network(self, "cairn6")
-        for n in ("sw", "a", "b"):
-            ns = self.net.machine(n)
-            # No duplicate address detection: the link-local addresses are usable at once.
-            for conf in ("all", "default"):
-                self.net.ip("netns", "exec", ns, "sysctl", "-qw",
-                            "net.ipv6.conf.%s.accept_dad=0" % conf)
         self.net.bridge("sw", "10.79.0", ["a", "b"], addresses=False, snooping=False)
         for n in ("a", "b"):
             self.net.link(n, up=True)
@@ -164,11 +158,17 @@ class Namespace6DiscoveryTest(Discovery6Case):
             out = subprocess.run(["ip", "-n", self.ns[n], "-6", "-o", "addr", "show", "dev",
                                   "eth0", "scope", "link"], capture_output=True, text=True,
                                  timeout=30).stdout
-            m = re.search(r"inet6 (fe80::[0-9a-f:]+)/64", out)
+            # Usable once duplicate address detection is done (no longer "tentative").
+            m = re.search(r"inet6 (fe80::[0-9a-f:]+)/64 scope link (?!.*tentative)", out)
             return m and m.group(1)
         return wait_until(found, timeout=30, what="machine %s's link-local address" % n)
 
     def test_only_ipv6_multicast_finds_the_agent_and_a_trial_runs_there(self):
+        # The agent starts while a's link-local address may still be tentative: it names it
+        # only once it is usable (before, it says it is not announcing).
+        agent = Agent(self, "--slots", "1", "--announce-interval", "0.3", ns=self.ns["a"],
+                      key=self.key, listen=None)
+        line = agent.lines_until(lambda l: "announcing every" in l, what="the announcing line")
         a_address = self.link_local("a")
         self.link_local("b")
         # No IPv4 on the link: only loopback's.
@@ -176,9 +176,9 @@ class Namespace6DiscoveryTest(Discovery6Case):
             v4 = subprocess.run(["ip", "-n", self.ns[n], "-4", "-o", "addr"],
                                 capture_output=True, text=True, timeout=30).stdout
             self.assertEqual(re.findall(r"inet (\S+)", v4), ["127.0.0.1/8"], v4)
-        agent = Agent(self, "--slots", "1", "--announce-interval", "0.3", ns=self.ns["a"],
-                      key=self.key, listen=None)
-        line = agent.line(lambda l: "announcing" in l, "the announcing line")
+        self.assertTrue(all(l.endswith("is up") for l in line[:-1] if "not announcing" in l),
+                        line)
+        line = line[-1]
         self.assertIn("multicast [ff12::7070]:7070 on eth0 (%s)" % a_address, line)
         self.assertNotIn("239.255.70.70", line)
         self.assertNotIn("broadcast", line)
