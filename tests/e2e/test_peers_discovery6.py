@@ -130,6 +130,16 @@ class LoopbackDiscovery6Test(Discovery6Case):
         code, _ = agent.stop()
         self.assertEqual(code, 0)
 
+    def test_listening_on_every_address_with_brackets_serves_ipv4_and_ipv6(self):
+        agent = Agent(self, "--listen", "[::]:0", "--no-announce", key=self.key)
+        self.assertRegex(agent.listening, r"listening on \[::\]:\d+ ")
+        for address in ("127.0.0.1:%d" % agent.port, "[::1]:%d" % agent.port):
+            proc = self.peers("--peers", address, "--json")
+            self.assertEqual([(p["address"], p["status"]) for p in json.loads(proc.stdout)],
+                             [(address, "ok")], proc.stderr)
+        agent.line(lambda l: "connected 127.0.0.1:" in l, "the IPv4 connection")
+        agent.line(lambda l: "connected [::1]:" in l, "the IPv6 connection")
+
     def test_a_keyless_agent_may_listen_on_ipv6_loopback_only(self):
         agent = Agent(self, "--listen", "[::1]:0")
         self.assertRegex(agent.listening, r"listening on \[::1\]:\d+ \(key id none")
