@@ -40,8 +40,9 @@ class TrialSampler {
   // The hyperparameters of trial `trial` (created in index order), from what was observed
   // so far; with tpe, remembered, so that its later observations describe it.
   Json sample(int64_t trial);
-  // `trial` validated at `length` with `loss` (lower is better; NaN counts as +inf).
-  // Ignored for a trial this sampler did not create.
+  // `trial` validated at `length` with `loss` (lower is better; NaN counts as +inf); in
+  // hyperband and asha also a trial that errored out on its way to `length`, with +inf
+  // (BOHB's rule for a run without a result). Ignored for a trial this sampler did not create.
   void observe(int64_t trial, int64_t length, double loss);
 
   // Fields for the searcher's describe(): "sampler", and with tpe "tpe": {"model_trials",
