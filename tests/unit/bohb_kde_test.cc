@@ -2,7 +2,7 @@
 // bandwidths with their floor and the categorical cap, the product-kernel density, candidates
 // drawn with continuous bandwidths widened threefold (categorical ones not), HpBandSter's good
 // and bad counts (q = 15 %, N_min = d + 1), the proposal being the best of 64 candidates by
-// g/l, and a joint density that sees what per-hyperparameter estimators cannot.
+// g/l, a joint density that sees what per-hyperparameter estimators cannot, and the defaults.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -108,6 +108,15 @@ TEST_CASE("bohb kde: candidates widen continuous bandwidths by the factor, not c
     CHECK(x >= 0);
     CHECK(x <= 1);
   }
+}
+
+TEST_CASE("bohb sampler: the settings are HpBandSter's defaults") {
+  const BohbSettings settings;
+  CHECK(settings.top_n_percent == 15);
+  CHECK(settings.num_samples == 64);
+  CHECK(settings.random_fraction == 1.0 / 3);
+  CHECK(settings.bandwidth_factor == 3);
+  CHECK(settings.min_bandwidth == 1e-3);
 }
 
 TEST_CASE("bohb sampler: q = 15 % good, N_min = d + 1, the rest bad up to 85 %") {
