@@ -1,6 +1,7 @@
 #include "engine/search/halving_searcher.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/metric_order.h"
 #include "engine/search/hparam_sampler.h"
@@ -88,6 +89,9 @@ std::vector<SearcherAction> HalvingSearcher::on_trial_closed(int64_t trial) {
     --busy_;
     --b.training[t->rung];
     b.rungs[t->rung].add_errored(trial);
+    // BOHB (HpBandSter's new_result): a run that ended without a result is a +inf loss at
+    // the budget it was given, so the model learns where configurations fail.
+    sampler_.observe(trial, b.rungs[t->rung].length(), HUGE_VAL);
     on_rung_changed(t->bracket, t->rung, out);
   } else if (!t->close_sent) {  // it ended while waiting: never promote it
     b.rungs[t->rung].mark_errored(trial);

@@ -84,14 +84,14 @@ Value best_candidate(const Estimator& l, const Estimator& g, int count, SplitMix
   return best;
 }
 
-Json assemble(const std::map<std::string, HyperparameterSpec>& specs,
-              std::vector<Json>::const_iterator& next) {
+Json assemble_values(const std::map<std::string, HyperparameterSpec>& specs,
+                     std::vector<Json>::const_iterator& next) {
   Json out = Json::object();
   for (const auto& [name, spec] : specs) {
     if (spec.type == Type::kConst)
       out[name] = spec.value;
     else if (spec.type == Type::kNested)
-      out[name] = assemble(spec.children, next);
+      out[name] = assemble_values(spec.children, next);
     else
       out[name] = *next++;
   }
@@ -170,8 +170,8 @@ Json TpeSampler::sample(std::vector<TpeObservation> observations, SplitMix64& rn
   return sample_prepared(std::move(prepared), rng);
 }
 
-Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng,
-                                 int64_t min_good) const {
+Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observations,
+                                 SplitMix64& rng) const {
   std::stable_sort(observations.begin(), observations.end(),
                    [](const TpePreparedObservation& a, const TpePreparedObservation& b) {
                      return a.trial < b.trial;
@@ -179,7 +179,7 @@ Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observation
   const auto n = static_cast<int64_t>(observations.size());
   // The good ones: the lowest losses, ties to the older trial (then to the earlier one in
   // trial order: a strict order, so a partial sort picks the set a full sort would).
-  const int64_t good_n = n == 0 ? 0 : std::min(n, std::max(min_good, good_count(n, settings_)));
+  const int64_t good_n = std::min(n, good_count(n, settings_));
   std::vector<size_t> ranked(observations.size());
   std::iota(ranked.begin(), ranked.end(), size_t{0});
   std::partial_sort(ranked.begin(), ranked.begin() + good_n, ranked.end(), [&](size_t a, size_t b) {
@@ -199,8 +199,19 @@ Json TpeSampler::sample_prepared(std::vector<TpePreparedObservation> observation
         (is_good[i] ? good_x : bad_x).push_back(*x);
     values.push_back(propose(leaves_[leaf], good_x, bad_x, rng));
   }
-  auto next = std::cbegin(values);
-  return assemble(specs_, next);
+  return assemble(values);
+}
+
+std::vector<HyperparameterSpec> TpeSampler::leaf_specs() const {
+  std::vector<HyperparameterSpec> out;
+  out.reserve(leaves_.size());
+  for (const Leaf& leaf : leaves_) out.push_back(leaf.spec);
+  return out;
+}
+
+Json TpeSampler::assemble(const std::vector<Json>& leaf_values) const {
+  auto next = std::cbegin(leaf_values);
+  return assemble_values(specs_, next);
 }
 
 }  // namespace cairn

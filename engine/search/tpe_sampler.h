@@ -60,12 +60,16 @@ class TpeSampler {
   // generator states, exactly what sample() returns (sample() converts, then calls this).
   // Per call O(n log n) in the n observations, plus the estimators' density at the
   // candidates, O(n_ei_candidates · n); no hyperparameter JSON is read or copied.
-  // `min_good`: at least this many of them are good (BOHB's N_min; at most all of them).
-  Json sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng,
-                       int64_t min_good = 0) const;
+  Json sample_prepared(std::vector<TpePreparedObservation> observations, SplitMix64& rng) const;
 
   // `hparams` converted for sample_prepared(), one value per leaf.
   TpeInternalValues internal_values(const Json& hparams) const;
+
+  // The searched hyperparameters' specs in sampling order: what internal_values() converts.
+  std::vector<HyperparameterSpec> leaf_specs() const;
+  // The hyperparameters with these values, one per leaf in sampling order, and the
+  // constants. REQUIRES: leaf_values.size() == dimensions().
+  Json assemble(const std::vector<Json>& leaf_values) const;
 
  private:
   // One searched hyperparameter: where it sits in the hparams and its spec.

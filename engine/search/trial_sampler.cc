@@ -15,15 +15,12 @@ uint64_t tpe_stream(uint64_t seed, int64_t trial) {
   return key.next() ^ (0xd1342543de82ef95ULL * static_cast<uint64_t>(trial));
 }
 
-// BOHB's random fraction ρ: once the model is in use, this share of the trials is still
-// drawn at random (Falkner et al. 2018, Algorithm 2; HpBandSter's random_fraction default).
-constexpr double kBohbRandomFraction = 1.0 / 3.0;
-
-// Whether BOHB draws trial `trial` at random rather than from the model: a coin of its own
-// per (experiment seed, trial), so neither the TPE stream nor random sampling's changes.
-bool bohb_random_pick(uint64_t seed, int64_t trial) {
+// Whether BOHB draws trial `trial` at random rather than from the model (with probability
+// ρ, BohbSettings::random_fraction): a coin of its own per (experiment seed, trial), so
+// neither the TPE stream nor random sampling's changes.
+bool bohb_random_pick(uint64_t seed, int64_t trial, double random_fraction) {
   SplitMix64 coin(tpe_stream(seed ^ 0x424f48422d726e64ULL, trial));  // "BOHB-rnd"
-  return static_cast<double>(coin.next() >> 11) * 0x1.0p-53 < kBohbRandomFraction;
+  return static_cast<double>(coin.next() >> 11) * 0x1.0p-53 < random_fraction;
 }
 
 }  // namespace
@@ -34,32 +31,37 @@ TrialSampler::TrialSampler(const ExperimentConfig& config, uint64_t seed, Rule r
       rule_(rule),
       tpe_(config.searcher.sampler == "tpe"),
       settings_(config.searcher.tpe),
-      tpe_sampler_(config.hyperparameters, config.searcher.tpe) {}
+      tpe_sampler_(config.hyperparameters, config.searcher.tpe),
+      bohb_sampler_(tpe_sampler_.leaf_specs(), BohbSettings{}) {}
 
 std::optional<int64_t> TrialSampler::model_length() const {
   if (!tpe_ || tpe_sampler_.dimensions() == 0) return std::nullopt;
   const auto started = static_cast<size_t>(std::max(settings_.n_startup_trials, 1));
   if (observed_.size() < started) return std::nullopt;
   // BOHB (Falkner et al. 2018, and its reference code, HpBandSter): a length's model needs
-  // N_min good and N_min bad results, so at least 2 · N_min of them.
-  const size_t enough = rule_ == Rule::kFinal ? 1 : 2 * static_cast<size_t>(min_points());
-  for (auto it = by_length_.rbegin(); it != by_length_.rend(); ++it)
-    if (it->second.size() >= enough) return it->first;
+  // more than d good and more than d bad results, so at least 2 · N_min of them.
+  for (auto it = by_length_.rbegin(); it != by_length_.rend(); ++it) {
+    const auto n = static_cast<int64_t>(it->second.size());
+    if (rule_ == Rule::kFinal ? n >= 1 : bohb_sampler_.enough(n)) return it->first;
+  }
   return std::nullopt;
 }
 
 Json TrialSampler::sample(int64_t trial) {
   Json hparams;
   std::optional<int64_t> length = model_length();
-  if (length && rule_ == Rule::kLongestRung && bohb_random_pick(seed_, trial)) length.reset();
+  if (length && rule_ == Rule::kLongestRung &&
+      bohb_random_pick(seed_, trial, BohbSettings{}.random_fraction))
+    length.reset();
   if (length) {
     std::vector<TpePreparedObservation> observations;
     observations.reserve(by_length_.at(*length).size());
     for (const Observation& o : by_length_.at(*length))
       observations.push_back({o.trial, &internal_.at(o.trial), o.loss});
     SplitMix64 rng(tpe_stream(seed_, trial));
-    hparams = tpe_sampler_.sample_prepared(std::move(observations), rng,
-                                           rule_ == Rule::kLongestRung ? min_points() : 0);
+    hparams = rule_ == Rule::kLongestRung
+                  ? tpe_sampler_.assemble(bohb_sampler_.propose(std::move(observations), rng))
+                  : tpe_sampler_.sample_prepared(std::move(observations), rng);
     ++model_trials_;
     last_fit_ = Fit{trial, *length, static_cast<int64_t>(by_length_.at(*length).size())};
   } else {

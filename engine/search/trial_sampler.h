@@ -5,10 +5,10 @@
 // seed, k) alone. Which observations (docs/search.md, "TPE" and "BOHB"):
 //   - kFinal (random search): each trial's metric at max_length; the model is used once at
 //     least n_startup_trials trials have one (and at least one has);
-//   - kLongestRung (hyperband, asha: BOHB's rules): every validation at a rung, pooled by
-//     length across brackets; once at least n_startup_trials trials have validated at some
-//     rung, the model is fitted on the longest length with at least 2 · N_min results
-//     (N_min = d + 1, d = the searched hyperparameters), at least N_min of them good; and a
+//   - kLongestRung (hyperband, asha: BOHB, bohb_sampler.h): every validation at a rung,
+//     pooled by length across brackets; once at least n_startup_trials trials have
+//     validated at some rung, BOHB's multivariate KDEs are fitted on the longest length with
+//     at least 2 · N_min results (N_min = d + 1, d = the searched hyperparameters); and a
 //     third of the trials that could come from the model are drawn at random, chosen by a
 //     coin that is a function of (experiment seed, k).
 // Until then, for those random picks, and whenever there is nothing to search, trial k is
@@ -26,6 +26,7 @@
 
 #include "common/json.h"
 #include "engine/config/config.h"
+#include "engine/search/bohb_sampler.h"
 #include "engine/search/tpe_sampler.h"
 
 namespace cairn {
@@ -39,8 +40,9 @@ class TrialSampler {
   // The hyperparameters of trial `trial` (created in index order), from what was observed
   // so far; with tpe, remembered, so that its later observations describe it.
   Json sample(int64_t trial);
-  // `trial` validated at `length` with `loss` (lower is better; NaN counts as +inf).
-  // Ignored for a trial this sampler did not create.
+  // `trial` validated at `length` with `loss` (lower is better; NaN counts as +inf); in
+  // hyperband and asha also a trial that errored out on its way to `length`, with +inf
+  // (BOHB's rule for a run without a result). Ignored for a trial this sampler did not create.
   void observe(int64_t trial, int64_t length, double loss);
 
   // Fields for the searcher's describe(): "sampler", and with tpe "tpe": {"model_trials",
@@ -57,15 +59,14 @@ class TrialSampler {
   };
   // The length to fit the model on now, if the model is to be used.
   std::optional<int64_t> model_length() const;
-  // BOHB's N_min = d + 1: the fewest good, and the fewest bad, results a model is fitted on.
-  int64_t min_points() const { return tpe_sampler_.dimensions() + 1; }
 
   std::map<std::string, HyperparameterSpec> specs_;
   uint64_t seed_;
   Rule rule_;
   bool tpe_;
   TpeConfig settings_;
-  TpeSampler tpe_sampler_;
+  TpeSampler tpe_sampler_;    // converts every trial's values; samples for kFinal
+  BohbSampler bohb_sampler_;  // samples for kLongestRung
   // By trial, its hyperparameters as the estimators see them: converted once, when the
   // trial is created, not again for every later trial the model samples.
   std::map<int64_t, TpeInternalValues> internal_;

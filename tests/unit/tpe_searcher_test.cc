@@ -234,6 +234,39 @@ TEST_CASE("bohb fits its model on the longest rung with 2 (d + 1) results, d + 1
   }
 }
 
+TEST_CASE("bohb: a trial that errors out on its way to a rung is a +inf result there") {
+  // HpBandSter's new_result: a run without a result counts as a loss of +inf at its budget,
+  // so it is one of the bad results. Every fourth trial errors out on its way to length 1; the
+  // model's count of results at a length includes them.
+  const ExperimentConfig cfg = config_for(
+      "name: asha, max_length: 9, max_rungs: 3, max_trials: 60, sampler: tpe, "
+      "tpe: {n_startup_trials: 0}");
+  auto original = make(cfg, 5, 1);
+  InstantTrials sim(*original, 1, loss_of);
+  sim.fails = [](int64_t trial, int64_t length) { return trial % 4 == 0 && length == 1; };
+  sim.run();
+  REQUIRE(sim.errored.size() >= 10);
+  auto rebuilt = make(cfg, 5, 1);
+  rebuilt->start();
+  std::map<int64_t, int64_t> per_length;
+  std::set<int64_t> counted;
+  int64_t fits = 0, model_trials = 0;
+  for (const testing::SearcherCall& call : sim.calls) {
+    if (call.validation)
+      ++per_length[call.length];
+    else if (sim.errored.count(call.trial) && counted.insert(call.trial).second)
+      ++per_length[1];
+    deliver(*rebuilt, call);
+    const Json view = rebuilt->describe();
+    if (view["tpe"]["model_trials"].get<int64_t>() == model_trials) continue;
+    model_trials = view["tpe"]["model_trials"].get<int64_t>();
+    const int64_t length = view["tpe"]["last_model"]["length"].get<int64_t>();
+    CHECK(view["tpe"]["last_model"]["observations"] == per_length[length]);
+    fits += length == 1;
+  }
+  CHECK(fits > 0);
+}
+
 TEST_CASE("bohb: a trial drawn at random is random search's trial with that index") {
   // Trials the coin sends to random sampling get exactly what sampler: random gives trial k,
   // so a BOHB search shares its random trials with a plain one of the same seed.
