@@ -77,6 +77,10 @@ int create_and_drive(const StoreLayout& store, ExperimentConfig config, const Ne
   }
   auto id = allocate_experiment_id(store);
   if (!id.ok()) return fail(id.status());
+  // Tests only: die as a kill -9 here would, between taking the id and recording anything.
+  if (const char* fail = std::getenv("CAIRN_TEST_DIE_AFTER_CREATE");
+      fail && fail == std::string("id"))
+    ::_exit(137);
 
   uint64_t seed = 0;
   if (config.reproducibility.seed) {

@@ -57,6 +57,15 @@ void deliver_pending_notifications(const StoreLayout& store, int64_t id, const J
 
 int resume_one(const StoreLayout& store, int64_t id) {
   auto status = experiment_status(store, id);
+  // `cairn run` stopped between taking the id and its first commit (kill -9 in that short
+  // window): nothing of the experiment was recorded, so nothing ran and nothing can be
+  // resumed; say so, rather than "no database yet", which reads as if it were on its way.
+  if (!status.ok() && status.status().kind() == ErrorKind::kNotFound &&
+      fs::is_directory(store.experiment(id)) && !experiment_is_driven(store.experiment(id))) {
+    return fail(Status::NotFound("experiment " + std::to_string(id) +
+                                 " was stopped before it recorded anything, so none of it ran: "
+                                 "start it again with `cairn run`"));
+  }
   if (!status.ok()) return fail(status.status());
   if (status->driven && !status->driver) {
     // The lock is held, but not by the recorded driver, which is gone. What holds it then is

@@ -420,6 +420,22 @@ for op in ctx.operations():
         self.assertEqual(trial_outcomes(resumed), trial_outcomes(uninterrupted))
         self.assertEqual(len(resumed["trials"]), 1)
 
+    def test_a_run_stopped_before_it_recorded_anything_is_not_resumed(self):
+        self.write("ranks.yaml", TWO_RANKS)
+        # Killed between taking the experiment's id and its first commit: nothing recorded.
+        failed = self.cairn("run", "ranks.yaml", timeout=120,
+                            env={"CAIRN_TEST_DIE_AFTER_CREATE": "id"})
+        self.assertEqual(failed.returncode, 137)
+        self.assertEqual(self.cairn("ls").stdout.count("two-ranks"), 0)
+        resumed = self.cairn("resume", "1", check=None, timeout=60)
+        self.assertNotEqual(resumed.returncode, 0)
+        self.assertEqual(resumed.stderr.strip().splitlines(), [
+            "cairn: error: experiment 1 was stopped before it recorded anything, so none of it "
+            "ran: start it again with `cairn run`"])
+        # Running it again works, under the next id.
+        self.cairn("run", "ranks.yaml", timeout=120)
+        self.assertEqual(self.cairn_json("show", "2", "--json")["state"], "COMPLETED")
+
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())

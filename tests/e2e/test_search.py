@@ -6,6 +6,7 @@ import os
 import random
 import signal
 import subprocess
+import time
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -166,6 +167,8 @@ reproducibility: {seed: 3}
                 proc.wait(timeout=rng.uniform(0.2, 0.8))
                 break
             except subprocess.TimeoutExpired:
+                if kills == 0:
+                    self.wait_recorded(2, proc)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=30)
                 kills += 1
@@ -191,6 +194,17 @@ reproducibility: {seed: 3}
         self.assertGreaterEqual(trained, straight_units)
         self.assertLessEqual(trained, straight_units + kills * 2 * 18)
 
+    def wait_recorded(self, exp_id, proc):
+        """Waits (bounded) until `cairn run` has recorded experiment exp_id: a kill before
+        that leaves nothing to resume (test_lifecycle covers it), so the first kill of a
+        run waits for it; on a loaded machine creating the database can take longer than
+        the first random moment."""
+        deadline = time.monotonic() + 60
+        while self.cairn("show", str(exp_id), "--json", check=None).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.fail("experiment %d was not recorded within 60 s" % exp_id)
+            time.sleep(0.02)
+
     def run_killed_at_random_moments(self, config, exp_id, seed, max_kills=20):
         """Runs `cairn run CONFIG`, kills it with SIGKILL at random moments and resumes it
         (experiment `exp_id`) until it finishes; returns the number of kills."""
@@ -207,6 +221,8 @@ reproducibility: {seed: 3}
                 proc.wait(timeout=rng.uniform(0.2, 0.6))
                 break
             except subprocess.TimeoutExpired:
+                if kills == 0:
+                    self.wait_recorded(exp_id, proc)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=30)
                 kills += 1
