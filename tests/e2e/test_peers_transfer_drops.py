@@ -1,0 +1,237 @@
+"""Checkpoint transfers that outlive a dropped link (issue 17 item 8, docs/peers.md "Reattach:
+links that drop" and "Checkpoints over the wire"): a 64 MiB checkpoint moving between a real
+`cairn agent` on loopback and `cairn run`, through test_peers_reattach.py's TCP proxy, when
+the proxy is killed in the middle of the bytes and listens again within the heartbeat
+timeout:
+
+- a fetch (agent -> coordinator) goes on on a new connection: the checkpoint is registered
+  once, the rank acknowledged, the same rank process trains on, and the objects that had
+  arrived and were verified before the drop are not asked for again (the agent's log line of
+  the try that completed names fewer wanted objects and content bytes than the checkpoint
+  holds);
+- a restore (coordinator -> agent) is pushed again on a new connection, sending only what
+  the agent's cache still lacks, instead of failing the rank with exit status 127;
+- a link that stays down past the heartbeat timeout loses the agent as before: the fetch
+  gives up, the checkpoint is not registered, the trial goes on from scratch on another agent,
+  not charged to max_restarts.
+
+The proxy here also throttles what it carries (16 MiB/s per connection), so a 64 MiB transfer
+lasts seconds, and counts the bytes of each connection in each direction: the test kills it
+once a connection has carried a quarter of the checkpoint."""
+import json
+import os
+import re
+import select
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cairn_testlib  # noqa: E402
+from cairn_testlib import wait_until  # noqa: E402
+from peer_testlib import BackgroundRun  # noqa: E402
+from test_peers_placement import Agent, PlacementCase  # noqa: E402
+from test_peers_reattach import Proxy  # noqa: E402
+
+MIB = 1024 * 1024
+FILES = 8  # of 8 MiB each: a drop after some of them leaves whole verified objects behind
+FILE_BYTES = 8 * MIB
+RATE = 16 * MIB  # bytes per second per connection and direction, through the proxy
+
+# Checkpoints 64 MiB at step 2 (eight distinct files) and nothing else. With FAIL_ONCE, the
+# first attempt exits 3 once its checkpoint is acknowledged, and the next one restores it,
+# checks every byte and finishes.
+TRAIN = r"""
+import hashlib, os, sys, time
+import cairn
+
+FILES, FILE_BYTES = %d, %d
+def content(i):
+    return hashlib.sha256(b"file %%d" %% i).digest() * (FILE_BYTES // 32)
+
+ctx = cairn.init()
+print("pid", os.getpid(), "attempt", os.environ.get("CAIRN_ATTEMPT"), "starts at",
+      ctx.steps_completed, flush=True)
+if ctx.latest_checkpoint is not None:
+    for i in range(FILES):
+        with open(os.path.join(str(ctx.latest_checkpoint), "part-%%d.bin" %% i), "rb") as f:
+            assert f.read() == content(i), "restored part %%d differs" %% i
+    print("restored weights ok", flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(float(os.environ.get("STEP_SECONDS", "0.2")))
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        print("step", step, flush=True)
+        if step == 2:
+            with ctx.checkpoint(step) as path:
+                print("checkpoint dir", path, flush=True)
+                for i in range(FILES):
+                    with open(os.path.join(str(path), "part-%%d.bin" %% i), "wb") as f:
+                        f.write(content(i))
+            print("checkpointed", step, flush=True)
+            if os.environ.get("FAIL_ONCE") and ctx.latest_checkpoint is None:
+                sys.exit(3)
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+""" % (FILES, FILE_BYTES)
+
+CONFIG = """name: transfer-drops
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: %d}
+max_restarts: %d
+"""
+
+SENT = re.compile(r"sent checkpoint of trial 1\.1 attempt (\d+) to \S+: (\d+) files \((\d+) "
+                  r"bytes\), (\d+) wanted, (\d+) content bytes on the wire")
+RECEIVED = re.compile(r"received checkpoint of trial 1\.1 attempt (\d+) from \S+: (\d+) files "
+                      r"\((\d+) bytes\), (\d+) wanted, (\d+) content bytes on the wire")
+
+
+class CountingProxy(Proxy):
+    """test_peers_reattach.py's proxy, throttled to RATE per connection and direction, that
+    counts what each connection carried: `carried[id] = [to the agent, from the agent]`."""
+
+    def __init__(self, test, target_port):
+        self.carried = {}
+        Proxy.__init__(self, test, target_port)
+
+    def _pump(self, a, b, pump_id):  # a: the coordinator's end, b: the agent's
+        self.pumps.append(pump_id)
+        counts = self.carried.setdefault(pump_id, [0, 0])
+        try:
+            while True:
+                ready, _, _ = select.select([a, b], [], [], 0.2)
+                if self.stopped:
+                    return
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (b if s is a else a).sendall(data)
+                    counts[0 if s is a else 1] += len(data)
+                    time.sleep(len(data) / RATE)
+        except OSError:
+            return
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def most(self, direction):
+        """The most bytes one connection carried in `direction` (0: to the agent)."""
+        return max([c[direction] for c in list(self.carried.values())] or [0])
+
+
+class TransferDropTest(BackgroundRun, PlacementCase):
+    def setUp(self):
+        super().setUp()
+        self.write("train.py", TRAIN)
+
+    def start_run(self, peers, length=6, max_restarts=0, env=None):
+        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), length,
+                                         max_restarts))
+        return self.start_background_run(peers, env)
+
+    def kill_mid_transfer(self, proxy, direction):
+        """Kills the proxy once a connection carried a quarter of the checkpoint in
+        `direction`, before it carried all of it."""
+        wait_until(lambda: proxy.most(direction) >= FILES * FILE_BYTES // 4, timeout=120,
+                   interval=0.01, what="a quarter of the checkpoint through the proxy")
+        proxy.kill()
+        self.assertLess(proxy.most(direction), FILES * FILE_BYTES,
+                        "the whole checkpoint passed before the kill")
+
+    def checkpoints(self):
+        """Trial 1.1's registered checkpoints (`cairn checkpoints --json`)."""
+        return json.loads(self.cairn("checkpoints", "1.1", "--json", check=0).stdout)
+
+    def test_a_fetch_whose_link_drops_goes_on_and_registers_the_checkpoint_once(self):
+        a = Agent(self, "agent-a", 1)
+        proxy = CountingProxy(self, a.port)
+        run = self.start_run(proxy.address)
+        self.kill_mid_transfer(proxy, 1)
+        # Both the session and the transfer saw the link go; it comes back well within the
+        # heartbeat timeout (10 s).
+        self.wait_output(r"the connection dropped")
+        a.wait_log("dropped 127.0.0.1")
+        proxy.restart()
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("was not saved", text)
+        self.assertNotIn("lost agent", text)
+        self.assertEqual(len(re.findall(r"\[1\.1\] pid \d+ attempt", text)), 1, text)
+        self.assertEqual(len(re.findall(r"\[1\.1\] checkpointed 2\n", text)), 1, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        listed = self.checkpoints()
+        self.assertEqual([c["steps_completed"] for c in listed], [2], listed)
+        # Every byte, new to the store once.
+        self.assertGreaterEqual(listed[0]["bytes"], FILES * FILE_BYTES, listed)
+        self.assertEqual(listed[0]["new_bytes"], listed[0]["bytes"], listed)
+        # The try that completed asked only for what had not arrived before the drop.
+        sent = [SENT.search(l) for l in a.text().splitlines() if SENT.search(l)]
+        self.assertEqual(len(sent), 1, a.text())
+        attempt, files, total, wanted, content = (int(sent[0].group(i)) for i in range(1, 6))
+        self.assertEqual(attempt, 1)
+        self.assertGreaterEqual(total, FILES * FILE_BYTES)
+        self.assertGreaterEqual(files, FILES)
+        self.assertLess(wanted, FILES, a.text())
+        self.assertLess(content, FILES * FILE_BYTES, a.text())
+        # Its staging directory on the agent went once the checkpoint was durable here.
+        staged = re.findall(r"\[1\.1\] checkpoint dir (\S+)", text)
+        self.assertEqual(len(staged), 1, text)
+        self.assertFalse(os.path.exists(staged[0]), staged[0])
+
+    def test_a_restore_whose_link_drops_is_pushed_again(self):
+        a = Agent(self, "agent-a", 1)
+        proxy = CountingProxy(self, a.port)
+        run = self.start_run(proxy.address, max_restarts=1, env={"FAIL_ONCE": "1"})
+        # The fetch of attempt 1's checkpoint travels from the agent; the restore of
+        # attempt 2 to it.
+        self.kill_mid_transfer(proxy, 0)
+        self.wait_output(r"the connection dropped")
+        proxy.restart()
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("cannot restore the checkpoint", text)
+        self.assertIn("[1.1] restored weights ok", text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 1, trial)  # attempt 1's own exit, no more
+        received = [RECEIVED.search(l) for l in a.text().splitlines() if RECEIVED.search(l)]
+        self.assertEqual(len(received), 1, a.text())
+        attempt, files, total, wanted, content = (int(received[0].group(i)) for i in range(1, 6))
+        self.assertEqual(attempt, 2)
+        # What the agent's cache got before the drop was not sent again.
+        self.assertLess(wanted, FILES, a.text())
+        self.assertLess(content, FILES * FILE_BYTES, a.text())
+
+    def test_a_fetch_whose_link_stays_down_fails_as_for_a_lost_agent(self):
+        a = Agent(self, "agent-a", 1)
+        b = Agent(self, "agent-b", 1)
+        proxy = CountingProxy(self, a.port)
+        run = self.start_run(proxy.address + "," + b.address,
+                             env={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        self.kill_mid_transfer(proxy, 1)  # and never back
+        started = time.monotonic()
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertIn("lost agent %s" % proxy.address, text)
+        self.assertIn("checkpoint at step 2 was not saved", text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)  # a lost machine is not the trial's
+        self.assertEqual(trial["placement"][0]["machine"], b.address, trial)
+        # The restart on b began from scratch, then checkpointed there.
+        self.assertIn("[1.1] pid", text)
+        self.assertRegex(text, r"\[1\.1\] pid \d+ attempt 2 starts at 0\n")
+        listed = self.checkpoints()
+        self.assertEqual([c["steps_completed"] for c in listed], [2], listed)
+        self.assertLess(time.monotonic() - started, 200)
+
+
+if __name__ == "__main__":
+    sys.exit(cairn_testlib.main())
