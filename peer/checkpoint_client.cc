@@ -34,7 +34,10 @@ Result<std::unique_ptr<PeerConnection>> connect_try(const AgentEndpoint& agent,
   auto peer = connect_to_agent(agent.address, agent.tls, deadline, &failure);
   if (t && !peer.ok())
     t->link_failed = failure == PeerFailure::kUnreachable || failure == PeerFailure::kBroken;
-  if (t && peer.ok()) t->connected = true;
+  if (t && peer.ok()) {
+    t->connected = true;
+    if (agent.link_watch) t->release = LinkWatch::watch(agent.link_watch, **peer);
+  }
   return peer;
 }
 

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "peer/checkpoint_manifest.h"
+#include "peer/link_watch.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/tls_session.h"
@@ -33,6 +34,9 @@ struct AgentEndpoint {
   std::chrono::milliseconds link_window{0};
   // Set once the agent is counted lost (or its launcher ends): tries stop then. May be null.
   std::shared_ptr<std::atomic<bool>> lost;
+  // Lets go of the transfers' connections when the agent's session finds the link silent
+  // (link_watch.h). May be null.
+  std::shared_ptr<LinkWatch> link_watch;
 };
 
 struct FetchedContent;
@@ -51,6 +55,8 @@ struct TransferTry {
   bool connected = false;
   // When set, connecting gives up by then (within the transfer's own timeout).
   std::optional<std::chrono::steady_clock::time_point> connect_by;
+  // The try's connection's registration with the agent's LinkWatch (outlives the connection).
+  std::unique_ptr<LinkWatch::Registration> release;
   // fetch_checkpoint: called with each content once it is complete and verified (written
   // under `into`, not yet durable).
   std::function<void(const FetchedContent&)> received;

@@ -6,7 +6,10 @@
 // (AgentEndpoint::link_window, the heartbeat timeout) has passed since the link failed — a
 // try that connected and broke again starts the window anew, as a resumed session does — or
 // until the agent is counted lost (AgentEndpoint::lost). Then the last error stands, as it did
-// when transfers were tried once: a lost agent loses what it had not sent.
+// when transfers were tried once: a lost agent loses what it had not sent. A link gone silent
+// (no end either side can see) ends a try when the agent's session finds it silent and
+// replaces its own connection (AgentEndpoint::link_watch, link_watch.h), not only at the
+// wire's 60 s timeout.
 //
 // What each try again relies on:
 // - stage: an empty directory staged by a try whose answer was lost stays on the agent until

@@ -200,6 +200,9 @@ void RemoteLauncher::State::loop() {
         now - last_heard <= heartbeat_timeout) {
       const auto silent =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count();
+      // The checkpoint transfers through the same link would wait for their frames' 60 s
+      // timeout: let go of them too, and they go on on new connections (checkpoint_retry.h).
+      endpoint.link_watch->release_all();
       if (failed(Status::Failed(address + ": nothing heard for " + std::to_string(silent / 1000) +
                                 "." + std::to_string(silent % 1000 / 100) + " s")))
         continue;
@@ -354,8 +357,9 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
   }
   // Its checkpoint transfers go on over a dropped link as the session does
   // (peer/checkpoint_retry.h), and stop once the agent is lost (fail_all) or this ends.
-  state->endpoint = AgentEndpoint{address, client, state->heartbeat_timeout,
-                                  std::make_shared<std::atomic<bool>>(false)};
+  state->endpoint =
+      AgentEndpoint{address, client, state->heartbeat_timeout,
+                    std::make_shared<std::atomic<bool>>(false), std::make_shared<LinkWatch>()};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;

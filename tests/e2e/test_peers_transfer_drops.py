@@ -100,9 +100,15 @@ class CountingProxy(Proxy):
         counts = self.carried.setdefault(pump_id, [0, 0])
         try:
             while True:
+                if pump_id in self.frozen:  # a silent link, as Proxy.freeze() makes it
+                    if self.closing.wait(0.2):
+                        return
+                    continue
                 ready, _, _ = select.select([a, b], [], [], 0.2)
                 if self.stopped:
                     return
+                if pump_id in self.frozen:
+                    continue
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
@@ -134,12 +140,16 @@ class TransferDropTest(BackgroundRun, PlacementCase):
                                          max_restarts))
         return self.start_background_run(peers, env)
 
-    def kill_mid_transfer(self, proxy, direction):
-        """Kills the proxy once a connection carried a quarter of the checkpoint in
-        `direction`, before it carried all of it."""
+    def kill_mid_transfer(self, proxy, direction, freeze=False):
+        """Kills the proxy (or, with `freeze`, silences every connection through it) once a
+        connection carried a quarter of the checkpoint in `direction`, before it carried all
+        of it."""
         wait_until(lambda: proxy.most(direction) >= FILES * FILE_BYTES // 4, timeout=120,
                    interval=0.01, what="a quarter of the checkpoint through the proxy")
-        proxy.kill()
+        if freeze:
+            proxy.freeze()
+        else:
+            proxy.kill()
         self.assertLess(proxy.most(direction), FILES * FILE_BYTES,
                         "the whole checkpoint passed before the kill")
 
@@ -184,6 +194,35 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         staged = re.findall(r"\[1\.1\] checkpoint dir (\S+)", text)
         self.assertEqual(len(staged), 1, text)
         self.assertFalse(os.path.exists(staged[0]), staged[0])
+
+    def test_a_fetch_whose_link_goes_silent_goes_on_when_the_session_notices(self):
+        a = Agent(self, "agent-a", 1)
+        proxy = CountingProxy(self, a.port)
+        run = self.start_run(proxy.address)
+        self.kill_mid_transfer(proxy, 1, freeze=True)  # no end either side sees
+        frozen = time.monotonic()
+        # The session hears nothing for half the heartbeat timeout (5 s), resumes on a new
+        # connection and lets go of the transfer's, which goes on on a new one too, long
+        # before the transfer's own 60 s timeout.
+        self.wait_output(r"the connection dropped \(\S+: nothing heard for [\d.]+ s\)")
+        self.wait_output(r"the checkpoint transfer of trial 1\.1 lost its connection \(.*"
+                         r"released.*\); trying again")
+        self.wait_output(r"\[1\.1\] checkpointed 2\n", timeout=60)
+        self.assertLess(time.monotonic() - frozen, 40, self.output())
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("was not saved", text)
+        self.assertIn("the checkpoint transfer of trial 1.1 continued on a new connection", text)
+        self.assertEqual(len(re.findall(r"\[1\.1\] pid \d+ attempt", text)), 1, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        listed = self.checkpoints()
+        self.assertEqual([c["steps_completed"] for c in listed], [2], listed)
+        self.assertGreaterEqual(listed[0]["bytes"], FILES * FILE_BYTES, listed)
+        sent = [SENT.search(l) for l in a.text().splitlines() if SENT.search(l)]
+        self.assertEqual(len(sent), 1, a.text())
+        self.assertLess(int(sent[0].group(4)), FILES, a.text())
 
     def test_a_restore_whose_link_drops_is_pushed_again(self):
         a = Agent(self, "agent-a", 1)
