@@ -138,6 +138,7 @@ Result<FetchedCheckpoint> fetch_checkpoint(
     Status got =
         receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false, &fetched.content_bytes);
     if (!got.ok()) return link(got);
+    if (t) t->progressed = true;
     if (t && t->received) t->received(c);
   }
   auto sent = agent_answer(peer, agent, "checkpoint_sent", link_failed);
@@ -193,6 +194,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
     if (!fd) return Status::Io("cannot open " + (dir / f.path).string() + ": " + errno_text());
     if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes); !s.ok())
       return link(s);
+    if (t) t->progressed = true;
   }
   if (Status s = peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", pushed.content_bytes}},
                            Clock::now() + kChunkTime);

@@ -51,8 +51,10 @@ struct TransferTry {
   // read or write error in the middle of a content counts as the link's: the try cannot tell
   // it from the connection's; a try again fails the same way, within the window.)
   bool link_failed = false;
-  // Whether the connection was made (the link worked for a while).
+  // Whether the connection was made, and whether a content then crossed whole (received and
+  // verified by a fetch; sent by a push).
   bool connected = false;
+  bool progressed = false;
   // When set, connecting gives up by then (within the transfer's own timeout).
   std::optional<std::chrono::steady_clock::time_point> connect_by;
   // The try's connection's registration with the agent's LinkWatch (outlives the connection).

@@ -6,6 +6,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -45,10 +46,12 @@ Result<T> with_retries(const AgentEndpoint& agent, const std::string& what,
     }
     if (!t.link_failed || agent.link_window.count() <= 0) return result;
     const auto now = Clock::now();
-    // The window runs from the link's failure; a try that connected and broke again had the
-    // link back, so its failure starts the window anew.
-    if (!give_up || t.connected) give_up = now + agent.link_window;
-    if (!dropped || t.connected)
+    // The window runs from the link's failure; a try that moved contents before it broke had
+    // the link back, so its failure starts the window anew. (Not a try that only connected:
+    // one that fails at the same place each time — this side's disk full — would go on for
+    // ever.)
+    if (!give_up || t.progressed) give_up = now + agent.link_window;
+    if (!dropped || t.progressed)
       std::fprintf(stderr, "cairn: agent %s: %s lost its connection (%s); trying again\n",
                    address.c_str(), what.c_str(), result.status().message().c_str());
     dropped = true;
@@ -64,12 +67,13 @@ Result<T> with_retries(const AgentEndpoint& agent, const std::string& what,
 // Removes what `into` holds besides the contents in `keep`: a try that broke leaves the
 // content it was receiving half written.
 void remove_partial(const fs::path& into, const std::map<std::string, FetchedContent>& keep) {
+  std::set<fs::path> kept;
+  for (const auto& [digest, content] : keep) kept.insert(content.file);
+  std::vector<fs::path> partial;
   std::error_code ec;
-  for (fs::directory_iterator it(into, ec), end; !ec && it != end; it.increment(ec)) {
-    bool kept = false;
-    for (const auto& [digest, content] : keep) kept = kept || content.file == it->path();
-    if (!kept) fs::remove(it->path(), ec);
-  }
+  for (fs::directory_iterator it(into, ec), end; !ec && it != end; it.increment(ec))
+    if (!kept.count(it->path())) partial.push_back(it->path());
+  for (const fs::path& p : partial) fs::remove(p, ec);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // wrappers do the same for them: a try that fails because of the link (TransferTry) is tried
 // again on a new connection, at once and then every 200 ms, until the agent's link window
 // (AgentEndpoint::link_window, the heartbeat timeout) has passed since the link failed — a
-// try that connected and broke again starts the window anew, as a resumed session does — or
+// try that moved a content whole and then broke starts the window anew, as a resumed session
+// does (a try that fails at the same place each time does not) — or
 // until the agent is counted lost (AgentEndpoint::lost). Then the last error stands, as it did
 // when transfers were tried once: a lost agent loses what it had not sent. A link gone silent
 // (no end either side can see) ends a try when the agent's session finds it silent and
