@@ -75,6 +75,33 @@ for op in ctx.operations():
     ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
 """ % (FILES, FILE_BYTES)
 
+# A gang of two ranks, one per agent: each writes its own 32 MiB shard (four files) into the
+# round's directory on its machine at step 2 (docs/peers.md "A checkpoint round over
+# machines").
+GANG = r"""
+import hashlib, os, time
+import cairn
+
+FILES, FILE_BYTES = %d, %d
+ctx = cairn.init()
+rank = int(os.environ["RANK"])
+print("rank", rank, "pid", os.getpid(), "attempt", os.environ.get("CAIRN_ATTEMPT"), flush=True)
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(0.2)
+        step += 1
+        ctx.report_training(step, {"loss": 1.0 / step})
+        if step == 2:
+            with ctx.checkpoint(step) as path:
+                for i in range(FILES // 2):
+                    data = hashlib.sha256(b"rank %%d file %%d" %% (rank, i)).digest()
+                    with open(os.path.join(str(path), "r%%d-part-%%d.bin" %% (rank, i)), "wb") as f:
+                        f.write(data * (FILE_BYTES // 32))
+            print("rank", rank, "checkpointed", step, flush=True)
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+""" % (FILES, FILE_BYTES)
+
 CONFIG = """name: transfer-drops
 entrypoint: /usr/bin/python3 %s
 searcher: {name: single, metric: val_loss, max_length: %d}
@@ -223,6 +250,35 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         sent = [SENT.search(l) for l in a.text().splitlines() if SENT.search(l)]
         self.assertEqual(len(sent), 1, a.text())
         self.assertLess(int(sent[0].group(4)), FILES, a.text())
+
+    def test_a_rounds_part_whose_link_drops_goes_on(self):
+        a = Agent(self, "agent-a", 1)
+        b = Agent(self, "agent-b", 1)
+        proxy = CountingProxy(self, a.port)
+        self.write("gang.py", GANG)
+        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "gang.py"), 4, 0) +
+                   "resources: {slots_per_trial: 2}\n")
+        run = self.start_background_run(proxy.address + "," + b.address)
+        # Agent a's part is half the checkpoint: killed when a quarter of it passed.
+        self.kill_mid_transfer(proxy, 1)
+        self.assertLess(proxy.most(1), FILES * FILE_BYTES // 2)
+        self.wait_output(r"the connection dropped")
+        proxy.restart()
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("was not saved", text)
+        self.assertNotIn("lost agent", text)
+        self.assertIn("continued on a new connection", text)
+        self.assertEqual(len(re.findall(r"rank \d pid \d+ attempt", text)), 2, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        listed = self.checkpoints()
+        self.assertEqual([c["steps_completed"] for c in listed], [2], listed)
+        self.assertGreaterEqual(listed[0]["bytes"], FILES * FILE_BYTES, listed)
+        sent = [SENT.search(l) for l in a.text().splitlines() if SENT.search(l)]
+        self.assertEqual(len(sent), 1, a.text())
+        self.assertLess(int(sent[0].group(4)), FILES // 2, a.text())
 
     def test_a_restore_whose_link_drops_is_pushed_again(self):
         a = Agent(self, "agent-a", 1)
