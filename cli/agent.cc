@@ -62,8 +62,7 @@ int new_key(const std::string& file) {
   return 0;
 }
 
-// The announcing thread for an agent listening on `address`; null (with a log line) when the
-// agent listens on an IPv6 address alone, which IPv4 beacons cannot name.
+// The announcing thread for an agent listening on `address`.
 Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
                                                     const ClusterKey& key,
                                                     const PeerAddress& address) {
@@ -73,11 +72,6 @@ Result<std::unique_ptr<Announcer>> start_announcing(const AgentOptions& options,
   announce.beacon_port = static_cast<uint16_t>(options.beacon_port);
   announce.agent_port = address.port;
   announce.listen_host = address.host == "::" ? "" : address.host;
-  if (announce.listen_host.find(':') != std::string::npos) {
-    agent_log("not announcing: beacons name IPv4 addresses and this agent listens on " +
-              address.text() + " (list it with --peers)");
-    return std::unique_ptr<Announcer>();
-  }
   auto to = parse_announce_targets(options.announce_to, announce.beacon_port);
   if (!to.ok()) return to.status();
   announce.to = std::move(*to);
@@ -121,7 +115,6 @@ int agent(const AgentOptions& options) {
   AgentInfo info;
   info.slots_total = machine_slots(options.slots, gpus);
   info.dir = *dir;
-  info.keep_checkpoints = !key->none();
   if (gpus > 0) {
     for (const std::string& name : gpu_names(gpus, std::getenv("CUDA_VISIBLE_DEVICES")))
       info.devices.push_back("gpu" + name);
@@ -152,9 +145,10 @@ int agent(const AgentOptions& options) {
   if (!listener.ok()) return fail(listener.status());
   address.port = local_port(listener->get());
   agent_log(
-      "listening on " + (address.host.empty() ? std::string("*") : address.host) + ":" +
-      std::to_string(address.port) + " (key id " + key->id +
-      (key->none() ? ", no key file: loopback only, unauthenticated" : ", " + key_source.string()) +
+      "listening on " +
+      (address.host.empty() ? "*:" + std::to_string(address.port) : address.text()) + " (key id " +
+      key->id +
+      (key->none() ? ", no key file: loopback only, this user only" : ", " + key_source.string()) +
       "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
       "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
       std::to_string(kPeerProtocolVersion) + ")");
@@ -165,16 +159,13 @@ int agent(const AgentOptions& options) {
     if (!started.ok()) return fail(started.status());
     announcer = std::move(*started);
   }
-  // Without a key anyone on this machine could connect: no ranks then (docs/peers.md).
-  RankHostFactory hosts;
-  if (!key->none()) hosts = [work = *dir] { return make_agent_rank_host(work); };
-  const std::string keyless =
-      "this agent has no cluster key, so it runs no ranks (any local user could connect): "
-      "start it with --key-file";
-  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), keyless);
+  // Without a key only this agent's own user may connect (peer/keyless_guard.h), so it runs
+  // ranks and keeps checkpoints as a keyed one does (docs/peers.md "No key").
+  RankHostFactory hosts = [work = *dir] { return make_agent_rank_host(work); };
+  AgentServer server(std::move(*listener), std::move(*tls), info, std::move(hosts), "");
   AgentCollector collector(*dir, gc, gc_every);
-  server.set_request_handler(with_orphan_requests(
-      *dir, with_master_ports(make_shipping_handler(*dir, key->none() ? keyless : ""))));
+  server.set_request_handler(
+      with_orphan_requests(*dir, with_master_ports(make_shipping_handler(*dir, ""))));
   auto stopped = server.serve(signals.fd());
   announcer.reset();  // no beacon for an agent that no longer serves
   if (!stopped.ok()) {
@@ -198,8 +189,8 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       "Serve this machine's slots to cairn coordinators on other machines (peers); runs until "
       "SIGTERM");
   cmd->add_option("--listen", options->listen,
-                  "Address to listen on (default: every interface, port 7070; loopback only "
-                  "without a cluster key)")
+                  "Address to listen on, IPv6 in brackets (default: every interface, port "
+                  "7070; loopback only, for this user only, without a cluster key)")
       ->type_name("ADDR:PORT");
   cmd->add_option("--slots", options->slots,
                   "Slots to offer (default: one per GPU, else one per CPU core)")
@@ -223,16 +214,17 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   cmd->add_flag("--no-announce", options->no_announce,
                 "Send no discovery beacons (coordinators must list this agent with --peers)");
   cmd->add_option("--announce-to", options->announce_to,
-                  "Also send beacons to these addresses (unicast or broadcast; port: "
-                  "--beacon-port), comma-separated")
+                  "Also send beacons to these addresses (unicast or broadcast, IPv6 in "
+                  "brackets; port: --beacon-port), comma-separated")
       ->type_name("HOST[:PORT],...");
   cmd->add_option("--beacon-port", options->beacon_port,
                   "UDP port of the discovery beacons (default 7070)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535));
   cmd->add_option("--keep-days", options->keep_days,
-                  "Remove code, data, run directories and checkpoint contents this agent has "
-                  "not used for DAYS (default 14; never what a connected run uses)")
+                  "Remove code, data, run directories, checkpoint contents and orphan "
+                  "checkpoints this agent has not used for DAYS (default 14; never what a "
+                  "connected run uses, nor orphans whose ranks run or a resume fetches)")
       ->type_name("DAYS")
       ->check(CLI::Range(0.0, 36500.0));
   cmd->add_option("--max-cache", options->max_cache,

@@ -85,8 +85,11 @@ int peers(const PeersOptions& options) {
         once.push_back(std::move(found[i]));
         continue;
       }
+      // Said when a listed address is the one left out; two discovered addresses of one
+      // agent (its IPv4 and IPv6 beacons) are expected, and shown once silently.
       for (const AgentStatus& kept : once)
-        if (kept.agent == found[i].agent)
+        if (kept.agent == found[i].agent &&
+            (kept.found_by == "list" || found[i].found_by == "list"))
           std::cerr << "cairn: " << found[i].address << " is the agent at " << kept.address
                     << " (agent id " << kept.agent << "): shown once\n";
     }

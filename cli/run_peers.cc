@@ -68,13 +68,21 @@ std::string peers_without_auto(const std::string& peers, bool* has_auto) {
 std::vector<std::string> numeric_peer_names(const PeerAddress& address) {
   std::vector<std::string> out;
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (::getaddrinfo(address.host.c_str(), nullptr, &hints, &found) != 0) return out;
-  for (addrinfo* a = found; a; a = a->ai_next)
-    out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr) + ":" +
-                  std::to_string(address.port));
+  // As discovery names them: "10.0.0.5:7070", "[fe80::5%eth0]:7070".
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET)
+      out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr) + ":" +
+                    std::to_string(address.port));
+    if (a->ai_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      out.push_back("[" + ipv6_text(in6->sin6_addr, in6->sin6_scope_id) +
+                    "]:" + std::to_string(address.port));
+    }
+  }
   ::freeaddrinfo(found);
   return out;
 }
@@ -130,6 +138,7 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
     }
     peers.addresses.push_back(text);
     peers.slots.push_back(slots);
+    peers.agents.push_back(status.failure == PeerFailure::kNone ? status.agent : "");
   }
   return peers;
 }
@@ -166,8 +175,18 @@ Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConf
   if (!more.ok()) return more.status();
   for (size_t i = 0; i < more->addresses.size(); ++i) {
     if (more->slots[i].slots == 0) continue;
+    // A listed agent heard at another address (its IPv6 beacon, another interface's): its
+    // slots are counted once, under the listed name.
+    const auto listed_as = std::find(peers->agents.begin(), peers->agents.end(), more->agents[i]);
+    if (!more->agents[i].empty() && listed_as != peers->agents.end()) {
+      std::cerr << "cairn: peer " << more->addresses[i] << " is the agent at "
+                << peers->addresses[listed_as - peers->agents.begin()] << " (agent id "
+                << more->agents[i] << "): using it once\n";
+      continue;
+    }
     peers->addresses.push_back(more->addresses[i]);
     peers->slots.push_back(more->slots[i]);
+    peers->agents.push_back(more->agents[i]);
   }
   std::cerr << "cairn: peers auto: " << more->addresses.size() << " agent"
             << (more->addresses.size() == 1 ? "" : "s") << " found in " << kDiscoveryWindow.count()

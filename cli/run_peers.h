@@ -16,6 +16,7 @@ namespace cairn::cli {
 struct RunPeers {
   std::vector<std::string> addresses;  // "host:port", in the order listed
   std::vector<PeerSlots> slots;        // what each answered (0 slots: it did not)
+  std::vector<std::string> agents;     // each one's agent id ("" when it did not answer)
 };
 
 // `listed` is --peers as given ("" when not given); the config's resources.peers otherwise.

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/build_info.h"
+#include "peer/keyless_guard.h"
 #include "peer/peer_protocol.h"
 
 namespace cairn {
@@ -11,9 +12,15 @@ Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& addr
                                                          std::shared_ptr<TlsContext> client,
                                                          Deadline deadline, PeerFailure* failure,
                                                          std::string* agent_version) {
+  const bool keyless = client->key().none();
   auto connection = PeerConnection::connect(address, std::move(client), deadline, failure);
   if (!connection.ok()) return connection.status();
   PeerConnection& peer = **connection;
+  // Keyless: nothing is sent to another user's agent (keyless_guard.h).
+  if (Status same_user = check_keyless_agent(keyless, peer, address); !same_user.ok()) {
+    *failure = PeerFailure::kKeyMismatch;
+    return same_user;
+  }
   auto broken = [&](const std::string& why) {
     *failure = PeerFailure::kBroken;
     return Status::Failed(address.text() + ": " + why);
@@ -37,6 +44,10 @@ Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& addr
                               message.value("cairn", std::string("?")).substr(0, 64) +
                               "), this cairn version " + std::to_string(kPeerProtocolVersion) +
                               " (cairn " CAIRN_VERSION "): run the same cairn on every machine");
+      return Status::Failed(address.text() + " refused us: " + reason);
+    }
+    if (message.value("code", std::string()) == "other_user") {
+      *failure = PeerFailure::kKeyMismatch;  // for a keyless agent, its user is its key
       return Status::Failed(address.text() + " refused us: " + reason);
     }
     return broken("refused us: " + reason);

@@ -18,6 +18,7 @@
 #include "peer/agent_log.h"
 #include "peer/agent_sessions.h"
 #include "peer/control_relay.h"
+#include "peer/keyless_guard.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/peer_protocol.h"
@@ -108,6 +109,9 @@ void AgentServer::set_request_handler(AgentRequestHandler handler) {
 
 void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
   const int stop = stop_read.get();
+  // Without a key, only this agent's own user (keyless_guard.h): asked while the other end
+  // is surely there, before the handshake.
+  const std::string other_user = keyless_coordinator_refusal(*tls, fd.get());
   auto connection = PeerConnection::accept(std::move(fd), tls, Clock::now() + kHandshakeTime, stop);
   if (!connection.ok()) {
     if (connection.status().message() != "TLS handshake: stopping")
@@ -115,6 +119,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     return;
   }
   PeerConnection& peer = **connection;
+  if (!other_user.empty()) return refuse_other_user(peer, name, other_user);
   auto first = peer.receive(Clock::now() + kHandshakeTime);
   if (!first.ok() || !first->has_value()) {
     agent_log("refused " + name + ": no hello (" +
@@ -262,7 +267,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       reply = agent_status_message(info, std::max(0, info.slots_total - ranks_running.load()));
     } else if (type == "launch") {
       auto launch = parse_launch(message);
-      if (launch.ok()) use_own_program(*launch);  // builtin:mlp: this agent's cairn
+      if (launch.ok()) use_own_program(*launch);        // builtin:mlp: this agent's cairn
+      if (launch.ok()) launch->owner = session->owner;  // its orphans' directory
       const int64_t rank = message.value("rank", int64_t{-1});
       Status started = launch.status();
       if (launch.ok() && !hosts) started = Status::BadInput(no_hosts_reason);

@@ -1,5 +1,6 @@
 #include "peer/beacon.h"
 
+#include <arpa/inet.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -16,7 +17,11 @@ namespace cairn {
 namespace {
 
 constexpr char kMagic[4] = {'C', 'R', 'N', 'B'};
-constexpr size_t kSignedBytes = kBeaconBytes - 32;
+constexpr size_t kMacBytes = 32;
+
+size_t beacon_bytes(BeaconFamily family) {
+  return family == BeaconFamily::kIpv6 ? kBeacon6Bytes : kBeaconBytes;
+}
 
 void put16(std::string& out, uint16_t v) {
   out.push_back(static_cast<char>(v >> 8));
@@ -64,9 +69,13 @@ std::string hmac(const std::string& subkey, std::string_view data) {
 
 std::string encode_signed(const Beacon& b) {
   std::string out(kMagic, 4);
-  out.push_back(static_cast<char>(kBeaconFormat));
+  const bool v6 = b.family == BeaconFamily::kIpv6;
+  out.push_back(static_cast<char>(v6 ? kBeacon6Format : kBeaconFormat));
   put16(out, b.protocol);
-  out.append(reinterpret_cast<const char*>(b.address.data()), b.address.size());
+  if (v6)
+    out.append(reinterpret_cast<const char*>(b.address6.data()), b.address6.size());
+  else
+    out.append(reinterpret_cast<const char*>(b.address.data()), b.address.size());
   put16(out, b.port);
   out.append(reinterpret_cast<const char*>(b.key_id.data()), b.key_id.size());
   const auto ts = static_cast<uint64_t>(b.timestamp_ms);
@@ -77,9 +86,27 @@ std::string encode_signed(const Beacon& b) {
 
 }  // namespace
 
+std::string Beacon::host_text() const {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (family == BeaconFamily::kIpv6)
+    ::inet_ntop(AF_INET6, address6.data(), text, sizeof text);
+  else
+    ::inet_ntop(AF_INET, address.data(), text, sizeof text);
+  return text;
+}
+
 std::string Beacon::address_text() const {
-  return std::to_string(address[0]) + "." + std::to_string(address[1]) + "." +
-         std::to_string(address[2]) + "." + std::to_string(address[3]) + ":" + std::to_string(port);
+  if (family == BeaconFamily::kIpv6) return "[" + host_text() + "]:" + std::to_string(port);
+  return host_text() + ":" + std::to_string(port);
+}
+
+bool Beacon::unspecified() const {
+  const auto zero = [](const auto& bytes) {
+    for (uint8_t b : bytes)
+      if (b) return false;
+    return true;
+  };
+  return family == BeaconFamily::kIpv6 ? zero(address6) : zero(address);
 }
 
 std::string Beacon::key_id_hex() const {
@@ -159,33 +186,43 @@ BeaconChecker::Verdict BeaconChecker::check(std::string_view d, int64_t now_ms) 
     v.detail = std::move(detail);
     return v;
   };
-  // Structure first, from the fixed layout alone: nothing is parsed beyond 77 bytes.
+  // Structure first, from the fixed layout alone: nothing is parsed beyond the format's size.
   if (d.size() < 5 || std::memcmp(d.data(), kMagic, 4) != 0)
     return drop(BeaconDrop::kMalformed,
                 "not a cairn beacon (" + std::to_string(d.size()) + " bytes, no magic)");
-  if (static_cast<uint8_t>(d[4]) != kBeaconFormat)
-    return drop(BeaconDrop::kFormat, "beacon format " + std::to_string(static_cast<uint8_t>(d[4])) +
-                                         ", this cairn reads format " +
-                                         std::to_string(kBeaconFormat) +
-                                         " (run the same cairn on every machine)");
-  if (d.size() != kBeaconBytes)
-    return drop(BeaconDrop::kMalformed, "beacon of " + std::to_string(d.size()) +
-                                            " bytes, format 1 has " + std::to_string(kBeaconBytes));
+  const uint8_t format = static_cast<uint8_t>(d[4]);
+  if (format != kBeaconFormat && format != kBeacon6Format)
+    return drop(BeaconDrop::kFormat,
+                "beacon format " + std::to_string(format) + ", this cairn reads formats " +
+                    std::to_string(kBeaconFormat) + " and " + std::to_string(kBeacon6Format) +
+                    " (run the same cairn on every machine)");
   Beacon& b = v.beacon;
+  b.family = format == kBeacon6Format ? BeaconFamily::kIpv6 : BeaconFamily::kIpv4;
+  const size_t size = beacon_bytes(b.family);
+  if (d.size() != size)
+    return drop(BeaconDrop::kMalformed, "beacon of " + std::to_string(d.size()) +
+                                            " bytes, format " + std::to_string(format) + " has " +
+                                            std::to_string(size));
+  // The fields after the address sit 12 bytes further in format 2.
+  const size_t shift = b.family == BeaconFamily::kIpv6 ? 12 : 0;
   b.protocol = static_cast<uint16_t>(get(d, 5, 2));
-  b.address = get_bytes<4>(d, 7);
-  b.port = static_cast<uint16_t>(get(d, 11, 2));
-  b.key_id = get_bytes<8>(d, 13);
-  b.timestamp_ms = static_cast<int64_t>(get(d, 21, 8));
-  b.nonce = get_bytes<16>(d, 29);
+  if (b.family == BeaconFamily::kIpv6)
+    b.address6 = get_bytes<16>(d, 7);
+  else
+    b.address = get_bytes<4>(d, 7);
+  b.port = static_cast<uint16_t>(get(d, 11 + shift, 2));
+  b.key_id = get_bytes<8>(d, 13 + shift);
+  b.timestamp_ms = static_cast<int64_t>(get(d, 21 + shift, 8));
+  b.nonce = get_bytes<16>(d, 29 + shift);
+  const size_t signed_bytes = size - kMacBytes;
   if (key_none_)
     return drop(BeaconDrop::kOtherKey,
                 "key id " + b.key_id_hex() + ", this cairn has no cluster key (--key-file)");
   if (b.key_id != key_id_)
     return drop(BeaconDrop::kOtherKey,
                 "key id " + b.key_id_hex() + ", ours is " + hex(key_id_.data(), key_id_.size()));
-  const std::string mac = hmac(subkey_, d.substr(0, kSignedBytes));
-  if (CRYPTO_memcmp(mac.data(), d.data() + kSignedBytes, 32) != 0)
+  const std::string mac = hmac(subkey_, d.substr(0, signed_bytes));
+  if (CRYPTO_memcmp(mac.data(), d.data() + signed_bytes, kMacBytes) != 0)
     return drop(BeaconDrop::kForged, "bad HMAC for key id " + b.key_id_hex());
   // Authentic from here on: a key holder sent these bytes once.
   const int64_t skew = b.timestamp_ms - now_ms;  // both well inside int64 for real clocks

@@ -2,8 +2,13 @@
 
 #include <unistd.h>
 
+#include <cstring>
+#include <memory>
+
 #include "common/file_util.h"
 #include "common/sha256.h"
+#include "peer/content_sink.h"
+#include "peer/frame.h"
 
 namespace cairn {
 
@@ -22,38 +27,56 @@ Result<Json> receive_frame(PeerConnection& peer) {
 
 Status send_content(PeerConnection& peer, int fd, const std::string& digest, uint64_t size,
                     uint64_t* counted) {
-  std::string buffer(kChunkBytes, '\0');
+  // Each chunk's header frame travels in the same write as the chunk's first piece, and the
+  // file is read in pieces (ContentSink::kPieceBytes) that stay in the cache between the
+  // read and the encryption. The bytes on the wire are the same as one header then N bytes.
+  constexpr size_t kPiece = ContentSink::kPieceBytes;
+  constexpr size_t kHeadRoom = 1024;  // a chunk's header frame is about 150 bytes
+  auto buffer = std::make_unique<char[]>(kHeadRoom + kPiece);
   uint64_t offset = 0;
   do {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, size - offset));
-    size_t got = 0;
-    while (got < want) {
-      const ssize_t n =
-          ::pread(fd, buffer.data() + got, want - got, static_cast<off_t>(offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        return Status::Io("cannot read content " + digest.substr(0, 12) + ": " + errno_text());
-      if (n == 0)
-        return Status::Io("content " + digest.substr(0, 12) + " shrank while it was sent");
-      got += static_cast<size_t>(n);
-    }
-    Json chunk{
-        {"type", "checkpoint_chunk"}, {"sha256", digest}, {"offset", offset}, {"bytes", got}};
-    if (Status sent = peer.send(chunk, Clock::now() + kChunkTime); !sent.ok()) return sent;
-    if (Status sent =
-            peer.send_bytes(std::string_view(buffer.data(), got), Clock::now() + kChunkTime);
-        !sent.ok())
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, size - offset));
+    Json header{
+        {"type", "checkpoint_chunk"}, {"sha256", digest}, {"offset", offset}, {"bytes", chunk}};
+    auto frame = encode_frame(header);
+    if (!frame.ok()) return frame.status();
+    size_t head = 0;
+    if (frame->size() <= kHeadRoom) {
+      head = frame->size();
+      std::memcpy(buffer.get(), frame->data(), head);
+    } else if (Status sent = peer.send_bytes(*frame, Clock::now() + kChunkTime); !sent.ok()) {
       return sent;
-    offset += got;
-    if (counted) *counted += got;
+    }
+    size_t done = 0;
+    do {
+      const size_t want = std::min(kPiece, chunk - done);
+      size_t got = 0;
+      while (got < want) {
+        const ssize_t n = ::pread(fd, buffer.get() + head + got, want - got,
+                                  static_cast<off_t>(offset + done + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+          return Status::Io("cannot read content " + digest.substr(0, 12) + ": " + errno_text());
+        if (n == 0)
+          return Status::Io("content " + digest.substr(0, 12) + " shrank while it was sent");
+        got += static_cast<size_t>(n);
+      }
+      if (Status sent = peer.send_bytes(std::string_view(buffer.get(), head + got),
+                                        Clock::now() + kChunkTime);
+          !sent.ok())
+        return sent;
+      head = 0;
+      done += got;
+      if (counted) *counted += got;
+    } while (done < chunk);
+    offset += chunk;
   } while (offset < size);
   return Status::Ok();
 }
 
 Status receive_content(PeerConnection& peer, const std::string& digest, uint64_t size, int out_fd,
                        bool sync, uint64_t* counted) {
-  Sha256 hash;
-  std::string buffer(kChunkBytes, '\0');
+  ContentSink sink(out_fd, size);
   uint64_t offset = 0;
   do {
     auto frame = receive_frame(peer);
@@ -73,14 +96,20 @@ Status receive_content(PeerConnection& peer, const std::string& digest, uint64_t
     if (n > kChunkBytes || n > size - offset || (n == 0 && size != 0))
       return Status::BadInput("a chunk of " + digest.substr(0, 12) + " of the wrong size (" +
                               std::to_string(n) + " bytes)");
-    if (Status got = peer.receive_raw(buffer.data(), n, Clock::now() + kChunkTime); !got.ok())
-      return got;
-    hash.update(buffer.data(), n);
-    if (Status w = write_all(out_fd, std::string_view(buffer.data(), n)); !w.ok()) return w;
+    // The chunk's bytes, in the sink's pieces: each is hashed and written while the next
+    // one is read.
+    for (uint64_t done = 0; done < n;) {
+      const size_t piece =
+          static_cast<size_t>(std::min<uint64_t>(ContentSink::kPieceBytes, n - done));
+      if (Status got = peer.receive_raw(sink.buffer(), piece, Clock::now() + kChunkTime); !got.ok())
+        return got;
+      if (Status w = sink.put(piece); !w.ok()) return w;
+      done += piece;
+    }
     offset += n;
     if (counted) *counted += n;
   } while (offset < size);
-  if (hash.hex_digest() != digest)
+  if (sink.digest() != digest)
     return Status::BadInput("content sent as " + digest.substr(0, 12) + " does not hash to it");
   if (sync && ::fsync(out_fd) != 0) return Status::Io("fsync: " + errno_text());
   return Status::Ok();

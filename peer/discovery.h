@@ -32,9 +32,12 @@ struct DiscoveryOptions {
 };
 
 struct DiscoveredPeer {
-  PeerAddress address;    // numeric IPv4 and the agent's TCP port, as the beacon says
+  // The numeric address the beacon names ("10.0.0.5"; "fe80::1%eth0": a link-local IPv6
+  // address with the interface it was heard on) and the agent's TCP port.
+  PeerAddress address;
   uint16_t protocol = 0;  // the peer protocol version the beacon claims (the hello decides)
-  std::string from;       // where the first accepted beacon came from ("10.0.0.5:40211")
+  std::string
+      from;  // where the first accepted beacon came from ("10.0.0.5:40211", "[fe80::1%eth0]:40211")
   // How its beacons came: "multicast" when any came to the group, else "broadcast" (to a
   // broadcast address, or to this host's own with --announce-to): `cairn peers`' found_by.
   std::string via = "broadcast";
@@ -47,8 +50,9 @@ struct Discovery {
   std::array<int, kBeaconDropKinds> dropped{};
 };
 
-// Listens on UDP `options.beacon_port` (every address; the multicast group joined on every
-// interface that carries multicast) for `options.window` and checks every datagram with a
+// Listens on UDP `options.beacon_port` (every IPv4 and, where the machine has IPv6, every
+// IPv6 address; the IPv4 group and the IPv6 link-local group joined on every interface that
+// carries multicast) for `options.window` and checks every datagram with a
 // BeaconChecker of `key`. kIo when the socket cannot be bound. Without a key (key.none())
 // nothing is ever accepted: beacons of keyed agents count as "other key".
 Result<Discovery> discover_peers(const ClusterKey& key, const DiscoveryOptions& options);

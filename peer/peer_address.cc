@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,7 +38,15 @@ Result<AddrInfoList> resolve(const std::string& host, uint16_t port, bool passiv
   return AddrInfoList(found);
 }
 
-// The numeric host of an address, without port or brackets ("10.0.0.2", "fe80::1").
+// "%eth0" for a link-local address (usable only with its interface), else "".
+std::string scope_suffix(const sockaddr_in6& in6) {
+  if (!IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) || in6.sin6_scope_id == 0) return "";
+  char name[IF_NAMESIZE] = {};
+  return "%" + (::if_indextoname(in6.sin6_scope_id, name) ? std::string(name)
+                                                          : std::to_string(in6.sin6_scope_id));
+}
+
+// The numeric host of an address, without port or brackets ("10.0.0.2", "fe80::1%eth0").
 std::string sockaddr_host(const sockaddr* sa) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (sa->sa_family == AF_INET)
@@ -47,7 +56,8 @@ std::string sockaddr_host(const sockaddr* sa) {
     if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
       inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host, sizeof host);
     else
-      inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+      return inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host) ? host + scope_suffix(*in6)
+                                                                     : "?";
   }
   return host;
 }
@@ -66,7 +76,8 @@ std::string sockaddr_name(const sockaddr* sa) {
       return std::string(host) + ":" + std::to_string(ntohs(in6->sin6_port));
     }
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    return "[" + std::string(host) + scope_suffix(*in6) +
+           "]:" + std::to_string(ntohs(in6->sin6_port));
   }
   return "?";
 }
@@ -197,7 +208,9 @@ Result<UniqueFd> listen_on(const PeerAddress& address, int backlog) {
     }
     const int one = 1, zero = 0;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (a->ai_family == AF_INET6 && address.host.empty())
+    // "" and "::" both mean every address, IPv4 (mapped) included, whatever
+    // net.ipv6.bindv6only says.
+    if (a->ai_family == AF_INET6 && (address.host.empty() || address.host == "::"))
       ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
       last_error = errno_text();

@@ -49,6 +49,9 @@ struct RemoteLaunch {
   // "program": "cairn": argv[0] names the coordinator's cairn binary (builtin:mlp); the
   // agent replaces it with its own (agent_rank_host.h), which may live at another path.
   bool self_program = false;
+  // The agent's session's owner (session_open's "owner"), set by the agent, never read from
+  // the launch: its orphans are kept apart from another store's (remote_paths.h).
+  std::string owner;
 };
 
 // The kinds a launch's "paths" may name (anything else is refused).

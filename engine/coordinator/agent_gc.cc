@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using SysClock = std::chrono::system_clock;
 
-enum class Kind { kCode, kData, kRun, kObject, kStaging };
+enum class Kind { kCode, kData, kRun, kObject, kStaging, kOrphan };
 
 struct Entry {
   fs::path path;
@@ -31,6 +31,7 @@ struct Entry {
   SysClock::time_point used;
   uint64_t bytes = 0;
   std::string run, trial;  // what AgentInUse may hold
+  std::string orphans;     // an orphan directory's key (orphan_trial_key), "" for an old layout's
 };
 
 SysClock::time_point to_time(const struct timespec& ts) {
@@ -54,6 +55,28 @@ uint64_t bytes_of(const fs::path& path) {
       total += static_cast<uint64_t>(s.st_size);
   }
   return total;
+}
+
+// The newest mtime in a tree, its root's included (an orphan's last use: a rank's write into
+// it, or an agent's mark_agent_entry_used on its root).
+SysClock::time_point newest_mtime(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  SysClock::time_point newest = to_time(st.st_mtim);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    struct stat s {};
+    if (::lstat(it->path().c_str(), &s) == 0) newest = std::max(newest, to_time(s.st_mtim));
+  }
+  return newest;
+}
+
+// An owner's directory below DIR/orphans, as orphan_owner_dir names them: "o" and 16 hex digits.
+bool owner_dir_name(const std::string& name) {
+  return name.size() == 17 && name[0] == 'o' &&
+         name.find_first_not_of("0123456789abcdef", 1) == std::string::npos;
 }
 
 bool entry_of(const fs::path& path, Kind kind, bool with_atime, Entry* out) {
@@ -112,7 +135,7 @@ std::string plural(int n, const char* one, const char* many) {
 
 struct Holds {
   std::mutex mutex;
-  std::map<std::string, int> runs, trials, running_ranks;
+  std::map<std::string, int> runs, trials, running_ranks, orphan_fetches;
 };
 Holds& holds() {
   static Holds h;
@@ -149,6 +172,14 @@ AgentInUse::Token AgentInUse::hold_trial(const std::string& trial) {
 AgentInUse::Token AgentInUse::hold_running_rank(const std::string& trial) {
   return hold(&Holds::running_ranks, trial);
 }
+AgentInUse::Token AgentInUse::hold_orphans(const std::string& key) {
+  // Under the lock a collection renames under: it never takes what this now holds.
+  std::lock_guard lock(agent_shipping_lock());
+  return hold(&Holds::orphan_fetches, key);
+}
+bool AgentInUse::orphans_in_use(const std::string& key) {
+  return held(&Holds::running_ranks, key) || held(&Holds::orphan_fetches, key);
+}
 bool AgentInUse::run_in_use(const std::string& run) {
   return held(&Holds::runs, run);
 }
@@ -176,6 +207,7 @@ std::string AgentGcStats::line() const {
   add(runs, "run directory", "run directories");
   add(objects, "checkpoint object", "checkpoint objects");
   add(staging, "staging leftover", "staging leftovers");
+  add(orphans, "orphaned trial", "orphaned trials");
   return "removed " + (removed.empty() ? std::string("nothing") : removed) + " (" +
          std::to_string(freed_bytes) + " bytes); " + std::to_string(kept_bytes) + " bytes kept" +
          (in_use ? ", " + plural(in_use, "directory", "directories") + " in use" : "");
@@ -229,6 +261,26 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
     if (name.size() != 2) continue;
     for (const fs::path& p : children(sub)) add(cache, p, Kind::kObject, /*atime=*/true);
   }
+  // Orphans (docs/peers.md "Orphans on an agent"): by age only, never for the budget (they are
+  // a user's work, not a cache), one entry per owner's trial; the old layout's DIR/orphans/<trial>
+  // likewise.
+  std::vector<Entry> orphans;
+  for (const fs::path& o : children(dir / "orphans")) {
+    const std::string name = o.filename().string();
+    std::vector<std::pair<fs::path, std::string>> found;
+    if (owner_dir_name(name) && fs::symlink_status(o, ec).type() == fs::file_type::directory) {
+      for (const fs::path& t : children(o))
+        found.emplace_back(t, name + "/" + t.filename().string());
+    } else {
+      found.emplace_back(o, "");
+    }
+    for (const auto& [p, key] : found) {
+      if (Entry* e = add(orphans, p, Kind::kOrphan)) {
+        e->used = newest_mtime(p);
+        e->orphans = key;
+      }
+    }
+  }
   for (const fs::path& t : children(dir / "work" / "trials")) {
     const std::string trial = t.filename().string();
     std::vector<fs::path> found;
@@ -242,7 +294,8 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
 
   auto in_use = [&](const Entry& e) {
     return (!e.run.empty() && AgentInUse::run_in_use(e.run)) ||
-           (!e.trial.empty() && AgentInUse::trial_in_use(e.trial));
+           (!e.trial.empty() && AgentInUse::trial_in_use(e.trial)) ||
+           (!e.orphans.empty() && AgentInUse::orphans_in_use(e.orphans));
   };
   auto remove = [&](const Entry& e) {
     bool moved;
@@ -255,6 +308,7 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
       if (::lstat(e.path.c_str(), &st) == 0) {
         used = to_time(st.st_mtim);
         if (e.kind == Kind::kObject) used = std::max(used, to_time(st.st_atim));
+        if (e.kind == Kind::kOrphan) used = newest_mtime(e.path);  // a rank may be writing
       }
       moved = used != SysClock::time_point{} && now - used >= policy.grace && !in_use(e) &&
               to_trash(dir, e.path);
@@ -276,6 +330,9 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
       case Kind::kStaging:
         ++stats.staging;
         break;
+      case Kind::kOrphan:
+        ++stats.orphans;
+        break;
     }
     stats.freed_bytes += e.bytes;
     return true;
@@ -291,6 +348,13 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
     if (now - e.used >= staging_age && !in_use(e)) remove(e);
   }
   const auto keep = std::max(policy.keep, policy.grace);
+  for (const Entry& e : orphans) {
+    note_in_use(e);
+    if (now - e.used >= keep && !in_use(e)) remove(e);
+  }
+  // Owners' directories left empty (rmdir leaves one that holds anything).
+  for (const fs::path& o : children(dir / "orphans"))
+    if (owner_dir_name(o.filename().string())) ::rmdir(o.c_str());
   std::vector<Entry> kept;
   for (Entry& e : cache) {
     note_in_use(e);

@@ -7,6 +7,10 @@
 //   .stage-*, .incoming-*, tmp-*, work/trials/<t>/checkpoints/attempt-*, work/trials/<t>/
 //   restore-*                staging left by a killed agent, a rank that died mid-checkpoint
 //                            or a finished trial     last use: mtime
+//   orphans/<owner>/<trial>/ orphan checkpoints      last use: the newest mtime in it (a rank's
+//                            write; a launch of the trial, a resume's listing or fetch touch it)
+// Orphans go by age only (`keep`), never for the budget, and never while a rank of that owner's
+// trial runs here or a resume fetches them (AgentInUse::orphans_in_use).
 // A collection removes every entry not used for `keep` (staging: for `staging_age`), then,
 // while the entries together are over `max_bytes`, the least recently used. It never
 // removes what is in use: a run directory or a trial's directories that a connected
@@ -42,6 +46,7 @@ struct AgentGcPolicy {
 
 struct AgentGcStats {
   int code = 0, data = 0, runs = 0, objects = 0, staging = 0;  // entries removed, by kind
+  int orphans = 0;  // orphaned trials' directories (DIR/orphans/<owner>/<trial>) removed
   uint64_t freed_bytes = 0;
   uint64_t kept_bytes = 0;   // what the collected kinds hold afterwards
   int in_use = 0;            // run and trial directories kept because ranks use them
@@ -67,10 +72,17 @@ class AgentInUse {
   using Token = std::shared_ptr<void>;
   static Token hold_run(const std::string& run);
   static Token hold_trial(const std::string& trial);
-  static Token hold_running_rank(const std::string& trial);
+  // `key` is orphan_trial_key(owner, trial) (orphan_messages.h): a trial of another store
+  // with the same id is another key.
+  static Token hold_running_rank(const std::string& key);
   static bool run_in_use(const std::string& run);
   static bool trial_in_use(const std::string& trial);
-  static bool trial_has_running_rank(const std::string& trial);
+  static bool trial_has_running_rank(const std::string& key);
+  // A resume fetches the orphans of `key` (orphan_trial_key): held while it does. Taken under
+  // the lock a collection removes under, so a collection never removes them after this.
+  static Token hold_orphans(const std::string& key);
+  // A rank of `key` runs here, or a resume fetches its orphans.
+  static bool orphans_in_use(const std::string& key);
 };
 
 // Collects at once, then every `interval`, on a thread of its own, logging one line per

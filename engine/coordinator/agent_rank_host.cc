@@ -12,6 +12,7 @@
 
 #include "common/file_util.h"
 #include "engine/coordinator/agent_gc.h"
+#include "engine/coordinator/orphan_messages.h"
 #include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/trial_process.h"
@@ -63,7 +64,7 @@ class AgentRankHost final : public RankHost {
     // Readable once it ends (Linux 5.3); without it, the connection polls as before.
     rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
     if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
-      rank.running = AgentInUse::hold_running_rank(trial->second);
+      rank.running = AgentInUse::hold_running_rank(orphan_trial_key(launch.owner, trial->second));
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }

@@ -6,7 +6,10 @@
 // requests the old coordinator left unanswered, which are served as any rank's. No restart is
 // counted and no step is run again. A trial that cannot be adopted (a rank ended or missing,
 // another attempt, an agent not reached) is recovered as before: the agents end what they
-// kept of it and it restarts from its latest checkpoint.
+// kept of it and it restarts from its latest checkpoint. Ended, not orphaned: such a gang
+// misses a rank (or the attempt is stale), so its other ranks' orphan could never be adopted,
+// and ranks blocked in a collective with a dead peer would not even checkpoint (docs/peers.md
+// "Why the ranks a resume does not adopt are ended, not orphaned").
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/remote_launcher.h"
 #include "engine/coordinator/remote_session.h"
@@ -133,7 +136,9 @@ void Coordinator::finish_remote_adoption() {
     if (left > 0)
       terminal_.note("agent " + machines_[static_cast<size_t>(m)].name() + ": " +
                      std::to_string(left) + " rank" + (left > 1 ? "s" : "") +
-                     " it kept could not be adopted; it ends them");
+                     " it kept could not be adopted; it ends them (a gang's ranks are a checkpoint "
+                     "only together: their trials restart from their latest registered "
+                     "checkpoints)");
     remote->end_adoption();
   }
   // A lost agent connected again later opens a session as usual: adopting is only for now.

@@ -1,8 +1,9 @@
 // A resumed coordinator's side of orphans on agents (remote_orphans.h, docs/peers.md "Orphans
 // on an agent"): before the trials are recovered, every agent of an unfinished trial's last
-// placement is asked whether the trial's ranks still run there (a kept session the agent let
-// go when this coordinator opened its own, or whose window ended: they checkpoint and exit),
-// waited for within a bound, and its orphan checkpoints newer than the trial's latest are
+// placement is asked (and, once, every other agent reached: it can hold an earlier attempt's
+// orphans only, which are dropped) whether the trial's ranks still run there (a kept session the
+// agent let go when this coordinator opened its own, or whose window ended: they checkpoint and
+// exit), waited for within a bound, and its orphan checkpoints newer than the trial's latest are
 // fetched into the trial's work directory, orphans/remote-<step>/ (a gang's ranks of every
 // agent in one directory), where adopt_orphan_checkpoints finds them as it finds a local
 // trial's. Once they are durable here the agents remove theirs.
@@ -15,6 +16,7 @@
 
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/remote_orphans.h"
+#include "engine/coordinator/remote_session.h"
 #include "engine/coordinator/trial_state.h"
 #include "peer/agent_orphans.h"
 
@@ -60,6 +62,10 @@ void Coordinator::take_remote_orphans() {
     const AgentEndpoint* agent = nullptr;
     OrphanListing listing;
     bool answered = false;  // it said the trial's ranks no longer run there
+    // Another agent this resume reached, not of the trial's last placement: it can hold only
+    // an earlier attempt's orphans (dropped, never adopted). Asked once, never waited for;
+    // an answer it cannot give costs nothing.
+    bool elsewhere = false;
   };
   std::vector<Ask> asks;
   std::set<int64_t> unusable;  // trials an agent of which cannot be asked
@@ -84,21 +90,47 @@ void Coordinator::take_remote_orphans() {
         unusable.insert(index);
         continue;
       }
-      asks.push_back({trial.get(), name, agent, {}, false});
+      asks.push_back({trial.get(), name, agent, {}, false, false});
+    }
+    // Every other agent reached, for a trial that ever started: one question each.
+    if (trial->attempt() <= 0) continue;
+    for (int m = 1; m < launcher_->size() && m < static_cast<int>(machines_.size()); ++m) {
+      const std::string& name = machines_[static_cast<size_t>(m)].name();
+      if (launcher_->lost(m) || std::find(names.begin(), names.end(), name) != names.end())
+        continue;
+      if (const AgentEndpoint* agent = launcher_->at(m).agent_of(LaunchedRank{}))
+        asks.push_back({trial.get(), name, agent, {}, false, true});
     }
   }
   if (asks.empty()) return;
+  // The agents keep each store's orphans apart (another store's experiment of the same id).
+  const std::string owner = remote_session_options().owner;
 
   // Until every agent says the trial's ranks have exited there (they checkpoint first).
   const auto give_up = Clock::now() + kWaitBound;
   std::set<int> deferred;  // signals that came meanwhile
   std::set<std::pair<int64_t, std::string>> noted;
+  // Agents off a trial's placement that did not answer: not asked again for other trials (a
+  // hung one would cost kAskTime per trial, for stale orphans at most).
+  std::set<std::string> silent;
   for (;;) {
     bool waiting = false;
     for (Ask& ask : asks) {
       const int64_t index = ask.trial->index;
       if (ask.answered || unusable.count(index)) continue;
-      auto listed = list_remote_orphans(*ask.agent, trial_id(index), kAskTime);
+      if (ask.elsewhere && silent.count(ask.machine)) {
+        ask.answered = true;
+        continue;
+      }
+      auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
+      if (ask.elsewhere) {
+        // Ranks of an earlier attempt still running there leave their orphan for the GC or a
+        // later resume: nothing of it is taken now.
+        if (listed.ok() && !listed->running) ask.listing = std::move(*listed);
+        if (!listed.ok()) silent.insert(ask.machine);
+        ask.answered = true;
+        continue;
+      }
       if (!listed.ok()) {
         terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
                        " for its orphaned checkpoints (" + listed.status().message() +
@@ -152,13 +184,28 @@ void Coordinator::take_remote_orphans() {
   std::set<int64_t> fetched_trials;
   for (auto& [index, trial] : trials_) {
     if (trial->finished || trial->running() || unusable.count(index)) continue;
+    // Only the trial's latest attempt's orphans: an earlier attempt's (given up while its
+    // agent was cut off, which only this resume reaches) is stale, dropped, never registered.
+    const int64_t attempt = trial->attempt();
     std::set<int64_t> steps;
-    bool asked = false;
+    bool asked = false, stale = false;
     for (const Ask& ask : asks) {
       if (ask.trial != trial.get()) continue;
       asked = true;
-      for (int64_t s : ask.listing.steps)
-        if (s > trial->latest_checkpoint_step) steps.insert(s);
+      std::string old;
+      for (const OrphanStep& o : ask.listing.orphans) {
+        if (o.attempt == attempt) {
+          if (o.step > trial->latest_checkpoint_step) steps.insert(o.step);
+          continue;
+        }
+        old += std::string(old.empty() ? "" : ", ") + "attempt " + std::to_string(o.attempt) +
+               " at step " + std::to_string(o.step);
+      }
+      if (old.empty()) continue;
+      stale = true;
+      terminal_.note("trial " + trial_id(index) + ": dropping the orphaned checkpoints of " + old +
+                     " on agent " + ask.machine + ": not of its latest attempt (" +
+                     std::to_string(attempt) + "), never adopted");
     }
     if (!asked) continue;
     const fs::path orphans = store_.trial_work(exp, index) / "orphans";
@@ -170,11 +217,12 @@ void Coordinator::take_remote_orphans() {
       uint64_t bytes = 0;
       size_t files = 0;
       std::string from;
+      const OrphanStep orphan{attempt, step};
       for (const Ask& ask : asks) {
         if (ask.trial != trial.get() ||
-            !std::binary_search(ask.listing.steps.begin(), ask.listing.steps.end(), step))
+            !std::binary_search(ask.listing.orphans.begin(), ask.listing.orphans.end(), orphan))
           continue;
-        auto got = fetch_remote_orphan(*ask.agent, trial_id(index), step, into, objects_);
+        auto got = fetch_remote_orphan(*ask.agent, owner, trial_id(index), orphan, into, objects_);
         if (!got.ok()) {
           terminal_.warn("warning: trial " + trial_id(index) +
                          ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +
@@ -196,13 +244,14 @@ void Coordinator::take_remote_orphans() {
     // What is here now is durable: the agents' copies go (on failure they stay there for a
     // later resume, which fetches them again).
     if (!complete) continue;
-    const bool any = std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
-      return ask.trial == trial.get() && !ask.listing.steps.empty();
-    });
+    const bool any = stale || std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
+                       return ask.trial == trial.get() && !ask.listing.orphans.empty();
+                     });
     for (const Ask& ask : asks) {
       // A rank's part that is no checkpoint without the others' goes too, as here.
       if (ask.trial != trial.get() || !any) continue;
-      if (Status dropped = drop_remote_orphans(*ask.agent, trial_id(index)); !dropped.ok())
+      if (ask.elsewhere && ask.listing.orphans.empty()) continue;  // nothing there
+      if (Status dropped = drop_remote_orphans(*ask.agent, owner, trial_id(index)); !dropped.ok())
         terminal_.warn("warning: trial " + trial_id(index) + ": agent " + ask.machine +
                        " keeps its orphaned checkpoints (" + dropped.message() + ")");
     }

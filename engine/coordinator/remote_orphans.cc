@@ -58,47 +58,76 @@ Json refusal(const std::string& name, const std::string& type, const std::string
   return Json{{"type", "error"}, {"reason", why}};
 }
 
-// DIR/orphans/<trial>, when it is a real directory below DIR (no link on the way).
-std::optional<fs::path> trial_orphans(const fs::path& dir, const std::string& trial) {
+// DIR/orphans/<owner>/<trial>, when it is a real directory below DIR (no link on the way).
+std::optional<fs::path> trial_orphans(const fs::path& dir, const OrphanRequest& asked) {
   const fs::path base = dir / "orphans";
-  if (!is_real_dir(base) || !is_real_dir(base / trial)) return std::nullopt;
-  return base / trial;
+  const fs::path owner = base / orphan_owner_dir(asked.owner);
+  if (!is_real_dir(base) || !is_real_dir(owner) || !is_real_dir(owner / asked.trial))
+    return std::nullopt;
+  return owner / asked.trial;
 }
 
-Json answer_list(const fs::path& dir, const std::string& trial) {
-  Json steps = Json::array();
-  std::vector<int64_t> found;
-  if (auto orphans = trial_orphans(dir, trial)) {
+bool still_running(const OrphanRequest& asked) {
+  return AgentInUse::trial_has_running_rank(orphan_trial_key(asked.owner, asked.trial));
+}
+
+// An attempt's directory name as the agent makes it ("attempt-<N>", orphan_attempt_dir).
+bool attempt_name(const std::string& name, int64_t* attempt) {
+  return name.starts_with("attempt-") && step_name(name.substr(8), attempt);
+}
+
+Json answer_list(const fs::path& dir, const OrphanRequest& asked) {
+  const std::string& trial = asked.trial;
+  std::vector<OrphanStep> found;
+  if (auto orphans = trial_orphans(dir, asked)) {
+    // The agent's GC counts the orphans' age from here: the resume that asked fetches them
+    // well within the hour the GC never takes what was used in (agent_gc.h).
+    mark_agent_entry_used(*orphans);
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(*orphans, ec)) {
-      int64_t step = 0;
-      if (step_name(entry.path().filename().string(), &step) && is_real_dir(entry.path()) &&
-          has_marker(entry.path()))
-        found.push_back(step);
+    for (const auto& a : fs::directory_iterator(*orphans, ec)) {
+      int64_t attempt = 0;
+      if (!attempt_name(a.path().filename().string(), &attempt) || !is_real_dir(a.path())) continue;
+      std::error_code ec2;
+      for (const auto& entry : fs::directory_iterator(a.path(), ec2)) {
+        int64_t step = 0;
+        if (step_name(entry.path().filename().string(), &step) && is_real_dir(entry.path()) &&
+            has_marker(entry.path()))
+          found.push_back({attempt, step});
+      }
     }
   }
   std::sort(found.begin(), found.end());
   if (found.size() > kMaxOrphanSteps)
     found.erase(found.begin(), found.end() - static_cast<ptrdiff_t>(kMaxOrphanSteps));
-  for (int64_t s : found) steps.push_back(s);
+  Json listed = Json::array();
+  for (const OrphanStep& o : found) listed.push_back({{"attempt", o.attempt}, {"step", o.step}});
   return Json{{"type", "orphan_list"},
               {"trial", trial},
-              {"running", AgentInUse::trial_has_running_rank(trial)},
-              {"steps", steps}};
+              {"running", still_running(asked)},
+              {"orphans", listed}};
 }
 
-Json answer_fetch(const fs::path& dir, const std::string& trial, int64_t step, PeerConnection& peer,
+Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnection& peer,
                   const std::string& name) {
-  auto orphans = trial_orphans(dir, trial);
-  const fs::path path = orphans ? *orphans / std::to_string(step) : fs::path();
-  if (!orphans || !is_real_dir(path))
+  const std::string& trial = asked.trial;
+  const int64_t step = asked.step;
+  // Never collected by the agent's GC while this sends it (taken before it is looked at).
+  const AgentInUse::Token fetching =
+      AgentInUse::hold_orphans(orphan_trial_key(asked.owner, asked.trial));
+  auto orphans = trial_orphans(dir, asked);
+  if (orphans) mark_agent_entry_used(*orphans);
+  const fs::path attempt = orphans ? *orphans / orphan_attempt_dir(asked.attempt) : fs::path();
+  const fs::path path = orphans ? attempt / std::to_string(step) : fs::path();
+  if (!orphans || !is_real_dir(attempt) || !is_real_dir(path))
     return refusal(name, "orphan_fetch",
-                   "no orphaned checkpoint of trial " + trial + " at step " + std::to_string(step));
+                   "no orphaned checkpoint of trial " + trial + " attempt " +
+                       std::to_string(asked.attempt) + " at step " + std::to_string(step));
   const auto started = Clock::now();
   auto manifest = scan_checkpoint_dir(path);
   if (!manifest.ok()) return refusal(name, "orphan_fetch", manifest.status().message());
   Json listed{{"type", "orphan_manifest"},
               {"trial", trial},
+              {"attempt", asked.attempt},
               {"step", step},
               {"manifest", manifest->to_json()}};
   if (!encode_frame(listed).ok())
@@ -113,11 +142,11 @@ Json answer_fetch(const fs::path& dir, const std::string& trial, int64_t step, P
     return refusal(name, "orphan_fetch", "expected checkpoint_want");
   std::map<std::string, const WireFile*> by_digest;
   for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
-  std::set<std::string> asked;
+  std::set<std::string> wanted;
   std::vector<const WireFile*> sending;
   for (const Json& d : (*want)["digests"]) {
     if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
-        !asked.insert(d.get<std::string>()).second)
+        !wanted.insert(d.get<std::string>()).second)
       return refusal(name, "orphan_fetch",
                      "checkpoint_want names a digest the manifest does not, or twice");
     sending.push_back(by_digest[d.get<std::string>()]);
@@ -140,10 +169,11 @@ Json answer_fetch(const fs::path& dir, const std::string& trial, int64_t step, P
   return Json{{"type", "checkpoint_sent"}, {"bytes", content}};
 }
 
-Json answer_drop(const fs::path& dir, const std::string& trial, const std::string& name) {
-  if (AgentInUse::trial_has_running_rank(trial))
+Json answer_drop(const fs::path& dir, const OrphanRequest& asked, const std::string& name) {
+  const std::string& trial = asked.trial;
+  if (still_running(asked))
     return refusal(name, "orphan_drop", "ranks of trial " + trial + " still run here");
-  auto orphans = trial_orphans(dir, trial);
+  auto orphans = trial_orphans(dir, asked);
   std::error_code ec;
   if (orphans) fs::remove_all(*orphans, ec);
   if (ec)
@@ -178,22 +208,22 @@ AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next)
     const std::string type = request["type"].get<std::string>();
     if (type != "orphan_list" && type != "orphan_fetch" && type != "orphan_drop")
       return next ? next(request, peer, name) : std::nullopt;
-    std::string trial;
-    int64_t step = 0;
-    if (Status st = parse_orphan_request(request, type == "orphan_fetch", &trial, &step); !st.ok())
+    OrphanRequest asked;
+    if (Status st = parse_orphan_request(request, type == "orphan_fetch", &asked); !st.ok())
       return refusal(name, type, st.message());
-    if (type == "orphan_list") return answer_list(dir, trial);
-    if (type == "orphan_fetch") return answer_fetch(dir, trial, step, peer, name);
-    return answer_drop(dir, trial, name);
+    if (type == "orphan_list") return answer_list(dir, asked);
+    if (type == "orphan_fetch") return answer_fetch(dir, asked, peer, name);
+    return answer_drop(dir, asked, name);
   };
 }
 
-Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
+Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& owner,
+                                          const std::string& trial,
                                           std::chrono::milliseconds timeout) {
   auto peer = connect_endpoint(agent, timeout);
   if (!peer.ok()) return peer.status();
-  if (Status s =
-          (*peer)->send(Json{{"type", "orphan_list"}, {"trial", trial}}, Clock::now() + timeout);
+  if (Status s = (*peer)->send(Json{{"type", "orphan_list"}, {"owner", owner}, {"trial", trial}},
+                               Clock::now() + timeout);
       !s.ok())
     return Status::Failed(agent.address.text() + ": " + s.message());
   auto m = receive_frame(**peer);
@@ -207,23 +237,29 @@ Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std:
   return listing;
 }
 
-Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& trial,
-                                          int64_t step, const fs::path& into,
-                                          const ObjectStore& objects) {
+Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
+                                          const std::string& trial, const OrphanStep& orphan,
+                                          const fs::path& into, const ObjectStore& objects) {
+  const int64_t step = orphan.step;
   auto connected = connect_endpoint(agent, kConnectTime);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
     return Status::Failed(agent.address.text() + ": " + s.message());
   };
-  if (Status s = peer.send(Json{{"type", "orphan_fetch"}, {"trial", trial}, {"step", step}},
+  if (Status s = peer.send(Json{{"type", "orphan_fetch"},
+                                {"owner", owner},
+                                {"trial", trial},
+                                {"attempt", orphan.attempt},
+                                {"step", step}},
                            Clock::now() + kChunkTime);
       !s.ok())
     return broken(s);
   auto listed = agent_answer(peer, agent, "orphan_manifest");
   if (!listed.ok()) return listed.status();
-  if (listed->value("trial", Json()) != trial || listed->value("step", Json()) != step)
-    return broken(Status::Failed("a manifest for another trial or step"));
+  if (listed->value("trial", Json()) != trial || listed->value("step", Json()) != step ||
+      listed->value("attempt", Json()) != orphan.attempt)
+    return broken(Status::Failed("a manifest for another trial, attempt or step"));
   auto manifest = parse_wire_manifest(listed->value("manifest", Json()));
   if (!manifest.ok()) return broken(manifest.status());
   std::error_code ec;
@@ -289,11 +325,12 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
   return fetched;
 }
 
-Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& trial) {
+Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& owner,
+                           const std::string& trial) {
   auto peer = connect_endpoint(agent, kConnectTime);
   if (!peer.ok()) return peer.status();
-  if (Status s =
-          (*peer)->send(Json{{"type", "orphan_drop"}, {"trial", trial}}, Clock::now() + kChunkTime);
+  if (Status s = (*peer)->send(Json{{"type", "orphan_drop"}, {"owner", owner}, {"trial", trial}},
+                               Clock::now() + kChunkTime);
       !s.ok())
     return Status::Failed(agent.address.text() + ": " + s.message());
   auto dropped = agent_answer(**peer, agent, "orphan_dropped");

@@ -1,20 +1,29 @@
 // Orphan checkpoints on agents (docs/peers.md "Orphans on an agent"): a rank on an agent whose
-// coordinator did not come back checkpoints into DIR/orphans/<trial id>/<step>/ and exits
-// (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement, on a
-// connection of its own (like checkpoint requests, peer/agent_checkpoints.h):
+// coordinator did not come back checkpoints into DIR/orphans/<owner>/<trial id>/attempt-<N>/<step>/
+// (N its CAIRN_ATTEMPT, which the agent puts in the path: the SDK cannot name another) and exits
+// (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement (and
+// every other agent it reached, for an earlier attempt's orphans to drop), on a connection of
+// its own (like checkpoint requests, peer/agent_checkpoints.h):
 //
-// - orphan_list {trial}: answers {"type": "orphan_list", "trial", "running": bool, "steps":
-//   [S, …]}: whether ranks of the trial still run there (a kept or orphaned session's, or a
-//   live connection's: what holds the trial's directory, agent_gc.h AgentInUse), and the
-//   steps of its orphan directories that hold at least one rank's marker (cairn_orphan*.json;
-//   whether every rank of a gang finished the same step is the coordinator's call,
-//   orphan_checkpoint.h, once it has the directories of every agent).
-// - orphan_fetch {trial, step}: answers {"type": "orphan_manifest", "trial", "step",
+// Every request names the coordinator's session owner ("HOST:STORE#ID"): <owner> is
+// orphan_owner_dir of it (orphan_messages.h), so another store's experiment of the same id
+// is never listed, fetched, dropped or waited on.
+//
+// - orphan_list {owner, trial}: answers {"type": "orphan_list", "trial", "running": bool,
+//   "orphans": [{"attempt", "step"}, …]}: whether ranks of the owner's trial still run there (a
+//   kept or orphaned session's, or a live connection's: what holds the trial's directory,
+//   agent_gc.h AgentInUse), and the attempts and steps of its orphan directories that hold at least
+//   one rank's marker (cairn_orphan*.json; whether every rank of a gang finished the same step is
+//   the coordinator's call, orphan_checkpoint.h, once it has the directories of every agent).
+// - orphan_fetch {owner, trial, attempt, step}: answers {"type": "orphan_manifest", "trial",
+//   "attempt", "step",
 //   "manifest"} (checkpoint_manifest.h: the directory's files, symlinks refused), reads
 //   checkpoint_want {digests} (only what the coordinator's store lacks), sends those contents
 //   as chunks (checkpoint_wire.h) and answers {"type": "checkpoint_sent", "bytes"}.
-// - orphan_drop {trial}: removes DIR/orphans/<trial> once the coordinator holds what it
-//   fetched durably; refused while ranks of the trial run there.
+// - orphan_drop {owner, trial}: removes DIR/orphans/<owner>/<trial> (every attempt's) once the
+//   coordinator holds what it fetched durably, or once it decided an attempt's orphans are
+//   stale (not the trial's latest attempt: never adopted); refused while ranks of the trial
+//   run there.
 //
 // Every request is one log line on the agent; a malformed one is refused with one line
 // ({"type": "error", "reason"}). Every answer is untrusted on the coordinator's side: the
@@ -49,7 +58,10 @@ AgentRequestHandler with_orphan_requests(std::filesystem::path dir, AgentRequest
 
 // ---- the coordinator's side ----
 
-Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& trial,
+// `owner` is the coordinator's session owner (remote_session.h session_owner): only its
+// orphans are listed, fetched or dropped, and only its ranks of `trial` count as running.
+Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std::string& owner,
+                                          const std::string& trial,
                                           std::chrono::milliseconds timeout);
 
 struct FetchedOrphan {
@@ -58,16 +70,18 @@ struct FetchedOrphan {
   uint64_t content_bytes = 0;  // content bytes that crossed the wire
 };
 
-// Fetches the agent's orphan directory of `trial` at `step` into the local directory `into`
-// (made when missing): contents `objects` holds are copied from it, only the others travel.
-// A file `into` holds already is kept (a gang's directories are merged, rank 0's agent
-// first). Every file written is fsynced, and so are the directories made; `into` may be
-// left partly written on error.
-Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& trial,
-                                          int64_t step, const std::filesystem::path& into,
+// Fetches the agent's orphan directory of `trial` at `orphan` (its attempt and step) into the local
+// directory `into` (made when missing): contents `objects` holds are copied from it, only the
+// others travel. A file `into` holds already is kept (a gang's directories are merged, rank 0's
+// agent first). Every file written is fsynced, and so are the directories made; `into` may be left
+// partly written on error.
+Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
+                                          const std::string& trial, const OrphanStep& orphan,
+                                          const std::filesystem::path& into,
                                           const ObjectStore& objects);
 
 // Asks the agent to remove its orphan directories of `trial`.
-Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& trial);
+Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& owner,
+                           const std::string& trial);
 
 }  // namespace cairn

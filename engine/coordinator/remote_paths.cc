@@ -6,7 +6,9 @@
 #include "common/build_info.h"
 #include "common/embedded.h"
 #include "common/file_util.h"
+#include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/determined_package.h"
+#include "engine/coordinator/orphan_messages.h"
 
 namespace cairn {
 
@@ -83,8 +85,19 @@ Status resolve_agent_paths(const fs::path& dir, RemoteLaunch& launch) {
       const std::string id = trial != launch.env.end() && safe_component(trial->second)
                                  ? trial->second
                                  : std::string("unnamed");
-      const fs::path orphans = dir / "orphans" / id;
-      if (Status st = make_dir(orphans); !st.ok()) return st;
+      // Per owner (another store's experiment of the same id has its own), per trial, per
+      // attempt: a resume adopts only its trial's latest attempt's (remote_orphans.h).
+      auto attempt = launch.env.find("CAIRN_ATTEMPT");
+      const int64_t number =
+          attempt == launch.env.end() || attempt->second.empty() || attempt->second.size() > 15 ||
+                  attempt->second.find_first_not_of("0123456789") != std::string::npos
+              ? 0
+              : std::stoll(attempt->second);
+      const fs::path trial_dir = dir / "orphans" / orphan_owner_dir(launch.owner) / id;
+      const fs::path orphans = trial_dir / orphan_attempt_dir(number);
+      // Once more if it failed: the agent's GC may have just removed an empty owner directory.
+      if (Status st = make_dir(orphans); !st.ok() && !make_dir(orphans).ok()) return st;
+      mark_agent_entry_used(trial_dir);  // its GC counts the orphans' age from here (agent_gc.h)
       value = orphans.string();
     } else if (kind == "kernel_cache") {
       const fs::path cache = dir / "cache" / "kernels";

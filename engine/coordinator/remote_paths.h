@@ -9,7 +9,8 @@
 //   variable             kind          on the agent
 //   CAIRN_CONTROL        control       unix:DIR/control/<c>-<rank>.sock (control_relay.h)
 //   CAIRN_WORKDIR        workdir       DIR/work/<cwd> (the rank's working directory)
-//   CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<trial id>
+//   CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<owner>/<trial id>/attempt-<N>
+//                                      (orphan_messages.h)
 //   CAIRN_KERNEL_CACHE   kernel_cache  DIR/cache/kernels
 //   PYTHONPATH           python_sdk    DIR/sdk/<cairn version>/python, then the rest of the list
 //

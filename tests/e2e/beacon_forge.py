@@ -1,6 +1,6 @@
 """Discovery beacons as a test (or an attacker) makes them, written from docs/peers.md's
 description with Python's hmac module rather than from cairn's code: peer/beacon.h's format 1
-and its HKDF-SHA256 subkey. tests/unit/peer_beacon_test.cc pins the same bytes."""
+(an IPv4 address), format 2 (an IPv6 address) and their HKDF-SHA256 subkey. tests/unit/peer_beacon_test.cc pins the same bytes."""
 import hashlib
 import hmac
 import os
@@ -9,7 +9,9 @@ import struct
 
 MAGIC = b"CRNB"
 FORMAT = 1
+FORMAT6 = 2
 GROUP = "239.255.70.70"
+GROUP6 = "ff12::7070"
 
 
 def subkey(key_bytes):
@@ -23,20 +25,29 @@ def key_id(key_bytes):
 
 
 def seal(key_bytes, address, port, timestamp_ms, nonce=None, protocol=1, key_id_bytes=None):
-    body = (MAGIC + bytes([FORMAT]) + struct.pack(">H", protocol) +
-            socket.inet_aton(address) + struct.pack(">H", port) +
+    """A beacon naming `address`: format 2 when it is IPv6 ("fe80::1"), else format 1."""
+    if ":" in address:
+        form, packed = FORMAT6, socket.inet_pton(socket.AF_INET6, address)
+    else:
+        form, packed = FORMAT, socket.inet_aton(address)
+    body = (MAGIC + bytes([form]) + struct.pack(">H", protocol) +
+            packed + struct.pack(">H", port) +
             (key_id_bytes or key_id(key_bytes)) + struct.pack(">q", timestamp_ms) +
             (nonce if nonce is not None else os.urandom(16)))
     return body + hmac.new(subkey(key_bytes), body, hashlib.sha256).digest()
 
 
 def fields(datagram):
-    """(protocol, address, port, key id hex, timestamp ms) of a beacon's bytes."""
+    """(protocol, address, port, key id hex, timestamp ms) of a beacon's bytes (format 1 or
+    2; the address "10.0.0.5" or "fe80::1")."""
     protocol, = struct.unpack(">H", datagram[5:7])
-    address = socket.inet_ntoa(datagram[7:11])
-    port, = struct.unpack(">H", datagram[11:13])
-    timestamp, = struct.unpack(">q", datagram[21:29])
-    return protocol, address, port, datagram[13:21].hex(), timestamp
+    if datagram[4] == FORMAT6:
+        address, at = socket.inet_ntop(socket.AF_INET6, datagram[7:23]), 23
+    else:
+        address, at = socket.inet_ntoa(datagram[7:11]), 11
+    port, = struct.unpack(">H", datagram[at:at + 2])
+    timestamp, = struct.unpack(">q", datagram[at + 10:at + 18])
+    return protocol, address, port, datagram[at + 2:at + 10].hex(), timestamp
 
 
 if __name__ == "__main__":

@@ -250,6 +250,10 @@ class AdoptTest(PlacementCase):
         self.assertIn("ended while cairn was away; the trial restarts from its latest "
                       "checkpoint", text)
         self.assertNotIn("adopted its rank", text)
+        # Ended, not orphaned, and the note says why (docs/peers.md "Why the ranks a resume
+        # does not adopt are ended, not orphaned").
+        self.assertIn("1 rank it kept could not be adopted; it ends them (a gang's ranks are "
+                      "a checkpoint only together", text)
         wait_until(lambda: not alive(rank0), timeout=30, what="the kept rank 0 ended")
         self.assertTrue(any("its new coordinator did not adopt it" in agent.text()
                             for agent in (a, b)))

@@ -131,7 +131,9 @@ class PeerCheckpointsTest(CairnTestCase):
         for d in dirs:
             self.assertTrue(d.startswith(os.path.join(agent.dir, "work", "trials", "1.1",
                                                       "checkpoints") + "/"), d)
-            self.assertFalse(os.path.exists(d), "staging left on the agent: " + d)
+            # The agent answers checkpoint_dropped, then removes the directory.
+            wait_until(lambda: not os.path.exists(d), timeout=30,
+                       what="the agent to remove its staging " + d)
         sent = [SENT.search(agent.line(lambda l: "sent checkpoint" in l)) for _ in range(2)]
         # Step 1: everything is new (the weights and the SDK's rng file).
         self.assertEqual((sent[0].group(1), sent[0].group(2)), ("1.1", "1"))

@@ -9,6 +9,7 @@ when every rank's part is there.
 
 The trial holds at a step (after that step's checkpoint is registered) until the test
 releases it, so the step the orphan is taken at is known: the one after the hold."""
+import glob
 import json
 import os
 import re
@@ -64,12 +65,30 @@ HOLD_AT = 6
 LENGTH = 16
 
 
+def orphans_of(agent_dir, trial="1.1", attempt=1):
+    """The agent's orphan directory of `trial`'s `attempt` for this test's store:
+    DIR/orphans/<owner>/<trial>/attempt-<N>, <owner> a hash of the coordinator's HOST:STORE#ID
+    (one store per test)."""
+    found = glob.glob(os.path.join(agent_dir, "orphans", "o*", trial))
+    assert len(found) <= 1, found
+    return os.path.join(found[0] if found else os.path.join(agent_dir, "orphans", "none", trial),
+                        "attempt-%d" % attempt)
+
+
 class OrphanTest(PlacementCase):
     def setUp(self):
         super().setUp()
         self.write("orphan_train.py", TRAIN)
         self.release = os.path.join(self.dir, "release")
         self.held = os.path.join(self.dir, "held")
+
+    def cairn_env(self, env=None):
+        # The store of the commands (CAIRN_DIR): the test directory's own, unless a test sets
+        # self.store to another.
+        full = super().cairn_env(env)
+        if getattr(self, "store", None):
+            full["CAIRN_DIR"] = self.store
+        return full
 
     def start_run(self, agents, window, ranks=1):
         self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "orphan_train.py"), LENGTH, window,
@@ -103,8 +122,11 @@ class OrphanTest(PlacementCase):
         step's checkpoint registered, then kills `cairn run` with SIGKILL; returns the ranks'
         pids."""
         run = self.start_run(agents, window, ranks)
-        wait_until(lambda: all(os.path.exists("%s.%d" % (self.held, r)) for r in range(ranks)),
-                   timeout=120, what="every rank held after step %d" % HOLD_AT)
+        try:
+            wait_until(lambda: all(os.path.exists("%s.%d" % (self.held, r)) for r in range(ranks)),
+                       timeout=120, what="every rank held after step %d" % HOLD_AT)
+        except AssertionError as e:
+            raise AssertionError("%s; cairn run wrote:\n%s" % (e, self.output())) from None
 
         def checkpointed():
             shown = self.cairn("show", "1.1", "--json")
@@ -168,7 +190,7 @@ class OrphanTest(PlacementCase):
         for a in agents:
             a.wait_log("removed the orphaned checkpoints of trial 1.1")
             # (The trial's next start there made its orphan directory again, empty.)
-            self.assertFalse(os.path.exists(os.path.join(a.dir, "orphans", "1.1", str(step))))
+            self.assertFalse(os.path.exists(os.path.join(orphans_of(a.dir), str(step))))
 
     def test_ranks_past_the_window_checkpoint_as_orphans_and_resume_adopts_them(self):
         a = Agent(self, "agent-a", 1)
@@ -179,7 +201,7 @@ class OrphanTest(PlacementCase):
         self.assertRegex(line, r"no coordinator resumed it within its reattach window of \d+ s")
         self.assertTrue(alive(pids[0]), "asked to checkpoint, not killed")
         self.release_and_wait_for_orphans([a], pids)
-        orphan = os.path.join(a.dir, "orphans", "1.1", str(HOLD_AT + 1))
+        orphan = os.path.join(orphans_of(a.dir), str(HOLD_AT + 1))
         self.assertTrue(os.path.exists(os.path.join(orphan, "cairn_orphan.json")))
         with open(os.path.join(orphan, "rank0")) as f:
             self.assertEqual(f.read(), str(HOLD_AT + 1))
@@ -227,7 +249,7 @@ class OrphanTest(PlacementCase):
         ran.wait_log("to checkpoint as orphans and exit")
         self.release_and_wait_for_orphans([ran], pids)
         ran.kill()  # with its orphan in its directory
-        self.assertTrue(os.path.isdir(os.path.join(ran.dir, "orphans", "1.1", str(HOLD_AT + 1))))
+        self.assertTrue(os.path.isdir(os.path.join(orphans_of(ran.dir), str(HOLD_AT + 1))))
         proc = self.resume()
         text = proc.stdout + proc.stderr
         self.assertEqual(proc.returncode, 0, text)
@@ -243,6 +265,116 @@ class OrphanTest(PlacementCase):
         self.assertEqual(trial["restarts"], 0, trial)
         self.assertEqual(trial["placement"][0]["machine"], other.address)
 
+    def test_an_orphan_of_an_earlier_attempt_is_dropped_never_adopted(self):
+        # An attempt given up while its agent was cut off leaves its orphan on that agent: the
+        # resume adopts only the trial's latest attempt's (here 1), and drops the other with
+        # one line. (Made here by hand, as attempt 0, at a later step than the real orphan.)
+        a = Agent(self, "agent-a", 1)
+        pids = self.held_then_killed([a], window=2)
+        a.wait_log("to checkpoint as orphans and exit")
+        self.release_and_wait_for_orphans([a], pids)
+        real = os.path.join(orphans_of(a.dir), str(HOLD_AT + 1))
+        stale = os.path.join(orphans_of(a.dir, attempt=0), "9")
+        os.makedirs(stale)
+        with open(os.path.join(stale, "rank0"), "w") as f:
+            f.write("9")
+        with open(os.path.join(real, "cairn_orphan.json")) as f:
+            marker = json.load(f)
+        marker["step"] = 9
+        with open(os.path.join(stale, "cairn_orphan.json"), "w") as f:
+            json.dump(marker, f)
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        line = ("trial 1.1: dropping the orphaned checkpoints of attempt 0 at step 9 on agent %s: "
+                "not of its latest attempt (1), never adopted" % a.address)
+        self.assertEqual(text.count(line), 1, text)
+        self.assertNotIn("step 9 while cairn was away", text)
+        self.assert_went_on_from_the_orphan(text, [a])
+        steps = [c["steps_completed"] for c in self.cairn_json("show", "1.1", "--json")["checkpoints"]]
+        self.assertNotIn(9, steps)  # (period 2: the trial's own are even)
+        self.assertFalse(os.path.exists(stale))
+
+    def test_an_earlier_attempts_orphan_on_another_agent_is_dropped_too(self):
+        # Every agent the resume reaches is asked, not only those of the trial's last
+        # placement: another one can hold an earlier attempt's orphan only (an attempt given up
+        # while that agent was cut off), which is dropped with one line, never adopted.
+        agents = [Agent(self, "agent-a", 1), Agent(self, "agent-b", 1)]
+        pids = self.held_then_killed(agents, window=2)
+        machine = self.cairn_json("show", "1.1", "--json")["placement"][0]["machine"]
+        ran, other = sorted(agents, key=lambda x: x.address != machine)
+        ran.wait_log("to checkpoint as orphans and exit")
+        self.release_and_wait_for_orphans([ran], pids)
+        # The other agent's orphan of this store (the same owner directory) from attempt 0.
+        owner = os.path.basename(os.path.dirname(os.path.dirname(orphans_of(ran.dir))))
+        stale = os.path.join(other.dir, "orphans", owner, "1.1", "attempt-0", "9")
+        os.makedirs(stale)
+        with open(os.path.join(stale, "rank0"), "w") as f:
+            f.write("9")
+        with open(os.path.join(stale, "cairn_orphan.json"), "w") as f:
+            json.dump({"step": 9, "world_size": 1}, f)
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        line = ("trial 1.1: dropping the orphaned checkpoints of attempt 0 at step 9 on agent %s: "
+                "not of its latest attempt (1), never adopted" % other.address)
+        self.assertEqual(text.count(line), 1, text)
+        self.assertNotIn("step 9 while cairn was away", text)
+        self.assert_went_on_from_the_orphan(text, [ran])
+        other.wait_log("removed the orphaned checkpoints of trial 1.1")
+        self.assertFalse(os.path.exists(stale))
+
+    def test_two_stores_with_the_same_experiment_id_keep_their_orphans_apart(self):
+        # Two stores whose experiments are both 1 use one agent: each store's orphan of trial
+        # 1.1 is its own (per owner on the agent), and a resume of one neither waits for the
+        # other's rank still running there, nor fetches or drops the other's orphan.
+        a = Agent(self, "agent-a", 2)
+        x_pids = self.held_then_killed([a], window=2)
+        wait_until(lambda: a.text().count("to checkpoint as orphans and exit") >= 1, timeout=60,
+                   what="store X's rank asked to checkpoint")
+        x_trial = os.path.dirname(orphans_of(a.dir))  # the only owner so far
+        # Store Y: its own directory, its own release (X's rank stays held, running).
+        x_release = self.release
+        self.store = os.path.join(self.dir, "store-y")
+        self.cairn("init", self.store, check=0)
+        self.release = os.path.join(self.dir, "release-y")
+        self.held = os.path.join(self.dir, "held-y")
+        y_pids = self.held_then_killed([a], window=2)
+        wait_until(lambda: a.text().count("to checkpoint as orphans and exit") >= 2, timeout=60,
+                   what="store Y's rank asked to checkpoint")
+        open(self.release, "w").close()
+        for pid in y_pids:
+            wait_until(lambda: not alive(pid), timeout=30, what="store Y's orphaned rank exited")
+        owners = glob.glob(os.path.join(a.dir, "orphans", "o*", "1.1"))
+        self.assertEqual(len(owners), 2, owners)
+        y_trial = next(o for o in owners if o != x_trial)
+        step = str(HOLD_AT + 1)
+        self.assertTrue(os.path.exists(os.path.join(y_trial, "attempt-1", step, "rank0")))
+        self.assertTrue(all(alive(p) for p in x_pids))
+        self.assertFalse(os.path.exists(os.path.join(x_trial, "attempt-1", step)))
+
+        proc = self.resume()  # store Y's
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        self.assertNotIn("waiting for its ranks", text)  # X's rank is not Y's
+        self.assertIn("trial 1.1: adopted the checkpoint it took at step %s while cairn was away"
+                      % step, text)
+        self.assertEqual(self.cairn_json("show", "1.1", "--json")["state"], "COMPLETED")
+        self.assertTrue(os.path.isdir(x_trial))
+
+        # Store X's rank checkpoints now; its resume adopts its own orphan.
+        self.store, self.release = None, x_release
+        self.release_and_wait_for_orphans([a], x_pids)
+        self.assertTrue(os.path.exists(os.path.join(x_trial, "attempt-1", step, "rank0")))
+        proc = self.resume()
+        text = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, text)
+        self.assertIn("trial 1.1: adopted the checkpoint it took at step %s while cairn was away"
+                      % step, text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+
     def gang_orphans(self):
         a = Agent(self, "agent-a", 1)
         b = Agent(self, "agent-b", 1)
@@ -257,7 +389,7 @@ class OrphanTest(PlacementCase):
         step = str(HOLD_AT + 1)
         for rank, marker in ((0, "cairn_orphan.json"), (1, "cairn_orphan.rank1.json")):
             self.assertTrue(os.path.exists(
-                os.path.join(by_rank[rank].dir, "orphans", "1.1", step, marker)))
+                os.path.join(orphans_of(by_rank[rank].dir), step, marker)))
         return a, b, by_rank
 
     def test_a_gang_over_two_agents_is_adopted_with_every_ranks_part(self):
@@ -274,7 +406,7 @@ class OrphanTest(PlacementCase):
 
     def test_a_gang_orphan_missing_a_ranks_marker_is_not_adopted(self):
         a, b, by_rank = self.gang_orphans()
-        os.remove(os.path.join(by_rank[1].dir, "orphans", "1.1", str(HOLD_AT + 1),
+        os.remove(os.path.join(orphans_of(by_rank[1].dir), str(HOLD_AT + 1),
                                "cairn_orphan.rank1.json"))
         proc = self.resume()
         text = proc.stdout + proc.stderr

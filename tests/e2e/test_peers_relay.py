@@ -234,7 +234,9 @@ class PeersRelayTest(CairnTestCase):
         self.assertIn("[1.1] CAIRN_CONTROL=unix:" + os.path.join(agent_dir, "control"), out)
         self.assertRegex(out, r"\[1\.1\] CAIRN_WORKDIR=%s/[0-9a-f]{16}\n" % re.escape(
             os.path.join(agent_dir, "work", "runs")))
-        self.assertIn("[1.1] CAIRN_ORPHAN_DIR=" + os.path.join(agent_dir, "orphans", "1.1"), out)
+        # Per owner and attempt (docs/peers.md "Orphans on an agent").
+        self.assertRegex(out, r"\[1\.1\] CAIRN_ORPHAN_DIR=%s/o[0-9a-f]{16}/1\.1/attempt-1\n"
+                         % re.escape(os.path.join(agent_dir, "orphans")))
         self.assertIn("[1.1] PYTHONPATH=" + sdk, out)
         self.assertIn("[1.1] cairn module=" + os.path.join(sdk, "cairn.py"), out)
         self.assertNotIn(self.dir, "\n".join(l for l in out.splitlines() if "=" in l))

@@ -35,18 +35,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!json.ok()) return 0;
   // The agent's side: a trial id that is one plain path component, a step in range.
   for (bool needs_step : {false, true}) {
-    std::string trial;
-    int64_t step = -1;
-    cairn::Status st = cairn::parse_orphan_request(*json, needs_step, &trial, &step);
+    cairn::OrphanRequest asked;
+    asked.step = -1;
+    cairn::Status st = cairn::parse_orphan_request(*json, needs_step, &asked);
+    const std::string& trial = asked.trial;
+    const int64_t step = asked.step;
     if (!st.ok()) {
       one_line(st);
       continue;
     }
     check(cairn::check_trial_name(trial).ok());
+    check(!asked.owner.empty() && asked.owner.size() <= 4096);
+    // The owner is never a path: it names its directory by a hash.
+    const std::string dir = cairn::orphan_owner_dir(asked.owner);
+    check(dir.size() == 17 && dir.find('/') == std::string::npos && dir != "." && dir != "..");
     check(trial != "." && trial != ".." && trial.find('/') == std::string::npos);
     if (needs_step) check(step >= 0 && step < (int64_t{1} << 53));
+    if (needs_step) check(asked.attempt >= 0 && asked.attempt < (int64_t{1} << 53));
   }
-  // The coordinator's side: a listing for the trial it asked about, steps distinct and sorted.
+  // The coordinator's side: a listing for the trial it asked about, (attempt, step) distinct and
+  // sorted.
   const std::string asked = json->is_object() && json->value("trial", cairn::Json()).is_string()
                                 ? (*json)["trial"].get<std::string>()
                                 : "1.1";
@@ -55,10 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     one_line(listing.status());
     return 0;
   }
-  check(listing->steps.size() <= cairn::kMaxOrphanSteps);
-  for (size_t i = 0; i < listing->steps.size(); ++i) {
-    check(listing->steps[i] >= 0 && listing->steps[i] < (int64_t{1} << 53));
-    if (i > 0) check(listing->steps[i - 1] < listing->steps[i]);
+  const auto& orphans = listing->orphans;
+  check(orphans.size() <= cairn::kMaxOrphanSteps);
+  for (size_t i = 0; i < orphans.size(); ++i) {
+    check(orphans[i].step >= 0 && orphans[i].step < (int64_t{1} << 53));
+    check(orphans[i].attempt >= 0 && orphans[i].attempt < (int64_t{1} << 53));
+    if (i > 0) check(orphans[i - 1] < orphans[i]);
   }
   return 0;
 }

@@ -51,7 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(verdict.detail.find('\n') == std::string::npos && verdict.detail.size() < 400);
     if (!verdict.accepted) continue;
     // Accepted only what a key holder sealed: the same fields seal to the same bytes…
-    check(datagram.size() == cairn::kBeaconBytes);
+    check(datagram.size() == (verdict.beacon.family == cairn::BeaconFamily::kIpv6
+                                  ? cairn::kBeacon6Bytes
+                                  : cairn::kBeaconBytes));
     check(cairn::seal_beacon(verdict.beacon, key) == datagram);
     // …fresh, and never twice.
     const int64_t skew = verdict.beacon.timestamp_ms - kNow;

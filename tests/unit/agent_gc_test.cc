@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/coordinator/agent_gc.h"
+#include "engine/coordinator/orphan_messages.h"
 #include "test_dir.h"
 
 namespace cairn {
@@ -161,6 +162,73 @@ TEST_CASE("agent gc: over the budget, the least recently used go first; the grac
   stats = collect_agent_dir(dir, days(14));
   REQUIRE(stats.ok());
   CHECK(fs::exists(b));
+}
+
+// Ages every entry of a tree, its root last.
+void age_tree(const fs::path& root, double days) {
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it)
+    age(it->path(), days);
+  age(root, days);
+}
+
+TEST_CASE("agent gc: orphans go after the kept days unused, never while used or fetched") {
+  TestDir t;
+  const fs::path dir = t.path();
+  const std::string owner = orphan_owner_dir("gpu1:/store#1");
+  auto orphan = [&](const std::string& trial, double days) {
+    const fs::path p = dir / "orphans" / owner / trial;
+    put(p / "attempt-1" / "7" / "cairn_orphan.json", 10);
+    put(p / "attempt-1" / "7" / "model", 100);
+    age_tree(p, days);
+    return p;
+  };
+  const fs::path old = orphan("1.1", 20), young = orphan("1.2", 2);
+  const fs::path running = orphan("1.3", 20), fetched = orphan("1.4", 20);
+  // Written into lately (a rank checkpointed as an orphan today, in a trial directory made
+  // weeks ago): its newest write counts.
+  const fs::path written = orphan("1.5", 20);
+  put(written / "attempt-1" / "9" / "cairn_orphan.json", 10);
+  age(written, 20);
+  age(written / "attempt-1", 20);
+  // Another store's orphans (its own owner directory), and an older agent's layout.
+  const fs::path other = dir / "orphans" / orphan_owner_dir("gpu1:/other#1") / "1.1";
+  put(other / "attempt-1" / "7" / "model", 5);
+  age_tree(other, 20);
+  const fs::path legacy = dir / "orphans" / "2.1";
+  put(legacy / "7" / "model", 5);
+  age_tree(legacy, 20);
+
+  auto rank = AgentInUse::hold_running_rank(orphan_trial_key("gpu1:/store#1", "1.3"));
+  auto fetch = AgentInUse::hold_orphans(orphan_trial_key("gpu1:/store#1", "1.4"));
+  auto stats = collect_agent_dir(dir, days(14));
+  REQUIRE(stats.ok());
+  CHECK(stats->orphans == 3);  // 1.1, the other store's, the old layout's
+  CHECK_FALSE(fs::exists(old));
+  CHECK_FALSE(fs::exists(other));
+  CHECK_FALSE(fs::exists(other.parent_path()));  // its owner directory, left empty
+  CHECK_FALSE(fs::exists(legacy));
+  CHECK(fs::exists(young / "attempt-1" / "7" / "model"));
+  CHECK(fs::exists(running / "attempt-1" / "7" / "model"));
+  CHECK(fs::exists(fetched / "attempt-1" / "7" / "model"));
+  CHECK(fs::exists(written / "attempt-1" / "9" / "cairn_orphan.json"));
+  CHECK(stats->line().find("orphaned trial") != std::string::npos);
+  // Once the rank ended and the fetch is done, they go as well.
+  rank.reset();
+  fetch.reset();
+  stats = collect_agent_dir(dir, days(14));
+  REQUIRE(stats.ok());
+  CHECK(stats->orphans == 2);
+  CHECK_FALSE(fs::exists(running));
+  CHECK_FALSE(fs::exists(fetched));
+  CHECK(fs::exists(young));
+  // Never by the budget: a tiny one takes none of them.
+  AgentGcPolicy tiny = days(14);
+  tiny.max_bytes = 1;
+  stats = collect_agent_dir(dir, tiny);
+  REQUIRE(stats.ok());
+  CHECK(stats->orphans == 0);
+  CHECK(fs::exists(young / "attempt-1" / "7" / "model"));
 }
 
 TEST_CASE("agent gc: sizes") {

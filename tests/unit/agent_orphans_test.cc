@@ -141,50 +141,76 @@ TEST_CASE("agent sessions: past the window, or let go by a new owner session, ra
   CHECK(running.load() == 0);
 }
 
-TEST_CASE("orphan requests: the trial and step are checked") {
-  std::string trial;
-  int64_t step = -1;
-  CHECK(parse_orphan_request(Json{{"trial", "3.12"}, {"step", 7}}, true, &trial, &step).ok());
-  CHECK(trial == "3.12");
-  CHECK(step == 7);
-  CHECK(parse_orphan_request(Json{{"trial", "3.12"}}, false, &trial, &step).ok());
+TEST_CASE("orphan requests: the owner, trial, attempt and step are checked") {
+  OrphanRequest asked;
+  const std::string owner = "gpu1:/s#3";
+  CHECK(parse_orphan_request(Json{{"owner", owner}, {"trial", "3.12"}, {"attempt", 2}, {"step", 7}},
+                             true, &asked)
+            .ok());
+  CHECK(asked.owner == owner);
+  CHECK(asked.trial == "3.12");
+  CHECK(asked.attempt == 2);
+  CHECK(asked.step == 7);
+  CHECK(parse_orphan_request(Json{{"owner", owner}, {"trial", "3.12"}}, false, &asked).ok());
+  auto req = [&](Json fields) {
+    Json r{{"owner", owner}, {"attempt", 1}};
+    for (auto& [k, v] : fields.items()) r[k] = v;
+    return r;
+  };
   for (const Json& bad :
-       {Json{{"trial", ".."}, {"step", 1}}, Json{{"trial", "a/b"}, {"step", 1}},
-        Json{{"trial", "/etc"}, {"step", 1}}, Json{{"trial", 3}, {"step", 1}}, Json{{"step", 1}},
-        Json{{"trial", "3.1"}}, Json{{"trial", "3.1"}, {"step", -1}},
-        Json{{"trial", "3.1"}, {"step", 1.5}}, Json{{"trial", "3.1"}, {"step", "7"}},
-        Json{{"trial", "3.1"}, {"step", int64_t{1} << 60}}, Json::array(), Json(7)})
-    CHECK(parse_orphan_request(bad, true, &trial, &step).kind() == ErrorKind::kBadInput);
+       {req({{"trial", ".."}, {"step", 1}}), req({{"trial", "a/b"}, {"step", 1}}),
+        req({{"trial", "/etc"}, {"step", 1}}), req({{"trial", 3}, {"step", 1}}), req({{"step", 1}}),
+        req({{"trial", "3.1"}}), req({{"trial", "3.1"}, {"step", -1}}),
+        req({{"trial", "3.1"}, {"step", 1.5}}), req({{"trial", "3.1"}, {"step", "7"}}),
+        req({{"trial", "3.1"}, {"step", int64_t{1} << 60}}),
+        req({{"trial", "3.1"}, {"step", 1}, {"attempt", -1}}),
+        req({{"trial", "3.1"}, {"step", 1}, {"attempt", "2"}}),
+        req({{"trial", "3.1"}, {"step", 1}, {"owner", ""}}),
+        req({{"trial", "3.1"}, {"step", 1}, {"owner", std::string(5000, 'o')}}),
+        Json{{"trial", "3.1"}, {"step", 1}, {"attempt", 1}}, Json::array(), Json(7)})
+    CHECK(parse_orphan_request(bad, true, &asked).kind() == ErrorKind::kBadInput);
 }
 
 TEST_CASE("orphan listings: a hostile or broken answer is refused with one line") {
-  auto listing = [](Json steps, Json running = Json(false)) {
-    return Json{{"type", "orphan_list"}, {"trial", "1.1"}, {"running", running}, {"steps", steps}};
+  auto listing = [](Json orphans, Json running = Json(false)) {
+    return Json{
+        {"type", "orphan_list"}, {"trial", "1.1"}, {"running", running}, {"orphans", orphans}};
   };
-  auto good = parse_orphan_listing(listing(Json::array({9, 3})), "1.1");
+  auto o = [](Json attempt, Json step) { return Json{{"attempt", attempt}, {"step", step}}; };
+  auto good = parse_orphan_listing(listing(Json::array({o(2, 9), o(1, 3), o(2, 3)})), "1.1");
   REQUIRE(good.ok());
   CHECK(!good->running);
-  CHECK(good->steps == std::vector<int64_t>{3, 9});
+  CHECK(good->orphans == std::vector<OrphanStep>{{1, 3}, {2, 3}, {2, 9}});
   CHECK(parse_orphan_listing(listing(Json::array(), Json(true)), "1.1")->running);
 
   auto refused = parse_orphan_listing(Json{{"type", "error"}, {"reason", "no"}}, "1.1");
   CHECK(refused.status().kind() == ErrorKind::kFailed);
   CHECK(refused.status().message() == "refused: no");
   Json too_many = Json::array();
-  for (size_t i = 0; i <= kMaxOrphanSteps; ++i) too_many.push_back(i);
+  for (size_t i = 0; i <= kMaxOrphanSteps; ++i) too_many.push_back(o(1, i));
   Json other_trial = listing(Json::array());
   other_trial["trial"] = "1.2";
   Json no_running = listing(Json::array());
   no_running.erase("running");
-  for (const Json& bad :
-       {Json::array(), Json("x"), Json{{"type", "orphan_manifest"}}, other_trial, no_running,
-        listing(Json::array(), Json(1)), listing(Json("7")), listing(Json::array({3, 3})),
-        listing(Json::array({-1})), listing(Json::array({1.5})), listing(Json::array({"3"})),
-        listing(Json::array({int64_t{1} << 60})), listing(too_many)}) {
+  Json old_form = listing(Json::array());
+  old_form.erase("orphans");
+  old_form["steps"] = Json::array({3});
+  for (const Json& bad : {Json::array(), Json("x"), Json{{"type", "orphan_manifest"}}, other_trial,
+                          no_running, old_form, listing(Json::array(), Json(1)), listing(Json("7")),
+                          listing(Json::array({o(1, 3), o(1, 3)})),
+                          listing(Json::array({o(1, -1)})), listing(Json::array({o(-1, 1)})),
+                          listing(Json::array({o(1, 1.5)})), listing(Json::array({o(1, "3")})),
+                          listing(Json::array({3})), listing(Json::array({Json{{"step", 3}}})),
+                          listing(Json::array({o(1, int64_t{1} << 60)})), listing(too_many)}) {
     auto parsed = parse_orphan_listing(bad, "1.1");
     CHECK(parsed.status().kind() == ErrorKind::kBadInput);
     CHECK(parsed.status().message().find('\n') == std::string::npos);
   }
+  // The owner's directory: stable, a hash (never the owner's text), one per owner.
+  CHECK(orphan_owner_dir("h:/a#1") == orphan_owner_dir("h:/a#1"));
+  CHECK(orphan_owner_dir("h:/a#1") != orphan_owner_dir("h:/b#1"));
+  CHECK(orphan_owner_dir("h:/a#1").size() == 17);
+  CHECK(orphan_attempt_dir(3) == "attempt-3");
 }
 
 }  // namespace

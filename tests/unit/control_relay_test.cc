@@ -16,8 +16,10 @@
 #include "common/file_util.h"
 #include "engine/coordinator/agent_rank_host.h"
 #include "engine/coordinator/control_channel.h"
+#include "engine/coordinator/orphan_messages.h"
 #include "engine/coordinator/remote_launcher.h"
 #include "engine/coordinator/remote_paths.h"
+#include "engine/coordinator/remote_session.h"
 #include "peer/agent_client.h"
 #include "peer/agent_server.h"
 #include "peer/control_frames.h"
@@ -165,9 +167,11 @@ TEST_CASE("remote paths: path variables travel as kinds and the agent fills its 
   // Whatever the coordinator puts in the values, the agent's own paths win.
   parsed->env["CAIRN_WORKDIR"] = "/etc";
   parsed->env["CAIRN_TRIAL_ID"] = "../../x";
+  parsed->owner = "gpu1:/store#3";  // the agent's session's (never from the launch)
   REQUIRE(resolve_agent_paths(dir.path(), *parsed).ok());
   CHECK(parsed->env["CAIRN_WORKDIR"] == (dir / "work" / "trials/3.4/rank-0").string());
-  CHECK(parsed->env["CAIRN_ORPHAN_DIR"] == (dir / "orphans" / "unnamed").string());
+  CHECK(parsed->env["CAIRN_ORPHAN_DIR"] ==
+        (dir / "orphans" / orphan_owner_dir("gpu1:/store#3") / "unnamed" / "attempt-0").string());
   CHECK(parsed->env["CAIRN_KERNEL_CACHE"] == (dir / "cache" / "kernels").string());
   const fs::path sdk = dir / "sdk" / CAIRN_VERSION / "python";
   CHECK(parsed->env["PYTHONPATH"] == sdk.string() + ":/user/lib");
@@ -264,8 +268,10 @@ TEST_CASE("control relay: a rank on an agent talks to the coordinator's control 
   CHECK(output.find("CAIRN_CONTROL=unix:" + (agent_dir / "control").string()) != std::string::npos);
   CHECK(output.find("CAIRN_WORKDIR=" + (agent_dir / "work" / "trials/1.1/rank-0").string()) !=
         std::string::npos);
-  CHECK(output.find("CAIRN_ORPHAN_DIR=" + (agent_dir / "orphans" / "1.1").string()) !=
-        std::string::npos);
+  CHECK(output.find("CAIRN_ORPHAN_DIR=" +
+                    (agent_dir / "orphans" / orphan_owner_dir(remote_session_options().owner) /
+                     "1.1" / "attempt-0")
+                        .string()) != std::string::npos);
   CHECK(output.find("sdk: " + (agent_dir / "sdk" / CAIRN_VERSION / "python").string()) !=
         std::string::npos);
   CHECK(output.find("eof: True") != std::string::npos);

@@ -195,7 +195,11 @@ TEST_CASE("checkpoint transfer: fetch moves only the contents this side lacks") 
     REQUIRE(bytes.ok());
     CHECK(sha256_hex(*bytes) == c.sha256);
   }
-  CHECK_FALSE(fs::exists(*staged));  // the agent dropped its copy once kept
+  // The agent dropped its copy once kept: it answers first, then removes the directory.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (fs::exists(*staged) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK_FALSE(fs::exists(*staged));
 
   // The same checkpoint again, with everything already here: no content travels.
   auto again = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));

@@ -32,6 +32,13 @@ seeds = {
     "format2": frame(good[:4] + b"\x02" + good[5:]),
     "oversized": b"\xff" + good + b"x" * 300,
     "garbage": frame(b"GET / HTTP/1.1\r\n\r\n"),
+    "ipv6": frame(beacon_forge.seal(KEY, "fe80::5", 7070, NOW, nonce=bytes([11]) * 16)),
+    "ipv6_and_ipv4": frame(beacon_forge.seal(KEY, "2001:db8::5", 7071, NOW,
+                                             nonce=bytes([12]) * 16), good),
+    "ipv6_truncated": frame(beacon_forge.seal(KEY, "fe80::5", 7070, NOW,
+                                              nonce=bytes([13]) * 16)[:77]),
+    "ipv6_as_format1": frame(b"CRNB\x01" + beacon_forge.seal(KEY, "fe80::5", 7070, NOW,
+                                                                  nonce=bytes([14]) * 16)[5:]),
 }
 for name, data in seeds.items():
     with open(os.path.join(HERE, "peer_beacon", name), "wb") as f:
