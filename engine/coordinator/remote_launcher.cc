@@ -119,7 +119,11 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   // On the connection's thread: the relayed control connections end with it, so the
   // coordinator sees its ranks' channels close.
   control->close_all();
+  // Its checkpoint transfers stop trying, and those waiting on a connection to it (a hung
+  // agent whose kernel still holds the connection open) let go now, not at the wire's
+  // timeouts: the trial's next attempt waits for them (checkpoint_retry.h).
   endpoint.lost->store(true);
+  endpoint.link_watch->release_all();
   std::lock_guard lock(mutex);
   broken = why;
   pending.clear();

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import select
+import signal
 import sys
 import time
 
@@ -279,6 +280,32 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         sent = [SENT.search(l) for l in a.text().splitlines() if SENT.search(l)]
         self.assertEqual(len(sent), 1, a.text())
         self.assertLess(int(sent[0].group(4)), FILES // 2, a.text())
+
+    def test_a_fetch_from_a_hung_agent_ends_when_the_agent_is_lost(self):
+        a = Agent(self, "agent-a", 1)
+        b = Agent(self, "agent-b", 1)
+        proxy = CountingProxy(self, a.port)
+        run = self.start_run(proxy.address + "," + b.address,
+                             env={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        wait_until(lambda: proxy.most(1) >= FILES * FILE_BYTES // 4, timeout=120,
+                   interval=0.01, what="a quarter of the checkpoint through the proxy")
+        # A frozen machine: its kernel keeps the connections open, nothing answers.
+        os.kill(a.process.pid, signal.SIGSTOP)
+        self.addCleanup(lambda: a.process.poll() is None and os.kill(a.process.pid,
+                                                                     signal.SIGCONT))
+        stopped = time.monotonic()
+        self.wait_output(r"lost agent %s" % re.escape(proxy.address))
+        # The transfer let go when the agent was lost, not after its 60 s frame timeout, so
+        # the trial's next attempt (which waits for it) starts on b at once.
+        self.wait_output(r"\[1\.1\] pid \d+ attempt 2 starts at 0\n", timeout=60)
+        self.assertLess(time.monotonic() - stopped, 30, self.output())
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertIn("checkpoint at step 2 was not saved", text)
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        self.assertEqual(trial["placement"][0]["machine"], b.address, trial)
 
     def test_a_restore_whose_link_drops_is_pushed_again(self):
         a = Agent(self, "agent-a", 1)
