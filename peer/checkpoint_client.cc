@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -22,18 +23,48 @@ Json owner(const std::string& type, const std::string& trial, int64_t attempt) {
   return Json{{"type", type}, {"trial", trial}, {"attempt", attempt}};
 }
 
+// A try's connection (TransferTry): its failure is the link's when nothing answered; within
+// `timeout`, and by the try's connect_by.
+Result<std::unique_ptr<PeerConnection>> connect_try(const AgentEndpoint& agent,
+                                                    std::chrono::milliseconds timeout,
+                                                    TransferTry* t) {
+  auto deadline = Clock::now() + timeout;
+  if (t && t->connect_by) deadline = std::min(deadline, *t->connect_by);
+  PeerFailure failure = PeerFailure::kNone;
+  auto peer = connect_to_agent(agent.address, agent.tls, deadline, &failure);
+  if (t && !peer.ok())
+    t->link_failed = failure == PeerFailure::kUnreachable || failure == PeerFailure::kBroken;
+  if (t && peer.ok()) {
+    t->connected = true;
+    if (agent.link_watch) t->release = LinkWatch::watch(agent.link_watch, **peer);
+  }
+  return peer;
+}
+
+// Marks the try's failure as the link's and returns `s`.
+Status link_broke(TransferTry* t, Status s) {
+  if (t) t->link_failed = true;
+  return s;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,
-                                                         std::chrono::milliseconds timeout) {
-  PeerFailure failure;
-  return connect_to_agent(agent.address, agent.tls, Clock::now() + timeout, &failure);
+                                                         std::chrono::milliseconds timeout,
+                                                         PeerFailure* failure) {
+  PeerFailure ignored;
+  return connect_to_agent(agent.address, agent.tls, Clock::now() + timeout,
+                          failure ? failure : &ignored);
 }
 
 Result<Json> agent_answer(PeerConnection& peer, const AgentEndpoint& agent,
-                          const std::string& expected) {
+                          const std::string& expected, bool* link_failed) {
   auto m = receive_frame(peer);
-  if (!m.ok()) return Status::Failed(agent.address.text() + ": " + m.status().message());
+  if (!m.ok()) {
+    // A frame that is not one (kBadInput) is the agent's fault, not the link's.
+    if (link_failed && m.status().kind() != ErrorKind::kBadInput) *link_failed = true;
+    return Status::Failed(agent.address.text() + ": " + m.status().message());
+  }
   if ((*m)["type"] == "error") {
     const Json reason = m->value("reason", Json("no reason given"));
     return Status::Failed(agent.address.text() + " refused: " +
@@ -46,13 +77,14 @@ Result<Json> agent_answer(PeerConnection& peer, const AgentEndpoint& agent,
 }
 
 Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::string& trial,
-                                     int64_t attempt, std::chrono::milliseconds timeout) {
-  auto peer = connect_endpoint(agent, timeout);
+                                     int64_t attempt, std::chrono::milliseconds timeout,
+                                     TransferTry* t) {
+  auto peer = connect_try(agent, timeout, t);
   if (!peer.ok()) return peer.status();
   if (Status s = (*peer)->send(owner("checkpoint_stage", trial, attempt), Clock::now() + timeout);
       !s.ok())
-    return Status::Failed(agent.address.text() + ": " + s.message());
-  auto staged = agent_answer(**peer, agent, "checkpoint_staged");
+    return link_broke(t, Status::Failed(agent.address.text() + ": " + s.message()));
+  auto staged = agent_answer(**peer, agent, "checkpoint_staged", t ? &t->link_failed : nullptr);
   if (!staged.ok()) return staged.status();
   const Json path = staged->value("path", Json());
   if (!path.is_string() || !fs::path(path.get<std::string>()).is_absolute())
@@ -64,17 +96,22 @@ Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::stri
 Result<FetchedCheckpoint> fetch_checkpoint(
     const AgentEndpoint& agent, const std::string& trial, int64_t attempt, const std::string& path,
     const std::function<bool(const std::string&)>& lacks, const fs::path& into,
-    const std::function<Status(const FetchedCheckpoint&)>& keep) {
-  auto connected = connect_endpoint(agent, kConnectTime);
+    const std::function<Status(const FetchedCheckpoint&)>& keep, TransferTry* t) {
+  auto connected = connect_try(agent, kConnectTime, t);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
     return Status::Failed(agent.address.text() + ": " + s.message());
   };
+  // A call on the connection that failed: the link's, unless the agent went off the protocol.
+  auto link = [&](const Status& s) {
+    return s.kind() == ErrorKind::kBadInput ? broken(s) : link_broke(t, broken(s));
+  };
+  bool* link_failed = t ? &t->link_failed : nullptr;
   Json request = owner("checkpoint_fetch", trial, attempt);
   request["path"] = path;
-  if (Status s = peer.send(request, Clock::now() + kChunkTime); !s.ok()) return broken(s);
-  auto listed = agent_answer(peer, agent, "checkpoint_manifest");
+  if (Status s = peer.send(request, Clock::now() + kChunkTime); !s.ok()) return link(s);
+  auto listed = agent_answer(peer, agent, "checkpoint_manifest", link_failed);
   if (!listed.ok()) return listed.status();
   if (listed->value("trial", Json()) != trial || listed->value("attempt", Json()) != attempt)
     return Status::Failed(agent.address.text() + ": a manifest for another trial or attempt");
@@ -93,16 +130,18 @@ Result<FetchedCheckpoint> fetch_checkpoint(
   if (Status s = peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}},
                            Clock::now() + kChunkTime);
       !s.ok())
-    return broken(s);
+    return link(s);
   for (const FetchedContent& c : fetched.received) {
     UniqueFd fd(::open(c.file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd) return Status::Io("cannot create " + c.file.string() + ": " + errno_text());
     // Not fsynced here: the caller's keep() makes everything durable in one go.
     Status got =
         receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false, &fetched.content_bytes);
-    if (!got.ok()) return broken(got);
+    if (!got.ok()) return link(got);
+    if (t) t->progressed = true;
+    if (t && t->received) t->received(c);
   }
-  auto sent = agent_answer(peer, agent, "checkpoint_sent");
+  auto sent = agent_answer(peer, agent, "checkpoint_sent", link_failed);
   if (!sent.ok()) return sent.status();
   if (Status kept = keep(fetched); !kept.ok()) return kept;
   // The checkpoint is ours now: whether the agent manages to drop its copy is its business
@@ -124,17 +163,20 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
 Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::string& trial,
                                          int64_t attempt, const fs::path& dir,
                                          const WireManifest& manifest,
-                                         std::chrono::milliseconds connect_timeout) {
-  auto connected = connect_endpoint(agent, connect_timeout);
+                                         std::chrono::milliseconds connect_timeout,
+                                         TransferTry* t) {
+  auto connected = connect_try(agent, connect_timeout, t);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
     return Status::Failed(agent.address.text() + ": " + s.message());
   };
+  auto link = [&](const Status& s) { return link_broke(t, broken(s)); };
+  bool* link_failed = t ? &t->link_failed : nullptr;
   Json offer = owner("checkpoint_offer", trial, attempt);
   offer["manifest"] = manifest.to_json();
-  if (Status s = peer.send(offer, Clock::now() + kChunkTime); !s.ok()) return broken(s);
-  auto want = agent_answer(peer, agent, "checkpoint_want");
+  if (Status s = peer.send(offer, Clock::now() + kChunkTime); !s.ok()) return link(s);
+  auto want = agent_answer(peer, agent, "checkpoint_want", link_failed);
   if (!want.ok()) return want.status();
   std::map<std::string, const WireFile*> by_digest;
   for (const WireFile& f : manifest.files) by_digest.emplace(f.sha256, &f);
@@ -151,13 +193,14 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
     UniqueFd fd = open_beneath(dir, f.path);
     if (!fd) return Status::Io("cannot open " + (dir / f.path).string() + ": " + errno_text());
     if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes); !s.ok())
-      return broken(s);
+      return link(s);
+    if (t) t->progressed = true;
   }
   if (Status s = peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", pushed.content_bytes}},
                            Clock::now() + kChunkTime);
       !s.ok())
-    return broken(s);
-  auto restored = agent_answer(peer, agent, "checkpoint_restored");
+    return link(s);
+  auto restored = agent_answer(peer, agent, "checkpoint_restored", link_failed);
   if (!restored.ok()) return restored.status();
   const Json path = restored->value("path", Json());
   if (!path.is_string()) return broken(Status::Failed("restored without a path"));

@@ -5,16 +5,19 @@
 // Thread-safety: the functions may run on several threads at once (a TlsContext is shared).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "peer/checkpoint_manifest.h"
+#include "peer/link_watch.h"
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "peer/tls_session.h"
@@ -25,20 +28,58 @@ namespace cairn {
 struct AgentEndpoint {
   PeerAddress address;
   std::shared_ptr<TlsContext> tls;
+  // How long a checkpoint transfer whose link dropped goes on trying on new connections
+  // (checkpoint_retry.h): the heartbeat timeout, within which the agent's session is resumed
+  // too (a RemoteLauncher sets both). 0: a transfer is tried once.
+  std::chrono::milliseconds link_window{0};
+  // Set once the agent is counted lost (or its launcher ends): tries stop then. May be null.
+  std::shared_ptr<std::atomic<bool>> lost;
+  // Lets go of the transfers' connections when the agent's session finds the link silent
+  // (link_watch.h). May be null.
+  std::shared_ptr<LinkWatch> link_watch;
 };
 
-// A connection of its own to `agent`, within `timeout` (connection and handshake).
+struct FetchedContent;
+
+// One try of a transfer, for a caller that tries again on a new connection when the link
+// dropped (checkpoint_retry.h). Optional everywhere: nullptr, tried once as before.
+struct TransferTry {
+  // Set when the try failed because of the link: the connection could not be made (nothing
+  // answers; not a key or version mismatch), or it broke, closed or timed out mid-exchange.
+  // A refusal by the agent, an answer off the protocol, content that does not hash to its
+  // digest, or this side's failure to keep what it received is not the link's. (A local
+  // read or write error in the middle of a content counts as the link's: the try cannot tell
+  // it from the connection's; a try again fails the same way, within the window.)
+  bool link_failed = false;
+  // Whether the connection was made, and whether a content then crossed whole (received and
+  // verified by a fetch; sent by a push).
+  bool connected = false;
+  bool progressed = false;
+  // When set, connecting gives up by then (within the transfer's own timeout).
+  std::optional<std::chrono::steady_clock::time_point> connect_by;
+  // The try's connection's registration with the agent's LinkWatch (outlives the connection).
+  std::unique_ptr<LinkWatch::Registration> release;
+  // fetch_checkpoint: called with each content once it is complete and verified (written
+  // under `into`, not yet durable).
+  std::function<void(const FetchedContent&)> received;
+};
+
+// A connection of its own to `agent`, within `timeout` (connection and handshake). `failure`
+// (when given) says which kind of failure (peer_connection.h).
 Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,
-                                                         std::chrono::milliseconds timeout);
+                                                         std::chrono::milliseconds timeout,
+                                                         PeerFailure* failure = nullptr);
 // The agent's next frame, which must be of type `expected`; its refusal ({"type": "error",
-// "reason"}) or anything else is an error naming the agent (one line).
+// "reason"}) or anything else is an error naming the agent (one line). `link_failed` (when
+// given) is set when no frame came (the connection broke, closed or timed out).
 Result<Json> agent_answer(PeerConnection& peer, const AgentEndpoint& agent,
-                          const std::string& expected);
+                          const std::string& expected, bool* link_failed = nullptr);
 
 // A fresh directory on the agent for a checkpoint of `trial`'s `attempt`: its absolute path
 // there.
 Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::string& trial,
-                                     int64_t attempt, std::chrono::milliseconds timeout);
+                                     int64_t attempt, std::chrono::milliseconds timeout,
+                                     TransferTry* try_state = nullptr);
 
 struct FetchedContent {
   std::string sha256;
@@ -59,7 +100,7 @@ struct FetchedCheckpoint {
 Result<FetchedCheckpoint> fetch_checkpoint(
     const AgentEndpoint& agent, const std::string& trial, int64_t attempt, const std::string& path,
     const std::function<bool(const std::string&)>& lacks, const std::filesystem::path& into,
-    const std::function<Status(const FetchedCheckpoint&)>& keep);
+    const std::function<Status(const FetchedCheckpoint&)>& keep, TransferTry* try_state = nullptr);
 
 struct PushedCheckpoint {
   std::string path;  // the checkpoint directory on the agent
@@ -77,6 +118,7 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
 Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::string& trial,
                                          int64_t attempt, const std::filesystem::path& dir,
                                          const WireManifest& manifest,
-                                         std::chrono::milliseconds connect_timeout);
+                                         std::chrono::milliseconds connect_timeout,
+                                         TransferTry* try_state = nullptr);
 
 }  // namespace cairn

@@ -11,6 +11,7 @@
 #include "common/file_util.h"
 #include "engine/coordinator/checkpoint_parts.h"
 #include "engine/coordinator/checkpoint_transfers.h"
+#include "peer/checkpoint_retry.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -77,7 +78,7 @@ PartResult fetch_part(ObjectStore& objects, const fs::path& staging, const Check
     }
     return Status::Ok();
   };
-  auto fetched = fetch_checkpoint(
+  auto fetched = fetch_checkpoint_retrying(
       from.agent, job.trial, job.attempt, from.path,
       [&](const std::string& digest) { return !objects.contains(digest); }, *into, keep);
   if (!fetched.ok())

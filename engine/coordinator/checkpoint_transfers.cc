@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/file_util.h"
+#include "peer/checkpoint_retry.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -59,7 +60,7 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
   CheckpointJobResult result;
   result.job = job;
   if (job.kind == CheckpointJob::Kind::kStage) {
-    auto path = stage_checkpoint(job.agent, job.trial, job.attempt, kStageTime);
+    auto path = stage_checkpoint_retrying(job.agent, job.trial, job.attempt, kStageTime);
     if (path.ok())
       result.staged_path = *path;
     else
@@ -75,7 +76,7 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
       return result;
     }
     if (!job.to_agent) return result;
-    auto pushed = push_checkpoint(job.agent, job.trial, job.attempt, job.path, kStageTime);
+    auto pushed = push_checkpoint_retrying(job.agent, job.trial, job.attempt, job.path, kStageTime);
     if (pushed.ok())
       result.staged_path = pushed->path;
     else
@@ -120,7 +121,7 @@ CheckpointJobResult CheckpointTransfers::run(const CheckpointJob& job) {
     result.manifest = std::move(manifest);
     return Status::Ok();
   };
-  auto fetched = fetch_checkpoint(
+  auto fetched = fetch_checkpoint_retrying(
       job.agent, job.trial, job.attempt, job.path,
       [&](const std::string& digest) { return !objects_.contains(digest); }, *into, keep);
   if (!fetched.ok()) {

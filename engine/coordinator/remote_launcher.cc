@@ -26,6 +26,7 @@
 #include "engine/coordinator/run_shipping.h"
 #include "peer/agent_client.h"
 #include "peer/checkpoint_client.h"
+#include "peer/checkpoint_retry.h"
 #include "peer/control_relay.h"
 #include "peer/rank_messages.h"
 #include "peer/route_probe.h"
@@ -118,6 +119,11 @@ void RemoteLauncher::State::fail_all(const Status& why) {
   // On the connection's thread: the relayed control connections end with it, so the
   // coordinator sees its ranks' channels close.
   control->close_all();
+  // Its checkpoint transfers stop trying, and those waiting on a connection to it (a hung
+  // agent whose kernel still holds the connection open) let go now, not at the wire's
+  // timeouts: the trial's next attempt waits for them (checkpoint_retry.h).
+  endpoint.lost->store(true);
+  endpoint.link_watch->release_all();
   std::lock_guard lock(mutex);
   broken = why;
   pending.clear();
@@ -198,6 +204,9 @@ void RemoteLauncher::State::loop() {
         now - last_heard <= heartbeat_timeout) {
       const auto silent =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count();
+      // The checkpoint transfers through the same link would wait for their frames' 60 s
+      // timeout: let go of them too, and they go on on new connections (checkpoint_retry.h).
+      endpoint.link_watch->release_all();
       if (failed(Status::Failed(address + ": nothing heard for " + std::to_string(silent / 1000) +
                                 "." + std::to_string(silent % 1000 / 100) + " s")))
         continue;
@@ -318,6 +327,7 @@ RemoteLauncher::~RemoteLauncher() {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
   }
+  state_->endpoint.lost->store(true);  // a restore trying again gives up
   state_->wake();
   state_->thread.join();
   // Each restore is bounded by the wire's timeouts; what it launches after this is dropped.
@@ -349,7 +359,11 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
     if (value > 0 && value < 86400)
       state->heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   }
-  state->endpoint = AgentEndpoint{address, client};
+  // Its checkpoint transfers go on over a dropped link as the session does
+  // (peer/checkpoint_retry.h), and stop once the agent is lost (fail_all) or this ends.
+  state->endpoint =
+      AgentEndpoint{address, client, state->heartbeat_timeout,
+                    std::make_shared<std::atomic<bool>>(false), std::make_shared<LinkWatch>()};
   const Json& status = **answer;
   const Json slots = status.value("slots", Json::object()).value("total", Json());
   state->offer.slots = slots.is_number_integer() ? std::max<int64_t>(0, slots.get<int64_t>()) : 0;
@@ -470,7 +484,7 @@ void RemoteLauncher::State::restore_then_launch(RemoteLaunch remote, std::string
   auto pushed = pushes.get(trial, attempt, checkpoint, [&]() -> Result<PushedCheckpoint> {
     auto manifest = scan_for_restore(trial, attempt, checkpoint);
     if (!manifest.ok()) return manifest.status();
-    return push_checkpoint(endpoint, trial, attempt, checkpoint, *manifest, kLaunchTime);
+    return push_checkpoint_retrying(endpoint, trial, attempt, checkpoint, *manifest, kLaunchTime);
   });
   std::lock_guard lock(mutex);
   // Killed while it waited (signal()), or its connection was lost: it has ended already.
