@@ -66,6 +66,16 @@ class ResumeKeyFile(CairnTestCase):
         self.assertEqual(trial["restarts"], 0, trial)
         self.assertEqual(trial["placement"][0]["machine"], agent.address, trial)
 
+    def test_every_coordinator_command_names_the_same_key_search(self):
+        # run, resume and peers find the key as the agent does (docs/peers.md "The cluster
+        # key"); their --help says so, each step of it.
+        for command in ("run", "resume", "peers", "agent"):
+            text = " ".join(self.cairn(command, "--help", check=0).stdout.split())
+            option = text[text.index("--key-file"):]
+            for step in ("CAIRN_KEY_FILE", "$XDG_CONFIG_HOME/cairn/cluster.key",
+                         "~/.config/cairn/cluster.key"):
+                self.assertIn(step, option[:400], (command, option[:400]))
+
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())
