@@ -4,12 +4,13 @@ would last 300 s: A kills rank 0 at once (its log says signal 9), and the trial 
 and completes long before rank 0 could have ended by itself."""
 import os
 import re
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CairnTestCase  # noqa: E402
+from cairn_testlib import CAIRN, CairnTestCase  # noqa: E402
 import peer_testlib  # noqa: E402
 from peer_testlib import agent_env, alive, peer_home  # noqa: E402
 
@@ -62,6 +63,30 @@ class GangStop(CairnTestCase):
         # rank exit with status 3.
         self.assertRegex(a.text(), r"rank \d+ of \S+ ended \(code \d+, signal 9\)")
         self.assertRegex(b.text(), r"rank \d+ of \S+ ended \(code 3, signal 0\)")
+
+    def test_sigterm_logs_each_connection_it_closes_and_its_killed_ranks(self):
+        # Item 1, one log line per event: the stop ends a connection with a rank running.
+        key = peer_home(self)
+        self.write("train.py", TRAIN)
+        self.write("exp.yaml", CONFIG.replace("slots_per_trial: 2", "slots_per_trial: 1"))
+        a = peer_testlib.Agent(self, "--no-announce", key=key, slots=1)
+        out_path = os.path.join(self.dir, "run.out")
+        with open(out_path, "w") as out:
+            run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
+                                    a.address, "--key-file", key], cwd=self.dir,
+                                   env=self.cairn_env(agent_env(self)), stdout=out,
+                                   stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
+        # Attempt 1's rank 0 sleeps for 300 s: running when the agent stops.
+        a.line(lambda l: "started rank" in l, "the rank's start")
+        code, rest = a.stop()
+        self.assertEqual(code, 0, rest)
+        lines = rest.splitlines()
+        self.assertRegex(lines[-1], r"stopped \(SIGTERM\)$")
+        closed = [l for l in lines if ": the agent stops" in l]
+        self.assertEqual(len(closed), 1, rest)
+        self.assertRegex(closed[0], r"closed 127\.0\.0\.1:\d+: the agent stops; its 1 running "
+                         r"rank is killed$")
 
 
 if __name__ == "__main__":
