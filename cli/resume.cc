@@ -55,7 +55,10 @@ void deliver_pending_notifications(const StoreLayout& store, int64_t id, const J
     sender->drain(kWebhookDrainLimit);
 }
 
-int resume_one(const StoreLayout& store, int64_t id) {
+// `key_override`: --key-file, which replaces the key file the experiment recorded (a key moved,
+// or the resume runs where the recorded path means nothing); empty: the recorded one, else
+// the default search (CAIRN_KEY_FILE, the per-user path).
+int resume_one(const StoreLayout& store, int64_t id, const std::string& key_override) {
   auto status = experiment_status(store, id);
   // `cairn run` stopped between taking the id and its first commit (kill -9 in that short
   // window): nothing of the experiment was recorded, so nothing ran and nothing can be
@@ -110,7 +113,8 @@ int resume_one(const StoreLayout& store, int64_t id) {
   std::vector<std::string> recorded_peers;
   for (const Json& peer : status->record.value("peers", Json::array()))
     if (peer.is_string()) recorded_peers.push_back(peer.get<std::string>());
-  const std::string key_file = status->record.value("key_file", "");
+  const std::string key_file = key_override.empty() ? status->record.value("key_file", "")
+                                                    : fs::absolute(key_override).string();
   const bool run_locally = status->record.value("run_locally", true);
   auto peers = check_peer_addresses(recorded_peers, key_file, /*require_all=*/false);
   if (!peers.ok()) return fail(peers.status());
@@ -156,7 +160,7 @@ int resume_one(const StoreLayout& store, int64_t id) {
 
 // Every experiment whose driver died (ACTIVE, not driven) is resumed in the background, each
 // by its own detached process. Deliberately paused experiments stay paused.
-int resume_all(const StoreLayout& store) {
+int resume_all(const StoreLayout& store, const std::string& key_override) {
   int resumed = 0, delivering = 0;
   int exit_code = 0;
   for (int64_t id : list_experiment_ids(store)) {
@@ -186,7 +190,7 @@ int resume_all(const StoreLayout& store) {
     if (pid < 0) return fail(Status::Io("fork: " + errno_text()));
     if (pid == 0) {
       start_session_with_output(store.experiment(id) / "coordinator.log");
-      ::_exit(resume_one(store, id));
+      ::_exit(resume_one(store, id, key_override));
     }
     ++resumed;
   }
@@ -202,13 +206,19 @@ int resume_all(const StoreLayout& store) {
 void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
   auto id = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);
+  auto key_file = std::make_shared<std::string>();
   CLI::App* cmd =
       app.add_subcommand("resume", "Continue an interrupted or paused experiment where it stopped");
   auto* id_opt = cmd->add_option("id", *id, "Experiment id")->type_name("EXP");
   cmd->add_flag("--all", *all,
                 "Resume every interrupted experiment in the background (for boot time)")
       ->excludes(id_opt);
-  cmd->callback([&global, &outcome, id, all] {
+  cmd->add_option("--key-file", *key_file,
+                  "Cluster key for the experiment's agents (default: the one its run named, else "
+                  "CAIRN_KEY_FILE, else $XDG_CONFIG_HOME/cairn/cluster.key or "
+                  "~/.config/cairn/cluster.key)")
+      ->type_name("FILE");
+  cmd->callback([&global, &outcome, id, all, key_file] {
     keep_driving_without_stdout();
     auto store = open_store(global);
     if (!store.ok()) {
@@ -216,7 +226,7 @@ void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       return;
     }
     if (*all) {
-      outcome.exit_code = resume_all(*store);
+      outcome.exit_code = resume_all(*store, *key_file);
       return;
     }
     auto parsed = parse_id(*id);
@@ -224,7 +234,7 @@ void add_resume(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       outcome.exit_code = fail(Status::BadInput("resume needs an experiment id (or --all)"));
       return;
     }
-    outcome.exit_code = resume_one(*store, parsed->experiment);
+    outcome.exit_code = resume_one(*store, parsed->experiment, *key_file);
   });
 }
 

@@ -133,7 +133,7 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       ->type_name("HOST:PORT,...");
   cmd->add_option("--key-file", opts->key_file,
                   "Cluster key for --peers (default: CAIRN_KEY_FILE, else "
-                  "~/.config/cairn/cluster.key)")
+                  "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")
       ->type_name("FILE");
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = run(global, *opts); });
 }

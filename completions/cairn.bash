@@ -131,7 +131,15 @@ _cairn() {
       fi
       takes_value="--set --name --slots --peers --key-file"
       ;;
-    resume) options="--all" ;;
+    resume)
+      options="--all --key-file"
+      if [[ $prev == --key-file ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      takes_value="--key-file"
+      ;;
     pause | kill) ;;
     ls) options="--all --json" ;;
     show | checkpoints) options="--json" ;;

@@ -140,8 +140,9 @@ complete -c cairn -n '__cairn_using_command run' -l peers -x -d 'Run the ranks o
 complete -c cairn -n '__cairn_using_command run' -l key-file -r -F -d 'Cluster key file for --peers'
 complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -k -a '(__cairn_configs)'
 
-# resume EXP | resume --all
+# resume EXP | resume --all [--key-file F]
 complete -c cairn -n '__cairn_using_command resume' -l all -d 'Resume every interrupted experiment in the background'
+complete -c cairn -n '__cairn_using_command resume' -l key-file -r -F -d 'Cluster key file for the agents'
 complete -c cairn -n '__cairn_using_command resume; and __cairn_at_argument 1; and not contains -- --all (commandline -opc)' -a '(__cairn_ids experiments)' -d Experiment
 
 # pause EXP, kill EXP

@@ -240,6 +240,12 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       const std::string& why = request.status().message();
       if (why == "stopping") {
         end_session = true;
+        // One line per event: what the stop ends here (end_or_keep kills the ranks).
+        agent_log("closed " + name + ": the agent stops" +
+                  (session->running > 0
+                       ? "; its " + std::to_string(session->running) + " running rank" +
+                             (session->running == 1 ? " is" : "s are") + " killed"
+                       : ""));
         // Not a link that dropped: the coordinator counts the ranks lost at once.
         (void)peer.send(Json{{"type", "goodbye"}}, Clock::now() + std::chrono::seconds(1));
         peer.close(Clock::now() + std::chrono::seconds(1));

@@ -198,7 +198,7 @@ class FishCompletes(CairnTestCase):
         self.assertEqual(self.complete("cairn best 1 --"), ["--checkpoint", "--help"])
         self.assertIn("--detach", self.complete("cairn run --"))
         self.assertIn("--diff", self.complete("cairn compare 1.1 2.1 --"))
-        self.assertEqual(self.complete("cairn resume --"), ["--all", "--help"])
+        self.assertEqual(self.complete("cairn resume --"), ["--all", "--help", "--key-file"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])

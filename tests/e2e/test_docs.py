@@ -381,7 +381,7 @@ class BashCompletion(unittest.TestCase):
 
     def test_resume_offers_experiments_and_all(self):
         self.assertEqual(self.complete("cairn resume "), ["--all", "1", "2"])
-        self.assertEqual(self.complete("cairn resume --"), ["--all", "--help"])
+        self.assertEqual(self.complete("cairn resume --"), ["--all", "--help", "--key-file"])
         self.assertEqual(self.complete("cairn resume --all "), [])
         self.assertEqual(self.complete("cairn resume 1 "), [])
 
