@@ -11,9 +11,10 @@ namespace cairn {
 Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& address,
                                                          std::shared_ptr<TlsContext> client,
                                                          Deadline deadline, PeerFailure* failure,
-                                                         std::string* agent_version) {
+                                                         std::string* agent_version,
+                                                         const PeerRelease* release) {
   const bool keyless = client->key().none();
-  auto connection = PeerConnection::connect(address, std::move(client), deadline, failure);
+  auto connection = PeerConnection::connect(address, std::move(client), deadline, failure, release);
   if (!connection.ok()) return connection.status();
   PeerConnection& peer = **connection;
   // Keyless: nothing is sent to another user's agent (keyless_guard.h).

@@ -19,11 +19,13 @@ namespace cairn {
 // A connection to an agent that has said hello in our protocol version. On failure
 // `failure` says which kind (a refusal with code "version_mismatch", or a hello of another
 // version, is kVersionMismatch) and the error is one line naming the address;
-// `agent_version` gets the agent's cairn version whenever it said it.
+// `agent_version` gets the agent's cairn version whenever it said it. `release`: as
+// PeerConnection::connect's, for the handshake and the hellos.
 Result<std::unique_ptr<PeerConnection>> connect_to_agent(const PeerAddress& address,
                                                          std::shared_ptr<TlsContext> client,
                                                          Deadline deadline, PeerFailure* failure,
-                                                         std::string* agent_version = nullptr);
+                                                         std::string* agent_version = nullptr,
+                                                         const PeerRelease* release = nullptr);
 
 // What `cairn peers` shows of one agent.
 struct AgentStatus {

@@ -31,12 +31,18 @@ Result<std::unique_ptr<PeerConnection>> connect_try(const AgentEndpoint& agent,
   auto deadline = Clock::now() + timeout;
   if (t && t->connect_by) deadline = std::min(deadline, *t->connect_by);
   PeerFailure failure = PeerFailure::kNone;
-  auto peer = connect_to_agent(agent.address, agent.tls, deadline, &failure);
+  // Registered before connecting: an agent counted lost while this connects (a stopped
+  // one accepts and never answers the handshake) lets go now, not at `deadline`.
+  std::unique_ptr<LinkWatch::Registration> release;
+  if (t && agent.link_watch) release = LinkWatch::ahead(agent.link_watch);
+  const PeerRelease hook = release ? release->release() : PeerRelease{};
+  auto peer = connect_to_agent(agent.address, agent.tls, deadline, &failure, nullptr,
+                               release ? &hook : nullptr);
   if (t && !peer.ok())
     t->link_failed = failure == PeerFailure::kUnreachable || failure == PeerFailure::kBroken;
   if (t && peer.ok()) {
     t->connected = true;
-    if (agent.link_watch) t->release = LinkWatch::watch(agent.link_watch, **peer);
+    t->release = std::move(release);
   }
   return peer;
 }

@@ -10,16 +10,21 @@ LinkWatch::Registration::~Registration() {
   watch_->registered_.erase(this);
 }
 
-std::unique_ptr<LinkWatch::Registration> LinkWatch::watch(const std::shared_ptr<LinkWatch>& watch,
-                                                          PeerConnection& peer) {
+std::unique_ptr<LinkWatch::Registration> LinkWatch::ahead(const std::shared_ptr<LinkWatch>& watch) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return nullptr;
   std::unique_ptr<Registration> r(new Registration(watch));
   r->wake_read_.reset(fds[0]);
   r->wake_write_.reset(fds[1]);
-  peer.set_release(r->wake_read_.get(), &r->released_);
   std::lock_guard lock(watch->mutex_);
   watch->registered_.insert(r.get());
+  return r;
+}
+
+std::unique_ptr<LinkWatch::Registration> LinkWatch::watch(const std::shared_ptr<LinkWatch>& watch,
+                                                          PeerConnection& peer) {
+  auto r = ahead(watch);
+  if (r) peer.set_release(r->wake_read_.get(), &r->released_);
   return r;
 }
 

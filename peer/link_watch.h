@@ -31,6 +31,7 @@ class LinkWatch {
     ~Registration();
     Registration(const Registration&) = delete;
     Registration& operator=(const Registration&) = delete;
+    PeerRelease release() const { return PeerRelease{wake_read_.get(), &released_}; }
 
    private:
     friend class LinkWatch;
@@ -44,6 +45,11 @@ class LinkWatch {
   // when no pipe can be made.
   static std::unique_ptr<Registration> watch(const std::shared_ptr<LinkWatch>& watch,
                                              PeerConnection& peer);
+  // A registration for a connection still to be made: its release() goes to
+  // PeerConnection::connect, so a release_all() from now on also ends the handshake (an agent
+  // lost while a transfer connects to it: a stopped agent accepts and never answers).
+  // nullptr when no pipe can be made.
+  static std::unique_ptr<Registration> ahead(const std::shared_ptr<LinkWatch>& watch);
   // Lets go of every connection registered now.
   void release_all();
 

@@ -101,7 +101,8 @@ Status PeerConnection::handshake(Deadline deadline) {
 Result<std::unique_ptr<PeerConnection>> PeerConnection::connect(const PeerAddress& address,
                                                                 std::shared_ptr<TlsContext> client,
                                                                 Deadline deadline,
-                                                                PeerFailure* failure) {
+                                                                PeerFailure* failure,
+                                                                const PeerRelease* release) {
   auto set = [&](PeerFailure f) {
     if (failure) *failure = f;
   };
@@ -119,6 +120,7 @@ Result<std::unique_ptr<PeerConnection>> PeerConnection::connect(const PeerAddres
   }
   std::unique_ptr<PeerConnection> connection(
       new PeerConnection(std::move(*fd), std::move(*tls), address.text()));
+  if (release) connection->set_release(release->wake_fd, release->released);
   Status shaken = connection->handshake(deadline);
   if (!shaken.ok()) {
     // The agent ends a handshake whose key it does not hold with an alert (or, seen from

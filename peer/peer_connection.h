@@ -38,15 +38,25 @@ enum class PeerFailure {
 };
 const char* peer_failure_name(PeerFailure failure);  // "ok", "key_mismatch", …
 
+// A release for a connection (PeerConnection::set_release): a descriptor and a flag, not
+// owned.
+struct PeerRelease {
+  int wake_fd = -1;
+  const std::atomic<bool>* released = nullptr;
+};
+
 class PeerConnection {
  public:
   // Connects to an agent and completes the handshake as the client. On failure `failure`
   // (when given) says which kind; the error is one line naming the address and, for a key
-  // mismatch, our key id.
+  // mismatch, our key id. `release` (when given) is set on the connection before the
+  // handshake, so a release also ends a handshake that an agent which accepts connections
+  // but does not answer (a stopped process) would hold until `deadline`.
   static Result<std::unique_ptr<PeerConnection>> connect(const PeerAddress& address,
                                                          std::shared_ptr<TlsContext> client,
                                                          Deadline deadline,
-                                                         PeerFailure* failure = nullptr);
+                                                         PeerFailure* failure = nullptr,
+                                                         const PeerRelease* release = nullptr);
   // Completes the handshake as the server on an accepted socket. The error is one line
   // naming what the peer offered ("key id 1f2e… (this agent's is 9a8b…)", "no cluster key
   // offered", "not TLS 1.3: …").

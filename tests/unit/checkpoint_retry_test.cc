@@ -123,6 +123,27 @@ TEST_CASE("checkpoint retry: an agent counted lost ends the tries") {
   CHECK(seconds_since(started) < 1.0);
 }
 
+TEST_CASE("checkpoint retry: an agent lost while a transfer connects to it lets it go at once") {
+  // A stopped agent: its kernel accepts the connection (the listener's backlog), nothing
+  // answers the handshake. Counting it lost must end the connect, not its 10 s timeout.
+  RetryFixture f;
+  auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
+  REQUIRE(listener.ok());
+  AgentEndpoint hung{PeerAddress{"127.0.0.1", local_port(listener->get())}, f.tls,
+                     milliseconds(10000), std::make_shared<std::atomic<bool>>(false)};
+  hung.link_watch = std::make_shared<LinkWatch>();
+  const auto started = Clock::now();
+  std::thread loser([&] {
+    std::this_thread::sleep_for(milliseconds(300));  // the connect is under way by then
+    hung.lost->store(true);
+    hung.link_watch->release_all();
+  });
+  auto staged = stage_checkpoint_retrying(hung, "1.1", 2, milliseconds(10000));
+  loser.join();
+  REQUIRE_FALSE(staged.ok());
+  CHECK(seconds_since(started) < 3.0);
+}
+
 TEST_CASE("checkpoint retry: transfers that work are unchanged") {
   RetryFixture f;
   auto staged = stage_checkpoint_retrying(f.endpoint, "1.1", 2, milliseconds(5000));
