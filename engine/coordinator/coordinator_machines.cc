@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/rank_interfaces.h"
 #include "engine/coordinator/trial_state.h"
 #include "peer/peer_address.h"
 #include "peer/route_probe.h"
@@ -119,6 +120,11 @@ std::string Coordinator::master_address(const std::vector<SlotRef>& places) cons
 
 Status Coordinator::check_rendezvous(const std::vector<SlotRef>& places,
                                      const std::string& master_addr, int* master_port) {
+  // MASTER_ADDR is loopback unless the gang spans machines (master_address).
+  if (Status scoped = check_gang_master_address(
+          master_addr, machines_[static_cast<size_t>(places.front().machine)].name());
+      !scoped.ok())
+    return scoped;
   // Rank 0 on an agent: MASTER_PORT must be free there, also for a gang all on that agent.
   if (places.size() > 1 && places.front().machine != 0)
     return check_agent_rendezvous(places, master_addr, master_port);

@@ -28,4 +28,14 @@ inline constexpr const char* kCollectiveInterfaceVariables[] = {"GLOO_SOCKET_IFN
 // interface of this machine routes there: the rank could not reach rank 0.
 Status set_collective_interfaces(std::map<std::string, std::string>& env);
 
+// Whether `master_addr` can be rank 0's address for a gang split over machines: not an IPv6
+// link-local address (fe80::/10, with or without a %scope). Such an address only means
+// something with an interface of the machine that uses it: the scope cairn knows is the
+// coordinator's interface name, and Gloo (builtin:mlp's and PyTorch's) hands each rank's
+// own address to the others with its machine's interface index, which names another
+// interface, or none, on theirs ("connect: Network is unreachable", or a wait for ever).
+// The error is one line naming rank 0's machine and what to give the machines instead
+// (docs/peers.md "A gang over IPv6").
+Status check_gang_master_address(const std::string& master_addr, const std::string& machine);
+
 }  // namespace cairn
