@@ -31,7 +31,7 @@ Status check_gang_master_address(const std::string& master_addr, const std::stri
     return Status::Ok();
   return Status::Failed(
       "rank 0's machine (" + machine + ") is reached at the link-local address " + master_addr +
-      ": a gang over machines needs an address without a scope (Gloo and NCCL give each "
+      ": a gang over machines needs an address without a scope (Gloo gives each "
       "rank's address to the others with its own machine's interface index); give the "
       "machines a unique local (fd00::/8) or global IPv6 address, or an IPv4 one, and list "
       "the agents by it");
