@@ -40,7 +40,8 @@ setting) starts two such agents sharing one key, each with half the slots, and n
 
 --baseline BIN adds a driver "cairn-base": the same `cairn run` with another build (say,
 the previous commit's), interleaved with the others in every repetition, so a change is
-measured against its baseline under the same load.
+measured against its baseline under the same load. With --agent too, "cairn-base-agent" is
+the baseline's `cairn run` on the baseline's own loopback agents.
 """
 import argparse
 import concurrent.futures
@@ -282,6 +283,10 @@ def report(trials, results):
         print("  cairn vs cairn-base (--baseline): %.2f ms vs %.2f ms per trial (paired %.2f vs "
               "%.2f)" % (overhead["cairn"], overhead["cairn-base"], paired["cairn"],
                          paired["cairn-base"]))
+    if "cairn-agent" in overhead and "cairn-base-agent" in overhead:
+        print("  cairn-agent vs cairn-base-agent (--baseline --agent): %.2f ms vs %.2f ms per "
+              "trial (paired %.2f vs %.2f)" % (overhead["cairn-agent"], overhead["cairn-base-agent"],
+                                               paired["cairn-agent"], paired["cairn-base-agent"]))
     if "cairn" in overhead and "cairn-agent" in overhead:
         print("  cairn-agent vs cairn (--agent: every trial on a loopback agent): %.2f ms vs "
               "%.2f ms per trial (paired %.2f vs %.2f): %.2fx the local overhead (paired %.2fx)"
@@ -333,6 +338,8 @@ def main():
         names.append("cairn-base")
     if args.agent and "cairn-agent" not in names:
         names.append("cairn-agent")
+    if args.agent and args.baseline and "cairn-base-agent" not in names:
+        names.append("cairn-base-agent")
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="cairn-bench-runner-"))
     print(machine_summary(cairn))
     print("scratch: %s" % scratch)
@@ -351,12 +358,21 @@ def main():
         # The same slots in all as the local driver's, split over the agents.
         for i in range(args.agents):
             agents.append(LoopbackAgent(cairn, scratch, i, max(1, WORKERS // args.agents)))
+    base_agents = []
+    if "cairn-base-agent" in names:
+        # The baseline's own agents (its coordinator and agents both the other build).
+        base = str(pathlib.Path(args.baseline).resolve())
+        for i in range(args.agents):
+            base_agents.append(LoopbackAgent(base, scratch, 100 + i,
+                                             max(1, WORKERS // args.agents)))
     runners = {"xargs": lambda w: run_xargs(w, args.trials),
                "pool": lambda w: run_pool(w, args.trials),
                "cairn": lambda w: run_cairn(cairn, w, args.trials),
                "cairn-base": lambda w: run_cairn(str(pathlib.Path(args.baseline).resolve()), w,
                                                  args.trials),
                "cairn-agent": lambda w: run_cairn(cairn, w, args.trials, agents),
+               "cairn-base-agent": lambda w: run_cairn(str(pathlib.Path(args.baseline).resolve()),
+                                                       w, args.trials, base_agents),
                "optuna": lambda w: run_optuna(w, args.trials)}
     try:
         for rep in range(args.reps):
@@ -374,7 +390,7 @@ def main():
                     shutil.rmtree(workdir, ignore_errors=True)
         report(args.trials, results)
     finally:
-        for agent in agents:
+        for agent in agents + base_agents:
             agent.close()
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -20,6 +20,10 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<uint64_t> g_next_relay{1};
 
+// A stream's data is acknowledged once this much of it was written: a quarter window, so
+// the writer keeps three quarters while the ack travels, and small messages need no ack.
+constexpr size_t kAckEveryBytes = kControlWindowBytes / 4;
+
 // How many ended stream ids are remembered, so late frames for them pass quietly.
 constexpr size_t kRememberedClosed = 4096;
 
@@ -192,13 +196,20 @@ bool ControlRelay::write_out(int64_t id, Stream& s) {
   }
   if (written > 0) {
     s.out.erase(0, written);
-    outgoing_.push_back(control_ack_message(id, static_cast<int64_t>(written)));
+    credit(id, s, written);
   }
   if (s.closing && s.out.empty()) {
     end_stream(id, false);
     return false;
   }
   return true;
+}
+
+void ControlRelay::credit(int64_t id, Stream& s, size_t bytes) {
+  s.unacked += bytes;
+  if (s.unacked < kAckEveryBytes) return;
+  outgoing_.push_back(control_ack_message(id, static_cast<int64_t>(s.unacked)));
+  s.unacked = 0;
 }
 
 bool ControlRelay::pump(int64_t id, Stream& s, short revents) {
@@ -287,8 +298,7 @@ void ControlRelay::handle(const Json& message) {
         // A coordinator that adopted the rank: its answer to the replayed hello stays here.
         size_t swallowed = 0;
         std::string data = s.lines.to_rank(frame->data, &swallowed);
-        if (swallowed > 0)
-          outgoing_.push_back(control_ack_message(frame->stream, static_cast<int64_t>(swallowed)));
+        if (swallowed > 0) credit(frame->stream, s, swallowed);
         s.out += data;
       } else {
         s.out += frame->data;
@@ -324,7 +334,7 @@ Status ControlRelay::flush(PeerConnection& peer) {
 
 void ControlRelay::forget_peer() {
   outgoing_.clear();
-  for (auto& [id, s] : streams_) s.in_flight = 0;
+  for (auto& [id, s] : streams_) s.in_flight = s.unacked = 0;
 }
 
 void ControlRelay::adopt(const std::set<int64_t>& ranks) {

@@ -14,8 +14,11 @@
 // sockets, so a byte a rank writes leaves at once. Each direction of a stream holds at most
 // kControlWindowBytes in flight: a side reads from its socket only while the other end has
 // acknowledged enough (control_ack once written), so a slow reader holds back its writer
-// instead of growing a buffer. Closing either end closes the other; every stream ends with
-// its relay (the connection).
+// instead of growing a buffer. Acks go once a quarter window has been written, not per
+// chunk: a control message of a few hundred bytes then costs one frame, not two (and one
+// wake-up of the other side less), and a writer is still never held back by a reader that
+// keeps up (it has three quarters of the window left while the quarter is acknowledged). Closing
+// either end closes the other; every stream ends with its relay (the connection).
 //
 // What the other side sends is checked: an id that names no stream, data for a stream that
 // is not open, data over the window, a malformed control frame, a control_open the agent
@@ -104,6 +107,7 @@ class ControlRelay {
     int64_t rank = 0;
     std::string out;       // from the other side, not yet written to the socket
     size_t in_flight = 0;  // sent to the other side, not yet acknowledged
+    size_t unacked = 0;    // from the other side, written (or swallowed), not yet acknowledged
     bool closing = false;  // the other side closed: write what is left, then close
     StreamLines lines;     // agent: what a coordinator that adopts the rank needs
   };
@@ -119,6 +123,8 @@ class ControlRelay {
   // Reads from / writes to a stream's socket as poll said; false when the stream ended.
   bool pump(int64_t id, Stream& stream, short revents);
   bool write_out(int64_t id, Stream& stream);
+  // `bytes` of the other side's data left this end; acknowledged once a quarter window has.
+  void credit(int64_t id, Stream& stream, size_t bytes);
   void end_stream(int64_t id, bool tell_peer);
   // Whether `id` names a stream that existed (data may still arrive for it after either
   // side closed it: not an error).
