@@ -176,8 +176,9 @@ void KeptOutput::acknowledged(int64_t frames) {
   }
 }
 
-std::string KeptOutput::replay_from(uint64_t end) {
+std::string KeptOutput::replay_from(uint64_t end, uint64_t* lost) {
   std::string out;
+  if (lost) *lost = end < at_ ? at_ - end : 0;
   if (end < at_) {
     // The file lacks bytes this agent no longer has: said, not a silent gap.
     out =
@@ -414,11 +415,12 @@ bool serve_adopt_ranks(PeerConnection& peer, AgentSession& session, const Json& 
       it = session.adoption.outputs.erase(it);  // not adopted, or its file's end not said
       continue;
     }
-    const std::string replay = it->second.replay_from(static_cast<uint64_t>(at->second));
+    uint64_t lost = 0;
+    const std::string replay = it->second.replay_from(static_cast<uint64_t>(at->second), &lost);
     ++it;
-    if (replay.starts_with("cairn: "))
-      agent_log("rank " + std::to_string(rank) + " of " + who + ": " +
-                replay.substr(7, replay.find('\n') - 7) + " (more than " +
+    if (lost > 0)
+      agent_log("rank " + std::to_string(rank) + " of " + who + ": " + std::to_string(lost) +
+                " bytes of output were lost while cairn was away (more than " +
                 std::to_string(KeptOutput::kMaxBytes >> 20) + " MiB unacknowledged)");
     for (size_t off = 0; off < replay.size(); off += kOutputChunkBytes) {
       const std::string_view piece = std::string_view(replay).substr(off, kOutputChunkBytes);

@@ -112,8 +112,9 @@ class KeptOutput {
   // every byte once — the kept bytes from `end` on, after `cairn: N bytes of output were
   // lost while cairn was away` when some before them were dropped (the bound). Forgets
   // everything kept (the frames those bytes are sent in are noted again with sent()), and
-  // numbers the next byte from `end` plus what it returns.
-  std::string replay_from(uint64_t end);
+  // numbers the next byte from `end` plus what it returns. *lost (when given): the bytes
+  // dropped by the bound, 0 when none.
+  std::string replay_from(uint64_t end, uint64_t* lost = nullptr);
 
   size_t kept_bytes() const { return bytes_; }
   uint64_t kept_from() const { return at_; }

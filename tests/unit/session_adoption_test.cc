@@ -164,7 +164,9 @@ TEST_CASE("kept output: an adoption gets what its file lacks, once") {
   CHECK(out.kept_bytes() == 4);
   out.sent("dddd", 5);
   // The dead coordinator wrote frame 4's bytes and half of nothing else: its file ends at 112.
-  CHECK(out.replay_from(112) == "dddd");
+  uint64_t lost = 99;
+  CHECK(out.replay_from(112, &lost) == "dddd");
+  CHECK(lost == 0);
   CHECK(out.kept_bytes() == 0);
   // Numbered on from the new coordinator's file end.
   out.sent("eeee", 1);
@@ -185,8 +187,10 @@ TEST_CASE("kept output: bytes bounded out are said lost in one line, not a silen
   out.acknowledged(0);  // nothing acknowledged: nothing more goes
   CHECK(out.kept_bytes() == 10);
   const std::string note = "cairn: 4 bytes of output were lost while cairn was away\n";
-  const std::string replay = out.replay_from(0);
+  uint64_t lost = 99;
+  const std::string replay = out.replay_from(0, &lost);
   CHECK(replay == note + "456789abcd");
+  CHECK(lost == 4);
   // What is sent again is numbered from the file's end, the note included.
   CHECK(out.kept_bytes() == 0);
   out.sent(replay.substr(0, 8), 1);  // as the adoption sends it (bound 10: all kept)
