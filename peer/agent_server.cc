@@ -191,6 +191,7 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
         message = output_message(event.rank, event.output);
       }
       Status sent = peer.send(message, Clock::now() + std::chrono::seconds(ok ? 30 : 0));
+      if (!event.ended) note_output(*session, event.rank, event.output);  // for an adoption
       if (!sent.ok()) failed(sent);
     }
     return ok;

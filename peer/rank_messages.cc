@@ -17,6 +17,7 @@ Json launch_message(const RemoteLaunch& launch) {
                {"cwd", launch.cwd}};
   if (!launch.paths.empty()) message["paths"] = launch.paths;
   if (launch.self_program) message["program"] = "cairn";
+  if (launch.output_at >= 0) message["output_at"] = launch.output_at;
   return message;
 }
 
@@ -93,6 +94,11 @@ Result<RemoteLaunch> parse_launch(const Json& message) {
     if (!program->is_string() || program->get<std::string>() != "cairn")
       return bad("program is not \"cairn\" (the only one an agent substitutes)");
     launch.self_program = true;
+  }
+  if (auto at = message.find("output_at"); at != message.end()) {
+    if (!at->is_number_integer() || at->get<int64_t>() < 0)
+      return bad("output_at is not a non-negative integer");
+    launch.output_at = at->get<int64_t>();
   }
   return launch;
 }

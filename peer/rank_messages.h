@@ -52,6 +52,11 @@ struct RemoteLaunch {
   // The agent's session's owner (session_open's "owner"), set by the agent, never read from
   // the launch: its orphans are kept apart from another store's (remote_paths.h).
   std::string owner;
+  // Where the rank's first output byte lands in the coordinator's output file (its size when
+  // the launch was sent; "output_at"): the agent numbers the rank's output from there, so a
+  // `cairn resume` that adopts the rank can say from which byte it lacks it
+  // (session_adoption.h KeptOutput). -1: not said (nothing is kept for the rank).
+  int64_t output_at = -1;
 };
 
 // The kinds a launch's "paths" may name (anything else is refused).

@@ -149,6 +149,58 @@ void StreamLines::trim() {
   }
 }
 
+// --- KeptOutput --------------------------------------------------------------------------
+
+void KeptOutput::sent(std::string_view bytes, int64_t frame) {
+  if (bytes.empty()) return;
+  pieces_.push_back({frame, std::string(bytes)});
+  bytes_ += bytes.size();
+  // Over the bound the oldest go, byte-exact: an adoption that needs them says how many.
+  while (bytes_ > max_ && !pieces_.empty()) {
+    std::string& front = pieces_.front().bytes;
+    const size_t drop = std::min(front.size(), bytes_ - max_);
+    at_ += drop;
+    bytes_ -= drop;
+    if (drop == front.size())
+      pieces_.pop_front();
+    else
+      front.erase(0, drop);
+  }
+}
+
+void KeptOutput::acknowledged(int64_t frames) {
+  while (!pieces_.empty() && pieces_.front().frame <= frames) {
+    at_ += pieces_.front().bytes.size();
+    bytes_ -= pieces_.front().bytes.size();
+    pieces_.pop_front();
+  }
+}
+
+std::string KeptOutput::replay_from(uint64_t end, uint64_t* lost) {
+  std::string out;
+  if (lost) *lost = end < at_ ? at_ - end : 0;
+  if (end < at_) {
+    // The file lacks bytes this agent no longer has: said, not a silent gap.
+    out =
+        "cairn: " + std::to_string(at_ - end) + " bytes of output were lost while cairn was away\n";
+    for (const Piece& p : pieces_) out += p.bytes;
+  } else {
+    uint64_t skip = end - at_;  // already in the file
+    for (const Piece& p : pieces_) {
+      if (skip >= p.bytes.size()) {
+        skip -= p.bytes.size();
+        continue;
+      }
+      out.append(p.bytes, static_cast<size_t>(skip));
+      skip = 0;
+    }
+  }
+  pieces_.clear();
+  bytes_ = 0;
+  at_ = end;
+  return out;
+}
+
 // --- the session's ranks -----------------------------------------------------------------
 
 void note_launch(AgentSession& session, const RemoteLaunch& launch) {
@@ -161,10 +213,24 @@ void note_launch(AgentSession& session, const RemoteLaunch& launch) {
   facts.attempt = std::strtoll(env("CAIRN_ATTEMPT").c_str(), nullptr, 10);
   facts.trial_rank = std::strtoll(env("RANK").c_str(), nullptr, 10);
   session.adoption.ranks[launch.rank] = std::move(facts);
+  session.adoption.outputs.erase(launch.rank);
+  if (launch.output_at >= 0)
+    session.adoption.outputs.emplace(launch.rank,
+                                     KeptOutput(static_cast<uint64_t>(launch.output_at)));
 }
 
 void note_rank_ended(AgentSession& session, int64_t rank) {
   session.adoption.ranks.erase(rank);
+  session.adoption.outputs.erase(rank);
+}
+
+void note_output(AgentSession& session, int64_t rank, std::string_view bytes) {
+  // Without a session nothing is acknowledged, and nothing can be adopted.
+  if (session.id.empty()) return;
+  auto it = session.adoption.outputs.find(rank);
+  if (it == session.adoption.outputs.end()) return;
+  it->second.acknowledged(session.journal.acknowledged_count());
+  it->second.sent(bytes, session.journal.sent_count());
 }
 
 // --- claiming ----------------------------------------------------------------------------
@@ -310,9 +376,17 @@ bool serve_adopt_ranks(PeerConnection& peer, AgentSession& session, const Json& 
   if (!session.adoption.paused)
     return refuse(peer, "adopt_ranks", who, "this connection adopted no session");
   std::set<int64_t> taken;
-  for (const Json& r : request.value("ranks", Json::array()))
-    if (r.is_number_integer() && session.adoption.ranks.count(r.get<int64_t>()))
-      taken.insert(r.get<int64_t>());
+  std::map<int64_t, int64_t> output_at;  // where each one's output file ends there
+  const Json ids = request.value("ranks", Json::array());
+  const Json ats = request.value("output_at", Json::array());
+  for (size_t i = 0; ids.is_array() && i < ids.size(); ++i) {
+    const Json& r = ids[i];
+    if (!r.is_number_integer() || !session.adoption.ranks.count(r.get<int64_t>())) continue;
+    taken.insert(r.get<int64_t>());
+    if (ats.is_array() && i < ats.size() && ats[i].is_number_integer() &&
+        ats[i].get<int64_t>() >= 0)
+      output_at[r.get<int64_t>()] = ats[i].get<int64_t>();
+  }
   std::vector<int64_t> killed;
   for (const auto& [rank, facts] : session.adoption.ranks) {
     if (taken.count(rank) || !session.host) continue;
@@ -330,12 +404,41 @@ bool serve_adopt_ranks(PeerConnection& peer, AgentSession& session, const Json& 
               std::to_string(session.host ? session.host->pid(rank) : 0) + ") for " + who +
               ": it goes on");
   }
+  // Each adopted rank's output the new coordinator's file lacks, before anything newer:
+  // what went to the dead coordinator and never reached the file. Every piece is sent (and
+  // kept) even after a failed send, as relayed output is: a later adoption settles it.
+  bool ok = true;
+  for (auto it = session.adoption.outputs.begin(); it != session.adoption.outputs.end();) {
+    const int64_t rank = it->first;
+    auto at = output_at.find(rank);
+    if (!taken.count(rank) || at == output_at.end()) {
+      it = session.adoption.outputs.erase(it);  // not adopted, or its file's end not said
+      continue;
+    }
+    uint64_t lost = 0;
+    const std::string replay = it->second.replay_from(static_cast<uint64_t>(at->second), &lost);
+    ++it;
+    if (lost > 0)
+      agent_log("rank " + std::to_string(rank) + " of " + who + ": " + std::to_string(lost) +
+                " bytes of output were lost while cairn was away (more than " +
+                std::to_string(KeptOutput::kMaxBytes >> 20) + " MiB unacknowledged)");
+    for (size_t off = 0; off < replay.size(); off += kOutputChunkBytes) {
+      const std::string_view piece = std::string_view(replay).substr(off, kOutputChunkBytes);
+      Status sent =
+          peer.send(output_message(rank, piece), Clock::now() + std::chrono::seconds(ok ? 30 : 0));
+      note_output(session, rank, piece);
+      if (!sent.ok() && ok) {
+        agent_log("dropped " + who + ": " + sent.message());
+        ok = false;
+      }
+    }
+  }
   if (session.control) {
     session.control->adopt(taken);
     session.control->set_paused(false);
   }
   session.adoption.paused = false;
-  return true;
+  return ok;
 }
 
 }  // namespace

@@ -18,11 +18,15 @@
 //   adopted rank's streams are opened again with their replay, and relaying goes on. No
 //   answer: the streams' control_open frames follow.
 //
-// What the old session's journal still held for the dead coordinator is not sent again:
-// output frames it never acknowledged were, but for the last moments before the kill,
-// written by it to the trial's log file (the new coordinator reads that file on from the
-// offset the old one committed); exits of ranks that ended meanwhile come from the rank host,
-// which had not reported them; control bytes are replayed from StreamLines.
+// What the old session's journal still held for the dead coordinator is not sent again as
+// it is: output is sent again from KeptOutput, from the byte where the new coordinator found
+// the rank's output file ending (adopt_ranks' "output_at"), so every byte reaches the file
+// once (the new coordinator reads that file on from the offset the old one committed); exits
+// of ranks that ended meanwhile come from the rank host, which had not reported them; control
+// bytes are replayed from StreamLines.
+//
+// {"type": "adopt_ranks", "ranks": [K, …], "output_at": [S, …]}: S the size of rank K's
+// output file at the new coordinator (-1 or missing: nothing is sent again).
 //
 // Thread-safety: a session's connection thread only (AgentSessions::claim_owner locks).
 #pragma once
@@ -86,6 +90,46 @@ class StreamLines {
   bool swallow_ = false;                     // drop the next line from the coordinator
 };
 
+// The output of one rank that its coordinator may not have written to the trial's output
+// file: what the agent relayed in frames the coordinator has not said it received (its
+// heartbeats' "received", session_journal.h: the coordinator writes an output frame to the
+// file before it reads the next frame, so a frame it counts is in the file). Each byte is
+// known by where it lands in that file: the launch says where the rank's first byte does
+// (RemoteLaunch::output_at), and the file only ever grows by the rank's output after it.
+// Bounded: at most kMaxBytes are kept, the oldest dropped first; an adoption that needs
+// dropped bytes says how many were lost in one line of the rank's output instead.
+class KeptOutput {
+ public:
+  static constexpr size_t kMaxBytes = size_t{4} << 20;  // seconds of a chatty rank's output
+
+  explicit KeptOutput(uint64_t at, size_t max_bytes = kMaxBytes) : at_(at), max_(max_bytes) {}
+
+  // `bytes` of the rank's output went out in the connection's frame number `frame`.
+  void sent(std::string_view bytes, int64_t frame);
+  // The coordinator has received the connection's first `frames` frames (written them).
+  void acknowledged(int64_t frames);
+  // A new coordinator's output file ends at `end`: what to send it so that the file holds
+  // every byte once — the kept bytes from `end` on, after `cairn: N bytes of output were
+  // lost while cairn was away` when some before them were dropped (the bound). Forgets
+  // everything kept (the frames those bytes are sent in are noted again with sent()), and
+  // numbers the next byte from `end` plus what it returns. *lost (when given): the bytes
+  // dropped by the bound, 0 when none.
+  std::string replay_from(uint64_t end, uint64_t* lost = nullptr);
+
+  size_t kept_bytes() const { return bytes_; }
+  uint64_t kept_from() const { return at_; }
+
+ private:
+  struct Piece {
+    int64_t frame;
+    std::string bytes;
+  };
+  std::deque<Piece> pieces_;
+  uint64_t at_;  // where the first kept byte (or, with none, the next one) lands in the file
+  size_t bytes_ = 0;
+  size_t max_;
+};
+
 // A rank a session started: what a new coordinator needs to know it by.
 struct KeptRankFacts {
   std::string trial;  // CAIRN_TRIAL_ID
@@ -97,6 +141,8 @@ struct KeptRankFacts {
 // for its adopter's adopt_ranks (nothing is read from its ranks meanwhile).
 struct SessionAdoption {
   std::map<int64_t, KeptRankFacts> ranks;
+  // The output of the ranks whose launch said where it lands (RemoteLaunch::output_at).
+  std::map<int64_t, KeptOutput> outputs;
   bool paused = false;
 };
 
@@ -104,6 +150,8 @@ struct SessionAdoption {
 void note_launch(AgentSession& session, const RemoteLaunch& launch);
 // The rank's end was reported.
 void note_rank_ended(AgentSession& session, int64_t rank);
+// `bytes` of the rank's output were just sent (journaled) on the session's connection.
+void note_output(AgentSession& session, int64_t rank, std::string_view bytes);
 
 bool is_adoption_request(const std::string& type);
 // Answers session_adopt or adopt_ranks (above) of coordinator `who` on `peer`, whose session

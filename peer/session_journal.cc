@@ -34,6 +34,7 @@ void SessionJournal::received(const Json& message) {
 
 void SessionJournal::acknowledge(int64_t count) {
   if (count > sent_) count = sent_;  // a peer cannot have more than was sent
+  if (count > acknowledged_) acknowledged_ = count;
   while (first_kept_ <= count && !kept_.empty()) {
     kept_bytes_ -= kept_.front().size();
     kept_.pop_front();

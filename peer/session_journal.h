@@ -47,6 +47,8 @@ class SessionJournal {
 
   int64_t sent_count() const { return sent_; }
   int64_t received_count() const { return received_; }
+  // How many of our frames the peer said it has received (the highest count acknowledged).
+  int64_t acknowledged_count() const { return acknowledged_; }
   size_t kept_bytes() const { return kept_bytes_; }
 
   // The encoded frames after the first `count` the peer received, to send again in order;
@@ -58,6 +60,7 @@ class SessionJournal {
   size_t max_bytes_;
   int64_t sent_ = 0;
   int64_t received_ = 0;
+  int64_t acknowledged_ = 0;
   int64_t first_kept_ = 1;  // the number of kept_.front() (frames are numbered from 1)
   std::deque<std::string> kept_;
   size_t kept_bytes_ = 0;

@@ -59,8 +59,8 @@ Result<std::string> open_adopting_session(PeerConnection& peer, SessionJournal& 
                         m.value("reason", std::string("no reason")).substr(0, 300));
 }
 
-Json adopt_ranks_message(const std::vector<int64_t>& ids) {
-  return Json{{"type", "adopt_ranks"}, {"ranks", ids}};
+Json adopt_ranks_message(const std::vector<int64_t>& ids, const std::vector<int64_t>& output_at) {
+  return Json{{"type", "adopt_ranks"}, {"ranks", ids}, {"output_at", output_at}};
 }
 
 }  // namespace cairn

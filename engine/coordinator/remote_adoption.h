@@ -5,9 +5,12 @@
 // the agent answers with the ranks it kept, paused. The coordinator takes the trials whose
 // whole gang still runs there at the attempt the store records (coordinator_adoption.cc),
 // registers their ranks with the connection's launcher without starting anything
-// (RemoteLauncher::adopt), and then says which it took (adopt_ranks): the agent kills the
-// others and replays each adopted rank's hello and unanswered requests on a re-opened
-// control stream, which the coordinator serves as usual.
+// (RemoteLauncher::adopt), and then says which it took (adopt_ranks) and where each one's
+// output file ends: the agent kills the others, sends again each adopted rank's output from
+// that byte on (what it relayed to the dead coordinator that never reached the file;
+// every launch said where the rank's output begins in the file, "output_at"), and replays
+// each adopted rank's hello and unanswered requests on a re-opened control stream, which the
+// coordinator serves as usual.
 //
 // Thread-safety: set_remote_session_options' rules (remote_session.h).
 #pragma once
@@ -47,7 +50,10 @@ Result<std::string> open_adopting_session(PeerConnection& peer, SessionJournal& 
                                           std::chrono::milliseconds link_window, Deadline deadline,
                                           std::vector<KeptRank>* kept, bool* adopted);
 
-// {"type": "adopt_ranks", "ranks": [ids]}.
-Json adopt_ranks_message(const std::vector<int64_t>& ids);
+// {"type": "adopt_ranks", "ranks": [ids], "output_at": [sizes]}: `output_at[i]` is the size
+// of the output file of the rank `ids[i]` as the new coordinator found it (where the agent's
+// replay of the output the dead coordinator never wrote there lands; -1: unknown, nothing
+// replayed).
+Json adopt_ranks_message(const std::vector<int64_t>& ids, const std::vector<int64_t>& output_at);
 
 }  // namespace cairn

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +102,7 @@ struct RemoteLauncher::State {
   std::vector<KeptRank> kept;
   bool adopting = false;
   std::vector<int64_t> adopted;
+  std::vector<int64_t> adopted_output_at;  // each one's output file size when adopted
 
   void loop();
   void fail_all(const Status& why);
@@ -420,6 +422,9 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
+  // The agent numbers the rank's output from here, so that an adoption can say what this
+  // file lacks (remote_adoption.h).
+  if (struct stat st{}; ::fstat(output.get(), &st) == 0) remote.output_at = st.st_size;
   remote.argv = launch.argv;
   remote.self_program = launch.self_program;
   remote.env = launch.env;
@@ -619,6 +624,8 @@ Result<LaunchedRank> RemoteLauncher::adopt(int64_t id, const std::string& contro
   s.running.insert(id);
   s.control_targets[id] = control;
   s.adopted.push_back(id);
+  struct stat st {};
+  s.adopted_output_at.push_back(::fstat(s.outputs[id].get(), &st) == 0 ? st.st_size : -1);
   return LaunchedRank{static_cast<pid_t>(-id), 0};
 }
 
@@ -628,7 +635,7 @@ void RemoteLauncher::end_adoption() {
   if (!s.adopting) return;
   s.adopting = false;
   if (s.broken) return;
-  s.outgoing.push_back(adopt_ranks_message(s.adopted));
+  s.outgoing.push_back(adopt_ranks_message(s.adopted, s.adopted_output_at));
   s.wake();
 }
 

@@ -18,6 +18,9 @@ TEST_CASE("rank messages: a launch round-trips; every field is checked") {
   CHECK(parsed->argv == launch.argv);
   CHECK(parsed->env == launch.env);
   CHECK(parsed->cwd == "7/7.3");
+  CHECK(parsed->output_at == -1);  // not said
+  launch.output_at = 1234;
+  CHECK(parse_launch(launch_message(launch))->output_at == 1234);
 
   auto refused = [&](const char* field, const Json& value) {
     Json message = launch_message(launch);
@@ -36,6 +39,8 @@ TEST_CASE("rank messages: a launch round-trips; every field is checked") {
   refused("env", Json{{"A=B", "1"}});
   refused("env", Json{{"A", 1}});
   refused("env", Json::array());
+  refused("output_at", -1);
+  refused("output_at", "12");
   for (const char* cwd : {"", "/tmp", "..", "../x", "a/../../x", "a/../.."})
     CHECK(refused("cwd", cwd).find("is not a relative path below") != std::string::npos);
   CHECK(parse_launch(launch_message(RemoteLaunch{0, {"x"}, {}, "a/../b"})).ok());

@@ -154,6 +154,77 @@ TEST_CASE("kept ranks: malformed entries of a session_adopted answer are left ou
   CHECK(parse_kept_ranks(Json::parse(R"({"ranks":5})")).empty());
 }
 
+TEST_CASE("kept output: an adoption gets what its file lacks, once") {
+  KeptOutput out(100);  // the rank's first byte lands at 100 in the coordinator's file
+  out.sent("aaaa", 1);
+  out.sent("bbbb", 2);
+  out.sent("cccc", 4);
+  out.acknowledged(2);  // frames 1 and 2 are in the file
+  CHECK(out.kept_from() == 108);
+  CHECK(out.kept_bytes() == 4);
+  out.sent("dddd", 5);
+  // The dead coordinator wrote frame 4's bytes and half of nothing else: its file ends at 112.
+  uint64_t lost = 99;
+  CHECK(out.replay_from(112, &lost) == "dddd");
+  CHECK(lost == 0);
+  CHECK(out.kept_bytes() == 0);
+  // Numbered on from the new coordinator's file end.
+  out.sent("eeee", 1);
+  CHECK(out.kept_from() == 112);
+  CHECK(out.replay_from(114) == "ee");  // part of a piece was written
+  CHECK(out.replay_from(114).empty());  // nothing kept: nothing twice
+  out.sent("ffff", 1);
+  CHECK(out.replay_from(200).empty());  // a file past everything sent: nothing to add
+  CHECK(out.kept_from() == 200);
+}
+
+TEST_CASE("kept output: bytes bounded out are said lost in one line, not a silent gap") {
+  KeptOutput out(0, 10);
+  out.sent("0123456", 1);
+  out.sent("789abcd", 2);  // 14 bytes sent, 10 kept: "0123" dropped
+  CHECK(out.kept_bytes() == 10);
+  CHECK(out.kept_from() == 4);
+  out.acknowledged(0);  // nothing acknowledged: nothing more goes
+  CHECK(out.kept_bytes() == 10);
+  const std::string note = "cairn: 4 bytes of output were lost while cairn was away\n";
+  uint64_t lost = 99;
+  const std::string replay = out.replay_from(0, &lost);
+  CHECK(replay == note + "456789abcd");
+  CHECK(lost == 4);
+  // What is sent again is numbered from the file's end, the note included.
+  CHECK(out.kept_bytes() == 0);
+  out.sent(replay.substr(0, 8), 1);  // as the adoption sends it (bound 10: all kept)
+  out.sent(replay.substr(8), 2);     // over the bound: the oldest go
+  CHECK(out.kept_from() == replay.size() - 10);
+  out.sent("x", 3);
+  out.acknowledged(2);
+  CHECK(out.kept_from() == replay.size());
+  CHECK(out.replay_from(replay.size()) == "x");
+}
+
+TEST_CASE("agent sessions: output is kept per rank until the coordinator has it") {
+  AgentSession session;
+  session.id = "s";
+  RemoteLaunch launch{2, {"x"}, {{"CAIRN_TRIAL_ID", "1.1"}, {"RANK", "0"}}, "w"};
+  launch.output_at = 50;
+  note_launch(session, launch);
+  note_launch(session, RemoteLaunch{3, {"x"}, {}, "w"});  // said nothing: nothing kept
+  session.journal.sent(Json::object(), "f1");
+  note_output(session, 2, "hello\n");
+  note_output(session, 3, "other\n");
+  CHECK(session.adoption.outputs.count(3) == 0);
+  session.journal.sent(Json::object(), "f2");
+  note_output(session, 2, "world\n");
+  session.journal.acknowledge(1);
+  session.journal.sent(Json::object(), "f3");
+  note_output(session, 2, "!\n");  // "hello\n" is in the file now
+  KeptOutput& kept = session.adoption.outputs.at(2);
+  CHECK(kept.kept_from() == 56);
+  CHECK(kept.replay_from(56) == "world\n!\n");
+  note_rank_ended(session, 2);
+  CHECK(session.adoption.outputs.empty());
+}
+
 TEST_CASE("slot pool: take holds exactly the slots asked, or nothing") {
   SlotPool pool(std::vector<int>{0, 2, 1});
   CHECK(pool.take(1, {{1, 1}, {2, 0}}));
