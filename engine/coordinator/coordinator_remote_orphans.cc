@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "engine/coordinator/coordinator.h"
@@ -114,15 +115,31 @@ void Coordinator::take_remote_orphans() {
   // hung one would cost kAskTime per trial, for stale orphans at most).
   std::set<std::string> silent;
   for (;;) {
-    bool waiting = false;
-    for (Ask& ask : asks) {
-      const int64_t index = ask.trial->index;
-      if (ask.answered || unusable.count(index)) continue;
+    // This round's questions: each agent is asked about all its trials on one connection, and
+    // the agents at once (a hung one costs kAskTime once, and holds no other back).
+    std::vector<OrphanQuestions> questions;
+    std::vector<std::pair<size_t, size_t>> asked_as(asks.size(), {SIZE_MAX, 0});
+    for (size_t i = 0; i < asks.size(); ++i) {
+      Ask& ask = asks[i];
+      if (ask.answered || unusable.count(ask.trial->index)) continue;
       if (ask.elsewhere && silent.count(ask.machine)) {
         ask.answered = true;
         continue;
       }
-      auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
+      auto q = std::find_if(questions.begin(), questions.end(),
+                            [&](const OrphanQuestions& o) { return o.agent == ask.agent; });
+      if (q == questions.end())
+        q = questions.insert(questions.end(), OrphanQuestions{ask.agent, {}, {}});
+      asked_as[i] = {static_cast<size_t>(q - questions.begin()), q->trials.size()};
+      q->trials.push_back(trial_id(ask.trial->index));
+    }
+    ask_remote_orphans(questions, owner, kAskTime);
+    bool waiting = false;
+    for (size_t i = 0; i < asks.size(); ++i) {
+      Ask& ask = asks[i];
+      const int64_t index = ask.trial->index;
+      if (asked_as[i].first == SIZE_MAX || ask.answered || unusable.count(index)) continue;
+      Result<OrphanListing>& listed = questions[asked_as[i].first].answers[asked_as[i].second];
       if (ask.elsewhere) {
         // Ranks of an earlier attempt still running there leave their orphan for the GC or a
         // later resume: nothing of it is taken now.
@@ -222,7 +239,9 @@ void Coordinator::take_remote_orphans() {
         if (ask.trial != trial.get() ||
             !std::binary_search(ask.listing.orphans.begin(), ask.listing.orphans.end(), orphan))
           continue;
-        auto got = fetch_remote_orphan(*ask.agent, owner, trial_id(index), orphan, into, objects_);
+        // Tried again while its link fails, within the agent's link window (checkpoint_retry.h).
+        auto got = fetch_remote_orphan_retrying(*ask.agent, owner, trial_id(index), orphan, into,
+                                                objects_);
         if (!got.ok()) {
           terminal_.warn("warning: trial " + trial_id(index) +
                          ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +
