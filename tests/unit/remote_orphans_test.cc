@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/orphan_messages.h"
+#include "engine/coordinator/remote_orphan_wait.h"
 #include "engine/coordinator/remote_orphans.h"
 #include "peer/peer_address.h"
 #include "tests/unit/test_agent.h"
@@ -376,6 +377,40 @@ TEST_CASE("remote orphans: a fetch that loses its link is tried again on a new c
       fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 8}, f.dir.path() / "none", objects);
   CHECK_FALSE(refused.ok());
   CHECK(seconds_since(started) < 2.0);
+}
+
+TEST_CASE("remote orphan wait: a trial settles once its ranks exit; a hung agent fails alone") {
+  OrphanFixture f;
+  f.write(f.orphans() / "7" / "cairn_orphan.json", R"({"step": 7})");
+  HungAgent hung;
+  std::vector<RemoteOrphanWait::Entry> entries;
+  entries.push_back({1, "1.1", "a", f.endpoint});
+  entries.push_back({2, "2.1", "b", AgentEndpoint{hung.address(), f.endpoint.tls}});
+  std::optional<AgentInUse::Token> running =
+      AgentInUse::hold_running_rank(orphan_trial_key(kOwner, "1.1"));
+  const auto started = Clock::now();
+  RemoteOrphanWait wait(entries, kOwner, std::chrono::milliseconds(1000),
+                        std::chrono::milliseconds(50), Clock::now() + std::chrono::seconds(30));
+  // The hung agent's trial fails after the ask time, while 1.1's ranks still run.
+  std::optional<std::vector<RemoteOrphanWait::Entry>> failed;
+  while (!(failed = wait.settled(2)) && seconds_since(started) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(failed);
+  REQUIRE(failed->size() == 1);
+  CHECK((*failed)[0].state == RemoteOrphanWait::State::kFailed);
+  CHECK(seconds_since(started) < 3.0);
+  CHECK_FALSE(wait.settled(1));
+  running.reset();  // the ranks exit
+  const auto exited = Clock::now();
+  std::optional<std::vector<RemoteOrphanWait::Entry>> done;
+  while (!(done = wait.settled(1)) && seconds_since(exited) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(done);
+  REQUIRE(done->size() == 1);
+  CHECK((*done)[0].state == RemoteOrphanWait::State::kAnswered);
+  CHECK((*done)[0].listing.orphans == std::vector<OrphanStep>{{1, 7}});
+  // Settled within a few rounds of the exit (not held back by the hung agent's ask time).
+  CHECK(seconds_since(exited) < 1.0);
 }
 
 }  // namespace
