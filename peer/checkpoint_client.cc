@@ -55,6 +55,12 @@ Status link_broke(TransferTry* t, Status s) {
 
 }  // namespace
 
+Result<std::unique_ptr<PeerConnection>> connect_for_try(const AgentEndpoint& agent,
+                                                        std::chrono::milliseconds timeout,
+                                                        TransferTry* t) {
+  return connect_try(agent, timeout, t);
+}
+
 Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,
                                                          std::chrono::milliseconds timeout,
                                                          PeerFailure* failure) {

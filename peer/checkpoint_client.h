@@ -64,6 +64,13 @@ struct TransferTry {
   std::function<void(const FetchedContent&)> received;
 };
 
+// A try's connection (checkpoint_retry.h): its failure is the link's (t->link_failed) when
+// nothing answered; within `timeout`, and by the try's connect_by; a lost agent lets it go at
+// once (the try's LinkWatch registration).
+Result<std::unique_ptr<PeerConnection>> connect_for_try(const AgentEndpoint& agent,
+                                                        std::chrono::milliseconds timeout,
+                                                        TransferTry* t);
+
 // A connection of its own to `agent`, within `timeout` (connection and handshake). `failure`
 // (when given) says which kind of failure (peer_connection.h).
 Result<std::unique_ptr<PeerConnection>> connect_endpoint(const AgentEndpoint& agent,

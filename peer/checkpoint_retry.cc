@@ -26,18 +26,29 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return text;
 }
 
-// Runs `once` until it succeeds, fails for another reason than the link, or the link stays
-// down past the agent's window (checkpoint_retry.h). `what` names the transfer in the lines.
-template <typename T>
-Result<T> with_retries(const AgentEndpoint& agent, const std::string& what,
-                       const std::function<Result<T>(TransferTry&)>& once) {
+// Removes what `into` holds besides the contents in `keep`: a try that broke leaves the
+// content it was receiving half written.
+void remove_partial(const fs::path& into, const std::map<std::string, FetchedContent>& keep) {
+  std::set<fs::path> kept;
+  for (const auto& [digest, content] : keep) kept.insert(content.file);
+  std::vector<fs::path> partial;
+  std::error_code ec;
+  for (fs::directory_iterator it(into, ec), end; !ec && it != end; it.increment(ec))
+    if (!kept.count(it->path())) partial.push_back(it->path());
+  for (const fs::path& p : partial) fs::remove(p, ec);
+}
+
+}  // namespace
+
+Status retry_over_link(const AgentEndpoint& agent, const std::string& what,
+                       const std::function<Status(TransferTry&)>& once) {
   const std::string address = agent.address.text();
   std::optional<Clock::time_point> give_up;
   bool dropped = false;  // since the last try that worked
   for (;;) {
     TransferTry t;
     t.connect_by = give_up;
-    Result<T> result = once(t);
+    Status result = once(t);
     if (result.ok()) {
       if (dropped)
         std::fprintf(stderr, "cairn: agent %s: %s continued on a new connection\n", address.c_str(),
@@ -53,34 +64,20 @@ Result<T> with_retries(const AgentEndpoint& agent, const std::string& what,
     if (!give_up || t.progressed) give_up = now + agent.link_window;
     if (!dropped || t.progressed)
       std::fprintf(stderr, "cairn: agent %s: %s lost its connection (%s); trying again\n",
-                   address.c_str(), what.c_str(), result.status().message().c_str());
+                   address.c_str(), what.c_str(), result.message().c_str());
     dropped = true;
-    if (lost(agent)) return Status::Failed(result.status().message() + " (the agent was lost)");
+    if (lost(agent)) return Status::Failed(result.message() + " (the agent was lost)");
     if (now >= *give_up)
-      return Status::Failed(result.status().message() + ", and the link was not back within " +
+      return Status::Failed(result.message() + ", and the link was not back within " +
                             seconds_text(agent.link_window));
     // Not past the give-up time; the lost flag is looked at every period.
     std::this_thread::sleep_for(std::min<Clock::duration>(kRetryEvery, *give_up - now));
   }
 }
 
-// Removes what `into` holds besides the contents in `keep`: a try that broke leaves the
-// content it was receiving half written.
-void remove_partial(const fs::path& into, const std::map<std::string, FetchedContent>& keep) {
-  std::set<fs::path> kept;
-  for (const auto& [digest, content] : keep) kept.insert(content.file);
-  std::vector<fs::path> partial;
-  std::error_code ec;
-  for (fs::directory_iterator it(into, ec), end; !ec && it != end; it.increment(ec))
-    if (!kept.count(it->path())) partial.push_back(it->path());
-  for (const fs::path& p : partial) fs::remove(p, ec);
-}
-
-}  // namespace
-
 Result<std::string> stage_checkpoint_retrying(const AgentEndpoint& agent, const std::string& trial,
                                               int64_t attempt, std::chrono::milliseconds timeout) {
-  return with_retries<std::string>(
+  return with_link_retries<std::string>(
       agent, "staging a checkpoint of trial " + trial,
       [&](TransferTry& t) { return stage_checkpoint(agent, trial, attempt, timeout, &t); });
 }
@@ -93,7 +90,7 @@ Result<FetchedCheckpoint> fetch_checkpoint_retrying(
   std::map<std::string, FetchedContent> arrived;
   uint64_t earlier_bytes = 0;  // the content bytes of earlier tries' whole contents
   bool first = true;
-  auto result = with_retries<FetchedCheckpoint>(
+  auto result = with_link_retries<FetchedCheckpoint>(
       agent, "the checkpoint transfer of trial " + trial, [&](TransferTry& t) {
         if (!first) remove_partial(into, arrived);
         first = false;
@@ -127,7 +124,7 @@ Result<PushedCheckpoint> push_checkpoint_retrying(const AgentEndpoint& agent,
                                                   const std::string& trial, int64_t attempt,
                                                   const fs::path& dir, const WireManifest& manifest,
                                                   std::chrono::milliseconds connect_timeout) {
-  return with_retries<PushedCheckpoint>(
+  return with_link_retries<PushedCheckpoint>(
       agent, "the restore of trial " + trial + "'s checkpoint", [&](TransferTry& t) {
         return push_checkpoint(agent, trial, attempt, dir, manifest, connect_timeout, &t);
       });

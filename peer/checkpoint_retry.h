@@ -34,12 +34,34 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
 #include "peer/checkpoint_client.h"
 
 namespace cairn {
+
+// The retry itself, for other transfers over a connection of their own (an orphan's fetch by
+// a resume, engine/coordinator/remote_orphans.h): runs `once` until it succeeds, fails for
+// another reason than the link (TransferTry::link_failed unset), or the link stays down past
+// the agent's window, with the lines above (`what` names the transfer in them). `once` sees a
+// fresh TransferTry each time and sets it as the transfers above do.
+Status retry_over_link(const AgentEndpoint& agent, const std::string& what,
+                       const std::function<Status(TransferTry&)>& once);
+
+// The same for a transfer with a result: the last try's.
+template <typename T>
+Result<T> with_link_retries(const AgentEndpoint& agent, const std::string& what,
+                            const std::function<Result<T>(TransferTry&)>& once) {
+  std::optional<Result<T>> last;
+  Status done = retry_over_link(agent, what, [&](TransferTry& t) {
+    last.emplace(once(t));
+    return last->ok() ? Status::Ok() : last->status();
+  });
+  if (!done.ok()) return done;
+  return std::move(*last);
+}
 
 Result<std::string> stage_checkpoint_retrying(const AgentEndpoint& agent, const std::string& trial,
                                               int64_t attempt, std::chrono::milliseconds timeout);

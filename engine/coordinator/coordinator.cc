@@ -348,7 +348,8 @@ void Coordinator::apply(const std::vector<SearcherAction>& actions) {
         mark_dirty(*trial);
         record_event(schema::EventType::kClose, {{"trial", action.trial}});
         answer_pending_operation(*trial);
-        if (!trial->running() && !trial->finished && !trial->orphan_process) {
+        if (!trial->running() && !trial->finished && !trial->orphan_process &&
+            !trial->remote_orphan_wait) {
           trial->finished = true;
           set_trial_state(*trial, trial->target >= config_.searcher.max_length
                                       ? TrialState::kCompleted
@@ -378,6 +379,11 @@ void Coordinator::schedule() {
   for (Trial* trial : live_trials()) {
     const int64_t index = trial->index;
     if (trial->finished || trial->running() || trial->closed || now < trial->not_before) continue;
+    if (trial->remote_orphan_wait) {
+      // Its ranks on agents checkpoint and exit first; then recovery adopts what they left.
+      if (settle_remote_orphans(*trial)) recover_trial(*trial);
+      continue;
+    }
     if (trial->orphan_process) {
       if (orphan_alive(*trial->orphan_process)) continue;
       // Children it left running in its group would run beside the trial started again.

@@ -97,7 +97,16 @@ class Coordinator {
   // coordinator: waits (bounded) until they have checkpointed and exited there, and fetches
   // their orphan checkpoints into the trials' orphans/ for adopt_orphan_checkpoints
   // (coordinator_remote_orphans.cc, remote_orphans.h).
+  // Trials whose ranks still run there are waited for on a thread of their own
+  // (remote_orphan_wait.h, Trial::remote_orphan_wait) while the loop starts the others:
+  // settle_remote_orphans says whether a trial's wait ended (then its orphans were fetched);
+  // stop_remote_orphan_waits ends the waits (the loop stops: pause, Ctrl-C).
   void take_remote_orphans();
+  bool settle_remote_orphans(Trial& trial);
+  void stop_remote_orphan_waits();
+  void fetch_remote_orphans(Trial& trial);
+  struct RemoteOrphans;
+  std::shared_ptr<RemoteOrphans> remote_orphans_;  // what take_remote_orphans asked
   // Feeds the searcher the logged events. `unstarted`: the searcher's first decisions when the
   // store holds none of them (the coordinator died before its first commit), to be applied.
   Status replay_searcher(std::vector<SearcherAction>* unstarted);

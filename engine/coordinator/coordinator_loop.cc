@@ -65,7 +65,8 @@ void Coordinator::poll_once() {
   int timeout_ms = config_.liveness_timeout > 0 ? 250 : 1000;
   const auto now = Clock::now();
   for (const Trial* trial : live_trials()) {
-    if (trial->orphan_process) timeout_ms = std::min(timeout_ms, 100);  // no SIGCHLD for those
+    if (trial->orphan_process || trial->remote_orphan_wait)
+      timeout_ms = std::min(timeout_ms, 100);  // no SIGCHLD for those
     if (trial->finished || trial->running() || trial->not_before <= now) continue;
     auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(trial->not_before - now).count();
@@ -118,7 +119,7 @@ bool Coordinator::finished() const {
     if (trial->running()) return false;
   if (canceling_) return true;
   for (const Trial* trial : live)
-    if (trial->orphan_process && !pausing_) return false;
+    if ((trial->orphan_process || trial->remote_orphan_wait) && !pausing_) return false;
   if (pausing_) return true;
   return searcher_->finished();
 }
@@ -127,7 +128,7 @@ bool Coordinator::stalled() const {
   // Called every round: a held slot (a trial runs) answers at once, without the walk below.
   if (pausing_ || searcher_->finished() || slots_->free() < slots_->size()) return false;
   for (const Trial* trial : live_trials()) {
-    if (trial->running() || trial->orphan_process) return false;
+    if (trial->running() || trial->orphan_process || trial->remote_orphan_wait) return false;
     // Queued (perhaps in a restart back-off): schedule() starts it when a slot is free.
     if (!trial->finished && !trial->closed && trial->target > trial->validated_target) return false;
   }
@@ -138,6 +139,7 @@ bool Coordinator::stalled() const {
 
 int Coordinator::finish() {
   using schema::ExperimentState;
+  stop_remote_orphan_waits();
   ExperimentEnd end{canceling_, pausing_, shutting_down_, searcher_->finished()};
   int completed = 0;
   for (const auto& [index, trial] : trials_) {

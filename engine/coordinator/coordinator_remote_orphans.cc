@@ -3,18 +3,18 @@
 // placement is asked (and, once, every other agent reached: it can hold an earlier attempt's
 // orphans only, which are dropped) whether the trial's ranks still run there (a kept session the
 // agent let go when this coordinator opened its own, or whose window ended: they checkpoint and
-// exit), waited for within a bound, and its orphan checkpoints newer than the trial's latest are
+// exit), waited for within a bound — on a thread of its own (remote_orphan_wait.h) while the
+// loop starts the other trials: a trial waited for is recovered and started only once its
+// wait ended — and its orphan checkpoints newer than the trial's latest are
 // fetched into the trial's work directory, orphans/remote-<step>/ (a gang's ranks of every
 // agent in one directory), where adopt_orphan_checkpoints finds them as it finds a local
 // trial's. Once they are durable here the agents remove theirs.
-#include <poll.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/remote_orphan_wait.h"
 #include "engine/coordinator/remote_orphans.h"
 #include "engine/coordinator/remote_session.h"
 #include "engine/coordinator/trial_state.h"
@@ -34,41 +34,33 @@ constexpr auto kAskEvery = std::chrono::milliseconds(200);
 // The agent kills an orphaned rank kOrphanExitBound after its channel closed; this side
 // waits that long and a little more.
 constexpr auto kWaitBound = kOrphanExitBound + std::chrono::seconds(30);
-// A trial whose wait a signal ended does not start before the loop has handled the signal.
-constexpr auto kHoldAfterInterrupt = std::chrono::seconds(5);
 
-// Waits kAskEvery on the coordinator's signal pipe `fd` instead of sleeping, so that Ctrl-C is
-// answered: whether a signal that stops the coordinator came. Every signal read is added to
-// `deferred`, to be raised again once the wait ends (the loop handles them then).
-bool interrupted_while_waiting(int fd, std::set<int>& deferred) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(kAskEvery.count())) <= 0 || !(p.revents & POLLIN))
-    return false;
-  bool stop = false;
-  char sig = 0;
-  while (::read(p.fd, &sig, 1) == 1) {
-    deferred.insert(sig);
-    stop = stop || sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGUSR2;
-  }
-  return stop;
-}
+struct Ask {
+  Trial* trial = nullptr;
+  std::string machine;  // its name in the placement ("host:port")
+  AgentEndpoint agent;
+  OrphanListing listing;
+  bool answered = false;  // it said the trial's ranks no longer run there
+  // Another agent this resume reached, not of the trial's last placement: it can hold only
+  // an earlier attempt's orphans (dropped, never adopted). Asked once, never waited for;
+  // an answer it cannot give costs nothing.
+  bool elsewhere = false;
+};
 
 }  // namespace
 
-void Coordinator::take_remote_orphans() {
-  struct Ask {
-    Trial* trial = nullptr;
-    std::string machine;  // its name in the placement ("host:port")
-    const AgentEndpoint* agent = nullptr;
-    OrphanListing listing;
-    bool answered = false;  // it said the trial's ranks no longer run there
-    // Another agent this resume reached, not of the trial's last placement: it can hold only
-    // an earlier attempt's orphans (dropped, never adopted). Asked once, never waited for;
-    // an answer it cannot give costs nothing.
-    bool elsewhere = false;
-  };
+// What a resume asked the agents about orphans, kept while some trials' ranks still run there.
+struct Coordinator::RemoteOrphans {
+  std::string owner;
   std::vector<Ask> asks;
   std::set<int64_t> unusable;  // trials an agent of which cannot be asked
+  std::unique_ptr<RemoteOrphanWait> wait;
+};
+
+void Coordinator::take_remote_orphans() {
+  auto state = std::make_shared<RemoteOrphans>();
+  std::vector<Ask>& asks = state->asks;
+  std::set<int64_t>& unusable = state->unusable;
   for (auto& [index, trial] : trials_) {
     // A trial whose kept ranks this coordinator continues runs: it left no orphan.
     if (trial->finished || trial->running()) continue;
@@ -90,7 +82,7 @@ void Coordinator::take_remote_orphans() {
         unusable.insert(index);
         continue;
       }
-      asks.push_back({trial.get(), name, agent, {}, false, false});
+      asks.push_back({trial.get(), name, *agent, {}, false, false});
     }
     // Every other agent reached, for a trial that ever started: one question each.
     if (trial->attempt() <= 0) continue;
@@ -99,98 +91,137 @@ void Coordinator::take_remote_orphans() {
       if (launcher_->lost(m) || std::find(names.begin(), names.end(), name) != names.end())
         continue;
       if (const AgentEndpoint* agent = launcher_->at(m).agent_of(LaunchedRank{}))
-        asks.push_back({trial.get(), name, agent, {}, false, true});
+        asks.push_back({trial.get(), name, *agent, {}, false, true});
     }
   }
   if (asks.empty()) return;
   // The agents keep each store's orphans apart (another store's experiment of the same id).
-  const std::string owner = remote_session_options().owner;
+  state->owner = remote_session_options().owner;
 
-  // Until every agent says the trial's ranks have exited there (they checkpoint first).
-  const auto give_up = Clock::now() + kWaitBound;
-  std::set<int> deferred;  // signals that came meanwhile
-  std::set<std::pair<int64_t, std::string>> noted;
-  // Agents off a trial's placement that did not answer: not asked again for other trials (a
-  // hung one would cost kAskTime per trial, for stale orphans at most).
-  std::set<std::string> silent;
-  for (;;) {
-    bool waiting = false;
-    for (Ask& ask : asks) {
-      const int64_t index = ask.trial->index;
-      if (ask.answered || unusable.count(index)) continue;
-      if (ask.elsewhere && silent.count(ask.machine)) {
-        ask.answered = true;
-        continue;
-      }
-      auto listed = list_remote_orphans(*ask.agent, owner, trial_id(index), kAskTime);
-      if (ask.elsewhere) {
-        // Ranks of an earlier attempt still running there leave their orphan for the GC or a
-        // later resume: nothing of it is taken now.
-        if (listed.ok() && !listed->running) ask.listing = std::move(*listed);
-        if (!listed.ok()) silent.insert(ask.machine);
-        ask.answered = true;
-        continue;
-      }
-      if (!listed.ok()) {
-        terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
-                       " for its orphaned checkpoints (" + listed.status().message() +
+  // One round: each agent asked about all its trials on one connection, the agents at once
+  // (a hung one costs kAskTime once, and holds no other back).
+  std::vector<OrphanQuestions> questions;
+  std::vector<std::pair<size_t, size_t>> asked_as(asks.size());
+  for (size_t i = 0; i < asks.size(); ++i) {
+    const Ask& ask = asks[i];
+    auto q = std::find_if(questions.begin(), questions.end(), [&](const OrphanQuestions& o) {
+      return o.agent->address.text() == ask.agent.address.text();
+    });
+    if (q == questions.end())
+      q = questions.insert(questions.end(), OrphanQuestions{&ask.agent, {}, {}});
+    asked_as[i] = {static_cast<size_t>(q - questions.begin()), q->trials.size()};
+    q->trials.push_back(trial_id(ask.trial->index));
+  }
+  ask_remote_orphans(questions, state->owner, kAskTime);
+  std::vector<RemoteOrphanWait::Entry> waiting;
+  for (size_t i = 0; i < asks.size(); ++i) {
+    Ask& ask = asks[i];
+    const int64_t index = ask.trial->index;
+    Result<OrphanListing>& listed = questions[asked_as[i].first].answers[asked_as[i].second];
+    if (ask.elsewhere) {
+      // Ranks of an earlier attempt still running there leave their orphan for the GC or a
+      // later resume: nothing of it is taken now.
+      if (listed.ok() && !listed->running) ask.listing = std::move(*listed);
+      ask.answered = true;
+      continue;
+    }
+    if (!listed.ok()) {
+      terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + ask.machine +
+                     " for its orphaned checkpoints (" + listed.status().message() +
+                     "); it restarts from its latest registered checkpoint");
+      unusable.insert(index);
+      continue;
+    }
+    if (!listed->running) {
+      ask.listing = std::move(*listed);
+      ask.answered = true;
+      continue;
+    }
+    // Waited for even when another agent of the trial cannot be asked: the trial never
+    // starts beside its own ranks.
+    terminal_.note("trial " + trial_id(index) + ": waiting for its ranks on agent " + ask.machine +
+                   ", left from the previous run, to checkpoint and exit");
+    ask.trial->remote_orphan_wait = true;
+    waiting.push_back({index, trial_id(index), ask.machine, ask.agent});
+  }
+  remote_orphans_ = state;
+  if (!waiting.empty())
+    state->wait = std::make_unique<RemoteOrphanWait>(std::move(waiting), state->owner, kAskTime,
+                                                     kAskEvery, Clock::now() + kWaitBound);
+  for (auto& [index, trial] : trials_)
+    if (!trial->remote_orphan_wait) fetch_remote_orphans(*trial);
+}
+
+bool Coordinator::settle_remote_orphans(Trial& trial) {
+  if (!trial.remote_orphan_wait) return true;
+  RemoteOrphans& state = *remote_orphans_;
+  auto settled = state.wait->settled(trial.index);
+  if (!settled) return false;
+  const int64_t index = trial.index;
+  for (const RemoteOrphanWait::Entry& e : *settled) {
+    Ask* ask = nullptr;
+    for (Ask& a : state.asks)
+      if (a.trial == &trial && a.machine == e.machine && !a.elsewhere) ask = &a;
+    if (!ask) continue;
+    switch (e.state) {
+      case RemoteOrphanWait::State::kAnswered:
+        ask->listing = e.listing;
+        ask->answered = true;
+        break;
+      case RemoteOrphanWait::State::kFailed:
+        terminal_.warn("warning: trial " + trial_id(index) + ": cannot ask agent " + e.machine +
+                       " for its orphaned checkpoints (" + e.why +
                        "); it restarts from its latest registered checkpoint");
-        unusable.insert(index);
-        continue;
-      }
-      if (!listed->running) {
-        ask.listing = std::move(*listed);
-        ask.answered = true;
-        continue;
-      }
-      waiting = true;
-      if (noted.insert({index, ask.machine}).second)
-        terminal_.note("trial " + trial_id(index) + ": waiting for its ranks on agent " +
-                       ask.machine + ", left from the previous run, to checkpoint and exit");
-    }
-    if (!waiting) break;
-    if (interrupted_while_waiting(signals_ ? signals_->fd() : -1, deferred)) {
-      // Ctrl-C, `cairn pause`, SIGTERM: the loop handles it (it pauses before any start),
-      // and what the ranks leave stays on the agents for the next resume.
-      for (Ask& ask : asks)
-        if (!ask.answered && !unusable.count(ask.trial->index)) {
-          terminal_.note("trial " + trial_id(ask.trial->index) +
-                         ": stopped waiting for its ranks on agent " + ask.machine +
-                         " (interrupted); a later resume adopts what they leave there");
-          unusable.insert(ask.trial->index);
-          ask.trial->not_before = Clock::now() + kHoldAfterInterrupt;
-        }
-      break;
-    }
-    if (Clock::now() >= give_up) {
-      for (const Ask& ask : asks)
-        if (!ask.answered && !unusable.count(ask.trial->index)) {
-          terminal_.warn(
-              "warning: trial " + trial_id(ask.trial->index) + ": its ranks on agent " +
-              ask.machine + " still run after " +
-              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWaitBound).count()) +
-              " s; it restarts from its latest registered checkpoint");
-          unusable.insert(ask.trial->index);
-        }
-      break;
+        state.unusable.insert(index);
+        break;
+      case RemoteOrphanWait::State::kTimedOut:
+        terminal_.warn(
+            "warning: trial " + trial_id(index) + ": its ranks on agent " + e.machine +
+            " still run after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWaitBound).count()) +
+            " s; it restarts from its latest registered checkpoint");
+        state.unusable.insert(index);
+        break;
+      case RemoteOrphanWait::State::kWaiting:
+        break;
     }
   }
-  // Signals read while waiting, handed to the loop as if they came now.
-  for (int sig : deferred) ::raise(sig);
+  trial.remote_orphan_wait = false;
+  fetch_remote_orphans(trial);
+  return true;
+}
 
-  // Each trial's orphan steps newer than its latest checkpoint, from every agent that has
-  // them, merged into one directory per step.
-  const int64_t exp = experiment_["id"].get<int64_t>();
-  std::set<int64_t> fetched_trials;
+void Coordinator::stop_remote_orphan_waits() {
+  if (!remote_orphans_) return;
+  // Ctrl-C, `cairn pause`, SIGTERM: what the ranks leave stays on the agents for the next
+  // resume.
   for (auto& [index, trial] : trials_) {
-    if (trial->finished || trial->running() || unusable.count(index)) continue;
+    if (!trial->remote_orphan_wait) continue;
+    for (const Ask& ask : remote_orphans_->asks)
+      if (ask.trial == trial.get() && !ask.elsewhere && !ask.answered)
+        terminal_.note("trial " + trial_id(index) + ": stopped waiting for its ranks on agent " +
+                       ask.machine + " (interrupted); a later resume adopts what they leave there");
+    trial->remote_orphan_wait = false;
+  }
+  remote_orphans_.reset();
+}
+
+void Coordinator::fetch_remote_orphans(Trial& trial_ref) {
+  if (!remote_orphans_) return;
+  const std::vector<Ask>& asks = remote_orphans_->asks;
+  const std::string& owner = remote_orphans_->owner;
+  const int64_t index = trial_ref.index;
+  Trial* const trial = &trial_ref;
+  const int64_t exp = experiment_["id"].get<int64_t>();
+  {
+    if (trial->finished || trial->running() || remote_orphans_->unusable.count(index)) return;
     // Only the trial's latest attempt's orphans: an earlier attempt's (given up while its
     // agent was cut off, which only this resume reaches) is stale, dropped, never registered.
     const int64_t attempt = trial->attempt();
     std::set<int64_t> steps;
     bool asked = false, stale = false;
     for (const Ask& ask : asks) {
-      if (ask.trial != trial.get()) continue;
+      if (ask.trial != trial) continue;
       asked = true;
       std::string old;
       for (const OrphanStep& o : ask.listing.orphans) {
@@ -207,7 +238,7 @@ void Coordinator::take_remote_orphans() {
                      " on agent " + ask.machine + ": not of its latest attempt (" +
                      std::to_string(attempt) + "), never adopted");
     }
-    if (!asked) continue;
+    if (!asked) return;
     const fs::path orphans = store_.trial_work(exp, index) / "orphans";
     bool complete = true;
     for (int64_t step : steps) {
@@ -219,10 +250,12 @@ void Coordinator::take_remote_orphans() {
       std::string from;
       const OrphanStep orphan{attempt, step};
       for (const Ask& ask : asks) {
-        if (ask.trial != trial.get() ||
+        if (ask.trial != trial ||
             !std::binary_search(ask.listing.orphans.begin(), ask.listing.orphans.end(), orphan))
           continue;
-        auto got = fetch_remote_orphan(*ask.agent, owner, trial_id(index), orphan, into, objects_);
+        // Tried again while its link fails, within the agent's link window (checkpoint_retry.h).
+        auto got =
+            fetch_remote_orphan_retrying(ask.agent, owner, trial_id(index), orphan, into, objects_);
         if (!got.ok()) {
           terminal_.warn("warning: trial " + trial_id(index) +
                          ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +
@@ -243,15 +276,15 @@ void Coordinator::take_remote_orphans() {
     }
     // What is here now is durable: the agents' copies go (on failure they stay there for a
     // later resume, which fetches them again).
-    if (!complete) continue;
+    if (!complete) return;
     const bool any = stale || std::any_of(asks.begin(), asks.end(), [&](const Ask& ask) {
-                       return ask.trial == trial.get() && !ask.listing.orphans.empty();
+                       return ask.trial == trial && !ask.listing.orphans.empty();
                      });
     for (const Ask& ask : asks) {
       // A rank's part that is no checkpoint without the others' goes too, as here.
-      if (ask.trial != trial.get() || !any) continue;
+      if (ask.trial != trial || !any) continue;
       if (ask.elsewhere && ask.listing.orphans.empty()) continue;  // nothing there
-      if (Status dropped = drop_remote_orphans(*ask.agent, owner, trial_id(index)); !dropped.ok())
+      if (Status dropped = drop_remote_orphans(ask.agent, owner, trial_id(index)); !dropped.ok())
         terminal_.warn("warning: trial " + trial_id(index) + ": agent " + ask.machine +
                        " keeps its orphaned checkpoints (" + dropped.message() + ")");
     }

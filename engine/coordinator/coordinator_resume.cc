@@ -167,7 +167,9 @@ Status Coordinator::load_for_resume() {
   finish_remote_adoption();
   take_remote_orphans();
   for (auto& [index, trial] : trials_)
-    if (!trial->finished && !trial->running() && !wait_for_orphan(*trial)) recover_trial(*trial);
+    if (!trial->finished && !trial->running() && !trial->remote_orphan_wait &&
+        !wait_for_orphan(*trial))
+      recover_trial(*trial);
   return Status::Ok();
 }
 

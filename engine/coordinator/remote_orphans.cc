@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "common/file_util.h"
 #include "engine/coordinator/agent_gc.h"
@@ -14,6 +15,7 @@
 #include "peer/agent_client.h"
 #include "peer/agent_log.h"
 #include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_retry.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
 
@@ -237,16 +239,29 @@ Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std:
   return listing;
 }
 
-Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
-                                          const std::string& trial, const OrphanStep& orphan,
-                                          const fs::path& into, const ObjectStore& objects) {
+namespace {
+
+// One try of fetch_remote_orphan (remote_orphans.h); `t` (when given) says whether a failure
+// was the link's (checkpoint_retry.h), and `arrived` (when given) counts the contents received
+// whole, which stay in `into` when a later step fails (a try again keeps them).
+Result<FetchedOrphan> fetch_orphan_once(const AgentEndpoint& agent, const std::string& owner,
+                                        const std::string& trial, const OrphanStep& orphan,
+                                        const fs::path& into, const ObjectStore& objects,
+                                        TransferTry* t, FetchedOrphan* arrived) {
   const int64_t step = orphan.step;
-  auto connected = connect_endpoint(agent, kConnectTime);
+  auto connected =
+      t ? connect_for_try(agent, kConnectTime, t) : connect_endpoint(agent, kConnectTime);
   if (!connected.ok()) return connected.status();
   PeerConnection& peer = **connected;
   auto broken = [&](const Status& s) {
     return Status::Failed(agent.address.text() + ": " + s.message());
   };
+  // A call on the connection that failed: the link's, unless the agent went off the protocol.
+  auto link = [&](const Status& s) {
+    if (t && s.kind() != ErrorKind::kBadInput) t->link_failed = true;
+    return broken(s);
+  };
+  bool* link_failed = t ? &t->link_failed : nullptr;
   if (Status s = peer.send(Json{{"type", "orphan_fetch"},
                                 {"owner", owner},
                                 {"trial", trial},
@@ -254,8 +269,8 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
                                 {"step", step}},
                            Clock::now() + kChunkTime);
       !s.ok())
-    return broken(s);
-  auto listed = agent_answer(peer, agent, "orphan_manifest");
+    return link(s);
+  auto listed = agent_answer(peer, agent, "orphan_manifest", link_failed);
   if (!listed.ok()) return listed.status();
   if (listed->value("trial", Json()) != trial || listed->value("step", Json()) != step ||
       listed->value("attempt", Json()) != orphan.attempt)
@@ -271,6 +286,12 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
   std::vector<const WireFile*> writing;
   std::map<std::string, const WireFile*> wanted;  // digest -> the file it is received into
   std::set<fs::path> made_dirs;
+  // Contents `into` holds already, verified (another agent's rank's files, or what an earlier
+  // try received whole): copied from there, never asked for again.
+  std::map<std::string, fs::path> here;
+  for (const WireFile& f : manifest->files)
+    if (fs::symlink_status(into / f.path, ec).type() == fs::file_type::regular)
+      here.emplace(f.sha256, into / f.path);
   for (const WireFile& f : manifest->files) {
     const fs::path dest = into / f.path;
     if (fs::symlink_status(dest, ec).type() != fs::file_type::not_found) {
@@ -284,23 +305,34 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
     for (fs::path p = dest.parent_path(); p != into && lies_inside(p, into); p = p.parent_path())
       made_dirs.insert(p);
     writing.push_back(&f);
-    if (!objects.contains(f.sha256)) wanted.emplace(f.sha256, &f);
+    if (!objects.contains(f.sha256) && !here.count(f.sha256)) wanted.emplace(f.sha256, &f);
   }
   Json digests = Json::array();
   for (const auto& [digest, f] : wanted) digests.push_back(digest);
   if (Status s = peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}},
                            Clock::now() + kChunkTime);
       !s.ok())
-    return broken(s);
+    return link(s);
   for (const auto& [digest, f] : wanted) {
     const fs::path dest = into / f->path;
     UniqueFd fd(::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return Status::Io("cannot create " + dest.string() + ": " + errno_text());
+    const uint64_t before = fetched.content_bytes;
     Status got =
         receive_content(peer, digest, f->size, fd.get(), /*sync=*/true, &fetched.content_bytes);
-    if (!got.ok()) return broken(got);
+    if (!got.ok()) {
+      // Half written: not kept (a try again receives it whole).
+      fs::remove(dest, ec);
+      return link(got);
+    }
+    if (Status mode = write_mode(dest, f->mode); !mode.ok()) return mode;
+    if (t) t->progressed = true;
+    if (arrived) {
+      ++arrived->files;
+      arrived->content_bytes += fetched.content_bytes - before;
+    }
   }
-  auto sent = agent_answer(peer, agent, "checkpoint_sent");
+  auto sent = agent_answer(peer, agent, "checkpoint_sent", link_failed);
   if (!sent.ok()) return sent.status();
   peer.close(Clock::now() + std::chrono::seconds(1));
   for (const WireFile* f : writing) {
@@ -309,7 +341,10 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
     if (first == wanted.end() || first->second != f) {
       // From the store, or another file of the same content received above.
       Status copied = Status::Ok();
-      if (first == wanted.end()) {
+      if (first == wanted.end() && here.count(f->sha256)) {
+        if (fs::copy_file(here[f->sha256], dest, ec); ec)
+          copied = Status::Io("cannot copy to " + dest.string() + ": " + ec.message());
+      } else if (first == wanted.end()) {
         copied = objects.copy_out(f->sha256, dest);
       } else if (fs::copy_file(into / first->second->path, dest, ec); ec) {
         copied = Status::Io("cannot copy to " + dest.string() + ": " + ec.message());
@@ -323,6 +358,86 @@ Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std:
   for (const fs::path& d : made_dirs) (void)fsync_dir(d);
   if (Status st = fsync_dir(into); !st.ok()) return st;
   return fetched;
+}
+
+// The questions to one agent (ask_remote_orphans), on one connection.
+void ask_one_agent(OrphanQuestions& q, const std::string& owner,
+                   std::chrono::milliseconds timeout) {
+  q.answers.clear();
+  auto fail_rest = [&](const Status& s) {
+    while (q.answers.size() < q.trials.size()) q.answers.push_back(s);
+  };
+  auto peer = connect_endpoint(*q.agent, timeout);
+  if (!peer.ok()) return fail_rest(peer.status());
+  const std::string address = q.agent->address.text();
+  for (const std::string& trial : q.trials) {
+    if (Status s = (*peer)->send(Json{{"type", "orphan_list"}, {"owner", owner}, {"trial", trial}},
+                                 Clock::now() + timeout);
+        !s.ok())
+      return fail_rest(Status::Failed(address + ": " + s.message()));
+    auto m = (*peer)->receive(Clock::now() + timeout);
+    if (!m.ok()) return fail_rest(Status::Failed(address + ": " + m.status().message()));
+    if (!m->has_value())
+      return fail_rest(Status::Failed(address + ": the agent closed the connection"));
+    auto listing = parse_orphan_listing(**m, trial);
+    if (!listing.ok()) {
+      // Off the protocol: what follows on this connection cannot be trusted either.
+      const Status bad = listing.status().kind() == ErrorKind::kFailed
+                             ? Status::Failed(address + " " + listing.status().message())
+                             : Status::BadInput(address + ": " + listing.status().message());
+      if (listing.status().kind() == ErrorKind::kFailed) {
+        q.answers.push_back(bad);  // a refusal of this trial: the others are still asked
+        continue;
+      }
+      return fail_rest(bad);
+    }
+    q.answers.push_back(std::move(*listing));
+  }
+  (*peer)->close(Clock::now() + std::chrono::seconds(1));
+}
+
+}  // namespace
+
+Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
+                                          const std::string& trial, const OrphanStep& orphan,
+                                          const fs::path& into, const ObjectStore& objects) {
+  return fetch_orphan_once(agent, owner, trial, orphan, into, objects, nullptr, nullptr);
+}
+
+Result<FetchedOrphan> fetch_remote_orphan_retrying(const AgentEndpoint& agent,
+                                                   const std::string& owner,
+                                                   const std::string& trial,
+                                                   const OrphanStep& orphan, const fs::path& into,
+                                                   const ObjectStore& objects) {
+  // What earlier tries received whole: in `into` now, counted as fetched, not as kept.
+  FetchedOrphan earlier;
+  auto result = with_link_retries<FetchedOrphan>(
+      agent,
+      "the fetch of trial " + trial + "'s orphaned checkpoint at step " +
+          std::to_string(orphan.step),
+      [&](TransferTry& t) {
+        FetchedOrphan arrived;
+        auto got = fetch_orphan_once(agent, owner, trial, orphan, into, objects, &t, &arrived);
+        if (!got.ok()) {
+          earlier.files += arrived.files;
+          earlier.content_bytes += arrived.content_bytes;
+        }
+        return got;
+      });
+  if (!result.ok()) return result;
+  result->files += earlier.files;
+  result->kept -= std::min(result->kept, earlier.files);
+  result->content_bytes += earlier.content_bytes;
+  return result;
+}
+
+void ask_remote_orphans(std::vector<OrphanQuestions>& questions, const std::string& owner,
+                        std::chrono::milliseconds timeout) {
+  std::vector<std::thread> asking;
+  asking.reserve(questions.size());
+  for (OrphanQuestions& q : questions)
+    asking.emplace_back([&q, &owner, timeout] { ask_one_agent(q, owner, timeout); });
+  for (std::thread& t : asking) t.join();
 }
 
 Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& owner,

@@ -3,7 +3,9 @@
 // (N its CAIRN_ATTEMPT, which the agent puts in the path: the SDK cannot name another) and exits
 // (peer/agent_orphans.h). A `cairn resume` asks each agent of a trial's last placement (and
 // every other agent it reached, for an earlier attempt's orphans to drop), on a connection of
-// its own (like checkpoint requests, peer/agent_checkpoints.h):
+// its own (like checkpoint requests, peer/agent_checkpoints.h); the questions about every
+// trial go to an agent on one connection, and the agents are asked at once
+// (ask_remote_orphans):
 //
 // Every request names the coordinator's session owner ("HOST:STORE#ID"): <owner> is
 // orphan_owner_dir of it (orphan_messages.h), so another store's experiment of the same id
@@ -64,11 +66,34 @@ Result<OrphanListing> list_remote_orphans(const AgentEndpoint& agent, const std:
                                           const std::string& trial,
                                           std::chrono::milliseconds timeout);
 
+// The questions to one agent: an orphan_list for each of `trials`, answered into `answers`
+// (one per trial, in order).
+struct OrphanQuestions {
+  const AgentEndpoint* agent = nullptr;
+  std::vector<std::string> trials;
+  std::vector<Result<OrphanListing>> answers;
+};
+
+// Asks every agent of `questions` at once, a thread each, each on one connection of its own:
+// connected within `timeout`, and each answer within `timeout` of its question (so a hung agent
+// costs `timeout` once, not once per trial, and never holds the other agents' answers back).
+// An agent that cannot be connected to, or whose connection breaks, fails the questions it had
+// not answered with one line naming it. Returns when every agent is done.
+void ask_remote_orphans(std::vector<OrphanQuestions>& questions, const std::string& owner,
+                        std::chrono::milliseconds timeout);
+
 struct FetchedOrphan {
   size_t files = 0;            // files written below `into`
   size_t kept = 0;             // files `into` had already (another agent's rank wrote them)
   uint64_t content_bytes = 0;  // content bytes that crossed the wire
 };
+
+// fetch_remote_orphan tried again, as checkpoint_retry.h tries a checkpoint transfer, while
+// its link fails, within the agent's link window (AgentEndpoint::link_window): each try starts
+// `into` anew (a try that broke leaves files half written). A refusal is not tried again.
+Result<FetchedOrphan> fetch_remote_orphan_retrying(
+    const AgentEndpoint& agent, const std::string& owner, const std::string& trial,
+    const OrphanStep& orphan, const std::filesystem::path& into, const ObjectStore& objects);
 
 // Fetches the agent's orphan directory of `trial` at `orphan` (its attempt and step) into the local
 // directory `into` (made when missing): contents `objects` holds are copied from it, only the

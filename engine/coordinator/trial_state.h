@@ -143,6 +143,9 @@ struct Trial {
   // A process of this trial left running by a coordinator that died: it was told nothing
   // and will checkpoint (as an orphan) and exit by itself; the trial waits for it.
   std::optional<Json> orphan_process;
+  // Its ranks left on agents by the previous coordinator still run there: a resume waits for
+  // them before the trial is recovered (coordinator_remote_orphans.cc).
+  bool remote_orphan_wait = false;
   Clock::time_point last_heard{};  // the last message or output from the running process
   bool liveness_killed = false;
   // A rank of this attempt was lost with its machine (launcher.h's machine_lost): the attempt

@@ -29,7 +29,11 @@ import cairn
 
 ctx = cairn.init()
 print("pid", os.getpid(), "starts at", ctx.steps_completed, flush=True)
-hold_at = int(os.environ.get("HOLD_AT", "-1"))
+# Trial x=2 of a grid (test_a_trial_waited_for_holds_no_other_trial_back) never holds, at
+# its own pace.
+other = ctx.hparams.get("x") == 2
+hold_at = -1 if other else int(os.environ.get("HOLD_AT", "-1"))
+step_seconds = os.environ.get("OTHER_STEP_SECONDS" if other else "STEP_SECONDS", "0.05")
 release = os.environ.get("RELEASE", "")
 step = ctx.steps_completed
 for op in ctx.operations():
@@ -40,7 +44,7 @@ for op in ctx.operations():
             open(os.environ["HELD"] + ".%d" % ctx.rank, "w").close()
             while not os.path.exists(release):
                 time.sleep(0.02)
-        time.sleep(float(os.environ.get("STEP_SECONDS", "0.05")))
+        time.sleep(float(step_seconds))
         step += 1
         ctx.report_training(step, {"loss": 1.0 / step})
         print("step", step, flush=True)
@@ -91,13 +95,14 @@ class OrphanTest(PlacementCase):
         return full
 
     def start_run(self, agents, window, ranks=1):
-        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "orphan_train.py"), LENGTH, window,
+        config = getattr(self, "config", CONFIG)
+        self.write("exp.yaml", config % (os.path.join(self.dir, "orphan_train.py"), LENGTH, window,
                                          ranks))
         self.run_out = os.path.join(self.dir, "run.out")
         out = open(self.run_out, "w")
         self.addCleanup(out.close)
         env = {"HOLD_AT": str(HOLD_AT), "RELEASE": self.release, "HELD": self.held,
-               "STEP_SECONDS": "0.05"}
+               "STEP_SECONDS": "0.05", "OTHER_STEP_SECONDS": "1.5"}
         run = subprocess.Popen([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
                                 ",".join(a.address for a in agents), "--key-file", self.key],
                                cwd=self.dir, env=self.cairn_env(self.env(env)), stdout=out,
@@ -222,6 +227,43 @@ class OrphanTest(PlacementCase):
         text = open(log.name).read()
         self.assertLess(text.index(note), text.index("adopted the checkpoint"))
         self.assert_went_on_from_the_orphan(text, [a])
+
+    def test_a_trial_waited_for_holds_no_other_trial_back(self):
+        # Two trials on two agents: 1.1's rank holds (orphaned, still running there), 1.2's
+        # goes on at 1.5 s a step, checkpoints as an orphan when the window ends and exits.
+        # The resume waits for 1.1's rank, and runs 1.2 from its orphan to its end meanwhile.
+        self.config = CONFIG.replace(
+            "searcher: {name: single, metric: val_loss, max_length: %d}",
+            "searcher: {name: grid, metric: val_loss, max_length: %d}\n"
+            "hyperparameters: {x: {type: categorical, vals: [1, 2]}}")
+        agents = [Agent(self, "agent-a", 1), Agent(self, "agent-b", 1)]
+        pids = self.held_then_killed(agents, window=2)
+        machine = self.cairn_json("show", "1.1", "--json")["placement"][0]["machine"]
+        ran = [a for a in agents if a.address == machine][0]
+        ran.wait_log("to checkpoint as orphans and exit")
+        resume, log, note = self.resume_waiting_for(ran)
+
+        def other_done():
+            return self.cairn_json("show", "1.2", "--json")["state"] == "COMPLETED"
+
+        wait_until(other_done, timeout=120,
+                   what="trial 1.2 run to its end while 1.1's orphaned rank still runs")
+        held = [p for p in pids if alive(p)]
+        self.assertEqual(len(held), 1, "1.1's orphaned rank still held")
+        text = open(log.name).read()
+        self.assertIn("trial 1.2: adopted the checkpoint it took at step", text)
+        # 1.1 was not recovered (it never started beside its own rank).
+        self.assertNotIn("trial 1.1: adopted", text)
+        self.release_and_wait_for_orphans([ran], held)
+        self.assertEqual(resume.wait(timeout=240), 0, open(log.name).read())
+        text = open(log.name).read()
+        self.assertIn("trial 1.1: adopted the checkpoint it took at step %d while cairn was away"
+                      % (HOLD_AT + 1), text)
+        self.assertLess(text.index("trial 1.2: adopted"), text.index("trial 1.1: adopted"))
+        for t in ("1.1", "1.2"):
+            trial = self.cairn_json("show", t, "--json")
+            self.assertEqual(trial["state"], "COMPLETED", trial)
+            self.assertEqual(trial["restarts"], 0, trial)
 
     def test_ctrl_c_while_resume_waits_leaves_the_orphan_for_the_next_resume(self):
         a = Agent(self, "agent-a", 1)

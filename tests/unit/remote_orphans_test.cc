@@ -3,13 +3,22 @@
 // in this process (loopback TCP, TLS 1.3 with a test key); what is not an orphan directory, or
 // leads out, is never listed or sent.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "engine/coordinator/agent_gc.h"
 #include "engine/coordinator/orphan_messages.h"
+#include "engine/coordinator/remote_orphan_wait.h"
 #include "engine/coordinator/remote_orphans.h"
+#include "peer/peer_address.h"
 #include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
 
@@ -50,6 +59,116 @@ struct OrphanFixture {
 };
 
 constexpr auto kTimeout = std::chrono::seconds(10);
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A TCP listener that accepts connections, counts them, and never answers (a hung agent
+// whose kernel still accepts).
+class HungAgent {
+ public:
+  HungAgent() {
+    auto made = listen_on(PeerAddress{"127.0.0.1", 0});
+    REQUIRE(made.ok());
+    listener_ = std::move(*made);
+    port_ = local_port(listener_.get());
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{listener_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        held_.emplace_back(fd);
+        ++accepted_;
+      }
+    });
+  }
+  ~HungAgent() {
+    stop_ = true;
+    thread_.join();
+  }
+  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
+  int accepted() const { return accepted_; }
+
+ private:
+  UniqueFd listener_;
+  uint16_t port_ = 0;
+  std::vector<UniqueFd> held_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// Forwards connections to `target`; the first one is cut once `cut_after` bytes went from the
+// target to the client (a link that drops mid-transfer), the later ones are whole.
+class CuttingProxy {
+ public:
+  CuttingProxy(PeerAddress target, size_t cut_after)
+      : target_(std::move(target)), cut_after_(cut_after) {
+    auto made = listen_on(PeerAddress{"127.0.0.1", 0});
+    REQUIRE(made.ok());
+    listener_ = std::move(*made);
+    port_ = local_port(listener_.get());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~CuttingProxy() {
+    stop_ = true;
+    thread_.join();
+  }
+  PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
+  int connections() const { return connections_; }
+
+ private:
+  void run() {
+    while (!stop_) {
+      pollfd p{listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!client) continue;
+      auto server = connect_to(target_, Clock::now() + std::chrono::seconds(5));
+      if (!server.ok()) continue;
+      const bool cut = connections_++ == 0;
+      pump(client.get(), server->get(), cut ? cut_after_ : SIZE_MAX);
+    }
+  }
+  // Both ways until either end closes, or `budget` bytes went to the client.
+  void pump(int client, int server, size_t budget) {
+    char buf[16384];
+    size_t to_client = 0;
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+        if (n <= 0) return;
+        size_t len = static_cast<size_t>(n);
+        if (i == 1) {
+          len = std::min(len, budget - to_client);
+          to_client += len;
+        }
+        for (size_t off = 0; off < len;) {
+          pollfd w{p[1 - i].fd, POLLOUT, 0};
+          ::poll(&w, 1, 1000);
+          const ssize_t m = ::write(p[1 - i].fd, buf + off, len - off);
+          if (m < 0 && errno != EAGAIN) return;
+          if (m > 0) off += static_cast<size_t>(m);
+        }
+        if (to_client >= budget) return;  // the link drops
+      }
+    }
+  }
+  PeerAddress target_;
+  size_t cut_after_;
+  UniqueFd listener_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
 
 TEST_CASE("remote orphans: listed, fetched with only what the store lacks, then dropped") {
   OrphanFixture f;
@@ -186,6 +305,112 @@ TEST_CASE("remote orphans: each attempt's orphans are listed and fetched apart")
   CHECK(read_file(into / "w.bin").value_or("") == "attempt 2");
   REQUIRE(drop_remote_orphans(f.endpoint, kOwner, "1.1").ok());
   CHECK_FALSE(fs::exists(f.orphans().parent_path()));  // every attempt's
+}
+
+TEST_CASE("remote orphans: each agent is asked once about every trial, and the agents at once") {
+  OrphanFixture f;
+  f.write(f.orphans() / "7" / "cairn_orphan.json", R"({"step": 7})");
+  HungAgent hung1, hung2;
+  std::vector<OrphanQuestions> questions{
+      {&f.endpoint, {"1.1", "2.1", ".."}, {}},
+  };
+  const AgentEndpoint e1{hung1.address(), f.endpoint.tls}, e2{hung2.address(), f.endpoint.tls};
+  questions.push_back({&e1, {"1.1", "2.1", "3.1"}, {}});
+  questions.push_back({&e2, {"1.1", "2.1", "3.1"}, {}});
+  const auto started = Clock::now();
+  ask_remote_orphans(questions, kOwner, std::chrono::milliseconds(1500));
+  // A connection per agent: the hung ones cost the timeout once, together (per trial and
+  // agent, one after the other, it would be 6 times that).
+  CHECK(seconds_since(started) < 2.8);
+  CHECK(hung1.accepted() == 1);
+  CHECK(hung2.accepted() == 1);
+  REQUIRE(questions[0].answers.size() == 3);
+  REQUIRE(questions[0].answers[0].ok());
+  CHECK(questions[0].answers[0]->orphans == std::vector<OrphanStep>{{1, 7}});
+  REQUIRE(questions[0].answers[1].ok());
+  CHECK(questions[0].answers[1]->orphans.empty());
+  // A refusal of one trial (a name that names nothing) is that trial's answer only.
+  REQUIRE_FALSE(questions[0].answers[2].ok());
+  CHECK(questions[0].answers[2].status().message().find("refused") != std::string::npos);
+  for (size_t a : {1, 2}) {
+    REQUIRE(questions[a].answers.size() == 3);
+    for (const auto& answer : questions[a].answers) CHECK_FALSE(answer.ok());
+  }
+}
+
+TEST_CASE("remote orphans: a fetch that loses its link is tried again on a new connection") {
+  OrphanFixture f;
+  std::string weights(600000, 'w');
+  for (size_t i = 0; i < weights.size(); i += 97) weights[i] = static_cast<char>('a' + i % 26);
+  f.write(f.orphans() / "7" / "cairn_orphan.json", R"({"step": 7})");
+  f.write(f.orphans() / "7" / "a.bin", std::string(200000, 'a'));
+  f.write(f.orphans() / "7" / "w.bin", weights);
+  ObjectStore objects(f.dir.path() / "objects");
+
+  // Tried once, a link that drops mid-transfer fails the fetch.
+  {
+    CuttingProxy proxy(f.agent->address(), 300000);
+    const AgentEndpoint through{proxy.address(), f.endpoint.tls, std::chrono::seconds(5),
+                                std::make_shared<std::atomic<bool>>(false)};
+    auto once = fetch_remote_orphan(through, kOwner, "1.1", {1, 7}, f.dir.path() / "once", objects);
+    CHECK_FALSE(once.ok());
+  }
+  CuttingProxy proxy(f.agent->address(), 300000);
+  const AgentEndpoint through{proxy.address(), f.endpoint.tls, std::chrono::seconds(5),
+                              std::make_shared<std::atomic<bool>>(false)};
+  const fs::path into = f.dir.path() / "local" / "remote-7";
+  auto fetched = fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 7}, into, objects);
+  REQUIRE(fetched.ok());
+  CHECK(proxy.connections() == 2);
+  CHECK(fetched->files == 3);
+  CHECK(fetched->kept == 0);
+  CHECK(read_file(into / "w.bin").value_or("") == weights);
+  CHECK(read_file(into / "a.bin").value_or("") == std::string(200000, 'a'));
+  CHECK(read_file(into / "cairn_orphan.json").value_or("") == R"({"step": 7})");
+  // Only what the cut try had not received whole travelled again.
+  CHECK(fetched->content_bytes >= weights.size() + 200000);
+  CHECK(fetched->content_bytes < weights.size() + 2 * 200000 + 100);
+
+  // A refusal is not tried again.
+  const auto started = Clock::now();
+  auto refused =
+      fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 8}, f.dir.path() / "none", objects);
+  CHECK_FALSE(refused.ok());
+  CHECK(seconds_since(started) < 2.0);
+}
+
+TEST_CASE("remote orphan wait: a trial settles once its ranks exit; a hung agent fails alone") {
+  OrphanFixture f;
+  f.write(f.orphans() / "7" / "cairn_orphan.json", R"({"step": 7})");
+  HungAgent hung;
+  std::vector<RemoteOrphanWait::Entry> entries;
+  entries.push_back({1, "1.1", "a", f.endpoint});
+  entries.push_back({2, "2.1", "b", AgentEndpoint{hung.address(), f.endpoint.tls}});
+  std::optional<AgentInUse::Token> running =
+      AgentInUse::hold_running_rank(orphan_trial_key(kOwner, "1.1"));
+  const auto started = Clock::now();
+  RemoteOrphanWait wait(entries, kOwner, std::chrono::milliseconds(1000),
+                        std::chrono::milliseconds(50), Clock::now() + std::chrono::seconds(30));
+  // The hung agent's trial fails after the ask time, while 1.1's ranks still run.
+  std::optional<std::vector<RemoteOrphanWait::Entry>> failed;
+  while (!(failed = wait.settled(2)) && seconds_since(started) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(failed);
+  REQUIRE(failed->size() == 1);
+  CHECK((*failed)[0].state == RemoteOrphanWait::State::kFailed);
+  CHECK(seconds_since(started) < 3.0);
+  CHECK_FALSE(wait.settled(1));
+  running.reset();  // the ranks exit
+  const auto exited = Clock::now();
+  std::optional<std::vector<RemoteOrphanWait::Entry>> done;
+  while (!(done = wait.settled(1)) && seconds_since(exited) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(done);
+  REQUIRE(done->size() == 1);
+  CHECK((*done)[0].state == RemoteOrphanWait::State::kAnswered);
+  CHECK((*done)[0].listing.orphans == std::vector<OrphanStep>{{1, 7}});
+  // Settled within a few rounds of the exit (not held back by the hung agent's ask time).
+  CHECK(seconds_since(exited) < 1.0);
 }
 
 }  // namespace
