@@ -23,6 +23,7 @@
 #include "peer/peer_address.h"
 #include "peer/peer_connection.h"
 #include "tests/unit/test_dir.h"
+#include "tests/unit/tls_pair.h"
 
 namespace cairn {
 namespace {
@@ -35,37 +36,10 @@ const ClusterKey kKey{std::string(32, 'w'), cluster_key_id(std::string(32, 'w'))
 
 // Two ends of an authenticated connection in this process.
 struct Pair {
-  std::unique_ptr<PeerConnection> sender, receiver;
-  Pair() {
-    ::signal(SIGPIPE, SIG_IGN);  // a sender whose receiver went first gets EPIPE instead
-    auto listener = listen_on(PeerAddress{"127.0.0.1", 0});
-    REQUIRE(listener.ok());
-    const uint16_t port = local_port(listener->get());
-    auto server = TlsContext::make(TlsContext::Side::kServer, kKey);
-    auto client = TlsContext::make(TlsContext::Side::kClient, kKey);
-    REQUIRE(server.ok());
-    REQUIRE(client.ok());
-    Result<std::unique_ptr<PeerConnection>> c = Status::Failed("not connected");
-    std::thread connecting([&] {
-      c = PeerConnection::connect(PeerAddress{"127.0.0.1", port}, *client,
-                                  Clock::now() + std::chrono::seconds(10));
-    });
-    UniqueFd fd;
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (!fd && Clock::now() < deadline) {
-      pollfd p{listener->get(), POLLIN, 0};
-      ::poll(&p, 1, 50);
-      fd.reset(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    }
-    auto a =
-        fd ? PeerConnection::accept(std::move(fd), *server, Clock::now() + std::chrono::seconds(10))
-           : Result<std::unique_ptr<PeerConnection>>(Status::Failed("no connection"));
-    connecting.join();
-    REQUIRE(c.ok());
-    REQUIRE(a.ok());
-    sender = std::move(*a);
-    receiver = std::move(*c);
-  }
+  Pair() { ::signal(SIGPIPE, SIG_IGN); }  // a sender whose receiver went first gets EPIPE instead
+  testing::TlsPair tls{kKey};
+  std::unique_ptr<PeerConnection>& sender = tls.accepted;
+  std::unique_ptr<PeerConnection>& receiver = tls.connected;
 };
 
 std::string content(size_t n, char seed) {
