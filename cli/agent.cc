@@ -149,9 +149,9 @@ int agent(const AgentOptions& options) {
       (address.host.empty() ? "*:" + std::to_string(address.port) : address.text()) + " (key id " +
       key->id +
       (key->none() ? ", no key file: loopback only, this user only" : ", " + key_source.string()) +
-      "; " + std::to_string(info.slots_total) + " slots; devices " + info.devices.dump() +
-      "; dir " + dir->string() + "; cairn " CAIRN_VERSION ", protocol " +
-      std::to_string(kPeerProtocolVersion) + ")");
+      "; " + std::to_string(info.slots_total) + (info.slots_total == 1 ? " slot" : " slots") +
+      "; devices " + info.devices.dump() + "; dir " + dir->string() +
+      "; cairn " CAIRN_VERSION ", protocol " + std::to_string(kPeerProtocolVersion) + ")");
   // Beacons (docs/peers.md, "Discovery"): only with a key, which is what authenticates them.
   std::unique_ptr<Announcer> announcer;
   if (!key->none() && !options.no_announce) {
