@@ -17,28 +17,15 @@
 #include "peer/beacon.h"
 #include "peer/discovery.h"
 #include "peer/peer_protocol.h"
+#include "tests/unit/beacon_fixture.h"
 
 namespace cairn {
 namespace {
 
 constexpr int64_t kNow = 1'800'000'000'000;
 
-ClusterKey key_of(char fill) {
-  ClusterKey key;
-  key.bytes = std::string(32, fill);
-  key.id = cluster_key_id(key.bytes);
-  return key;
-}
-
-std::string hex_of(const std::string& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
+using testing::hex_of;
+using testing::key_of;
 
 Beacon beacon6(const char* address, uint16_t port, int64_t timestamp, uint8_t nonce_byte) {
   Beacon b;

@@ -15,26 +15,13 @@
 #include "peer/beacon_drop_log.h"
 #include "peer/discovery.h"
 #include "peer/peer_protocol.h"
+#include "tests/unit/beacon_fixture.h"
 
 namespace cairn {
 namespace {
 
-ClusterKey test_key(char fill) {
-  ClusterKey key;
-  key.bytes = std::string(32, fill);
-  key.id = cluster_key_id(key.bytes);
-  return key;
-}
-
-std::string to_hex(const std::string& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
+using testing::hex_of;
+using testing::key_of;
 
 constexpr int64_t kNow = 1'800'000'000'000;
 
@@ -50,7 +37,7 @@ std::string sealed(const ClusterKey& key, int64_t timestamp, uint8_t nonce_byte 
 }
 
 TEST_CASE("beacon: a sealed beacon checks, with every field as sent") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   const std::string datagram = sealed(key, kNow);
   CHECK(datagram.size() == kBeaconBytes);
   BeaconChecker checker(key);
@@ -65,23 +52,23 @@ TEST_CASE("beacon: a sealed beacon checks, with every field as sent") {
 TEST_CASE("beacon: the layout and the subkey are pinned (docs/peers.md, tests/e2e)") {
   // The same bytes as tests/e2e/beacon_forge.py computes with Python's hmac module: a
   // change of either is a change of the wire format.
-  const ClusterKey key = test_key('a');
-  CHECK(to_hex(beacon_subkey(key)) ==
+  const ClusterKey key = key_of('a');
+  CHECK(hex_of(beacon_subkey(key)) ==
         "482c473aca8785a335b6bcccb1e0854c2aa8b64408009d446016afd97583c150");
-  CHECK(to_hex(sealed(key, kNow)) ==
+  CHECK(hex_of(sealed(key, kNow)) ==
         "43524e420100010a0000051b9e3ba3f5f43b926026000001a3185c5000070707070707070707070707070707"
         "072d8cc44f451a9ec973b5cca3148451217d003a71bf12a470ec67e6bd67f3c631");
   // Never the TLS PSK, and different for another key.
-  CHECK(beacon_subkey(key) != beacon_subkey(test_key('b')));
+  CHECK(beacon_subkey(key) != beacon_subkey(key_of('b')));
 }
 
 TEST_CASE("beacon: another key, a forged HMAC or a changed field is dropped") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   BeaconChecker checker(key);
-  auto other = checker.check(sealed(test_key('b'), kNow), kNow);
+  auto other = checker.check(sealed(key_of('b'), kNow), kNow);
   CHECK_FALSE(other.accepted);
   CHECK(other.drop == BeaconDrop::kOtherKey);
-  CHECK(other.detail.find(test_key('b').id) != std::string::npos);
+  CHECK(other.detail.find(key_of('b').id) != std::string::npos);
   CHECK(other.detail.find(key.id) != std::string::npos);
 
   std::string forged = sealed(key, kNow);
@@ -99,7 +86,7 @@ TEST_CASE("beacon: another key, a forged HMAC or a changed field is dropped") {
 }
 
 TEST_CASE("beacon: a timestamp outside the window is dropped as stale") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   BeaconChecker checker(key);
   CHECK(checker.check(sealed(key, kNow - kBeaconWindowMs + 1, 1), kNow).accepted);
   CHECK(checker.check(sealed(key, kNow + kBeaconWindowMs - 1, 2), kNow).accepted);
@@ -110,7 +97,7 @@ TEST_CASE("beacon: a timestamp outside the window is dropped as stale") {
 }
 
 TEST_CASE("beacon: a replay within the window is dropped, and after it is stale") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   BeaconChecker checker(key);
   const std::string datagram = sealed(key, kNow);
   CHECK(checker.check(datagram, kNow).accepted);
@@ -125,7 +112,7 @@ TEST_CASE("beacon: a replay within the window is dropped, and after it is stale"
 }
 
 TEST_CASE("beacon: the nonce cache is bounded") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   BeaconChecker checker(key);
   Beacon b;
   b.timestamp_ms = kNow;
@@ -138,7 +125,7 @@ TEST_CASE("beacon: the nonce cache is bounded") {
 }
 
 TEST_CASE("beacon: truncated, oversized, garbage and other formats are dropped") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   BeaconChecker checker(key);
   const std::string datagram = sealed(key, kNow);
   for (size_t n = 0; n < datagram.size(); ++n) {
@@ -164,7 +151,7 @@ TEST_CASE("beacon: a keyless receiver accepts nothing, not even the public key's
   const ClusterKey none = no_cluster_key();
   BeaconChecker checker(none);
   CHECK(checker.check(sealed(none, kNow), kNow).drop == BeaconDrop::kOtherKey);
-  CHECK(checker.check(sealed(test_key('a'), kNow), kNow).drop == BeaconDrop::kOtherKey);
+  CHECK(checker.check(sealed(key_of('a'), kNow), kNow).drop == BeaconDrop::kOtherKey);
 }
 
 TEST_CASE("beacon drop log: one line per cause per interval, the rest counted") {
@@ -211,7 +198,7 @@ void send_udp(uint16_t port, const std::string& datagram) {
 }
 
 TEST_CASE("discovery: beacons on a socket propose peers; forged and replayed ones do not") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   const uint16_t port = free_udp_port();
   std::promise<void> listening;
   std::vector<std::string> lines;
@@ -229,7 +216,7 @@ TEST_CASE("discovery: beacons on a socket propose peers; forged and replayed one
   std::string forged = sealed(key, unix_now_ms(), 3, 7072);
   forged[60] ^= 1;
   send_udp(port, forged);
-  send_udp(port, sealed(test_key('b'), unix_now_ms(), 4, 7073));
+  send_udp(port, sealed(key_of('b'), unix_now_ms(), 4, 7073));
   send_udp(port, std::string(2000, 'x'));
   REQUIRE(result.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
   auto found = result.get();
@@ -248,7 +235,7 @@ TEST_CASE("discovery: beacons on a socket propose peers; forged and replayed one
 }
 
 TEST_CASE("announcer: beacons reach a listener, name the listening address, and stop") {
-  const ClusterKey key = test_key('a');
+  const ClusterKey key = key_of('a');
   const uint16_t port = free_udp_port();
   UniqueFd fd(::socket(AF_INET, SOCK_DGRAM, 0));
   sockaddr_in a{};
@@ -321,7 +308,7 @@ TEST_CASE("announcer: an agent on loopback with nowhere to announce says so once
   options.listen_host = "127.0.0.1";
   std::vector<std::string> lines;
   std::mutex mutex;
-  auto announcer = Announcer::start(test_key('a'), options, [&](const std::string& line) {
+  auto announcer = Announcer::start(key_of('a'), options, [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(mutex);
     lines.push_back(line);
   });
