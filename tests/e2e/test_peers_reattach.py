@@ -115,6 +115,7 @@ class Proxy:
                     if not data:
                         return
                     (b if s is a else a).sendall(data)
+                    self.carried_bytes(pump_id, 0 if s is a else 1, len(data))
         except OSError:
             return
         finally:
@@ -123,6 +124,10 @@ class Proxy:
                     s.close()
                 except OSError:
                     pass
+
+    def carried_bytes(self, pump_id, direction, n):
+        """Called on the pump's thread after it carried `n` bytes of connection `pump_id`
+        (direction 0: from the connecting end, 1: to it); a subclass counts or throttles."""
 
     def cut(self):
         with self.lock:
