@@ -17,7 +17,9 @@ std::string ranks_text(int n) {
 
 void AgentOrphans::adopt(const std::shared_ptr<AgentSession>& session, const std::string& why) {
   const std::string id = session->id.substr(0, 8);
-  // Their SDKs see the channel end: they checkpoint into their orphan directories and exit.
+  // Their SDKs see the channel end: they checkpoint into their orphan directories (made
+  // now: not at launch) and exit.
+  if (session->host && session->running > 0) session->host->make_orphan_dirs();
   if (session->control) session->control->close_all();
   session->attached = false;
   if (!session->host || session->running <= 0) {

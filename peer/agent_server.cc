@@ -292,9 +292,11 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       }
       const bool slot_taken = started.ok();
       if (started.ok() && !session->host) session->host = hosts();
-      bool listening = false;  // the rank's control socket was made for this launch
+      bool listening = false;  // the relay expects the rank's control connections
       if (started.ok()) listening = (started = session->control->give_control(*launch)).ok();
       if (started.ok()) started = session->host->start(*launch);
+      if (started.ok())
+        session->control->rank_started(launch->rank, session->host->pid(launch->rank));
       if (!started.ok() && listening) session->control->rank_ended(launch->rank);
       if (!started.ok() && slot_taken) --ranks_running;
       if (started.ok()) {

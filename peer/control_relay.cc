@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace cairn {
@@ -51,6 +52,16 @@ Result<UniqueFd> unix_listen(const fs::path& path) {
     return Status::Io("cannot bind the control socket " + path.string() + ": " + errno_text());
   if (::listen(fd.get(), 64) != 0) return Status::Io("listen: " + errno_text());
   return fd;
+}
+
+// The parent of process `pid` (/proc/PID/stat's fourth field), 0 when it cannot be read.
+int64_t parent_process(int64_t pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return 0;
+  const size_t name_end = stat->rfind(')');  // the name in parentheses may hold anything
+  if (name_end == std::string::npos || name_end + 4 >= stat->size()) return 0;
+  // ") S 1234 …": the state, then the parent.
+  return std::strtoll(stat->c_str() + name_end + 4, nullptr, 10);
 }
 
 Result<UniqueFd> unix_connect(const std::string& address) {
@@ -97,14 +108,18 @@ ControlRelay::~ControlRelay() {
 void ControlRelay::close_all() {
   streams_.clear();
   outgoing_.clear();
-  for (auto it = listeners_.begin(); it != listeners_.end();) rank_ended((it++)->first);
+  ranks_.clear();
+  if (listener_) {
+    listener_.reset();
+    std::error_code ec;
+    fs::remove(listener_path_, ec);
+  }
 }
 
-Result<std::string> ControlRelay::listen_for(int64_t rank) {
+Result<std::string> ControlRelay::listen() {
   if (!agent_) return Status::Failed("only an agent listens for ranks");
-  if (listeners_.count(rank))
-    return Status::BadInput("rank " + std::to_string(rank) + " is already running");
-  const std::string name = std::to_string(id_) + "-" + std::to_string(rank) + ".sock";
+  if (listener_) return "unix:" + listener_path_.string();
+  const std::string name = std::to_string(id_) + ".sock";
   fs::path path = socket_dir_ / name;
   std::error_code ec;
   if (socket_dir_.empty() || !fits_unix_address(path)) {
@@ -121,27 +136,42 @@ Result<std::string> ControlRelay::listen_for(int64_t rank) {
   }
   auto fd = unix_listen(path);
   if (!fd.ok()) return fd.status();
-  Listener& l = listeners_[rank];
-  l.fd = std::move(*fd);
-  l.path = path;
+  listener_ = std::move(*fd);
+  listener_path_ = path;
   return "unix:" + path.string();
 }
 
 Status ControlRelay::give_control(RemoteLaunch& launch) {
+  bool expected = false;
   for (auto it = launch.paths.begin(); it != launch.paths.end();) {
     if (it->second != "control") {
       ++it;
       continue;
     }
-    auto address = listen_for(launch.rank);
-    if (!address.ok()) return address.status();
-    launch.env[it->first] = *address;
+    if (!expected) {
+      if (ranks_.count(launch.rank))
+        return Status::BadInput("rank " + std::to_string(launch.rank) + " is already running");
+      auto address = listen();
+      if (!address.ok()) return address.status();
+      launch.env[it->first] = *address;
+      ranks_[launch.rank] = 0;
+      expected = true;
+    } else {
+      launch.env[it->first] = "unix:" + listener_path_.string();
+    }
     it = launch.paths.erase(it);
   }
   return Status::Ok();
 }
 
+void ControlRelay::rank_started(int64_t rank, int64_t pid) {
+  auto it = ranks_.find(rank);
+  if (it != ranks_.end()) it->second = pid;
+}
+
 Status ControlRelay::drain_rank(PeerConnection& peer, int64_t rank) {
+  // A connection the rank made just before it ended may still wait on the listener.
+  if (!paused_) accept_ranks();
   std::vector<int64_t> ids;
   for (const auto& [id, s] : streams_)
     if (s.rank == rank) ids.push_back(id);
@@ -159,11 +189,61 @@ Status ControlRelay::drain_rank(PeerConnection& peer, int64_t rank) {
 }
 
 void ControlRelay::rank_ended(int64_t rank) {
-  auto it = listeners_.find(rank);
-  if (it == listeners_.end()) return;
-  std::error_code ec;
-  fs::remove(it->second.path, ec);
-  listeners_.erase(it);
+  ranks_.erase(rank);
+}
+
+std::optional<int64_t> ControlRelay::rank_of_process(int64_t pid) const {
+  auto rank_with_pid = [&](int64_t p) -> std::optional<int64_t> {
+    if (p <= 0) return std::nullopt;
+    for (const auto& [rank, rank_pid] : ranks_)
+      if (rank_pid == p) return rank;
+    return std::nullopt;
+  };
+  if (auto rank = rank_with_pid(pid)) return rank;  // the rank itself: no system call
+  // Each rank leads its own process group (trial_process.h): its children stay in it.
+  if (auto rank = rank_with_pid(::getpgid(static_cast<pid_t>(pid)))) return rank;
+  // A descendant that left the group (setsid): its ancestors, while they live.
+  int64_t p = pid;
+  for (int depth = 0; depth < 64; ++depth) {
+    p = parent_process(p);
+    if (p <= 1) break;
+    if (auto rank = rank_with_pid(p)) return rank;
+  }
+  return std::nullopt;
+}
+
+void ControlRelay::accept_ranks() {
+  if (!listener_) return;
+  for (;;) {
+    UniqueFd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!c) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: none left (or the listener failed: the next poll says so again)
+    }
+    ucred cred{};
+    socklen_t length = sizeof cred;
+    if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+      log_("refused a control connection: its process is unknown (" + errno_text() + ")");
+      continue;
+    }
+    // The socket's directory is this user's alone; checked again, as a rank's identity is.
+    if (cred.uid != ::geteuid()) {
+      log_("refused a control connection from process " + std::to_string(cred.pid) +
+           ": another user's (uid " + std::to_string(cred.uid) + ")");
+      continue;
+    }
+    auto rank = rank_of_process(cred.pid);
+    if (!rank) {
+      log_("refused a control connection from process " + std::to_string(cred.pid) +
+           ": not a rank running on this connection, nor started by one");
+      continue;
+    }
+    const int64_t id = next_stream_++;
+    Stream& s = streams_[id];
+    s.fd = std::move(c);
+    s.rank = *rank;
+    outgoing_.push_back(control_open_message(id, *rank));
+  }
 }
 
 bool ControlRelay::was_open(int64_t id) const {
@@ -358,7 +438,7 @@ void ControlRelay::adopt(const std::set<int64_t>& ranks) {
 Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline deadline,
                                                   int wake_fd, const std::vector<int>& also) {
   std::vector<pollfd> fds;
-  std::vector<int64_t> keys;  // what each pollfd after the first three is: rank or stream
+  std::vector<int64_t> keys;  // the stream of each pollfd from first_stream on
   for (;;) {
     if (Status sent = flush(peer); !sent.ok()) return sent;
     // What OpenSSL holds already (SSL_pending, a frame half-decoded) is invisible to poll():
@@ -377,11 +457,8 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
     fds.push_back({peer.fd(), POLLIN, 0});
     fds.push_back({peer.stop_fd(), POLLIN, 0});
     fds.push_back({wake_fd, POLLIN, 0});
-    for (const auto& [rank, l] : listeners_) {
-      if (paused_) break;
-      fds.push_back({l.fd.get(), POLLIN, 0});
-      keys.push_back(rank);
-    }
+    // The listener's slot is always there (-1: none, or paused), so the layout is fixed.
+    fds.push_back({listener_ && !paused_ ? listener_.get() : -1, POLLIN, 0});
     const size_t first_also = fds.size();
     for (int fd : also) fds.push_back({fd, POLLIN, 0});
     const size_t first_stream = fds.size();
@@ -401,26 +478,12 @@ Result<std::optional<Json>> ControlRelay::receive(PeerConnection& peer, Deadline
     if (ready < 0) return Status::Failed("poll: " + errno_text());
     if (ready == 0) return Status::Failed("timed out");
     if (fds[1].fd >= 0 && (fds[1].revents & POLLIN)) return Status::Failed("stopping");
-    for (size_t i = 3; i < first_also; ++i) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      const int64_t rank = keys[i - 3];
-      auto l = listeners_.find(rank);
-      if (l == listeners_.end()) continue;
-      for (;;) {
-        const int c = ::accept4(l->second.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (c < 0) break;
-        const int64_t id = next_stream_++;
-        Stream& s = streams_[id];
-        s.fd.reset(c);
-        s.rank = rank;
-        outgoing_.push_back(control_open_message(id, rank));
-      }
-    }
+    if (fds[3].revents & POLLIN) accept_ranks();
     bool also_ready = false;
     for (size_t i = first_also; i < first_stream; ++i) also_ready |= fds[i].revents != 0;
     for (size_t i = first_stream; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      const int64_t id = keys[i - 3 - also.size()];
+      const int64_t id = keys[i - first_stream];
       auto s = streams_.find(id);
       if (s != streams_.end()) (void)pump(id, s->second, fds[i].revents);
     }

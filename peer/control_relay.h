@@ -1,10 +1,15 @@
 // A rank's control channel (docs/protocol.md) relayed through the agent's connection
 // (docs/peers.md "The control channel through the agent"), one end on each side:
 //
-// - On the agent, each rank gets its own Unix listener under the agent's directory
-//   (listen_for), which its CAIRN_CONTROL names. Every connection the rank opens on it
-//   becomes a stream: control_open {stream, rank} goes to the coordinator, then the bytes
-//   travel in control_data frames (control_frames.h).
+// - On the agent, the connection has one Unix listener under the agent's directory (listen,
+//   made at its first launch), which every rank's CAIRN_CONTROL names. A connection to it is
+//   the rank's whose process it comes from (the kernel's SO_PEERCRED: the rank's process, a
+//   process of its process group, or a descendant of it); any other is refused. Every
+//   connection a rank opens becomes a stream: control_open {stream, rank} goes to the
+//   coordinator, then the bytes travel in control_data frames (control_frames.h). One
+//   listener per connection rather than per rank: a socket file is a new inode, and making
+//   and deleting one per rank was among the agent's largest costs per trial (ext4's inode
+//   allocation; bench/RESULTS.md).
 // - On the coordinator, a control_open connects to the coordinator's own control socket
 //   (the CAIRN_CONTROL the coordinator gave that rank, `target`), and the bytes are pumped
 //   both ways.
@@ -25,8 +30,8 @@
 // should not get or for a rank that is not running: each is refused with one log line (and
 // the stream, if any, closed); the connection goes on.
 //
-// Thread-safety: one thread (the connection's) uses a relay; `target` and `log` are called
-// on it.
+// Thread-safety: one thread (the connection's, or the session's keeper once it has none)
+// uses a relay; `target` and `log` are called on it.
 #pragma once
 
 #include <cstdint>
@@ -66,17 +71,21 @@ class ControlRelay {
   ControlRelay(const ControlRelay&) = delete;
   ControlRelay& operator=(const ControlRelay&) = delete;
 
-  // Agent: a listener for `rank`; returns its address for CAIRN_CONTROL ("unix:/path").
-  Result<std::string> listen_for(int64_t rank);
-  // Agent: sets every variable of `launch.paths` of kind "control" to the rank's listener
-  // (made now), and takes them out of `paths`.
+  // Agent: the connection's listener (made at the first call, until close_all); returns its
+  // address for CAIRN_CONTROL ("unix:/path").
+  Result<std::string> listen();
+  // Agent: sets every variable of `launch.paths` of kind "control" to the listener's address,
+  // takes them out of `paths`, and expects `launch.rank` (refused when it runs already).
   Status give_control(RemoteLaunch& launch);
+  // Agent: the rank expected by give_control runs as process `pid` (its own process group):
+  // connections from it, its group or its descendants are its own from now on.
+  void rank_started(int64_t rank, int64_t pid);
   // Agent: before a rank's exit is sent, what its streams hold is read and sent (as far as
   // their windows allow), so the coordinator gets a rank's last messages before its exit,
   // as it would from a local rank.
   Status drain_rank(PeerConnection& peer, int64_t rank);
-  // Agent: the rank ended; its listener is removed. Its open streams end as its sockets
-  // close.
+  // Agent: the rank ended (or did not start); connections from its processes are refused from
+  // now on. Its open streams end as its sockets close.
   void rank_ended(int64_t rank);
 
   // Waits until `deadline` for the next message from `peer` that is not a control frame,
@@ -86,7 +95,8 @@ class ControlRelay {
   Result<std::optional<Json>> receive(PeerConnection& peer, Deadline deadline, int wake_fd = -1,
                                       const std::vector<int>& also = {});
 
-  // Closes every stream and listener (the connection is lost).
+  // Closes every stream and the listener (its socket file removed): the connection is lost,
+  // or its ranks are to checkpoint as orphans.
   void close_all();
 
   size_t open_streams() const { return streams_.size(); }
@@ -111,11 +121,6 @@ class ControlRelay {
     bool closing = false;  // the other side closed: write what is left, then close
     StreamLines lines;     // agent: what a coordinator that adopts the rank needs
   };
-  struct Listener {
-    UniqueFd fd;
-    std::filesystem::path path;
-    std::filesystem::path owned_dir;  // a /tmp directory made for it, removed with it
-  };
 
   ControlRelay() = default;
   void handle(const Json& message);
@@ -130,6 +135,12 @@ class ControlRelay {
   // side closed it: not an error).
   bool was_open(int64_t id) const;
   Status flush(PeerConnection& peer);
+  // Agent: takes the connections waiting on the listener; each becomes a stream of the rank
+  // it comes from, or is refused (closed, one log line).
+  void accept_ranks();
+  // Agent: which expected rank the process `pid` speaks for, if any (the rank's process, a
+  // process of its group, or one of its descendants).
+  std::optional<int64_t> rank_of_process(int64_t pid) const;
 
   bool agent_ = false;
   std::filesystem::path socket_dir_;
@@ -137,8 +148,10 @@ class ControlRelay {
   Target target_;
   Log log_;
   std::map<int64_t, Stream> streams_;
-  std::map<int64_t, Listener> listeners_;  // by rank (agent)
-  std::set<int64_t> closed_;               // recently ended streams (bounded)
+  UniqueFd listener_;                    // agent: every rank's, made at the first launch
+  std::filesystem::path listener_path_;  // its socket file, removed with it
+  std::map<int64_t, int64_t> ranks_;     // agent: expected or running rank -> pid (0: not yet)
+  std::set<int64_t> closed_;             // recently ended streams (bounded)
   int64_t next_stream_ = 1;
   uint64_t id_ = 0;  // this relay's number in the process, for socket names
   std::vector<Json> outgoing_;

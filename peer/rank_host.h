@@ -55,6 +55,10 @@ class RankHost {
   }
   // Kills every rank still running (the connection is gone) and reaps them.
   virtual void kill_all() = 0;
+  // The running ranks are about to be asked to checkpoint as orphans (agent_orphans.h): the
+  // directories their CAIRN_ORPHAN_DIR names are made now (they are not at launch). An error
+  // is left to the rank's SDK, which makes them too.
+  virtual void make_orphan_dirs() {}
 };
 
 using RankHostFactory = std::function<std::unique_ptr<RankHost>()>;

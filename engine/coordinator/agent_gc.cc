@@ -180,6 +180,16 @@ AgentInUse::Token AgentInUse::hold_orphans(const std::string& key) {
 bool AgentInUse::orphans_in_use(const std::string& key) {
   return held(&Holds::running_ranks, key) || held(&Holds::orphan_fetches, key);
 }
+bool AgentInUse::owner_in_use(const std::string& owner_dir) {
+  const std::string prefix = owner_dir + "/";
+  Holds& h = holds();
+  std::lock_guard lock(h.mutex);
+  for (const auto* which : {&h.running_ranks, &h.orphan_fetches}) {
+    auto it = which->lower_bound(prefix);
+    if (it != which->end() && it->first.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
 bool AgentInUse::run_in_use(const std::string& run) {
   return held(&Holds::runs, run);
 }
@@ -352,9 +362,11 @@ Result<AgentGcStats> collect_agent_dir(const fs::path& dir, const AgentGcPolicy&
     note_in_use(e);
     if (now - e.used >= keep && !in_use(e)) remove(e);
   }
-  // Owners' directories left empty (rmdir leaves one that holds anything).
+  // Owners' directories left empty (rmdir leaves one that holds anything), but those of an
+  // owner with a rank running here: its orphan directory may be made in it any time.
   for (const fs::path& o : children(dir / "orphans"))
-    if (owner_dir_name(o.filename().string())) ::rmdir(o.c_str());
+    if (owner_dir_name(o.filename().string()) && !AgentInUse::owner_in_use(o.filename().string()))
+      ::rmdir(o.c_str());
   std::vector<Entry> kept;
   for (Entry& e : cache) {
     note_in_use(e);

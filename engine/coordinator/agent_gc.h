@@ -83,6 +83,10 @@ class AgentInUse {
   static Token hold_orphans(const std::string& key);
   // A rank of `key` runs here, or a resume fetches its orphans.
   static bool orphans_in_use(const std::string& key);
+  // The same for any trial of the owner whose orphans go in DIR/orphans/`owner_dir`: its
+  // directory is not removed even when empty (a rank's orphan directory is made in it only
+  // when the rank is asked for an orphan).
+  static bool owner_in_use(const std::string& owner_dir);
 };
 
 // Collects at once, then every `interval`, on a thread of its own, logging one line per

@@ -45,6 +45,11 @@ class AgentRankHost final : public RankHost {
     // A gang over machines: this machine's interface towards rank 0 (rank_interfaces.h).
     if (Status st = set_collective_interfaces(resolved.env); !st.ok()) return st;
     hold_for_gc(launch);
+    // Its trial runs here from before it starts: the GC never takes the trial's orphan
+    // directory from under it (agent_gc.h).
+    AgentInUse::Token running;
+    if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
+      running = AgentInUse::hold_running_rank(orphan_trial_key(launch.owner, trial->second));
     // stdout and stderr go to a pipe the connection waits on: output is sent as it is
     // written, and no file is made and deleted per rank (docs/peers.md "No polling").
     int fds[2];
@@ -63,8 +68,9 @@ class AgentRankHost final : public RankHost {
     rank.output = std::move(read_end);
     // Readable once it ends (Linux 5.3); without it, the connection polls as before.
     rank.ended.reset(static_cast<int>(::syscall(SYS_pidfd_open, rank.pid, 0)));
-    if (auto trial = launch.env.find("CAIRN_TRIAL_ID"); trial != launch.env.end())
-      rank.running = AgentInUse::hold_running_rank(orphan_trial_key(launch.owner, trial->second));
+    rank.running = std::move(running);
+    for (const auto& [name, kind] : launch.paths)
+      if (kind == "orphans") rank.orphans = resolved.env[name];
     ranks_.emplace(launch.rank, std::move(rank));
     return Status::Ok();
   }
@@ -134,6 +140,11 @@ class AgentRankHost final : public RankHost {
     return fds;
   }
 
+  void make_orphan_dirs() override {
+    for (const auto& [id, rank] : ranks_)
+      if (!rank.reaped && !rank.orphans.empty()) (void)make_orphan_dir(rank.orphans);
+  }
+
   void kill_all() override {
     for (auto& [id, rank] : ranks_) {
       if (rank.reaped) continue;
@@ -154,6 +165,7 @@ class AgentRankHost final : public RankHost {
     ExitInfo exit;
     // Its trial has a rank running here until this is gone (erased once reaped and read).
     AgentInUse::Token running;
+    fs::path orphans;  // its CAIRN_ORPHAN_DIR, made only when asked for (make_orphan_dirs)
   };
 
   // Appends at most a few pieces of the output written so far; true when more is left to

@@ -43,6 +43,13 @@ Status make_dir(const fs::path& dir) {
 
 }  // namespace
 
+Status make_orphan_dir(const fs::path& orphans) {
+  // Once more if it failed: the agent's GC may have just removed an empty owner directory.
+  if (Status st = make_dir(orphans); !st.ok() && !make_dir(orphans).ok()) return st;
+  mark_agent_entry_used(orphans.parent_path());  // the trial's: what the GC ages (agent_gc.h)
+  return Status::Ok();
+}
+
 void mark_remote_paths(std::map<std::string, std::string>& env,
                        std::map<std::string, std::string>& paths) {
   for (const Rule& rule : kRules) {
@@ -95,9 +102,11 @@ Status resolve_agent_paths(const fs::path& dir, RemoteLaunch& launch) {
               : std::stoll(attempt->second);
       const fs::path trial_dir = dir / "orphans" / orphan_owner_dir(launch.owner) / id;
       const fs::path orphans = trial_dir / orphan_attempt_dir(number);
-      // Once more if it failed: the agent's GC may have just removed an empty owner directory.
-      if (Status st = make_dir(orphans); !st.ok() && !make_dir(orphans).ok()) return st;
-      mark_agent_entry_used(trial_dir);  // its GC counts the orphans' age from here (agent_gc.h)
+      // Not made here: most ranks never leave an orphan, and two directories per rank were
+      // two new inodes per trial. The agent makes them when it asks the rank to checkpoint
+      // as an orphan (make_orphan_dir), and an SDK makes them whenever it writes one.
+      // The GC counts the orphans an earlier attempt left from here (agent_gc.h).
+      mark_agent_entry_used(trial_dir);
       value = orphans.string();
     } else if (kind == "kernel_cache") {
       const fs::path cache = dir / "cache" / "kernels";

@@ -7,10 +7,11 @@
 // can make the agent point a rank, or write, outside DIR.
 //
 //   variable             kind          on the agent
-//   CAIRN_CONTROL        control       unix:DIR/control/<c>-<rank>.sock (control_relay.h)
-//   CAIRN_WORKDIR        workdir       DIR/work/<cwd> (the rank's working directory)
-//   CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<owner>/<trial id>/attempt-<N>
-//                                      (orphan_messages.h)
+//   CAIRN_CONTROL        control       unix:DIR/control/<c>.sock, the connection's
+//   (control_relay.h) CAIRN_WORKDIR        workdir       DIR/work/<cwd> (the rank's working
+//   directory) CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<owner>/<trial id>/attempt-<N>
+//                                      (orphan_messages.h; made only when an orphan is asked
+//                                      for: make_orphan_dir)
 //   CAIRN_KERNEL_CACHE   kernel_cache  DIR/cache/kernels
 //   PYTHONPATH           python_sdk    DIR/sdk/<cairn version>/python, then the rest of the list
 //
@@ -38,10 +39,16 @@ void mark_remote_paths(std::map<std::string, std::string>& env,
                        std::map<std::string, std::string>& paths);
 
 // Agent (`dir` is its --dir): sets every variable of launch.paths but those of kind
-// "control" (the connection's relay sets them), making the directories. Writes the SDK
+// "control" (the connection's relay sets them), making the directories but the orphan
+// directory (make_orphan_dir: most ranks never write an orphan). Writes the SDK
 // (cairn.py and the `determined` package) under DIR/sdk/<version>/python when this process
 // has not yet. An error is one line; nothing runs then.
 Status resolve_agent_paths(const std::filesystem::path& dir, RemoteLaunch& launch);
+
+// Makes a rank's CAIRN_ORPHAN_DIR (DIR/orphans/<owner>/<trial>/attempt-<N>) and marks its
+// trial's directory used (agent_gc.h): before the agent asks the rank to checkpoint as an
+// orphan (agent_orphans.h). An SDK makes it too when it writes an orphan.
+Status make_orphan_dir(const std::filesystem::path& orphans);
 
 // The agent's SDK directory (written when missing or different), for tests.
 Result<std::filesystem::path> agent_python_sdk(const std::filesystem::path& dir);

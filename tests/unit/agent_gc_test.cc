@@ -231,6 +231,26 @@ TEST_CASE("agent gc: orphans go after the kept days unused, never while used or 
   CHECK(fs::exists(young / "attempt-1" / "7" / "model"));
 }
 
+TEST_CASE("agent gc: an owner's empty directory stays while a rank of the owner runs") {
+  // A rank's orphan directory is made in it only when the rank is asked for an orphan
+  // (remote_paths.h make_orphan_dir), so it may be empty while ranks run.
+  TestDir t;
+  const fs::path dir = t.path();
+  const fs::path owner = dir / "orphans" / orphan_owner_dir("gpu1:/store#1");
+  const fs::path other = dir / "orphans" / orphan_owner_dir("gpu1:/store#2");
+  fs::create_directories(owner);
+  fs::create_directories(other);
+  auto rank = AgentInUse::hold_running_rank(orphan_trial_key("gpu1:/store#1", "1.3"));
+  CHECK(AgentInUse::owner_in_use(orphan_owner_dir("gpu1:/store#1")));
+  CHECK_FALSE(AgentInUse::owner_in_use(orphan_owner_dir("gpu1:/store#2")));
+  REQUIRE(collect_agent_dir(dir, days(14)).ok());
+  CHECK(fs::exists(owner));
+  CHECK_FALSE(fs::exists(other));
+  rank.reset();
+  REQUIRE(collect_agent_dir(dir, days(14)).ok());
+  CHECK_FALSE(fs::exists(owner));
+}
+
 TEST_CASE("agent gc: sizes") {
   CHECK(*parse_size("none") == 0);
   CHECK(*parse_size("0") == 0);

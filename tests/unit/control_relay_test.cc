@@ -8,8 +8,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/build_info.h"
@@ -20,6 +25,7 @@
 #include "engine/coordinator/remote_launcher.h"
 #include "engine/coordinator/remote_paths.h"
 #include "engine/coordinator/remote_session.h"
+#include "engine/coordinator/trial_process.h"
 #include "peer/agent_client.h"
 #include "peer/agent_server.h"
 #include "peer/control_frames.h"
@@ -170,8 +176,13 @@ TEST_CASE("remote paths: path variables travel as kinds and the agent fills its 
   parsed->owner = "gpu1:/store#3";  // the agent's session's (never from the launch)
   REQUIRE(resolve_agent_paths(dir.path(), *parsed).ok());
   CHECK(parsed->env["CAIRN_WORKDIR"] == (dir / "work" / "trials/3.4/rank-0").string());
-  CHECK(parsed->env["CAIRN_ORPHAN_DIR"] ==
-        (dir / "orphans" / orphan_owner_dir("gpu1:/store#3") / "unnamed" / "attempt-0").string());
+  const fs::path orphans =
+      dir / "orphans" / orphan_owner_dir("gpu1:/store#3") / "unnamed" / "attempt-0";
+  CHECK(parsed->env["CAIRN_ORPHAN_DIR"] == orphans.string());
+  // Made only when the rank is asked for an orphan (agent_orphans.h), not per launch.
+  CHECK_FALSE(fs::exists(orphans.parent_path()));
+  REQUIRE(make_orphan_dir(orphans).ok());
+  CHECK(fs::is_directory(orphans));
   CHECK(parsed->env["CAIRN_KERNEL_CACHE"] == (dir / "cache" / "kernels").string());
   const fs::path sdk = dir / "sdk" / CAIRN_VERSION / "python";
   CHECK(parsed->env["PYTHONPATH"] == sdk.string() + ":/user/lib");
@@ -284,7 +295,13 @@ TEST_CASE("control relay: a rank on an agent talks to the coordinator's control 
     closed = !c.read_available();
   }
   CHECK(closed);
-  // The rank's socket is gone with it.
+  // The connection's socket (every rank's) stays while the connection lasts, and goes with
+  // it.
+  CHECK_FALSE(fs::is_empty(agent_dir / "control"));
+  launcher->reset();
+  const auto gone_by = Clock::now() + std::chrono::seconds(10);
+  while (!fs::is_empty(agent_dir / "control") && Clock::now() < gone_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(fs::is_empty(agent_dir / "control"));
   ::sigaction(SIGCHLD, &old, nullptr);
 }
@@ -410,15 +427,147 @@ TEST_CASE("control relay: frames that name nothing or are malformed are refused,
   CHECK(closed);
 }
 
+// A rank that connects to its control channel, then starts a child in a session of its own
+// (out of its process group) that connects too; both wait until their channel closes.
+constexpr const char* kRankWithChild = R"PY(
+import os, socket, subprocess, sys
+addr = os.environ["CAIRN_CONTROL"][5:]
+s = socket.socket(socket.AF_UNIX); s.connect(addr); s.sendall(b"rank\n")
+child = subprocess.Popen([sys.executable, "-c", """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b"child in its own group: %d\\n" % (os.getpgid(0) == os.getpid()))
+s.recv(1)
+""", addr], start_new_session=True)
+s.recv(1)
+child.wait()
+)PY";
+
+// Connects to the Unix socket `address` ("unix:/path") from this process.
+UniqueFd connect_unix(const std::string& address) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, address.c_str() + 5, sizeof(addr.sun_path) - 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return UniqueFd();
+  return fd;
+}
+
+TEST_CASE("control relay: a connection is the rank's its process belongs to; others are refused") {
+  ::signal(SIGPIPE, SIG_IGN);
+  TestDir dir;
+  PeerPair pair;
+  std::vector<std::string> logged;
+  auto relay =
+      ControlRelay::for_agent(dir / "control", [&](const std::string& l) { logged.push_back(l); });
+  RemoteLaunch launch;
+  launch.rank = 7;
+  launch.paths = {{"CAIRN_CONTROL", "control"}};
+  REQUIRE(relay->give_control(launch).ok());
+  const std::string address = launch.env["CAIRN_CONTROL"];
+  REQUIRE(write_file_atomic(dir / "rank.py", kRankWithChild).ok());
+  // Its own process group, as an agent's rank has (trial_process.h).
+  auto rank =
+      TrialProcess::spawn(ProcessSpec{{"/usr/bin/python3", (dir / "rank.py").string()},
+                                      dir.path(),
+                                      {{"PATH", "/usr/bin:/bin"}, {"CAIRN_CONTROL", address}},
+                                      dir / "rank.out"});
+  REQUIRE(rank.ok());
+  relay->rank_started(7, rank->pid());
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{rank->pid()};
+
+  // This process is no rank's (the rank's parent is not its descendant).
+  UniqueFd outsider = connect_unix(address);
+  REQUIRE(outsider);
+  // Another user, where this process may become one (CI runs as root): refused too, although
+  // only this user reaches the socket's directory (opened here for the check).
+  pid_t other_user = -1;
+  if (::geteuid() == 0) {
+    fs::permissions(address.substr(5), fs::perms::all);
+    fs::permissions(fs::path(address.substr(5)).parent_path(), fs::perms::all);
+    other_user = ::fork();
+    if (other_user == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      UniqueFd fd = connect_unix(address);
+      ::_exit(fd ? 0 : 4);
+    }
+    REQUIRE(other_user > 0);
+  }
+
+  // The rank's two connections become its streams; what they send arrives on the other side.
+  std::map<int64_t, std::string> data;  // by stream
+  std::set<int64_t> opened;
+  const size_t refusals = other_user > 0 ? 2 : 1;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while ((data.size() < 2 || logged.size() < refusals) && Clock::now() < deadline) {
+    (void)relay->receive(*pair.agent, Clock::now() + std::chrono::milliseconds(20));
+    for (;;) {
+      auto m = pair.coordinator->receive(Clock::now());
+      if (!m.ok() || !m->has_value()) break;
+      auto frame = parse_control_frame(**m);
+      REQUIRE(frame.ok());
+      if (frame->kind == ControlFrame::Kind::kOpen) {
+        CHECK(frame->rank == 7);
+        opened.insert(frame->stream);
+      } else if (frame->kind == ControlFrame::Kind::kData) {
+        data[frame->stream] += frame->data;
+      }
+    }
+  }
+  CHECK(opened.size() == 2);
+  std::multiset<std::string> lines;
+  for (const auto& [stream, bytes] : data) lines.insert(bytes);
+  CHECK(lines == std::multiset<std::string>{"rank\n", "child in its own group: 1\n"});
+  REQUIRE(logged.size() == refusals);
+  CHECK(logged[0] == "refused a control connection from process " + std::to_string(::getpid()) +
+                         ": not a rank running on this connection, nor started by one");
+  if (other_user > 0) {
+    int status = 0;
+    REQUIRE(::waitpid(other_user, &status, 0) == other_user);
+    CHECK(WEXITSTATUS(status) == 0);  // it connected, and was refused
+    CHECK(logged[1] == "refused a control connection from process " + std::to_string(other_user) +
+                           ": another user's (uid 65534)");
+  }
+  // The outsider's connection was closed at once.
+  char byte = 0;
+  pollfd p{outsider.get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  CHECK(::recv(outsider.get(), &byte, 1, 0) == 0);
+
+  // Closing the relay's streams ends the rank and its child (their channel closed).
+  relay->close_all();
+  int status = 0;
+  const auto ended_by = Clock::now() + std::chrono::seconds(30);
+  pid_t got = 0;
+  while ((got = ::waitpid(reap.pid, &status, WNOHANG)) == 0 && Clock::now() < ended_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(got == reap.pid);
+  CHECK_FALSE(fs::exists(address.substr(5)));
+}
+
 TEST_CASE("control relay: a socket path too long for a Unix address falls back to /tmp") {
   TestDir dir;
   const fs::path deep = dir / std::string(120, 'd');
   std::string dropped;
   auto relay = ControlRelay::for_agent(deep, [&](const std::string& l) { dropped = l; });
-  auto address = relay->listen_for(4);
+  auto address = relay->listen();
   REQUIRE(address.ok());
   CHECK(address->rfind("unix:/tmp/cairn-", 0) == 0);
-  CHECK_FALSE(relay->listen_for(4).ok());  // one listener per rank
+  CHECK(*relay->listen() == *address);  // one listener per connection, every rank's
+  RemoteLaunch launch;
+  launch.rank = 4;
+  launch.paths = {{"CAIRN_CONTROL", "control"}};
+  REQUIRE(relay->give_control(launch).ok());
+  CHECK(launch.env["CAIRN_CONTROL"] == *address);
+  CHECK(launch.paths.empty());
+  launch.paths = {{"CAIRN_CONTROL", "control"}};
+  CHECK(relay->give_control(launch).message() == "rank 4 is already running");
   const fs::path socket = address->substr(5);
   CHECK(fs::exists(socket));
   relay.reset();  // its directory goes with it
