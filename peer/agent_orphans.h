@@ -1,8 +1,9 @@
 // Kept ranks that no coordinator adopts become orphans (docs/peers.md "Reattach", issue 17
 // item 8): when a detached session's reattach window ends, or a new session of the same
 // owner from another coordinator process (a `cairn resume`) makes the agent let the kept
-// sessions go, their ranks are not killed. Their relayed
-// control channels are closed instead (ControlRelay::close_all: listeners and streams), so
+// sessions go, their ranks are not killed. Their orphan directories are made
+// (RankHost::make_orphan_dirs) and their relayed control channels closed instead
+// (ControlRelay::close_all: the connection's listener and the streams), so
 // each rank's SDK sees its channel end as it would if a local coordinator died: it
 // checkpoints at its next step into $CAIRN_ORPHAN_DIR/<step>/ (DIR/orphans/<trial id> on
 // an agent, engine/coordinator/remote_paths.h) and exits. A `cairn resume` then fetches that

@@ -18,8 +18,9 @@
 // name what exists on the agent.
 //
 // The ranks' control channels travel over the same connection (peer/control_relay.h): the
-// agent gives each rank a socket of its own, and each connection a rank opens there is
-// connected here to the CAIRN_CONTROL the coordinator gave the rank. The variables that
+// agent gives the ranks of the connection one socket, tells their connections apart by the
+// process they come from, and each connection a rank opens there is connected here to the
+// CAIRN_CONTROL the coordinator gave the rank. The variables that
 // name this machine's paths are sent as kinds, for the agent to fill in
 // (remote_paths.h).
 //
