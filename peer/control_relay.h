@@ -30,8 +30,8 @@
 // should not get or for a rank that is not running: each is refused with one log line (and
 // the stream, if any, closed); the connection goes on.
 //
-// Thread-safety: one thread (the connection's, or the session's keeper once it has none)
-// uses a relay; `target` and `log` are called on it.
+// Thread-safety: one thread at a time uses a relay (the connection's; AgentSessions' once
+// the session has no connection); `target` and `log` are called on it.
 #pragma once
 
 #include <cstdint>
