@@ -63,7 +63,16 @@ bool Coordinator::remote_checkpoint_end(Trial& trial, ControlConnection& conn, c
   if ((!staged.count(path) && !adopted_attempt(trial)) || !msg.contains("step") ||
       !msg["step"].is_number_integer())
     return false;
-  staged.erase(path);
+  if (!staged.erase(path) && trial.latest_checkpoint_step == msg["step"].get<int64_t>() &&
+      trial.record.value("latest_checkpoint", Json()).is_string()) {
+    // The killed coordinator registered it and died before its ack reached the rank (an
+    // attempt checkpoints each step once; the agent has dropped the directory): registered
+    // once, acknowledged now.
+    reply(conn, Json{{"type", "ack"},
+                     {"re", msg.value("seq", Json(0))},
+                     {"checkpoint", trial.record["latest_checkpoint"]}});
+    return true;
+  }
   CheckpointJob job =
       job_for(transfer_job(CheckpointJob::Kind::kFetch, trial), *agent, trial, conn, msg);
   job.path = path;

@@ -74,15 +74,84 @@ TEST_CASE("stream lines: a replay is the hello and the requests nobody answered"
   lines.to_rank(R"({"type":"welcome"})"
                 "\n",
                 &swallowed);  // swallowed: a replay was made
-  // Answered but not an ack: not sent again, and nothing before it is dropped.
+  // A checkpoint_begin answered: sent again marked as answered, with its directory (a gang's
+  // other ranks may not have had theirs), in its place before what the rank sent next.
   lines.from_rank(R"(oint_end","seq":4,"step":1,"path":"/d"})"
                   "\n");
   lines.to_rank(R"({"type":"checkpoint_dir","re":3,"path":"/d"})"
                 "\n",
                 &swallowed);
+  CHECK(lines.replay() ==
+        R"({"type":"hello","protocol":1,"trial":"1.1"})"
+        "\n"
+        R"({"type":"answered","request":{"type":"checkpoint_begin","seq":3,"step":1},)"
+        R"("answer":{"type":"checkpoint_dir","re":3,"path":"/d"}})"
+        "\n"
+        R"({"type":"checkpoint_end","seq":4,"step":1,"path":"/d"})"
+        "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);  // the answer to the replay's hello
+  // Its end answered (an error here, not an ack): the round is over for this rank.
+  lines.to_rank(R"({"type":"error","re":4,"message":"no"})"
+                "\n",
+                &swallowed);
   CHECK(lines.replay() == R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                          "\n");
+}
+
+TEST_CASE("stream lines: the latest answered sync is sent again, marked answered") {
+  StreamLines lines;
+  size_t swallowed = 0;
+  lines.from_rank(R"({"type":"hello","protocol":1})"
+                  "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);
+  lines.from_rank(R"({"type":"sync","seq":1,"step":1})"
+                  "\n");
+  lines.to_rank(R"({"type":"sync","re":1,"stop":false})"
+                "\n",
+                &swallowed);
+  lines.from_rank(R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                  "\n"
+                  R"({"type":"sync","seq":2,"step":2,"stop":"interrupt"})"
+                  "\n");
+  // Unanswered: sent as it is, after the answered one (the older answered sync went when
+  // the newer one was answered).
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
                           "\n"
-                          R"({"type":"checkpoint_end","seq":4,"step":1,"path":"/d"})"
+                          R"({"type":"answered","request":{"type":"sync","seq":1,"step":1},)"
+                          R"("answer":{"type":"sync","re":1,"stop":false}})"
+                          "\n"
+                          R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                          "\n"
+                          R"({"type":"sync","seq":2,"step":2,"stop":"interrupt"})"
+                          "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);  // the replay's hello answer
+  lines.to_rank(R"({"type":"sync","re":2,"stop":true,"reason":"interrupt"})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
+                          "\n"
+                          R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                          "\n"
+                          R"({"type":"answered","request":{"type":"sync","seq":2,"step":2,)"
+                          R"("stop":"interrupt"},"answer":{"type":"sync","re":2,"stop":true,)"
+                          R"("reason":"interrupt"}})"
+                          "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);
+  // An ack of a later request: the coordinator was alive after it; nothing before goes again.
+  lines.from_rank(R"({"type":"validation","seq":3,"step":2,"metrics":{}})"
+                  "\n");
+  lines.to_rank(R"({"type":"ack","re":3})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
                           "\n");
 }
 
