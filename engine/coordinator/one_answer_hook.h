@@ -2,8 +2,9 @@
 // answers of one gang's round, where adoption must rebuild what the killed coordinator had
 // decided (docs/peers.md "Adoption": a sync answered to one rank only, a checkpoint round
 // some of whose ranks have their staging directory). With
-// CAIRN_TEST_ONE_ANSWER=KIND:STEP (KIND `sync` or `checkpoint_dir`), the first round of that
-// kind at that step is answered to one rank only; after the commit that sends that answer,
+// CAIRN_TEST_ONE_ANSWER=KIND:STEP (KIND `sync`, `checkpoint_dir` — an agent's staging
+// directory — or `checkpoint_ack` — a registered round's acknowledgement), the first round of
+// that kind at that step is answered to one rank only; after the commit that sends that answer,
 // the coordinator prints `cairn: test hook: answered one rank's KIND at step STEP; waiting to
 // be killed` on standard error and serves nothing more (its launchers' threads still relay
 // what it sent), so that a test can see the rank go on and then kill it. It kills itself

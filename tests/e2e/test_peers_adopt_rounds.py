@@ -8,6 +8,8 @@ nothing, so that the kill lands exactly between the answers:
   the resumed coordinator rebuilds the round from what the agents replay (the first rank's
   `checkpoint_begin`, marked answered, with the directory it was given), stages the other
   rank's directory, and registers the checkpoint once, with both ranks' files;
+- a checkpoint round registered and acknowledged to one rank only: the other rank's
+  `checkpoint_end` is acknowledged with that checkpoint, not fetched or registered again;
 - a `sync` answered to one rank only: the resumed coordinator learns from the replay that
   the first rank had its answer, answers the other alike, and the gang goes on (before, it
   waited for a sync the first rank never sends again, and failed).
@@ -164,9 +166,10 @@ class AdoptRoundsTest(PlacementCase):
         self.assertEqual([p["step"] for p in metrics["validation"]], [self.LENGTH])
         steps = sorted(c["steps_completed"] for c in trial["checkpoints"])
         self.assertEqual(steps, list(range(2, self.LENGTH + 1, 2)), trial["checkpoints"])
-        log = self.cairn("logs", "1.1").stdout
-        self.assertNotIn("was not saved", log)
-        self.assertNotIn("did not hand out", log)
+        for rank in (0, 1):
+            log = self.cairn("logs", "1.1", "--rank", str(rank)).stdout
+            self.assertNotIn("was not saved", log)
+            self.assertNotIn("checkpoint at step", log)  # the SDK's "… failed: …" warning
         return trial
 
     def exported(self, trial, step):
@@ -215,6 +218,26 @@ class AdoptRoundsTest(PlacementCase):
         self.assertNotIn("rank_wait_timeout", text)
         trial = self.assert_went_on(text, pids)
         self.assertEqual(self.exported(trial, 8), {"step0": "8", "step1": "8"})
+
+    def test_a_checkpoint_acknowledged_to_one_rank_only_is_acknowledged_to_the_other(self):
+        # Registered (and committed) by the killed coordinator, which acknowledged one rank
+        # only: the other's replayed checkpoint_end is acknowledged with the same checkpoint,
+        # which is neither fetched again nor registered twice.
+        step = 6
+        run = self.start_run("checkpoint_ack:%d" % step)
+        pids = self.held(run, "checkpoint_ack at step %d" % step)
+        ahead = wait_until(lambda: [r for r in (0, 1) if self.last_step(r) > step],
+                           timeout=60, what="one rank past step %d" % step)
+        self.assertEqual(len(ahead), 1, ahead)
+        self.kill(run)
+        self.assertEqual(self.last_step(1 - ahead[0]), step)
+        before = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        self.assertIn(step, [c["steps_completed"] for c in before])
+        text = self.resume()
+        trial = self.assert_went_on(text, pids)
+        ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
+        self.assertEqual(self.exported(trial, step), {"step0": str(step), "step1": str(step)})
 
 
 if __name__ == "__main__":
