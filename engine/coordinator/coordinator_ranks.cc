@@ -158,6 +158,17 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
     reply(conn, Json{{"type", "error"},
                      {"re", msg.value("seq", 0)},
                      {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    if (adopted_attempt(trial) && msg.value("path", Json()).is_string()) {
+      // A part the killed coordinator handed out, which the rank's agent did not replay (an
+      // agent that predates it, or more than it keeps): the others' parts are no checkpoint
+      // without it, so the round fails rather than registering a checkpoint that lacks it.
+      RankRound& round = trial.checkpoint_rounds[step];
+      if (round.refused.empty())
+        round.refused = "rank " + std::to_string(conn.rank) +
+                        "'s part was begun before cairn was killed, and its agent did not say "
+                        "where (an agent that predates rebuilding rounds on adoption)";
+      settle_checkpoint_rounds(trial);
+    }
     return;
   }
   RankRound& round = it->second;
@@ -252,7 +263,9 @@ void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
     return;
   }
   std::string failure;
-  if (done.aborted_by)
+  if (!done.refused.empty())
+    failure = done.refused;
+  else if (done.aborted_by)
     failure = "rank " + std::to_string(*done.aborted_by) + " abandoned its part of it";
   else if (done.ranks.empty())
     failure = "no rank that began it finished it";

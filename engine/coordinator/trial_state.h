@@ -120,6 +120,9 @@ struct RankRound {
   // answer that coordinator gave some rank, which the others get too.
   bool rebuilt = false;
   std::optional<Json> decided;
+  // An adopted rank ended a part of this round that this coordinator cannot know (its
+  // agent did not say which directory the killed one named): the round fails with this.
+  std::string refused;
 };
 
 struct Trial {
