@@ -6,6 +6,7 @@
 // the trial's current one.
 #include "engine/coordinator/checkpoint_transfers.h"
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/one_answer_hook.h"
 #include "engine/coordinator/trial_state.h"
 
 namespace cairn {
@@ -147,6 +148,8 @@ void Coordinator::finish_checkpoint_transfers() {
       continue;
     }
     register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
+    // Tests only: registered, and its one rank not told (one_answer_hook.h).
+    if (stop_after_one_answer_if_testing("checkpoint_ack", job.step)) continue;
     // Deferred until the batch that registers it is committed (reply_to). Only to the rank
     // that asked: once it is gone, its descriptor may be another connection's.
     if (current)

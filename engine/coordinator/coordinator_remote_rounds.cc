@@ -84,6 +84,8 @@ bool Coordinator::start_remote_round(Trial& trial, int64_t step, RankRound& done
     for (const std::string& path : paths) job.parts.push_back({part.machine, part.agent, path});
   }
   for (const RoundWaiter& w : done.waiting) job.waiters.push_back({w.fd, w.seq, w.rank});
+  // A round rebuilt on adoption may have staged nothing here (coordinator_replayed_answers.cc).
+  if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
   transfers_->start(std::move(job));
   return true;
 }

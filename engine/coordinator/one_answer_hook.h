@@ -4,7 +4,8 @@
 // some of whose ranks have their staging directory). With
 // CAIRN_TEST_ONE_ANSWER=KIND:STEP (KIND `sync`, `checkpoint_dir` — an agent's staging
 // directory — or `checkpoint_ack` — a registered round's acknowledgement), the first round of
-// that kind at that step is answered to one rank only; after the commit that sends that answer,
+// that kind at that step is answered to one rank only (a registered checkpoint of a trial of
+// one rank: to none); after the commit that sends that answer,
 // the coordinator prints `cairn: test hook: answered one rank's KIND at step STEP; waiting to
 // be killed` on standard error and serves nothing more (its launchers' threads still relay
 // what it sent), so that a test can see the rank go on and then kill it. It kills itself

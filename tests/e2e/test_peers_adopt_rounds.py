@@ -61,7 +61,7 @@ for op in ctx.operations():
 CONFIG = """name: adopt-rounds
 entrypoint: /usr/bin/python3 %s
 searcher: {name: single, metric: val_loss, max_length: %d}
-resources: {slots_per_trial: 2}
+resources: {slots_per_trial: %d}
 checkpoint: {period: 2, keep_trial_latest: 100}
 max_restarts: 0
 reattach_window: 600
@@ -77,22 +77,26 @@ class AdoptRoundsTest(PlacementCase):
         self.write("train.py", TRAIN)
         self.steps_dir = os.path.join(self.dir, "steps")
         os.makedirs(self.steps_dir)
-        self.a = Agent(self, "agent-a", 1)
-        self.b = Agent(self, "agent-b", 1)
+
+    def start_agents(self, slots):
+        """Agents with these slots each (a gang of 2 over two agents: [1, 1])."""
+        self.agent_list = [Agent(self, "agent-%d" % i, n) for i, n in enumerate(slots)]
 
     def run_env(self, extra=None):
         env = {"STEP_SECONDS": "0.1", "STEPS_DIR": self.steps_dir, "CAIRN_KEY_FILE": self.key}
         env.update(extra or {})
         return self.env(env)
 
-    def start_run(self, hook):
-        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), self.LENGTH))
+    def start_run(self, hook, slots=(1, 1), ranks=2):
+        self.start_agents(slots)
+        self.ranks = ranks
+        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), self.LENGTH, ranks))
         self.run_out = os.path.join(self.dir, "run.out")
         out = open(self.run_out, "w")
         self.addCleanup(out.close)
         run = subprocess.Popen(
             [CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
-             self.a.address + "," + self.b.address],
+             ",".join(a.address for a in self.agent_list)],
             cwd=self.dir, env=self.cairn_env(self.run_env({"CAIRN_TEST_ONE_ANSWER": hook})),
             stdout=out, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
@@ -123,10 +127,10 @@ class AdoptRoundsTest(PlacementCase):
             wait_until(lambda: line in self.run_output() or run.poll() is not None,
                        timeout=120, what="the hook's line")
         except AssertionError:
-            self.fail("no hook line: " + self.run_output()[-3000:] + self.a.text()[-3000:])
+            self.fail("no hook line: " + self.run_output()[-3000:])
         self.assertIn(line, self.run_output(), self.run_output()[-3000:])
-        wait_until(lambda: len(self.pids(self.run_output())) >= 2, timeout=30,
-                   what="both ranks' pid lines")
+        wait_until(lambda: len(self.pids(self.run_output())) >= self.ranks, timeout=30,
+                   what="every rank's pid line")
         pids = self.pids(self.run_output())
         for pid in pids:
             self.addCleanup(lambda p=pid: alive(p) and os.kill(p, 9))
@@ -135,14 +139,17 @@ class AdoptRoundsTest(PlacementCase):
     def kill(self, run):
         run.kill()
         run.wait(timeout=30)
-        for agent in (self.a, self.b):
-            agent.wait_log("kept 1 ranks of")
+        for agent in self.agent_list:
+            wait_until(lambda: re.search(r"kept \d+ ranks of", agent.text()), timeout=30,
+                       what="the agent keeping its ranks")
+        self.assertEqual(sum(int(re.search(r"kept (\d+) ranks of", a.text()).group(1))
+                             for a in self.agent_list), self.ranks)
 
     def resume(self):
         proc = self.cairn("resume", "1", env=self.run_env(), timeout=240)
         text = proc.stdout + proc.stderr
         if os.environ.get("ADOPT_DEBUG"):
-            print(text, self.a.text(), self.b.text(), self.cairn("logs", "1.1").stdout,
+            print(text, *(a.text() for a in self.agent_list), self.cairn("logs", "1.1").stdout,
                   file=sys.stderr)
         self.assertEqual(proc.returncode, 0, text)
         return text
@@ -150,12 +157,13 @@ class AdoptRoundsTest(PlacementCase):
     def assert_went_on(self, text, pids):
         """Adopted, nothing started, each step once per rank in one process, each training
         metric once, each checkpoint once, completed."""
-        self.assertEqual(len(re.findall(r"trial 1\.1:\d: adopted its rank on", text)), 2, text)
+        self.assertEqual(len(re.findall(r"trial 1\.1(:\d)?: adopted its rank on", text)),
+                         self.ranks, text)
         self.assertEqual(self.pids(text), [], text)  # nothing started
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
         self.assertEqual(trial["restarts"], 0, trial)
-        for rank in (0, 1):
+        for rank in range(self.ranks):
             ran = self.steps_run(rank)
             self.assertEqual([s for _, s in ran], list(range(1, self.LENGTH + 1)), ran)
             self.assertEqual(len({p for p, _ in ran}), 1, ran)
@@ -166,7 +174,7 @@ class AdoptRoundsTest(PlacementCase):
         self.assertEqual([p["step"] for p in metrics["validation"]], [self.LENGTH])
         steps = sorted(c["steps_completed"] for c in trial["checkpoints"])
         self.assertEqual(steps, list(range(2, self.LENGTH + 1, 2)), trial["checkpoints"])
-        for rank in (0, 1):
+        for rank in range(self.ranks):
             log = self.cairn("logs", "1.1", "--rank", str(rank)).stdout
             self.assertNotIn("was not saved", log)
             self.assertNotIn("checkpoint at step", log)  # the SDK's "… failed: …" warning
@@ -182,8 +190,16 @@ class AdoptRoundsTest(PlacementCase):
                 if name.startswith("step")}
 
     def test_a_checkpoint_round_one_rank_had_begun_is_registered_once_after_the_resume(self):
+        self.split_checkpoint_round(slots=(1, 1))
+
+    def test_the_same_with_both_ranks_on_one_agent(self):
+        # Rank 0 and rank 1 share their agent's part: one of them has the directory the dead
+        # coordinator staged; the other gets that one, or a new one that is fetched too.
+        self.split_checkpoint_round(slots=(2,))
+
+    def split_checkpoint_round(self, slots):
         step = 6
-        run = self.start_run("checkpoint_dir:%d" % step)
+        run = self.start_run("checkpoint_dir:%d" % step, slots=slots)
         pids = self.held(run, "checkpoint_dir at step %d" % step)
         # One rank has its directory and writes into it (then waits for its ack); the other
         # still waits for its directory.
@@ -238,6 +254,24 @@ class AdoptRoundsTest(PlacementCase):
         ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
         self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
         self.assertEqual(self.exported(trial, step), {"step0": str(step), "step1": str(step)})
+
+    def test_a_single_rank_checkpoint_registered_but_not_acknowledged_is_acknowledged(self):
+        # A trial of one rank: its checkpoint was registered (committed) by the killed
+        # coordinator, which died before the ack went out; the replayed checkpoint_end is
+        # acknowledged with that checkpoint, not refused (the agent dropped the directory).
+        step = 6
+        run = self.start_run("checkpoint_ack:%d" % step, slots=(1,), ranks=1)
+        pids = self.held(run, "checkpoint_ack at step %d" % step)
+        wait_until(lambda: os.path.exists(os.path.join(self.steps_dir, "in0.%d" % step)),
+                   timeout=30, what="inside checkpoint(%d)" % step)
+        self.kill(run)
+        self.assertEqual(self.last_step(0), step)  # still waiting for its ack
+        before = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        text = self.resume()
+        trial = self.assert_went_on(text, pids)
+        ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
+        self.assertEqual(self.exported(trial, step), {"step0": str(step)})
 
 
 if __name__ == "__main__":
