@@ -245,7 +245,11 @@ void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
   RankRound done = std::move(it->second);
   trial.checkpoint_rounds.erase(it);
   if (done.staging_dir.empty()) {
-    // No rank entered checkpoint(step): there is no checkpoint at this step.
+    // No rank entered checkpoint(step): there is no checkpoint at this step. (But for one
+    // whose part a killed coordinator handed out, which is lost: said, as for any round.)
+    if (!done.refused.empty())
+      log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
+                            " was not saved: " + done.refused + "\n");
     for (const RoundWaiter& w : done.waiting) reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}});
     return;
   }
