@@ -38,6 +38,11 @@ int64_t integer_field(const Json& m, const char* name) {
   return v.is_number_integer() ? v.get<int64_t>() : -1;
 }
 
+std::string string_field(const Json& m, const char* name) {
+  const Json v = m.is_object() ? m.value(name, Json()) : Json();
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
 }  // namespace
 
 // --- StreamLines -------------------------------------------------------------------------
@@ -74,15 +79,17 @@ void StreamLines::from_rank(std::string_view bytes) {
     kept.text += '\n';
     if (!is_training_line(line)) {
       const Json m = parse_untrusted_json(line).value_or(Json());
-      const std::string type =
-          m.is_object()
-              ? m.value("type", Json()).is_string() ? m["type"].get<std::string>() : std::string()
-              : std::string();
+      const std::string type = string_field(m, "type");
       if (type == "hello" && hello_.empty()) {
         hello_ = std::move(kept.text);
         continue;
       }
       kept.seq = integer_field(m, "seq");
+      kept.kind = type == "sync"               ? Kind::kSync
+                  : type == "checkpoint_begin" ? Kind::kCheckpointBegin
+                  : type == "checkpoint_end"   ? Kind::kCheckpointEnd
+                                               : Kind::kOther;
+      kept.step = integer_field(m, "step");
     }
     bytes_ += kept.text.size();
     lines_.push_back(std::move(kept));
@@ -91,27 +98,63 @@ void StreamLines::from_rank(std::string_view bytes) {
   trim();
 }
 
+void StreamLines::erase(size_t i) {
+  bytes_ -= lines_[i].text.size() + lines_[i].answer.size();
+  lines_.erase(lines_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 void StreamLines::answered(const std::string& line) {
   const Json m = parse_untrusted_json(line).value_or(Json());
   const int64_t re = integer_field(m, "re");
   if (re < 0) return;
-  auto it = std::find_if(lines_.begin(), lines_.end(),
-                         [&](const Line& l) { return l.seq == re && !l.answered; });
-  if (it == lines_.end()) return;
-  it->answered = true;
+  size_t at = 0;
+  while (at < lines_.size() && !(lines_[at].seq == re && lines_[at].answer.empty())) ++at;
+  if (at == lines_.size()) return;
+  Line& request = lines_[at];
+  const std::string type = string_field(m, "type");
   // An ack is sent only once everything the coordinator read before the request is durable
   // (docs/protocol.md): what came before it need never be sent again.
-  if (m.value("type", Json()) == "ack") {
-    const size_t upto = static_cast<size_t>(it - lines_.begin()) + 1;
-    for (size_t i = 0; i < upto; ++i) {
-      bytes_ -= lines_.front().text.size();
-      lines_.pop_front();
+  if (type == "ack") {
+    for (size_t i = 0; i <= at; ++i) erase(0);
+    return;
+  }
+  // Kept with its answer (see the class comment): the gang's other ranks may not have theirs.
+  const bool decided =
+      (request.kind == Kind::kSync && type == "sync") ||
+      (request.kind == Kind::kCheckpointBegin &&
+       ((type == "checkpoint_dir" && m.value("path", Json()).is_string()) || type == "error"));
+  if (decided && request.step >= 0) {
+    request.answer = line;
+    bytes_ += line.size();
+    if (request.kind == Kind::kSync) {
+      // Every rank had this sync's answer before any had the next one's: the older ones are
+      // settled for the whole gang.
+      for (size_t i = 0; i < at;) {
+        if (lines_[i].kind == Kind::kSync && !lines_[i].answer.empty()) {
+          erase(i);
+          --at;
+        } else {
+          ++i;
+        }
+      }
+    }
+    trim();
+    return;
+  }
+  if (request.kind == Kind::kCheckpointEnd) {
+    // The round of that step is over for this rank: its begin need not be told again.
+    const int64_t step = request.step;
+    for (size_t i = 0; i < at;) {
+      if (lines_[i].kind == Kind::kCheckpointBegin && !lines_[i].answer.empty() &&
+          lines_[i].step == step) {
+        erase(i);
+        --at;
+      } else {
+        ++i;
+      }
     }
   }
-  while (!lines_.empty() && lines_.front().answered) {
-    bytes_ -= lines_.front().text.size();
-    lines_.pop_front();
-  }
+  erase(at);  // answered: never sent again
 }
 
 std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
@@ -135,18 +178,26 @@ std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
 
 std::string StreamLines::replay() {
   std::string out = hello_;
-  for (const Line& l : lines_)
-    if (!l.answered) out += l.text;
+  for (const Line& l : lines_) {
+    if (l.answer.empty()) {
+      out += l.text;
+      continue;
+    }
+    // The request as the rank sent it and the answer it got, so the new coordinator knows
+    // the decision; nothing answers this line.
+    out += R"({"type":"answered","request":)";
+    out.append(l.text, 0, l.text.size() - 1);
+    out += R"(,"answer":)";
+    out += l.answer;
+    out += "}\n";
+  }
   out += partial_in_;
   swallow_ = !hello_.empty();
   return out;
 }
 
 void StreamLines::trim() {
-  while (bytes_ > kMaxBytes && !lines_.empty()) {
-    bytes_ -= lines_.front().text.size();
-    lines_.pop_front();
-  }
+  while (bytes_ > kMaxBytes && !lines_.empty()) erase(0);
 }
 
 // --- KeptOutput --------------------------------------------------------------------------

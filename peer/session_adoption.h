@@ -53,6 +53,15 @@ struct AgentSession;
 // the requests already answered. Lines are untrusted (common/untrusted_json.h); a line that
 // is not JSON is kept as a line without "seq". Bounded: at most kMaxBytes are kept, the
 // oldest dropped first (lines read that long ago were committed by their coordinator).
+//
+// Two answered requests are kept with their answers, because a gang agrees on them: a
+// `sync` (the rank's latest answered one) and a `checkpoint_begin` (until the rank's
+// `checkpoint_end` of that step is answered). The dead coordinator may have answered them
+// to this rank and not yet to another one of its gang; the new coordinator then needs to
+// know the decision (the sync's stop, the round's staging directory here) to answer the
+// others alike. The replay carries each, in its place among the other lines, as
+// {"type":"answered","request":{…the rank's line…},"answer":{…the dead coordinator's…}}:
+// no answer is due to it (docs/peers.md "Adoption", docs/protocol.md).
 class StreamLines {
  public:
   static constexpr size_t kMaxBytes = 192 * 1024;  // inside one control window
@@ -74,12 +83,17 @@ class StreamLines {
   size_t kept_bytes() const { return bytes_; }
 
  private:
+  // What a line is, as far as the replay cares.
+  enum class Kind { kOther, kSync, kCheckpointBegin, kCheckpointEnd };
   struct Line {
     std::string text;  // with its '\n'
     int64_t seq = -1;  // -1: no answer expected
-    bool answered = false;
+    Kind kind = Kind::kOther;
+    int64_t step = -1;   // kSync, kCheckpointBegin, kCheckpointEnd
+    std::string answer;  // an answered request kept for the replay: the answer (no '\n')
   };
   void answered(const std::string& line);
+  void erase(size_t i);  // the i-th kept line
   void trim();
 
   std::string hello_;

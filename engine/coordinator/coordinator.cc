@@ -1,4 +1,5 @@
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/one_answer_hook.h"
 #include "engine/coordinator/remote_session.h"
 
 #include <poll.h>
@@ -200,6 +201,7 @@ Status Coordinator::commit() {
     }
   }
   deferred_replies_.clear();
+  hold_if_testing();  // tests only: a kill between the answers of one round (one_answer_hook.h)
   std::error_code ec;
   for (const auto& dir : staging_to_remove_) std::filesystem::remove_all(dir, ec);
   staging_to_remove_.clear();

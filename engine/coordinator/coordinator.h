@@ -183,6 +183,11 @@ class Coordinator {
   // rank's request, the same for every rank.
   Json operation_answer(Trial& trial, size_t n);
   void handle_sync(Trial& trial, ControlConnection& conn, const Json& msg);
+  // Answers the sync round of `step` once every rank is in it.
+  void decide_sync(Trial& trial, int64_t step);
+  // A request a killed coordinator answered, replayed by an agent to the one that adopted
+  // the rank (coordinator_replayed_answers.cc): its sync or checkpoint round is rebuilt.
+  void handle_answered(Trial& trial, ControlConnection& conn, const Json& msg);
   // Data-parallel checkpoints: one staging directory per step for every rank, registered
   // once every rank has ended it.
   void handle_rank_checkpoint_begin(Trial& trial, ControlConnection& conn, const Json& msg);

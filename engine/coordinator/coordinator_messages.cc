@@ -111,6 +111,7 @@ void Coordinator::dispatch_message(ControlConnection& conn, const Json& msg) {
     reply(conn, Json{{"type", "error"}, {"message", "say hello first"}});
     return;
   }
+  if (type == "answered") return handle_answered(*trial, conn, msg);  // adoption's replay
   if (trial->world_size() > 1) note_rank_call(*trial, conn.rank, type, msg);
   if (type == "next_operation") return handle_next_operation(*trial, conn, msg);
   if (type == "sync") return handle_sync(*trial, conn, msg);

@@ -9,6 +9,7 @@
 #include "cairn/detail/hex.hpp"
 #include "common/file_util.h"
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/one_answer_hook.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
 #include "store/stored_records.h"
@@ -87,19 +88,40 @@ void Coordinator::handle_sync(Trial& trial, ControlConnection& conn, const Json&
   round.waiting.push_back({conn.fd(), msg.value("seq", Json(0)), conn.rank});
   if (msg.contains("stop") && msg["stop"].is_string() && round.stop_reason.empty())
     round.stop_reason = msg["stop"].get<std::string>();
+  decide_sync(trial, step);
+}
+
+void Coordinator::decide_sync(Trial& trial, int64_t step) {
+  auto it = trial.syncs.find(step);
+  if (it == trial.syncs.end()) return;
+  RankRound& round = it->second;
   if (static_cast<int>(round.ranks.size()) < trial.world_size()) return;
-  // Every rank has reached this step: one decision for all of them.
-  if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
-  // A rung's stop (time_metric) is agreed like any other, but leaves stop_requested alone:
-  // the ranks' clean exit then releases the slots instead of pausing the trial.
-  const bool stop = trial.stop_requested || trial.rung_stop;
-  const std::string reason = !round.stop_reason.empty() ? round.stop_reason
-                             : trial.stop_requested     ? "pause"
-                                                        : "rung";
+  bool stop = false;
+  std::string reason;
+  if (round.decided) {
+    // A killed coordinator answered some rank already (adoption): the others get the same.
+    stop = round.decided->value("stop", false);
+    reason = round.decided->value("reason", std::string("stop"));
+    if (stop && reason == "rung")
+      trial.rung_stop = true;
+    else if (stop)
+      trial.stop_requested = true;
+  } else {
+    // Every rank has reached this step: one decision for all of them.
+    if (!round.stop_reason.empty() && !trial.stop_requested) trial.stop_requested = true;
+    // A rung's stop (time_metric) is agreed like any other, but leaves stop_requested alone:
+    // the ranks' clean exit then releases the slots instead of pausing the trial.
+    stop = trial.stop_requested || trial.rung_stop;
+    reason = !round.stop_reason.empty() ? round.stop_reason
+             : trial.stop_requested     ? "pause"
+                                        : "rung";
+  }
+  const bool hold = stop_after_one_answer_if_testing("sync", step);
   for (const RoundWaiter& w : round.waiting) {
     Json answer{{"type", "sync"}, {"re", w.seq}, {"stop", stop}};
     if (stop) answer["reason"] = reason;
     reply_to(w.fd, std::move(answer));
+    if (hold) break;  // the test kills cairn before the others get theirs
   }
   trial.syncs.erase(step);
 }
@@ -136,6 +158,17 @@ void Coordinator::handle_rank_checkpoint_end(Trial& trial, ControlConnection& co
     reply(conn, Json{{"type", "error"},
                      {"re", msg.value("seq", 0)},
                      {"message", "checkpoint_end for a directory cairn did not hand out"}});
+    if (adopted_attempt(trial) && msg.value("path", Json()).is_string()) {
+      // A part the killed coordinator handed out, which the rank's agent did not replay (an
+      // agent that predates it, or more than it keeps): the others' parts are no checkpoint
+      // without it, so the round fails rather than registering a checkpoint that lacks it.
+      RankRound& round = trial.checkpoint_rounds[step];
+      if (round.refused.empty())
+        round.refused = "rank " + std::to_string(conn.rank) +
+                        "'s part was begun before cairn was killed, and its agent did not say "
+                        "where (an agent that predates rebuilding rounds on adoption)";
+      settle_checkpoint_rounds(trial);
+    }
     return;
   }
   RankRound& round = it->second;
@@ -212,13 +245,31 @@ void Coordinator::finish_checkpoint_round(Trial& trial, int64_t step) {
   RankRound done = std::move(it->second);
   trial.checkpoint_rounds.erase(it);
   if (done.staging_dir.empty()) {
-    // No rank entered checkpoint(step): there is no checkpoint at this step.
+    // No rank entered checkpoint(step): there is no checkpoint at this step. (But for one
+    // whose part a killed coordinator handed out, which is lost: said, as for any round.)
+    if (!done.refused.empty())
+      log_output(trial, "cairn: error: checkpoint at step " + std::to_string(step) +
+                            " was not saved: " + done.refused + "\n");
     for (const RoundWaiter& w : done.waiting) reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}});
     return;
   }
   trial.staging_dirs.erase(done.staging_dir);
+  if (done.rebuilt && trial.latest_checkpoint_step == step &&
+      trial.record.value("latest_checkpoint", Json()).is_string()) {
+    // Begun under a killed coordinator, which registered it and died before every rank
+    // heard (adoption; an attempt checkpoints each step once): registered once, and now
+    // acknowledged. The agents dropped their parts once they were stored.
+    std::error_code ec;
+    fs::remove_all(done.staging_dir, ec);
+    const std::string id = trial.record["latest_checkpoint"].get<std::string>();
+    for (const RoundWaiter& w : done.waiting)
+      reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}, {"checkpoint", id}});
+    return;
+  }
   std::string failure;
-  if (done.aborted_by)
+  if (!done.refused.empty())
+    failure = done.refused;
+  else if (done.aborted_by)
     failure = "rank " + std::to_string(*done.aborted_by) + " abandoned its part of it";
   else if (done.ranks.empty())
     failure = "no rank that began it finished it";

@@ -9,9 +9,11 @@
 // The checkpoint is registered, and the ranks acknowledged, only when every part is durable
 // here; a part that fails leaves no checkpoint, and every rank of the round is told why.
 #include <filesystem>
+#include <set>
 
 #include "engine/coordinator/checkpoint_transfers.h"
 #include "engine/coordinator/coordinator.h"
+#include "engine/coordinator/one_answer_hook.h"
 #include "engine/coordinator/trial_state.h"
 
 namespace cairn {
@@ -54,8 +56,10 @@ const std::string& Coordinator::round_dir_of(const Trial& trial, const RankRound
                                              int rank) const {
   if (rank >= 0 && rank < trial.world_size())
     if (auto it = round.remote.find(trial.ranks[static_cast<size_t>(rank)].machine);
-        it != round.remote.end())
-      return it->second.path;
+        it != round.remote.end()) {
+      auto own = it->second.rank_paths.find(rank);  // named by a killed coordinator
+      return own != it->second.rank_paths.end() ? own->second : it->second.path;
+    }
   return round.staging_dir;
 }
 
@@ -73,9 +77,15 @@ bool Coordinator::start_remote_round(Trial& trial, int64_t step, RankRound& done
   job.local_dir = done.staging_dir;
   // A part still being staged has no directory yet: its rank began and exited before it got
   // one, so nothing was written there (as a rank that exits in a local round adds nothing).
-  for (const auto& [machine, part] : done.remote)
-    if (!part.path.empty()) job.parts.push_back({part.machine, part.agent, part.path});
+  for (const auto& [machine, part] : done.remote) {
+    std::set<std::string> paths;
+    if (!part.path.empty()) paths.insert(part.path);
+    for (const auto& [rank, path] : part.rank_paths) paths.insert(path);
+    for (const std::string& path : paths) job.parts.push_back({part.machine, part.agent, path});
+  }
   for (const RoundWaiter& w : done.waiting) job.waiters.push_back({w.fd, w.seq, w.rank});
+  // A round rebuilt on adoption may have staged nothing here (coordinator_replayed_answers.cc).
+  if (!transfers_) transfers_ = std::make_unique<CheckpointTransfers>(objects_, store_.staging());
   transfers_->start(std::move(job));
   return true;
 }
@@ -101,6 +111,8 @@ void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
       part->second.path = done.staged_path;
     else
       part->second.failure = done.status.message();
+    const bool hold =
+        done.status.ok() && stop_after_one_answer_if_testing("checkpoint_dir", job.step);
     for (const RemoteRoundPart::Waiter& w : part->second.waiting) {
       // Refused, the rank takes no part (its SDK warns and trains on), and the round fails
       // once it settles: the machine's part is missing.
@@ -110,6 +122,7 @@ void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
                done.status.ok()
                    ? Json{{"type", "checkpoint_dir"}, {"re", w.seq}, {"path", done.staged_path}}
                    : Json{{"type", "error"}, {"re", w.seq}, {"message", done.status.message()}});
+      if (hold) break;  // the test kills cairn before the others get theirs
     }
     part->second.waiting.clear();
     if (!done.status.ok()) settle_checkpoint_rounds(*trial);
@@ -138,9 +151,12 @@ void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
   staging_to_remove_.push_back(job.local_dir);  // once the record is durable
   register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
   // Deferred until the batch that registers it is committed (reply_to).
+  const bool hold = stop_after_one_answer_if_testing("checkpoint_ack", job.step);
   for (const CheckpointJob::Waiter& w : job.waiters)
-    if (still_ours(w.fd, w.rank))
+    if (still_ours(w.fd, w.rank)) {
       reply_to(w.fd, Json{{"type", "ack"}, {"re", w.seq}, {"checkpoint", done.manifest.id}});
+      if (hold) break;  // the test kills cairn before the others get theirs
+    }
 }
 
 }  // namespace cairn

@@ -5,6 +5,7 @@
 // while it is open; the coordinator's loop alone touches it.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct RemoteRoundPart {
     int rank = 0;
   };
   std::vector<Waiter> waiting;
+  // Ranks of this machine whose directory a killed coordinator staged and named to them
+  // before this one adopted the gang (coordinator_replayed_answers.cc), where it is not
+  // `path` (the rank got it before another rank of this machine got `path` here): each such
+  // directory is one more part of this machine.
+  std::map<int, std::string> rank_paths;
 };
 
 }  // namespace cairn

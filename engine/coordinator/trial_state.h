@@ -115,6 +115,14 @@ struct RankRound {
   // The parts of ranks on agents, by machine (coordinator_remote_rounds.cc); the ranks of
   // this machine write into staging_dir.
   std::map<int, RemoteRoundPart> remote;
+  // Adoption (coordinator_replayed_answers.cc): the round was begun under a killed
+  // coordinator (a rank's replay says it was handed a directory), and, for a sync, the
+  // answer that coordinator gave some rank, which the others get too.
+  bool rebuilt = false;
+  std::optional<Json> decided;
+  // An adopted rank ended a part of this round that this coordinator cannot know (its
+  // agent did not say which directory the killed one named): the round fails with this.
+  std::string refused;
 };
 
 struct Trial {

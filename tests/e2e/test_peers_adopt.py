@@ -229,8 +229,9 @@ class AdoptTest(PlacementCase):
                          list(range(1, self.LENGTH + 1)))
         self.assertEqual([p["step"] for p in metrics["validation"]], [self.LENGTH])
         # Checkpoint rounds after the resume are registered, each once. (One the gang was
-        # in when cairn was killed is refused: the new coordinator has no record of its
-        # round; docs/peers.md "Adoption".)
+        # in when cairn was killed is rebuilt from the agents' replay and registered too,
+        # unless its parts were lost: docs/peers.md "A round the kill split";
+        # test_peers_adopt_rounds.py lands the kill in each window on purpose.)
         steps = [c["steps_completed"] for c in trial["checkpoints"]]
         self.assertEqual(len(steps), len(set(steps)), steps)
         self.assertTrue(set(steps) <= set(range(2, self.LENGTH + 1, 2)), steps)

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <random>
 #include <string>
 
 #include "engine/coordinator/remote_adoption.h"
@@ -74,15 +75,84 @@ TEST_CASE("stream lines: a replay is the hello and the requests nobody answered"
   lines.to_rank(R"({"type":"welcome"})"
                 "\n",
                 &swallowed);  // swallowed: a replay was made
-  // Answered but not an ack: not sent again, and nothing before it is dropped.
+  // A checkpoint_begin answered: sent again marked as answered, with its directory (a gang's
+  // other ranks may not have had theirs), in its place before what the rank sent next.
   lines.from_rank(R"(oint_end","seq":4,"step":1,"path":"/d"})"
                   "\n");
   lines.to_rank(R"({"type":"checkpoint_dir","re":3,"path":"/d"})"
                 "\n",
                 &swallowed);
+  CHECK(lines.replay() ==
+        R"({"type":"hello","protocol":1,"trial":"1.1"})"
+        "\n"
+        R"({"type":"answered","request":{"type":"checkpoint_begin","seq":3,"step":1},)"
+        R"("answer":{"type":"checkpoint_dir","re":3,"path":"/d"}})"
+        "\n"
+        R"({"type":"checkpoint_end","seq":4,"step":1,"path":"/d"})"
+        "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);  // the answer to the replay's hello
+  // Its end answered (an error here, not an ack): the round is over for this rank.
+  lines.to_rank(R"({"type":"error","re":4,"message":"no"})"
+                "\n",
+                &swallowed);
   CHECK(lines.replay() == R"({"type":"hello","protocol":1,"trial":"1.1"})"
+                          "\n");
+}
+
+TEST_CASE("stream lines: the latest answered sync is sent again, marked answered") {
+  StreamLines lines;
+  size_t swallowed = 0;
+  lines.from_rank(R"({"type":"hello","protocol":1})"
+                  "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);
+  lines.from_rank(R"({"type":"sync","seq":1,"step":1})"
+                  "\n");
+  lines.to_rank(R"({"type":"sync","re":1,"stop":false})"
+                "\n",
+                &swallowed);
+  lines.from_rank(R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                  "\n"
+                  R"({"type":"sync","seq":2,"step":2,"stop":"interrupt"})"
+                  "\n");
+  // Unanswered: sent as it is, after the answered one (the older answered sync went when
+  // the newer one was answered).
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
                           "\n"
-                          R"({"type":"checkpoint_end","seq":4,"step":1,"path":"/d"})"
+                          R"({"type":"answered","request":{"type":"sync","seq":1,"step":1},)"
+                          R"("answer":{"type":"sync","re":1,"stop":false}})"
+                          "\n"
+                          R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                          "\n"
+                          R"({"type":"sync","seq":2,"step":2,"stop":"interrupt"})"
+                          "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);  // the replay's hello answer
+  lines.to_rank(R"({"type":"sync","re":2,"stop":true,"reason":"interrupt"})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
+                          "\n"
+                          R"({"type":"training","reports":[{"step":2,"metrics":{}}]})"
+                          "\n"
+                          R"({"type":"answered","request":{"type":"sync","seq":2,"step":2,)"
+                          R"("stop":"interrupt"},"answer":{"type":"sync","re":2,"stop":true,)"
+                          R"("reason":"interrupt"}})"
+                          "\n");
+  lines.to_rank(R"({"type":"welcome"})"
+                "\n",
+                &swallowed);
+  // An ack of a later request: the coordinator was alive after it; nothing before goes again.
+  lines.from_rank(R"({"type":"validation","seq":3,"step":2,"metrics":{}})"
+                  "\n");
+  lines.to_rank(R"({"type":"ack","re":3})"
+                "\n",
+                &swallowed);
+  CHECK(lines.replay() == R"({"type":"hello","protocol":1})"
                           "\n");
 }
 
@@ -99,6 +169,69 @@ TEST_CASE("stream lines: malformed lines are kept as lines, and the bound holds"
                 "\n{[\n",
                 &swallowed);  // ignored
   CHECK(lines.kept_bytes() > 0);
+}
+
+TEST_CASE("stream lines: any mix of requests and answers keeps a bounded, well-formed replay") {
+  // Seeded, so a failure repeats: requests of every kind the replay cares about, answers
+  // to them, to nothing and to the wrong kind, acks, in any order and cut anywhere.
+  std::mt19937 random(17);
+  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  for (int round = 0; round < 200; ++round) {
+    StreamLines lines;
+    lines.from_rank("{\"type\":\"hello\",\"protocol\":1}\n");
+    int64_t seq = 0;
+    for (int i = 0; i < 300; ++i) {
+      size_t swallowed = 0;
+      const std::string step = std::to_string(pick(8));
+      const std::string re = std::to_string(seq - pick(4));
+      switch (pick(9)) {
+        case 0:
+          lines.from_rank(R"({"type":"sync","seq":)" + std::to_string(++seq) + R"(,"step":)" +
+                          step + "}\n");
+          break;
+        case 1:
+          lines.from_rank(R"({"type":"checkpoint_begin","seq":)" + std::to_string(++seq) +
+                          R"(,"step":)" + step + "}\n");
+          break;
+        case 2:
+          lines.from_rank(R"({"type":"checkpoint_end","seq":)" + std::to_string(++seq) +
+                          R"(,"step":)" + step + R"(,"path":"/d"})" + "\n");
+          break;
+        case 3:
+          lines.from_rank(R"({"type":"training","reports":[]})"
+                          "\n");
+          break;
+        case 4:
+          lines.to_rank(R"({"type":"sync","re":)" + re + R"(,"stop":false})" + "\n", &swallowed);
+          break;
+        case 5:
+          lines.to_rank(R"({"type":"checkpoint_dir","re":)" + re + R"(,"path":"/d"})" + "\n",
+                        &swallowed);
+          break;
+        case 6:
+          lines.to_rank(R"({"type":"error","re":)" + re + R"(,"message":"no"})" + "\n", &swallowed);
+          break;
+        case 7:
+          lines.to_rank(R"({"type":"ack","re":)" + re + "}\n", &swallowed);
+          break;
+        default:
+          (void)lines.replay();  // the next line from the coordinator is then swallowed
+          break;
+      }
+      REQUIRE(lines.kept_bytes() <= StreamLines::kMaxBytes);  // and never wrapped below 0
+    }
+    const std::string replay = lines.replay();
+    size_t start = 0;
+    for (size_t nl; (nl = replay.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const Json m = Json::parse(replay.substr(start, nl - start), nullptr, false);
+      REQUIRE(m.is_object());
+      if (m.value("type", "") == "answered") {
+        REQUIRE(m["request"].is_object());
+        REQUIRE(m["answer"].is_object());
+      }
+    }
+    CHECK(start == replay.size());  // every line ended
+  }
 }
 
 TEST_CASE("stream lines: a line that never ends is not kept beyond the line bound") {

@@ -1,0 +1,30 @@
+// Test hook (tests/README.md "Test hooks"): makes a coordinator `kill -9` land between the
+// answers of one gang's round, where adoption must rebuild what the killed coordinator had
+// decided (docs/peers.md "Adoption": a sync answered to one rank only, a checkpoint round
+// some of whose ranks have their staging directory). With
+// CAIRN_TEST_ONE_ANSWER=KIND:STEP (KIND `sync`, `checkpoint_dir` — an agent's staging
+// directory — or `checkpoint_ack` — a registered round's acknowledgement), the first round of
+// that kind at that step is answered to one rank only (a registered checkpoint of a trial of
+// one rank: to none); after the commit that sends that answer,
+// the coordinator prints `cairn: test hook: answered one rank's KIND at step STEP; waiting to
+// be killed` on standard error and serves nothing more (its launchers' threads still relay
+// what it sent), so that a test can see the rank go on and then kill it. It kills itself
+// with SIGKILL after 120 s. Once per process; nothing else reads the variable.
+//
+// Thread-safety: the coordinator's loop only.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace cairn {
+
+// True when the round of `kind` at `step` is the one the hook names (once): the caller
+// answers one rank only, and hold_if_testing() then stops the loop.
+bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step);
+
+// After a commit's answers went out: returns at once unless stop_after_one_answer_if_testing
+// said true; then never returns.
+void hold_if_testing();
+
+}  // namespace cairn

@@ -1,0 +1,278 @@
+"""`cairn resume` adopts a gang whatever round its coordinator's `kill -9` fell in (issue 17
+item 8, docs/peers.md "Adoption"): a gang of 2 ranks on two real `cairn agent`s on
+loopback, and a `cairn run --slots 0` that the test hook CAIRN_TEST_ONE_ANSWER
+(engine/coordinator/one_answer_hook.h) makes answer one rank of a round only and then serve
+nothing, so that the kill lands exactly between the answers:
+
+- a checkpoint round in which one rank had its staging directory and the other not yet:
+  the resumed coordinator rebuilds the round from what the agents replay (the first rank's
+  `checkpoint_begin`, marked answered, with the directory it was given), stages the other
+  rank's directory, and registers the checkpoint once, with both ranks' files;
+- a checkpoint round registered and acknowledged to one rank only: the other rank's
+  `checkpoint_end` is acknowledged with that checkpoint, not fetched or registered again;
+- a `sync` answered to one rank only: the resumed coordinator learns from the replay that
+  the first rank had its answer, answers the other alike, and the gang goes on (before, it
+  waited for a sync the first rank never sends again, and failed).
+
+Each time: the trial is adopted (nothing started), every step runs once on each rank, every
+training metric is stored once, every checkpoint is registered once, and the experiment
+completes."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cairn_testlib  # noqa: E402
+from cairn_testlib import CAIRN, wait_until  # noqa: E402
+from peer_testlib import alive  # noqa: E402
+from test_peers_placement import Agent, PlacementCase  # noqa: E402
+
+# Says its pid, appends every step it runs to $STEPS_DIR/rank<RANK> (so a step run twice
+# shows), checkpoints every 2 units (each rank writes its own file, and leaves a marker
+# "in<RANK>.<STEP>" once it has its directory), and resumes from its checkpoint.
+TRAIN = r"""
+import os, sys, time
+import cairn
+
+ctx = cairn.init()
+rank = int(os.environ.get("RANK", "0"))
+where = os.environ["STEPS_DIR"]
+print("pid", os.getpid(), "starts at", ctx.steps_completed, flush=True)
+steps = open(os.path.join(where, "rank%d" % rank), "a")
+step = ctx.steps_completed
+for op in ctx.operations():
+    while step < op.length:
+        time.sleep(float(os.environ.get("STEP_SECONDS", "0.05")))
+        step += 1
+        steps.write("%d %d\n" % (os.getpid(), step))
+        steps.flush()
+        ctx.report_training(step, {"loss": 1.0 / step})
+        print("step", step, flush=True)
+        if ctx.checkpoint_due(step):
+            with ctx.checkpoint(step) as path:
+                (path / ("step%d" % rank)).write_text(str(step))
+                open(os.path.join(where, "in%d.%d" % (rank, step)), "w").close()
+        if ctx.should_preempt():
+            sys.exit(0)
+    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
+"""
+
+CONFIG = """name: adopt-rounds
+entrypoint: /usr/bin/python3 %s
+searcher: {name: single, metric: val_loss, max_length: %d}
+resources: {slots_per_trial: %d}
+checkpoint: {period: 2, keep_trial_latest: 100}
+max_restarts: 0
+reattach_window: 600
+rank_wait_timeout: 60
+"""
+
+
+class AdoptRoundsTest(PlacementCase):
+    LENGTH = 30
+
+    def setUp(self):
+        super().setUp()
+        self.write("train.py", TRAIN)
+        self.steps_dir = os.path.join(self.dir, "steps")
+        os.makedirs(self.steps_dir)
+
+    def start_agents(self, slots):
+        """Agents with these slots each (a gang of 2 over two agents: [1, 1])."""
+        self.agent_list = [Agent(self, "agent-%d" % i, n) for i, n in enumerate(slots)]
+
+    def run_env(self, extra=None):
+        env = {"STEP_SECONDS": "0.1", "STEPS_DIR": self.steps_dir, "CAIRN_KEY_FILE": self.key}
+        env.update(extra or {})
+        return self.env(env)
+
+    def start_run(self, hook, slots=(1, 1), ranks=2):
+        self.start_agents(slots)
+        self.ranks = ranks
+        self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), self.LENGTH, ranks))
+        self.run_out = os.path.join(self.dir, "run.out")
+        out = open(self.run_out, "w")
+        self.addCleanup(out.close)
+        run = subprocess.Popen(
+            [CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
+             ",".join(a.address for a in self.agent_list)],
+            cwd=self.dir, env=self.cairn_env(self.run_env({"CAIRN_TEST_ONE_ANSWER": hook})),
+            stdout=out, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
+        return run
+
+    def run_output(self):
+        with open(self.run_out) as f:
+            return f.read()
+
+    def pids(self, text):
+        return [int(p) for p in re.findall(r"\[1\.1(?::\d)?\] pid (\d+) starts at", text)]
+
+    def steps_run(self, rank):
+        try:
+            with open(os.path.join(self.steps_dir, "rank%d" % rank)) as f:
+                return [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def last_step(self, rank):
+        ran = self.steps_run(rank)
+        return ran[-1][1] if ran else 0
+
+    def held(self, run, what):
+        """Waits for the hook's line, and for every rank's pid line."""
+        line = "cairn: test hook: answered one rank's %s; waiting to be killed" % what
+        try:
+            wait_until(lambda: line in self.run_output() or run.poll() is not None,
+                       timeout=120, what="the hook's line")
+        except AssertionError:
+            self.fail("no hook line: " + self.run_output()[-3000:])
+        self.assertIn(line, self.run_output(), self.run_output()[-3000:])
+        wait_until(lambda: len(self.pids(self.run_output())) >= self.ranks, timeout=30,
+                   what="every rank's pid line")
+        pids = self.pids(self.run_output())
+        for pid in pids:
+            self.addCleanup(lambda p=pid: alive(p) and os.kill(p, 9))
+        return pids
+
+    def kill(self, run):
+        run.kill()
+        run.wait(timeout=30)
+        for agent in self.agent_list:
+            wait_until(lambda: re.search(r"kept \d+ ranks of", agent.text()), timeout=30,
+                       what="the agent keeping its ranks")
+        self.assertEqual(sum(int(re.search(r"kept (\d+) ranks of", a.text()).group(1))
+                             for a in self.agent_list), self.ranks)
+
+    def resume(self):
+        proc = self.cairn("resume", "1", env=self.run_env(), timeout=240)
+        text = proc.stdout + proc.stderr
+        if os.environ.get("ADOPT_DEBUG"):
+            print(text, *(a.text() for a in self.agent_list), self.cairn("logs", "1.1").stdout,
+                  file=sys.stderr)
+        self.assertEqual(proc.returncode, 0, text)
+        return text
+
+    def assert_went_on(self, text, pids):
+        """Adopted, nothing started, each step once per rank in one process, each training
+        metric once, each checkpoint once, completed."""
+        self.assertEqual(len(re.findall(r"trial 1\.1(:\d)?: adopted its rank on", text)),
+                         self.ranks, text)
+        self.assertEqual(self.pids(text), [], text)  # nothing started
+        trial = self.cairn_json("show", "1.1", "--json")
+        self.assertEqual(trial["state"], "COMPLETED", trial)
+        self.assertEqual(trial["restarts"], 0, trial)
+        for rank in range(self.ranks):
+            ran = self.steps_run(rank)
+            self.assertEqual([s for _, s in ran], list(range(1, self.LENGTH + 1)), ran)
+            self.assertEqual(len({p for p, _ in ran}), 1, ran)
+            self.assertIn(ran[0][0], pids)
+        metrics = self.cairn_json("metrics", "1.1", "--json")
+        self.assertEqual([p["step"] for p in metrics["training"]],
+                         list(range(1, self.LENGTH + 1)))
+        self.assertEqual([p["step"] for p in metrics["validation"]], [self.LENGTH])
+        steps = sorted(c["steps_completed"] for c in trial["checkpoints"])
+        self.assertEqual(steps, list(range(2, self.LENGTH + 1, 2)), trial["checkpoints"])
+        for rank in range(self.ranks):
+            log = self.cairn("logs", "1.1", "--rank", str(rank)).stdout
+            self.assertNotIn("was not saved", log)
+            self.assertNotIn("checkpoint at step", log)  # the SDK's "… failed: …" warning
+        return trial
+
+    def exported(self, trial, step):
+        """The files of the trial's checkpoint of `step`, as `cairn export` writes them."""
+        ckpt = [c for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(len(ckpt), 1, trial["checkpoints"])
+        dest = os.path.join(self.dir, "export-%d" % step)
+        self.cairn("export", ckpt[0]["id"][:12], dest)
+        return {name: open(os.path.join(dest, name)).read() for name in os.listdir(dest)
+                if name.startswith("step")}
+
+    def test_a_checkpoint_round_one_rank_had_begun_is_registered_once_after_the_resume(self):
+        self.split_checkpoint_round(slots=(1, 1))
+
+    def test_the_same_with_both_ranks_on_one_agent(self):
+        # Rank 0 and rank 1 share their agent's part: one of them has the directory the dead
+        # coordinator staged; the other gets that one, or a new one that is fetched too.
+        self.split_checkpoint_round(slots=(2,))
+
+    def split_checkpoint_round(self, slots):
+        step = 6
+        run = self.start_run("checkpoint_dir:%d" % step, slots=slots)
+        pids = self.held(run, "checkpoint_dir at step %d" % step)
+        # One rank has its directory and writes into it (then waits for its ack); the other
+        # still waits for its directory.
+        began = wait_until(lambda: [r for r in (0, 1)
+                                    if os.path.exists(os.path.join(self.steps_dir,
+                                                                   "in%d.%d" % (r, step)))],
+                           timeout=60, what="one rank inside checkpoint(%d)" % step)
+        self.assertEqual(len(began), 1, began)
+        self.kill(run)
+        other = 1 - began[0]
+        self.assertFalse(os.path.exists(os.path.join(self.steps_dir, "in%d.%d" % (other, step))))
+        self.assertEqual(self.last_step(other), step)
+        text = self.resume()
+        trial = self.assert_went_on(text, pids)
+        # The round's checkpoint holds both ranks' parts: each rank's file from its own agent.
+        self.assertEqual(self.exported(trial, step), {"step0": str(step), "step1": str(step)})
+        self.assertEqual(self.exported(trial, self.LENGTH),
+                         {"step0": str(self.LENGTH), "step1": str(self.LENGTH)})
+
+    def test_a_sync_answered_to_one_rank_only_is_answered_alike_to_the_other(self):
+        step = 7
+        run = self.start_run("sync:%d" % step)
+        pids = self.held(run, "sync at step %d" % step)
+        # The rank that had its answer trains on (and waits in the next sync); the other
+        # waits for its answer to the sync of `step`.
+        ahead = wait_until(lambda: [r for r in (0, 1) if self.last_step(r) > step],
+                           timeout=60, what="one rank past step %d" % step)
+        self.assertEqual(len(ahead), 1, ahead)
+        self.kill(run)
+        self.assertEqual(self.last_step(1 - ahead[0]), step)
+        text = self.resume()
+        self.assertNotIn("rank_wait_timeout", text)
+        trial = self.assert_went_on(text, pids)
+        self.assertEqual(self.exported(trial, 8), {"step0": "8", "step1": "8"})
+
+    def test_a_checkpoint_acknowledged_to_one_rank_only_is_acknowledged_to_the_other(self):
+        # Registered (and committed) by the killed coordinator, which acknowledged one rank
+        # only: the other's replayed checkpoint_end is acknowledged with the same checkpoint,
+        # which is neither fetched again nor registered twice.
+        step = 6
+        run = self.start_run("checkpoint_ack:%d" % step)
+        pids = self.held(run, "checkpoint_ack at step %d" % step)
+        ahead = wait_until(lambda: [r for r in (0, 1) if self.last_step(r) > step],
+                           timeout=60, what="one rank past step %d" % step)
+        self.assertEqual(len(ahead), 1, ahead)
+        self.kill(run)
+        self.assertEqual(self.last_step(1 - ahead[0]), step)
+        before = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        self.assertIn(step, [c["steps_completed"] for c in before])
+        text = self.resume()
+        trial = self.assert_went_on(text, pids)
+        ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
+        self.assertEqual(self.exported(trial, step), {"step0": str(step), "step1": str(step)})
+
+    def test_a_single_rank_checkpoint_registered_but_not_acknowledged_is_acknowledged(self):
+        # A trial of one rank: its checkpoint was registered (committed) by the killed
+        # coordinator, which died before the ack went out; the replayed checkpoint_end is
+        # acknowledged with that checkpoint, not refused (the agent dropped the directory).
+        step = 6
+        run = self.start_run("checkpoint_ack:%d" % step, slots=(1,), ranks=1)
+        pids = self.held(run, "checkpoint_ack at step %d" % step)
+        wait_until(lambda: os.path.exists(os.path.join(self.steps_dir, "in0.%d" % step)),
+                   timeout=30, what="inside checkpoint(%d)" % step)
+        self.kill(run)
+        self.assertEqual(self.last_step(0), step)  # still waiting for its ack
+        before = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        text = self.resume()
+        trial = self.assert_went_on(text, pids)
+        ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
+        self.assertEqual(self.exported(trial, step), {"step0": str(step)})
+
+
+if __name__ == "__main__":
+    sys.exit(cairn_testlib.main())
