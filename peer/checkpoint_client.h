@@ -37,6 +37,10 @@ struct AgentEndpoint {
   // Lets go of the transfers' connections when the agent's session finds the link silent
   // (link_watch.h). May be null.
   std::shared_ptr<LinkWatch> link_watch;
+  // The coordinator's session on the agent ("" when none): named in each transfer request,
+  // so the agent lets go of its side of the transfer when that session's connection ends
+  // (agent_sessions.h watch_transfer) rather than at the wire's 60 s timeout.
+  std::string session;
 };
 
 struct FetchedContent;
@@ -55,6 +59,9 @@ struct TransferTry {
   // verified by a fetch; sent by a push).
   bool connected = false;
   bool progressed = false;
+  // fetch_checkpoint: the content bytes this try received, a content cut in the middle
+  // included (a try again asks only for its rest).
+  uint64_t content_bytes = 0;
   // When set, connecting gives up by then (within the transfer's own timeout).
   std::optional<std::chrono::steady_clock::time_point> connect_by;
   // The try's connection's registration with the agent's LinkWatch (outlives the connection).
