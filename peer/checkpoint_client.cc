@@ -161,6 +161,11 @@ Result<FetchedCheckpoint> fetch_checkpoint(
     Status got = receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false,
                                  &fetched.content_bytes, wanted[i].from);
     if (t) t->content_bytes = fetched.content_bytes;
+    // Whole chunks received and written before a break are progress too: the next try goes
+    // on after them (a content far larger than what one try of a flapping link carries still
+    // arrives). A try that fails at the same place each time (this side's disk full) writes
+    // no chunk, so it does not count.
+    if (t && t->content_bytes > 0) t->progressed = true;
     if (!got.ok()) {
       // A content whose bytes are in doubt is not gone on from.
       if (got.kind() == ErrorKind::kBadInput || got.kind() == ErrorKind::kCorrupt)

@@ -55,8 +55,9 @@ struct TransferTry {
   // read or write error in the middle of a content counts as the link's: the try cannot tell
   // it from the connection's; a try again fails the same way, within the window.)
   bool link_failed = false;
-  // Whether the connection was made, and whether a content then crossed whole (received and
-  // verified by a fetch; sent by a push).
+  // Whether the connection was made, and whether the try made progress: a content crossed
+  // whole (received and verified by a fetch; sent by a push), or, for a fetch, a chunk of a
+  // content cut in the middle was received and written (the next try goes on after it).
   bool connected = false;
   bool progressed = false;
   // fetch_checkpoint: the content bytes this try received, a content cut in the middle

@@ -326,6 +326,35 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         staged = re.findall(r"\[1\.1\] checkpoint dir (\S+)", text)
         self.assertFalse(staged and os.path.exists(staged[0]), staged)
 
+    def test_a_content_larger_than_a_flapping_link_carries_at_once_arrives(self):
+        self.write("train.py", BIG)
+        a = Agent(self, "agent-a", 1)
+        proxy = FastCountingProxy(self, a.port)
+        # A 2 s heartbeat timeout, and a link cut each time another 25 MiB of the content
+        # passed: the cuts go on for longer than the window from the first one. Each try goes
+        # on from the bytes kept, which is progress: the window starts anew, as it does for a
+        # resumed session, and the checkpoint arrives (counting the window from the first cut
+        # only, the fetch gave up: "was not saved").
+        run = self.start_run(proxy.address, env={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        first_cut = None
+        for cut in range(1, 8):
+            wait_until(lambda: proxy.total(1) >= cut * 25 * MIB, timeout=120, interval=0.01,
+                       what="%d MiB of the content through the proxy" % (cut * 25))
+            proxy.kill()
+            first_cut = first_cut or time.monotonic()
+            wait_until(lambda: len(re.findall(r"the connection dropped", self.output())) >= cut,
+                       timeout=30, what="the session to notice cut %d" % cut)
+            proxy.restart()
+        self.assertGreater(time.monotonic() - first_cut, 2, "the cuts lasted less than the window")
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("was not saved", text)
+        self.assertNotIn("lost agent", text)
+        listed = self.checkpoints()
+        self.assertEqual([c["steps_completed"] for c in listed], [2], listed)
+        self.assertGreaterEqual(listed[0]["bytes"], BIG_BYTES, listed)
+        self.assertLess(proxy.total(1), BIG_BYTES + 8 * MIB, proxy.carried)
+
     def test_a_content_cut_in_the_middle_of_a_restore_is_not_sent_twice(self):
         self.write("train.py", BIG)
         a = Agent(self, "agent-a", 1)
