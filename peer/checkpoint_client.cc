@@ -220,6 +220,11 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
   if (!wanted.ok()) return broken(wanted.status());
   for (const WantedFile& w : *wanted) {
     const WireFile& f = *w.file;
+    if (t && t->asked_from) {
+      uint64_t& before = (*t->asked_from)[f.sha256];
+      if (w.from > before) t->progressed = true;
+      before = w.from;
+    }
     UniqueFd fd = open_beneath(dir, f.path);
     if (!fd) return Status::Io("cannot open " + (dir / f.path).string() + ": " + errno_text());
     if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes, w.from);

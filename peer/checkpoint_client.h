@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,11 @@ struct TransferTry {
   // fetch_checkpoint: called with each content once it is complete and verified (written
   // under `into`, not yet durable).
   std::function<void(const FetchedContent&)> received;
+  // push_checkpoint: the offset the agent asked each content from in the tries so far (kept
+  // by the caller across tries). An agent that asks from further on than before kept what
+  // the earlier try sent of it: progress, which this try reports (a try again of a restore
+  // cannot otherwise tell bytes the agent wrote from bytes lost in the socket).
+  std::map<std::string, uint64_t>* asked_from = nullptr;
 };
 
 // A try's connection (checkpoint_retry.h): its failure is the link's (t->link_failed) when

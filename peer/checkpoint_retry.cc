@@ -107,8 +107,10 @@ Result<PushedCheckpoint> push_checkpoint_retrying(const AgentEndpoint& agent,
                                                   const std::string& trial, int64_t attempt,
                                                   const fs::path& dir, const WireManifest& manifest,
                                                   std::chrono::milliseconds connect_timeout) {
+  std::map<std::string, uint64_t> asked_from;  // what the agent kept, by content, so far
   return with_link_retries<PushedCheckpoint>(
       agent, "the restore of trial " + trial + "'s checkpoint", [&](TransferTry& t) {
+        t.asked_from = &asked_from;
         return push_checkpoint(agent, trial, attempt, dir, manifest, connect_timeout, &t);
       });
 }

@@ -6,8 +6,9 @@
 // (AgentEndpoint::link_window, the heartbeat timeout) has passed since the link failed — a
 // try that moved a content whole and then broke starts the window anew, as a resumed session
 // does, and so does a fetch's try that received and wrote a chunk of a content it did not
-// finish, since the next try goes on after it (a try that fails at the same place each time
-// does not) — or
+// finish, since the next try goes on after it (for a restore, a try whose agent asks a content
+// from further on than the try before: it kept what that try sent; a try that fails at the
+// same place each time does neither) — or
 // until the agent is counted lost (AgentEndpoint::lost). Then the last error stands, as it did
 // when transfers were tried once: a lost agent loses what it had not sent. A link gone silent
 // (no end either side can see) ends a try when the agent's session finds it silent and

@@ -355,6 +355,30 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         self.assertGreaterEqual(listed[0]["bytes"], BIG_BYTES, listed)
         self.assertLess(proxy.total(1), BIG_BYTES + 8 * MIB, proxy.carried)
 
+    def test_a_restore_larger_than_a_flapping_link_carries_at_once_arrives(self):
+        self.write("train.py", BIG)
+        a = Agent(self, "agent-a", 1)
+        proxy = FastCountingProxy(self, a.port)
+        # As above, for attempt 2's restore to the agent: an agent that asks a content from
+        # further on than the try before kept what that try sent, which is progress.
+        run = self.start_run(proxy.address, max_restarts=1,
+                             env={"FAIL_ONCE": "1", "CAIRN_HEARTBEAT_TIMEOUT": "2"})
+        first_cut = None
+        for cut in range(1, 8):
+            wait_until(lambda: proxy.total(0) >= cut * 25 * MIB, timeout=180, interval=0.01,
+                       what="%d MiB of the content through the proxy to the agent" % (cut * 25))
+            proxy.kill()
+            first_cut = first_cut or time.monotonic()
+            wait_until(lambda: len(re.findall(r"the connection dropped", self.output())) >= cut,
+                       timeout=30, what="the session to notice cut %d" % cut)
+            proxy.restart()
+        self.assertGreater(time.monotonic() - first_cut, 2, "the cuts lasted less than the window")
+        self.assertEqual(run.wait(timeout=240), 0, self.output())
+        text = self.output()
+        self.assertNotIn("cannot restore the checkpoint", text)
+        self.assertIn("[1.1] restored weights ok", text)
+        self.assertLess(proxy.total(0), BIG_BYTES + 8 * MIB, proxy.carried)
+
     def test_a_content_cut_in_the_middle_of_a_restore_is_not_sent_twice(self):
         self.write("train.py", BIG)
         a = Agent(self, "agent-a", 1)
