@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "peer/agent_log.h"
 #include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_want.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
 
@@ -41,6 +42,14 @@ std::string bytes_text(uint64_t n) {
   return std::to_string(n) + " bytes";
 }
 
+// ", 1 content resumed after 104857600 bytes kept": contents a broken try had partly moved,
+// sent from where it stopped ("" when none).
+std::string resumed_text(size_t count, uint64_t kept) {
+  if (count == 0) return "";
+  return ", " + std::to_string(count) + (count == 1 ? " content" : " contents") +
+         " resumed after " + std::to_string(kept) + " bytes kept";
+}
+
 std::string seconds(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f s", std::chrono::duration<double>(d).count());
@@ -48,6 +57,28 @@ std::string seconds(Clock::duration d) {
 }
 
 }  // namespace
+
+// The contents whose partial file (objects/tmp-partial-<digest>) this exchange writes: one
+// exchange at a time per content, released when the exchange ends.
+class AgentCheckpoints::PartialClaims {
+ public:
+  explicit PartialClaims(AgentCheckpoints& owner) : owner_(owner) {}
+  ~PartialClaims() {
+    std::lock_guard lock(owner_.mutex_);
+    for (const std::string& d : held_) owner_.receiving_.erase(d);
+  }
+  bool claim(const std::string& digest) {
+    std::lock_guard lock(owner_.mutex_);
+    if (!owner_.receiving_.insert(digest).second) return false;
+    held_.insert(digest);
+    return true;
+  }
+  bool holds(const std::string& digest) const { return held_.count(digest) > 0; }
+
+ private:
+  AgentCheckpoints& owner_;
+  std::set<std::string> held_;
+};
 
 AgentCheckpoints::AgentCheckpoints(fs::path dir) : dir_(std::move(dir)) {
   if (dir_.empty()) return;
@@ -135,34 +166,35 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
                       " files) does not fit in one frame");
   if (!peer.send(answer, Clock::now() + kChunkTime).ok()) return false;
 
-  // The digests the coordinator lacks: each must be one of the manifest's, once.
+  // The digests the coordinator lacks: each must be one of the manifest's, once; each from
+  // the offset it asks (what it kept of a try cut in the middle), never beyond the content.
   auto want = receive_frame(peer);
   auto off_protocol = [&](const std::string& why) {
     agent_log("dropped " + name + ": " + why);
     return false;
   };
   if (!want.ok()) return off_protocol(want.status().message());
-  if ((*want)["type"] != "checkpoint_want" || !want->value("digests", Json()).is_array())
-    return off_protocol("expected checkpoint_want");
-  std::map<std::string, const WireFile*> by_digest;
-  for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
-  std::set<std::string> asked;
-  std::vector<const WireFile*> sending;
-  for (const Json& d : (*want)["digests"]) {
-    if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
-        !asked.insert(d.get<std::string>()).second)
-      return off_protocol("checkpoint_want names a digest the manifest does not, or twice");
-    sending.push_back(by_digest[d.get<std::string>()]);
+  auto sending = parse_checkpoint_want(*want, *manifest);
+  if (!sending.ok()) {
+    // Refused with one line; the exchange cannot go on, so neither does the connection.
+    refuse(peer, name, sending.status().message());
+    return false;
   }
-  uint64_t content = 0;
-  for (const WireFile* f : sending) {
+  uint64_t content = 0, resumed = 0;
+  size_t resumed_count = 0;
+  for (const WantedFile& w : *sending) {
+    const WireFile* f = w.file;
     UniqueFd fd = open_beneath(fs::path(path), f->path);
     if (!fd) {
       (void)peer.send(Json{{"type", "error"}, {"reason", f->path + " vanished: " + errno_text()}},
                       Clock::now() + kChunkTime);
       return off_protocol("checkpoint file " + f->path + " vanished while it was sent");
     }
-    Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content);
+    if (w.from > 0) {
+      resumed += w.from;
+      ++resumed_count;
+    }
+    Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content, w.from);
     if (!sent.ok()) {
       sent_ += content;
       return off_protocol(sent.message());
@@ -174,9 +206,9 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
     return false;
   agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
-            "), " + std::to_string(sending.size()) + " wanted, " + std::to_string(content) +
-            " content bytes on the wire (listed in " + seconds(hashed - started) + ", sent in " +
-            seconds(Clock::now() - hashed) + ")");
+            "), " + std::to_string(sending->size()) + " wanted, " + std::to_string(content) +
+            " content bytes on the wire" + resumed_text(resumed_count, resumed) + " (listed in " +
+            seconds(hashed - started) + ", sent in " + seconds(Clock::now() - hashed) + ")");
   // The staging directory goes once the coordinator holds the checkpoint durably.
   auto done = receive_frame(peer);
   if (!done.ok() || (*done)["type"] != "checkpoint_done") {
@@ -209,10 +241,14 @@ bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const st
   auto object_path = [&](const std::string& digest) {
     return objects / digest.substr(0, 2) / digest.substr(2);
   };
-  // What the cache lacks, each digest once (identical files travel once).
+  // What the cache lacks, each digest once (identical files travel once), each after what
+  // an earlier try cut in the middle left of it (objects/tmp-partial-<digest>): asked from
+  // that offset, hashed with the rest before it gets its name. A content another connection
+  // is receiving now goes to a file of its own, whole.
   std::vector<const WireFile*> wanted;
+  std::vector<WantedContent> asked;
   std::set<std::string> seen;
-  Json digests = Json::array();
+  PartialClaims claims(*this);
   for (const WireFile& f : manifest->files) {
     if (!seen.insert(f.sha256).second) continue;
     struct stat st {};
@@ -220,28 +256,52 @@ bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const st
         static_cast<uint64_t>(st.st_size) == f.size)
       continue;
     wanted.push_back(&f);
-    digests.push_back(f.sha256);
+    uint64_t kept = 0;
+    if (claims.claim(f.sha256)) {
+      const fs::path partial = objects / ("tmp-partial-" + f.sha256);
+      if (::lstat(partial.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+          static_cast<uint64_t>(st.st_size) <= f.size)
+        kept = static_cast<uint64_t>(st.st_size);
+    }
+    asked.push_back({f.sha256, kept});
   }
-  if (!peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}}, Clock::now() + kChunkTime)
-           .ok())
-    return false;
+  if (!peer.send(checkpoint_want_message(asked), Clock::now() + kChunkTime).ok()) return false;
   std::error_code ec;
   fs::create_directories(objects, ec);
-  uint64_t content = 0;
+  uint64_t content = 0, resumed = 0;
+  size_t resumed_count = 0;
   auto dropped = [&](const std::string& why) {
     received_ += content;
     agent_log("dropped " + name + ": checkpoint of " + owner_text(trial, attempt) + ": " + why);
     return false;
   };
   std::set<fs::path> changed_dirs;
-  for (const WireFile* f : wanted) {
-    std::string tmp = (objects / "tmp-XXXXXX").string();
-    UniqueFd fd(::mkstemp(tmp.data()));
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const WireFile* f = wanted[i];
+    std::string tmp;
+    UniqueFd fd;
+    const bool partial = claims.holds(f->sha256);
+    if (partial) {
+      tmp = (objects / ("tmp-partial-" + f->sha256)).string();
+      fd.reset(::open(tmp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    } else {
+      tmp = (objects / "tmp-XXXXXX").string();
+      fd.reset(::mkstemp(tmp.data()));
+    }
     if (!fd) return dropped("cannot create a file in " + objects.string() + ": " + errno_text());
-    Status got = receive_content(peer, f->sha256, f->size, fd.get(), /*sync=*/true, &content);
+    const uint64_t before = content;
+    Status got =
+        receive_content(peer, f->sha256, f->size, fd.get(), /*sync=*/true, &content, asked[i].from);
     if (!got.ok()) {
-      ::unlink(tmp.c_str());
+      // What arrived of it stays for a try again, unless its bytes are in doubt.
+      if (!partial || got.kind() == ErrorKind::kBadInput || got.kind() == ErrorKind::kCorrupt)
+        ::unlink(tmp.c_str());
       return dropped(got.message());
+    }
+    // The sender went on from the offset asked (an older one starts at 0).
+    if (asked[i].from > 0 && content - before < f->size) {
+      resumed += asked[i].from;
+      ++resumed_count;
     }
     const fs::path dest = object_path(f->sha256);
     fs::create_directories(dest.parent_path(), ec);
@@ -277,7 +337,7 @@ bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const st
   agent_log("received checkpoint of " + owner_text(trial, attempt) + " from " + name + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
             "), " + std::to_string(wanted.size()) + " wanted, " + std::to_string(content) +
-            " content bytes on the wire; restored in " +
+            " content bytes on the wire" + resumed_text(resumed_count, resumed) + "; restored in " +
             dest.lexically_relative(dir_).generic_string());
   return peer
       .send(Json{{"type", "checkpoint_restored"}, {"path", dest.string()}, {"bytes", content}},

@@ -7,12 +7,15 @@
 //   answers {"type": "checkpoint_staged", "path"}.
 // - checkpoint_fetch {trial, attempt, path}: a directory staged for that same trial and
 //   attempt (anything else — a path outside DIR, another attempt's, one never staged — is
-//   refused with one line); answers its manifest, reads the digests the coordinator lacks,
+//   refused with one line); answers its manifest, reads the digests the coordinator lacks
+//   (each from the offset it asks: checkpoint_want.h, checked before any file is read),
 //   sends only those contents, then waits for checkpoint_done (sent once the coordinator
 //   holds everything durably), removes the directory and answers checkpoint_dropped.
 // - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
-//   content cache DIR/objects lacks, receives them (each verified against its SHA-256 and
-//   fsynced before it gets its name), then writes the checkpoint's files to a fresh
+//   content cache DIR/objects lacks, each after what an earlier restore cut in the middle
+//   left of it (DIR/objects/tmp-partial-<digest>, kept when a connection breaks), receives
+//   them (each verified against its SHA-256 as a whole, kept bytes included, and fsynced
+//   before it gets its name), then writes the checkpoint's files to a fresh
 //   DIR/work/trials/<trial>/restore-<attempt>-<random> and answers
 //   {"type": "checkpoint_restored", "path"}.
 //
@@ -28,6 +31,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -57,10 +61,13 @@ class AgentCheckpoints {
   bool fetch(PeerConnection& peer, const Json& request, const std::string& name);
   bool offer(PeerConnection& peer, const Json& request, const std::string& name);
   bool refuse(PeerConnection& peer, const std::string& name, const std::string& why);
+  class PartialClaims;
 
   std::filesystem::path dir_;
   std::mutex mutex_;
   std::map<std::string, std::pair<std::string, int64_t>> staged_;  // path -> (trial, attempt)
+  // Contents a restore is receiving into objects/tmp-partial-<digest> now (PartialClaims).
+  std::set<std::string> receiving_;
   std::atomic<uint64_t> sent_{0}, received_{0};
 };
 

@@ -155,6 +155,8 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
     bool& end;
     const std::string& name;
     ~EndOrKeep() {
+      // Its coordinator's checkpoint transfers let go with it (agent_session_transfers.cc).
+      sessions.release_transfers(*session);
       if (end)
         sessions.end(session);
       else
@@ -339,7 +341,14 @@ void AgentServer::Impl::serve_connection(UniqueFd fd, const std::string& name) {
       heard_count = -1;  // a resumed session's frames are counted from its journal's count
       continue;          // it answered
     } else if (AgentCheckpoints::handles(type)) {
-      if (!checkpoints->serve(peer, message, name)) return;
+      // A transfer's own connection is let go when the session it names loses its connection
+      // (a link gone silent), not only at the wire's 60 s timeouts.
+      std::unique_ptr<LinkWatch::Registration> watched;
+      if (session->id.empty() && message.value("session", Json()).is_string())
+        watched = sessions->watch_transfer(message["session"].get<std::string>(), peer);
+      const bool served = checkpoints->serve(peer, message, name);
+      if (watched) peer.set_release(-1, nullptr);
+      if (!served) return;
       continue;  // the exchange sent its own answers
     } else if (auto handled = requests ? requests(message, peer, name) : std::nullopt) {
       reply = std::move(*handled);

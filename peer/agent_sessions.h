@@ -41,6 +41,7 @@
 #include "common/status.h"
 #include "peer/agent_orphans.h"
 #include "peer/control_relay.h"
+#include "peer/link_watch.h"
 #include "peer/rank_host.h"
 #include "peer/session_adoption.h"
 #include "peer/session_journal.h"
@@ -49,6 +50,9 @@ namespace cairn {
 
 // The longest window an agent keeps a detached session for, whatever the coordinator asks.
 inline constexpr std::chrono::seconds kMaxReattachWindow{86400};
+
+// Why an agent's side of a checkpoint transfer was let go (its error says "released: …").
+inline constexpr const char* kTransferReleased = "its coordinator's session connection ended";
 
 struct AgentSession {
   std::string id;     // "" while the connection has not opened a session
@@ -72,6 +76,10 @@ struct AgentSession {
   // `release` is set, woken by a byte on `wake_read` (which it waits on).
   std::atomic<bool> release{false};
   UniqueFd wake_read, wake_write;
+  // The checkpoint transfers that name this session (their requests' "session"), each on a
+  // connection of its own: let go when the session's connection ends, however it ends, and
+  // swapped for a fresh one then (AgentSessions::release_transfers; under its mutex).
+  std::shared_ptr<LinkWatch> transfers = std::make_shared<LinkWatch>(kTransferReleased);
   // Its ranks as a `cairn resume` adopts them (session_adoption.h).
   SessionAdoption adoption;
 
@@ -117,6 +125,16 @@ class AgentSessions {
   // owner's older detached ones. kFailed while a connection of the owner still holds one
   // (asked to let go: try again shortly).
   Result<std::shared_ptr<AgentSession>> claim_owner(const std::string& owner);
+
+  // Checkpoint transfers (agent_session_transfers.cc): `peer`, a connection that serves a
+  // checkpoint request naming session `id`, is let go (its waits end, "released: …") when
+  // that session's connection ends; null when no such session is open (the transfer goes on
+  // as before, bounded by the wire's timeouts).
+  std::unique_ptr<LinkWatch::Registration> watch_transfer(const std::string& id,
+                                                          PeerConnection& peer);
+  // The session's connection ended (dropped, silent, claimed by a new one, ended): lets go
+  // of the transfers registered so far; those registered from now on wait for the next end.
+  void release_transfers(AgentSession& session);
 
  private:
   void end_locked(AgentSession& session);

@@ -1,6 +1,7 @@
 #include "peer/checkpoint_client.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "peer/agent_client.h"
+#include "peer/checkpoint_want.h"
 #include "peer/checkpoint_wire.h"
 
 namespace cairn {
@@ -19,8 +21,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTime = std::chrono::seconds(10);
 
-Json owner(const std::string& type, const std::string& trial, int64_t attempt) {
-  return Json{{"type", type}, {"trial", trial}, {"attempt", attempt}};
+Json owner(const AgentEndpoint& agent, const std::string& type, const std::string& trial,
+           int64_t attempt) {
+  Json m{{"type", type}, {"trial", trial}, {"attempt", attempt}};
+  // Optional (an older agent ignores it): the agent's side lets go with this session's link.
+  if (!agent.session.empty()) m["session"] = agent.session;
+  return m;
 }
 
 // A try's connection (TransferTry): its failure is the link's when nothing answered; within
@@ -93,7 +99,8 @@ Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::stri
                                      TransferTry* t) {
   auto peer = connect_try(agent, timeout, t);
   if (!peer.ok()) return peer.status();
-  if (Status s = (*peer)->send(owner("checkpoint_stage", trial, attempt), Clock::now() + timeout);
+  if (Status s =
+          (*peer)->send(owner(agent, "checkpoint_stage", trial, attempt), Clock::now() + timeout);
       !s.ok())
     return link_broke(t, Status::Failed(agent.address.text() + ": " + s.message()));
   auto staged = agent_answer(**peer, agent, "checkpoint_staged", t ? &t->link_failed : nullptr);
@@ -120,7 +127,7 @@ Result<FetchedCheckpoint> fetch_checkpoint(
     return s.kind() == ErrorKind::kBadInput ? broken(s) : link_broke(t, broken(s));
   };
   bool* link_failed = t ? &t->link_failed : nullptr;
-  Json request = owner("checkpoint_fetch", trial, attempt);
+  Json request = owner(agent, "checkpoint_fetch", trial, attempt);
   request["path"] = path;
   if (Status s = peer.send(request, Clock::now() + kChunkTime); !s.ok()) return link(s);
   auto listed = agent_answer(peer, agent, "checkpoint_manifest", link_failed);
@@ -131,25 +138,40 @@ Result<FetchedCheckpoint> fetch_checkpoint(
   if (!manifest.ok()) return broken(manifest.status());
   FetchedCheckpoint fetched;
   fetched.manifest = std::move(*manifest);
+  // Each content this side lacks, once, after what an earlier try of the transfer left of it
+  // in `into` (cut in the middle: checkpoint_retry.h keeps it), asked from that offset.
   std::set<std::string> asked;
-  Json digests = Json::array();
+  std::vector<WantedContent> wanted;
   for (const WireFile& f : fetched.manifest.files) {
     if (asked.count(f.sha256) || !lacks(f.sha256)) continue;
     asked.insert(f.sha256);
-    digests.push_back(f.sha256);
     fetched.received.push_back({f.sha256, f.size, into / f.sha256});
+    struct stat st {};
+    const bool kept = ::lstat((into / f.sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                      static_cast<uint64_t>(st.st_size) <= f.size;
+    wanted.push_back({f.sha256, kept ? static_cast<uint64_t>(st.st_size) : 0});
   }
-  if (Status s = peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}},
-                           Clock::now() + kChunkTime);
-      !s.ok())
+  if (Status s = peer.send(checkpoint_want_message(wanted), Clock::now() + kChunkTime); !s.ok())
     return link(s);
-  for (const FetchedContent& c : fetched.received) {
-    UniqueFd fd(::open(c.file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  for (size_t i = 0; i < fetched.received.size(); ++i) {
+    const FetchedContent& c = fetched.received[i];
+    UniqueFd fd(::open(c.file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     if (!fd) return Status::Io("cannot create " + c.file.string() + ": " + errno_text());
     // Not fsynced here: the caller's keep() makes everything durable in one go.
-    Status got =
-        receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false, &fetched.content_bytes);
-    if (!got.ok()) return link(got);
+    Status got = receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false,
+                                 &fetched.content_bytes, wanted[i].from);
+    if (t) t->content_bytes = fetched.content_bytes;
+    // Whole chunks received and written before a break are progress too: the next try goes
+    // on after them (a content far larger than what one try of a flapping link carries still
+    // arrives). A try that fails at the same place each time (this side's disk full) writes
+    // no chunk, so it does not count.
+    if (t && t->content_bytes > 0) t->progressed = true;
+    if (!got.ok()) {
+      // A content whose bytes are in doubt is not gone on from.
+      if (got.kind() == ErrorKind::kBadInput || got.kind() == ErrorKind::kCorrupt)
+        ::unlink(c.file.c_str());
+      return link(got);
+    }
     if (t) t->progressed = true;
     if (t && t->received) t->received(c);
   }
@@ -185,26 +207,28 @@ Result<PushedCheckpoint> push_checkpoint(const AgentEndpoint& agent, const std::
   };
   auto link = [&](const Status& s) { return link_broke(t, broken(s)); };
   bool* link_failed = t ? &t->link_failed : nullptr;
-  Json offer = owner("checkpoint_offer", trial, attempt);
+  Json offer = owner(agent, "checkpoint_offer", trial, attempt);
   offer["manifest"] = manifest.to_json();
   if (Status s = peer.send(offer, Clock::now() + kChunkTime); !s.ok()) return link(s);
   auto want = agent_answer(peer, agent, "checkpoint_want", link_failed);
   if (!want.ok()) return want.status();
-  std::map<std::string, const WireFile*> by_digest;
-  for (const WireFile& f : manifest.files) by_digest.emplace(f.sha256, &f);
   PushedCheckpoint pushed;
   pushed.files = manifest.files.size();
-  const Json digests = want->value("digests", Json());
-  if (!digests.is_array()) return broken(Status::Failed("checkpoint_want without digests"));
-  std::set<std::string> sent_once;
-  for (const Json& d : digests) {
-    if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
-        !sent_once.insert(d.get<std::string>()).second)
-      return broken(Status::Failed("asked for a digest the manifest does not name"));
-    const WireFile& f = *by_digest[d.get<std::string>()];
+  // Each content the agent lacks, from the offset it asks (what it kept of a try cut in the
+  // middle): checked before any file is read, an offset beyond a content refused.
+  auto wanted = parse_checkpoint_want(*want, manifest);
+  if (!wanted.ok()) return broken(wanted.status());
+  for (const WantedFile& w : *wanted) {
+    const WireFile& f = *w.file;
+    if (t && t->asked_from) {
+      uint64_t& before = (*t->asked_from)[f.sha256];
+      if (w.from > before) t->progressed = true;
+      before = w.from;
+    }
     UniqueFd fd = open_beneath(dir, f.path);
     if (!fd) return Status::Io("cannot open " + (dir / f.path).string() + ": " + errno_text());
-    if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes); !s.ok())
+    if (Status s = send_content(peer, fd.get(), f.sha256, f.size, &pushed.content_bytes, w.from);
+        !s.ok())
       return link(s);
     if (t) t->progressed = true;
   }

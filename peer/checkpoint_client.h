@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ struct AgentEndpoint {
   // Lets go of the transfers' connections when the agent's session finds the link silent
   // (link_watch.h). May be null.
   std::shared_ptr<LinkWatch> link_watch;
+  // The coordinator's session on the agent ("" when none): named in each transfer request,
+  // so the agent lets go of its side of the transfer when that session's connection ends
+  // (agent_sessions.h watch_transfer) rather than at the wire's 60 s timeout.
+  std::string session;
 };
 
 struct FetchedContent;
@@ -51,10 +56,14 @@ struct TransferTry {
   // read or write error in the middle of a content counts as the link's: the try cannot tell
   // it from the connection's; a try again fails the same way, within the window.)
   bool link_failed = false;
-  // Whether the connection was made, and whether a content then crossed whole (received and
-  // verified by a fetch; sent by a push).
+  // Whether the connection was made, and whether the try made progress: a content crossed
+  // whole (received and verified by a fetch; sent by a push), or, for a fetch, a chunk of a
+  // content cut in the middle was received and written (the next try goes on after it).
   bool connected = false;
   bool progressed = false;
+  // fetch_checkpoint: the content bytes this try received, a content cut in the middle
+  // included (a try again asks only for its rest).
+  uint64_t content_bytes = 0;
   // When set, connecting gives up by then (within the transfer's own timeout).
   std::optional<std::chrono::steady_clock::time_point> connect_by;
   // The try's connection's registration with the agent's LinkWatch (outlives the connection).
@@ -62,6 +71,11 @@ struct TransferTry {
   // fetch_checkpoint: called with each content once it is complete and verified (written
   // under `into`, not yet durable).
   std::function<void(const FetchedContent&)> received;
+  // push_checkpoint: the offset the agent asked each content from in the tries so far (kept
+  // by the caller across tries). An agent that asks from further on than before kept what
+  // the earlier try sent of it: progress, which this try reports (a try again of a restore
+  // cannot otherwise tell bytes the agent wrote from bytes lost in the socket).
+  std::map<std::string, uint64_t>* asked_from = nullptr;
 };
 
 // A try's connection (checkpoint_retry.h): its failure is the link's (t->link_failed) when

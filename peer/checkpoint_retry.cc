@@ -26,18 +26,6 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return text;
 }
 
-// Removes what `into` holds besides the contents in `keep`: a try that broke leaves the
-// content it was receiving half written.
-void remove_partial(const fs::path& into, const std::map<std::string, FetchedContent>& keep) {
-  std::set<fs::path> kept;
-  for (const auto& [digest, content] : keep) kept.insert(content.file);
-  std::vector<fs::path> partial;
-  std::error_code ec;
-  for (fs::directory_iterator it(into, ec), end; !ec && it != end; it.increment(ec))
-    if (!kept.count(it->path())) partial.push_back(it->path());
-  for (const fs::path& p : partial) fs::remove(p, ec);
-}
-
 }  // namespace
 
 Status retry_over_link(const AgentEndpoint& agent, const std::string& what,
@@ -88,17 +76,12 @@ Result<FetchedCheckpoint> fetch_checkpoint_retrying(
     const std::function<Status(const FetchedCheckpoint&)>& keep) {
   // Received whole and verified by the tries so far, by digest: kept in `into`.
   std::map<std::string, FetchedContent> arrived;
-  uint64_t earlier_bytes = 0;  // the content bytes of earlier tries' whole contents
-  bool first = true;
+  uint64_t earlier_bytes = 0;  // the content bytes earlier tries received
   auto result = with_link_retries<FetchedCheckpoint>(
       agent, "the checkpoint transfer of trial " + trial, [&](TransferTry& t) {
-        if (!first) remove_partial(into, arrived);
-        first = false;
-        uint64_t this_try = 0;
-        t.received = [&](const FetchedContent& c) {
-          arrived.emplace(c.sha256, c);
-          this_try += c.size;
-        };
+        // A content the try cut in the middle stays in `into` as far as it was written, and
+        // the next try asks for the rest (fetch_checkpoint).
+        t.received = [&](const FetchedContent& c) { arrived.emplace(c.sha256, c); };
         auto not_here = [&](const std::string& digest) {
           return !arrived.count(digest) && lacks(digest);
         };
@@ -113,7 +96,7 @@ Result<FetchedCheckpoint> fetch_checkpoint_retrying(
           return keep(all);
         };
         auto fetched = fetch_checkpoint(agent, trial, attempt, path, not_here, into, keep_all, &t);
-        if (!fetched.ok()) earlier_bytes += this_try;
+        if (!fetched.ok()) earlier_bytes += t.content_bytes;
         return fetched;
       });
   if (result.ok()) result->content_bytes += earlier_bytes;
@@ -124,8 +107,10 @@ Result<PushedCheckpoint> push_checkpoint_retrying(const AgentEndpoint& agent,
                                                   const std::string& trial, int64_t attempt,
                                                   const fs::path& dir, const WireManifest& manifest,
                                                   std::chrono::milliseconds connect_timeout) {
+  std::map<std::string, uint64_t> asked_from;  // what the agent kept, by content, so far
   return with_link_retries<PushedCheckpoint>(
       agent, "the restore of trial " + trial + "'s checkpoint", [&](TransferTry& t) {
+        t.asked_from = &asked_from;
         return push_checkpoint(agent, trial, attempt, dir, manifest, connect_timeout, &t);
       });
 }

@@ -5,7 +5,10 @@
 // again on a new connection, at once and then every 200 ms, until the agent's link window
 // (AgentEndpoint::link_window, the heartbeat timeout) has passed since the link failed — a
 // try that moved a content whole and then broke starts the window anew, as a resumed session
-// does (a try that fails at the same place each time does not) — or
+// does, and so does a fetch's try that received and wrote a chunk of a content it did not
+// finish, since the next try goes on after it (for a restore, a try whose agent asks a content
+// from further on than the try before: it kept what that try sent; a try that fails at the
+// same place each time does neither) — or
 // until the agent is counted lost (AgentEndpoint::lost). Then the last error stands, as it did
 // when transfers were tried once: a lost agent loses what it had not sent. A link gone silent
 // (no end either side can see) ends a try when the agent's session finds it silent and
@@ -18,11 +21,16 @@
 // - fetch: the agent keeps the staged directory (and its claim by trial and attempt) until a
 //   fetch ends with checkpoint_done, so a new checkpoint_fetch lists it again. The contents
 //   that earlier tries received completely and verified stay in `into` and are not asked for
-//   again; `keep` sees all of them together, once, when every content is here — so the
-//   checkpoint is still made durable and registered only when every file is, and the
-//   caller's acknowledgement still comes once (the caller's job ends once).
+//   again, and the content a try was receiving when it broke stays there as far as it was
+//   written: the next try asks for it from that offset (checkpoint_want's "offsets") and
+//   hashes the bytes kept with the rest, so nothing is kept that does not match its SHA-256
+//   as a whole (an older agent sends it whole instead); `keep` sees all of them together, once,
+//   when every content is here — so the checkpoint is still made durable and registered only when
+//   every file is, and the caller's acknowledgement still comes once (the caller's job ends once).
 // - push (a restore): the agent moves every content into its cache as soon as it is verified
-//   and fsynced, so the new offer's checkpoint_want omits what arrived before the drop.
+//   and fsynced, so the new offer's checkpoint_want omits what arrived before the drop, and
+//   keeps what arrived of the content cut in the middle (DIR/objects/tmp-partial-<digest>),
+//   so it asks for the rest only.
 //
 // One line on stderr when a transfer loses its link, one when a try again succeeds.
 //
@@ -66,7 +74,7 @@ Result<T> with_link_retries(const AgentEndpoint& agent, const std::string& what,
 Result<std::string> stage_checkpoint_retrying(const AgentEndpoint& agent, const std::string& trial,
                                               int64_t attempt, std::chrono::milliseconds timeout);
 
-// content_bytes counts the contents of every try that arrived whole.
+// content_bytes counts the content bytes every try received (a content cut in the middle too).
 Result<FetchedCheckpoint> fetch_checkpoint_retrying(
     const AgentEndpoint& agent, const std::string& trial, int64_t attempt, const std::string& path,
     const std::function<bool(const std::string&)>& lacks, const std::filesystem::path& into,

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "common/file_util.h"
 #include "common/sha256.h"
@@ -26,14 +27,16 @@ Result<Json> receive_frame(PeerConnection& peer) {
 }
 
 Status send_content(PeerConnection& peer, int fd, const std::string& digest, uint64_t size,
-                    uint64_t* counted) {
+                    uint64_t* counted, uint64_t from) {
+  if (from > size)  // the callers check the peer's offset first; never read past the content
+    return Status::BadInput("an offset beyond the content");
   // Each chunk's header frame travels in the same write as the chunk's first piece, and the
   // file is read in pieces (ContentSink::kPieceBytes) that stay in the cache between the
   // read and the encryption. The bytes on the wire are the same as one header then N bytes.
   constexpr size_t kPiece = ContentSink::kPieceBytes;
   constexpr size_t kHeadRoom = 1024;  // a chunk's header frame is about 150 bytes
   auto buffer = std::make_unique<char[]>(kHeadRoom + kPiece);
-  uint64_t offset = 0;
+  uint64_t offset = from;
   do {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, size - offset));
     Json header{
@@ -75,8 +78,9 @@ Status send_content(PeerConnection& peer, int fd, const std::string& digest, uin
 }
 
 Status receive_content(PeerConnection& peer, const std::string& digest, uint64_t size, int out_fd,
-                       bool sync, uint64_t* counted) {
-  ContentSink sink(out_fd, size);
+                       bool sync, uint64_t* counted, uint64_t kept) {
+  if (kept > size) kept = 0;  // cannot be this content's prefix: received whole
+  std::optional<ContentSink> sink;
   uint64_t offset = 0;
   do {
     auto frame = receive_frame(peer);
@@ -86,14 +90,27 @@ Status receive_content(PeerConnection& peer, const std::string& digest, uint64_t
       return Status::Failed(m.value("reason", Json("no reason")).is_string()
                                 ? m["reason"].get<std::string>().substr(0, 300)
                                 : "refused");
+    const Json at = m.value("offset", Json());
     const Json bytes = m.value("bytes", Json());
     if (m["type"] != "checkpoint_chunk" || m.value("sha256", Json()) != digest ||
-        !m.value("offset", Json()).is_number_unsigned() || m["offset"].get<uint64_t>() != offset ||
-        !bytes.is_number_unsigned())
+        !at.is_number_unsigned() || !bytes.is_number_unsigned())
+      return Status::BadInput("expected the chunk of " + digest.substr(0, 12) + " at offset " +
+                              std::to_string(sink ? offset : kept) + ", got something else");
+    if (!sink) {
+      // The first chunk says where the sender starts: after what this side kept, or at 0.
+      const uint64_t first = at.get<uint64_t>();
+      if (first != kept && first != 0)
+        return Status::BadInput("expected the chunk of " + digest.substr(0, 12) + " at offset " +
+                                std::to_string(kept) + ", got one at " + std::to_string(first));
+      sink.emplace(out_fd, size - first);
+      if (Status resumed = sink->resume_after(first); !resumed.ok()) return resumed;
+      offset = first;
+    } else if (at.get<uint64_t>() != offset) {
       return Status::BadInput("expected the chunk of " + digest.substr(0, 12) + " at offset " +
                               std::to_string(offset) + ", got something else");
+    }
     const uint64_t n = bytes.get<uint64_t>();
-    if (n > kChunkBytes || n > size - offset || (n == 0 && size != 0))
+    if (n > kChunkBytes || n > size - offset || (n == 0 && offset != size))
       return Status::BadInput("a chunk of " + digest.substr(0, 12) + " of the wrong size (" +
                               std::to_string(n) + " bytes)");
     // The chunk's bytes, in the sink's pieces: each is hashed and written while the next
@@ -101,15 +118,16 @@ Status receive_content(PeerConnection& peer, const std::string& digest, uint64_t
     for (uint64_t done = 0; done < n;) {
       const size_t piece =
           static_cast<size_t>(std::min<uint64_t>(ContentSink::kPieceBytes, n - done));
-      if (Status got = peer.receive_raw(sink.buffer(), piece, Clock::now() + kChunkTime); !got.ok())
+      if (Status got = peer.receive_raw(sink->buffer(), piece, Clock::now() + kChunkTime);
+          !got.ok())
         return got;
-      if (Status w = sink.put(piece); !w.ok()) return w;
+      if (Status w = sink->put(piece); !w.ok()) return w;
       done += piece;
     }
     offset += n;
     if (counted) *counted += n;
   } while (offset < size);
-  if (sink.digest() != digest)
+  if (sink->digest() != digest)
     return Status::BadInput("content sent as " + digest.substr(0, 12) + " does not hash to it");
   if (sync && ::fsync(out_fd) != 0) return Status::Io("fsync: " + errno_text());
   return Status::Ok();

@@ -1,6 +1,10 @@
 #include "peer/content_sink.h"
 
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <string_view>
 
@@ -25,6 +29,25 @@ ContentSink::~ContentSink() {
   }
   more_.notify_one();
   thread_.join();
+}
+
+Status ContentSink::resume_after(uint64_t kept) {
+  // On this thread, before any put: the hashing thread touches hash_ only for pieces put.
+  auto piece = std::make_unique<char[]>(kPieceBytes);
+  for (uint64_t at = 0; at < kept;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kPieceBytes, kept - at));
+    const ssize_t n = ::pread(fd_, piece.get(), want, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Io("cannot read back the content kept: " + errno_text());
+    if (n == 0) return Status::Io("the content kept is shorter than it was");
+    hash_.update(piece.get(), static_cast<size_t>(n));
+    at += static_cast<uint64_t>(n);
+  }
+  if (::ftruncate(fd_, static_cast<off_t>(kept)) != 0 ||
+      ::lseek(fd_, static_cast<off_t>(kept), SEEK_SET) < 0)
+    return Status::Io("cannot go on after the content kept: " + errno_text());
+  start_ = kept;
+  return Status::Ok();
 }
 
 char* ContentSink::buffer() {
@@ -68,6 +91,7 @@ std::string ContentSink::digest() {
 }
 
 void ContentSink::hash_loop() {
+  // Offsets in the content put, which starts at start_ in the file.
   uint64_t hashed_bytes = 0, handed_back = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -86,8 +110,8 @@ void ContentSink::hash_loop() {
     const uint64_t behind = kSlots * kPieceBytes;
     if (hashed_bytes >= behind + handed_back + kWriteBackBytes) {
       const uint64_t to = hashed_bytes - behind;
-      ::sync_file_range(fd_, static_cast<off_t>(handed_back), static_cast<off_t>(to - handed_back),
-                        SYNC_FILE_RANGE_WRITE);
+      ::sync_file_range(fd_, static_cast<off_t>(start_ + handed_back),
+                        static_cast<off_t>(to - handed_back), SYNC_FILE_RANGE_WRITE);
       handed_back = to;
     }
     lock.lock();

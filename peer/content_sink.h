@@ -52,6 +52,12 @@ class ContentSink {
   ContentSink(const ContentSink&) = delete;
   ContentSink& operator=(const ContentSink&) = delete;
 
+  // The file already holds the content's first `kept` bytes (written by an earlier try whose
+  // connection broke, checkpoint_wire.h): reads them back and hashes them, cuts the file to
+  // them, and writes what is put after them. Call before the first put. An error is the
+  // file's (a read, a seek).
+  Status resume_after(uint64_t kept);
+
   // Where the next piece goes: room for kPieceBytes. May wait for the hashing thread to be
   // done with that buffer.
   char* buffer();
@@ -65,6 +71,7 @@ class ContentSink {
   void hash_loop();
 
   int fd_;
+  uint64_t start_ = 0;  // the file offset of the first byte put (resume_after)
   Sha256 hash_;
   std::vector<std::unique_ptr<char[]>> slots_;
   std::vector<size_t> lengths_;

@@ -24,7 +24,7 @@ std::unique_ptr<LinkWatch::Registration> LinkWatch::ahead(const std::shared_ptr<
 std::unique_ptr<LinkWatch::Registration> LinkWatch::watch(const std::shared_ptr<LinkWatch>& watch,
                                                           PeerConnection& peer) {
   auto r = ahead(watch);
-  if (r) peer.set_release(r->wake_read_.get(), &r->released_);
+  if (r) peer.set_release(r->wake_read_.get(), &r->released_, watch->reason_);
   return r;
 }
 

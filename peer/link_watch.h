@@ -8,6 +8,11 @@
 // is tried again on a new connection (checkpoint_retry.h). Connections opened later are not
 // affected.
 //
+// The agent has one per coordinator session for its side of the same transfers
+// (agent_sessions.h AgentSession::transfers): released when that session's connection ends
+// (dropped, silent, claimed by a new connection, ended), so the agent's thread lets go then
+// too instead of holding the staged directory until the 60 s timeout.
+//
 // Thread-safety: every member may be called from any thread; a Registration is used by the
 // thread of the one connection it was made for.
 #pragma once
@@ -31,7 +36,9 @@ class LinkWatch {
     ~Registration();
     Registration(const Registration&) = delete;
     Registration& operator=(const Registration&) = delete;
-    PeerRelease release() const { return PeerRelease{wake_read_.get(), &released_}; }
+    PeerRelease release() const {
+      return PeerRelease{wake_read_.get(), &released_, watch_->reason_};
+    }
 
    private:
     friend class LinkWatch;
@@ -40,6 +47,10 @@ class LinkWatch {
     UniqueFd wake_read_, wake_write_;
     std::atomic<bool> released_{false};
   };
+
+  // `reason` (static text) is what a released wait's error says after "released: "; null:
+  // PeerConnection's default ("a new connection resumes its session").
+  explicit LinkWatch(const char* reason = nullptr) : reason_(reason) {}
 
   // Makes `peer` end its waits at the next release_all(); nullptr (and nothing changes)
   // when no pipe can be made.
@@ -54,6 +65,7 @@ class LinkWatch {
   void release_all();
 
  private:
+  const char* reason_;
   std::mutex mutex_;
   std::set<Registration*> registered_;
 };

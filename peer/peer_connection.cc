@@ -66,7 +66,9 @@ Status PeerConnection::wait(bool write, Deadline deadline) {
       // The flag is set before the byte is written (agent_sessions.cc), so a byte seen with
       // the flag clear is left over from a release already done: read it and wait on.
       if (released_->load())
-        return Status::Failed("released: a new connection resumes its session");
+        return Status::Failed(
+            std::string("released: ") +
+            (release_reason_ ? release_reason_ : "a new connection resumes its session"));
       char drain[64];
       while (::read(release_fd_, drain, sizeof drain) > 0) {
       }
@@ -120,7 +122,7 @@ Result<std::unique_ptr<PeerConnection>> PeerConnection::connect(const PeerAddres
   }
   std::unique_ptr<PeerConnection> connection(
       new PeerConnection(std::move(*fd), std::move(*tls), address.text()));
-  if (release) connection->set_release(release->wake_fd, release->released);
+  if (release) connection->set_release(release->wake_fd, release->released, release->reason);
   Status shaken = connection->handshake(deadline);
   if (!shaken.ok()) {
     // The agent ends a handshake whose key it does not hold with an alert (or, seen from

@@ -43,6 +43,7 @@ const char* peer_failure_name(PeerFailure failure);  // "ok", "key_mismatch", â€
 struct PeerRelease {
   int wake_fd = -1;
   const std::atomic<bool>* released = nullptr;
+  const char* reason = nullptr;  // what the error says after "released: " (null: the default)
 };
 
 class PeerConnection {
@@ -73,10 +74,12 @@ class PeerConnection {
   // the session on a new connection makes the old one let go at once, even in the middle of
   // a send to a link gone silent whose socket buffers are full. A byte found while
   // `*released` is false is a stale wake-up: read and ignored. Neither is owned; -1/nullptr:
-  // none.
-  void set_release(int wake_fd, const std::atomic<bool>* released) {
+  // none. `reason` (static text; null: "a new connection resumes its session") follows
+  // "released: " in the error.
+  void set_release(int wake_fd, const std::atomic<bool>* released, const char* reason = nullptr) {
     release_fd_ = wake_fd;
     released_ = released;
+    release_reason_ = reason;
   }
   // Counts the frames sent and received from now on, and keeps those sent, for a session
   // that can be resumed on another connection (session_journal.h); nullptr: none. Not owned.
@@ -118,6 +121,7 @@ class PeerConnection {
   int stop_fd_ = -1;
   int release_fd_ = -1;
   const std::atomic<bool>* released_ = nullptr;
+  const char* release_reason_ = nullptr;
   FrameDecoder decoder_;
   SessionJournal* journal_ = nullptr;
 };

@@ -378,6 +378,7 @@ Result<std::unique_ptr<RemoteLauncher>> RemoteLauncher::connect(const PeerAddres
                                        &state->kept, &state->adopting);
   if (!session.ok()) return Status::Failed(address.text() + ": " + session.status().message());
   state->session_id = *session;
+  state->endpoint.session = *session;  // the agent lets go of its transfers with its link
   // Launches never reuse the name of a rank the agent kept (it is one until it ends).
   for (const KeptRank& k : state->kept) state->next_rank = std::max(state->next_rank, k.id + 1);
   state->offer.local_address = local_host((*peer)->fd());
