@@ -1,6 +1,8 @@
 // BOHB's model as HpBandSter builds it (bohb_kde.h, bohb_sampler.h): the normal-reference
-// bandwidths with their floor and the categorical cap, the product-kernel density, candidates
-// drawn with continuous bandwidths widened threefold (categorical ones not), HpBandSter's good
+// bandwidths with their floor and the categorical cap, the product-kernel density (both
+// against statsmodels' own numbers), candidates drawn with continuous bandwidths widened
+// threefold (categorical ones not, and with the uncapped bandwidth, as HpBandSter draws
+// them), HpBandSter's good
 // and bad counts (q = 15 %, N_min = d + 1), the proposal being the best of 64 candidates by
 // g/l, a joint density that sees what per-hyperparameter estimators cannot, and the defaults.
 #include <doctest/doctest.h>
