@@ -80,7 +80,9 @@ so trial N's segment started at K covers its validations K+1 ... up to where its
 segment starts (or its last). The script checks that the segments cover every validation
 exactly once. Cumulative units at the i-th validation = i.
 
-Figures, per run: `best` = the lowest val_loss among the validations within the first B
+Figures, per run (every val_loss taken at 6 significant digits, the precision Optuna's
+drivers read from the standalone trainer, so that cairn's and Optuna's runs are compared
+alike): `best` = the lowest val_loss among the validations within the first B
 units (B = the random run's units for that seed; every validation of every epoch counts,
 as a keep-best checkpoint would keep it); `units` = units it trained in all; `to_target`
 = the cumulative units at the first validation <= the random run's final best (same seed);
@@ -489,10 +491,17 @@ def first_reaching(losses, target):
     return None
 
 
+def as_printed(loss):
+    """`loss` at the precision the standalone trainers print it (the SDKs' "%.6g"), which is
+    all Optuna's drivers read: every searcher's validations are compared at that precision,
+    cairn's (full doubles from `cairn metrics`) as well as Optuna's."""
+    return float("%.6g" % loss) if math.isfinite(loss) else loss
+
+
 def figures(run, random_run, tolerance):
-    losses = [v[2] for v in run["validations"]]
+    losses = [as_printed(v[2]) for v in run["validations"]]
     budget = len(random_run["validations"])
-    target = finite_min(v[2] for v in random_run["validations"])
+    target = finite_min(as_printed(v[2]) for v in random_run["validations"])
     to_target = first_reaching(losses, target)
     to_near = first_reaching(losses, target * (1 + tolerance))
     return {"best": finite_min(losses[:budget]), "best_all": finite_min(losses),

@@ -15,6 +15,7 @@ BohbKde::BohbKde(std::vector<BohbPoint> points, std::vector<int> levels, double 
   const double scale =
       1.06 * std::pow(static_cast<double>(n), -1.0 / (4.0 + static_cast<double>(d)));
   bandwidths_.assign(d, 0.0);
+  draw_bandwidths_.assign(d, 0.0);
   for (size_t j = 0; j < d; ++j) {
     double mean = 0;
     for (const BohbPoint& p : points_) mean += p[j];
@@ -23,6 +24,9 @@ BohbKde::BohbKde(std::vector<BohbPoint> points, std::vector<int> levels, double 
     for (const BohbPoint& p : points_) var += (p[j] - mean) * (p[j] - mean);
     var /= static_cast<double>(n);
     double h = std::max(scale * std::sqrt(var), min_bandwidth);
+    // HpBandSter draws candidates with the floored bandwidth as statsmodels gives it: its
+    // "keep the point's value with 1 − h" is uniform once h ≥ 1, with no cap to undo that.
+    draw_bandwidths_[j] = h;
     if (levels_[j] > 0) {
       // Aitchison–Aitken's λ lies in [0, (c − 1)/c]: at the top the kernel is uniform.
       const double c = static_cast<double>(levels_[j]);
@@ -74,9 +78,9 @@ BohbPoint BohbKde::sample(SplitMix64& rng, double bandwidth_factor) const {
   const BohbPoint& m = points_[pick];
   BohbPoint out(levels_.size());
   for (size_t j = 0; j < levels_.size(); ++j) {
-    const double h = bandwidths_[j];
+    const double h = draw_bandwidths_[j];
     if (levels_[j] > 0) {
-      if (rng.uniform() < 1 - h) {
+      if (rng.uniform() < 1 - h) {  // never when h ≥ 1, as HpBandSter's np.random.rand() < 1 − h
         out[j] = m[j];
       } else {
         const auto c = static_cast<size_t>(levels_[j]);

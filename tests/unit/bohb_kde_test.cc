@@ -1,6 +1,8 @@
 // BOHB's model as HpBandSter builds it (bohb_kde.h, bohb_sampler.h): the normal-reference
-// bandwidths with their floor and the categorical cap, the product-kernel density, candidates
-// drawn with continuous bandwidths widened threefold (categorical ones not), HpBandSter's good
+// bandwidths with their floor and the categorical cap, the product-kernel density (both
+// against statsmodels' own numbers), candidates drawn with continuous bandwidths widened
+// threefold (categorical ones not, and with the uncapped bandwidth, as HpBandSter draws
+// them), HpBandSter's good
 // and bad counts (q = 15 %, N_min = d + 1), the proposal being the best of 64 candidates by
 // g/l, a joint density that sees what per-hyperparameter estimators cannot, and the defaults.
 #include <doctest/doctest.h>
@@ -85,10 +87,14 @@ TEST_CASE("bohb kde: candidates widen continuous bandwidths by the factor, not c
     }
     CHECK(spread(xs) == doctest::Approx(0.01 * factor).epsilon(0.05));
   }
-  // The same generator gives the same categorical draws whatever the factor. With h = 3/4 a
-  // point's value is kept with 1 − h, else one of the 4 drawn uniformly (HpBandSter's draw,
-  // which gives its own value (1 − h) + h/4 = 7/16, not the kernel's 1/4): 0 and 3, the two
-  // points' values, 5/16 of the time each; 1 and 2, 3/16.
+  // The same generator gives the same categorical draws whatever the factor. The two points
+  // spread the 4 values so far that statsmodels' bandwidth is 1.06 · 1.5 · 2^(−1/6) ≈ 1.42:
+  // the density's is capped at 3/4 (uniform), and HpBandSter's draw, "keep the point's value
+  // with 1 − h, else one of the 4 uniformly", never keeps it: every value a quarter of the
+  // time (with the capped h it would keep it with 1/4: 5/16 for 0 and 3, 3/16 for 1 and 2).
+  REQUIRE(kde.draw_bandwidths()[1] ==
+          doctest::Approx(1.06 * 1.5 * std::pow(2.0, -1.0 / 6)).epsilon(1e-12));
+  REQUIRE(kde.draw_bandwidths()[0] == kde.bandwidths()[0]);
   SplitMix64 a(5), b(5);
   std::vector<int> counts(4, 0);
   for (int i = 0; i < 4000; ++i) {
@@ -96,10 +102,7 @@ TEST_CASE("bohb kde: candidates widen continuous bandwidths by the factor, not c
     CHECK(p[1] == q[1]);
     ++counts[static_cast<size_t>(p[1])];
   }
-  CHECK(std::abs(counts[0] - 1250) < 120);
-  CHECK(std::abs(counts[1] - 750) < 120);
-  CHECK(std::abs(counts[2] - 750) < 120);
-  CHECK(std::abs(counts[3] - 1250) < 120);
+  for (int c : counts) CHECK(std::abs(c - 1000) < 110);  // σ ≈ 27 each
   // Near an end the truncated draw stays inside [0, 1].
   const BohbKde edge({{0.0}, {0.02}}, {0}, 1e-3);
   SplitMix64 rng(3);
@@ -107,6 +110,65 @@ TEST_CASE("bohb kde: candidates widen continuous bandwidths by the factor, not c
     const double x = edge.sample(rng, 3)[0];
     CHECK(x >= 0);
     CHECK(x <= 1);
+  }
+}
+
+TEST_CASE(
+    "bohb kde: bandwidths and densities are statsmodels' KDEMultivariate's, as HpBandSter's") {
+  // Reference values from statsmodels 0.13.5 (Debian's python3-statsmodels), the fit of
+  // HpBandSter's config generator (hpbandster/optimizers/config_generators/bohb.py):
+  //   kde = sm.nonparametric.KDEMultivariate(data=data, var_type='cucu', bw='normal_reference')
+  //   kde.bw = np.clip(kde.bw, 1e-3, None); kde.pdf(x)
+  // with data the 10 rows below. Every categorical value occurs in the data and every
+  // categorical bandwidth is below its cap, the case where cairn's two departures (c the
+  // number of values, the cap) do not apply: the numbers must be statsmodels' exactly.
+  const BohbKde kde({{0.12, 0, 0.375, 1},
+                     {0.31, 0, 0.625, 0},
+                     {0.25, 1, 0.125, 1},
+                     {0.77, 0, 0.875, 1},
+                     {0.48, 2, 0.375, 0},
+                     {0.05, 0, 0.625, 1},
+                     {0.66, 1, 0.375, 1},
+                     {0.93, 0, 0.125, 0},
+                     {0.40, 0, 0.625, 1},
+                     {0.58, 1, 0.875, 1}},
+                    {0, 3, 0, 2}, 1e-3);
+  const std::vector<double> bw{0.21409651980687427, 0.5332269881042635, 0.20362941963175873,
+                               0.3642633796123542};
+  for (size_t j = 0; j < bw.size(); ++j) {
+    CAPTURE(j);
+    CHECK(kde.bandwidths()[j] == doctest::Approx(bw[j]).epsilon(1e-13));
+    CHECK(kde.draw_bandwidths()[j] == kde.bandwidths()[j]);
+  }
+  const std::vector<std::pair<BohbPoint, double>> pdf{{{0.3, 0, 0.4, 1}, 0.2582329519445329},
+                                                      {{0.9, 2, 0.1, 0}, 0.07529821686542457},
+                                                      {{0.0, 1, 1.0, 1}, 0.01819174186311115},
+                                                      {{0.5, 0, 0.5, 0}, 0.21328859992106022}};
+  for (const auto& [x, p] : pdf) {
+    CAPTURE(x[0]);
+    CHECK(std::exp(kde.log_pdf(x)) == doctest::Approx(p).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("bohb kde: a categorical past its cap is drawn as HpBandSter draws it, 1 − h kept") {
+  // 8 points on 4 values (3, 1, 1, 3 of them): σ² = 1.75, h = 1.06 · σ · 8^(−1/5) ≈ 0.925,
+  // between the density's cap 3/4 and 1. HpBandSter keeps a point's value with 1 − h and else
+  // draws one of the 4 uniformly, so value v comes (1 − h) · count(v) / 8 + h / 4 of the time:
+  // 0.259 for 0 and 3, 0.241 for 1 and 2 (with the capped h: 0.281 and 0.219).
+  const BohbKde kde({{0}, {0}, {0}, {1}, {2}, {3}, {3}, {3}}, {4}, 1e-3);
+  const double h = 1.06 * std::sqrt(1.75) * std::pow(8.0, -0.2);
+  REQUIRE(kde.bandwidths()[0] == doctest::Approx(0.75));
+  REQUIRE(kde.draw_bandwidths()[0] == doctest::Approx(h).epsilon(1e-12));
+  SplitMix64 rng(23);
+  const int draws = 20000;
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < draws; ++i) ++counts[static_cast<size_t>(kde.sample(rng, 3)[0])];
+  const std::vector<double> members{3, 1, 1, 3};
+  for (size_t v = 0; v < 4; ++v) {
+    CAPTURE(v);
+    const double p = (1 - h) * members[v] / 8 + h / 4;
+    // 4 σ (σ ≈ 62); the capped rule is 7 σ away for every value.
+    CHECK(std::abs(counts[v] - draws * p) < 4 * std::sqrt(draws * p * (1 - p)));
   }
 }
 

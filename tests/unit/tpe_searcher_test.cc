@@ -153,9 +153,14 @@ TEST_CASE("tpe finds better configurations than random search with the same tria
 }
 
 TEST_CASE("bohb (hyperband with tpe) finds better configurations than hyperband") {
+  // 20 paired seeds: the margin per seed is small against the spread of one search's best
+  // (each side wins some), so 5 seeds said little. 14 of 20 or more happens by chance with
+  // probability 0.058 when neither is better. (Recorded: 15 of 20, median 0.068 against
+  // 0.107. Seeds 1-5 alone gave 2 of 5 once the categorical draw became HpBandSter's; seeds
+  // 1-40: 30 of 40.)
   std::vector<double> bohb_best, hb_best;
   int bohb_wins = 0;
-  for (uint64_t seed = 1; seed <= 5; ++seed) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
     auto bohb = make(config_for("name: hyperband, max_length: 27, sampler: tpe"), seed, 1);
     auto hb = make(config_for("name: hyperband, max_length: 27"), seed, 1);
@@ -167,9 +172,9 @@ TEST_CASE("bohb (hyperband with tpe) finds better configurations than hyperband"
     hb_best.push_back(best_final(b, 27));
     bohb_wins += bohb_best.back() < hb_best.back();
   }
-  MESSAGE("best objective at max_length, bohb vs hyperband, seeds 1-5: median "
-          << median(bohb_best) << " vs " << median(hb_best));
-  CHECK(bohb_wins >= 4);
+  MESSAGE("best objective at max_length, bohb vs hyperband, seeds 1-20: median "
+          << median(bohb_best) << " vs " << median(hb_best) << ", bohb better on " << bohb_wins);
+  CHECK(bohb_wins >= 14);
   CHECK(median(bohb_best) < median(hb_best));
 }
 
