@@ -234,6 +234,13 @@ class PbtConfigTest(CairnTestCase):
         err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
                        "  perturbations:\n    x: {resample_probability: 1.5}\n")
         self.assertIn("searcher.perturbations.x.resample_probability", err)
+        # A categorical value is kept or resampled, never multiplied: factors for one would
+        # be silently ignored, so they are refused.
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
+                       "  perturbations:\n    opt: {factors: [0.5, 2]}\n",
+                       hparams="  x: {type: double, minval: 0.1, maxval: 1.0}\n"
+                               "  opt: {type: categorical, vals: [a, b]}\n")
+        self.assertIn("bad.yaml:13: searcher.perturbations.opt.factors: is categorical", err)
 
 
 if __name__ == "__main__":
