@@ -112,7 +112,20 @@ class PbtTest(CairnTestCase):
 
     def test_clones_start_from_their_parents_checkpoints_with_their_own_hparams(self):
         self.cairn("run", "pbt.yaml", check=0, timeout=300)
-        self.check_search(self.cairn_json("show", "1", "--json"))
+        exp = self.cairn_json("show", "1", "--json")
+        self.check_search(exp)
+        # `show` and `watch` print the lineage: each clone, its parent and the step, and the
+        # generation numbered as docs/search.md does (the last, 4, trains to 4 × 2 units).
+        clones = [t for t in exp["trials"] if t.get("parent")]
+        for command in ("show", "watch"):
+            with self.subTest(command=command):
+                out = self.cairn(command, "1", check=0, timeout=60).stdout
+                self.assertRegex(out, r"(?m)^search +pbt generation 4 \(to 8 units\), 7 trials created")
+                self.assertRegex(out, r"(?m)^TRIAL +CLONED FROM +AT$")
+                for t in clones:
+                    self.assertRegex(out, r"(?m)^%s +%s +%d$" % (
+                        t["id"].replace(".", r"\."), t["parent"]["trial"].replace(".", r"\."),
+                        t["parent"]["step"]))
 
     def test_killed_and_resumed_search_makes_the_same_decisions(self):
         self.cairn("run", "pbt.yaml", check=0, timeout=300)
