@@ -117,6 +117,15 @@ class PbtTest(CairnTestCase):
         # `show` and `watch` print the lineage: each clone, its parent and the step, and the
         # generation numbered as docs/search.md does (the last, 4, trains to 4 × 2 units).
         clones = [t for t in exp["trials"] if t.get("parent")]
+        # Nothing copied in the store: each clone's record points at a checkpoint its parent
+        # committed at the clone step, and no checkpoint of the clone's own is at that step.
+        checkpoints = self.cairn_json("checkpoints", "1", "--json")
+        for t in clones:
+            (source,) = [c for c in checkpoints if c["id"] == t["parent"]["checkpoint"]]
+            self.assertEqual((source["trial"], source["steps_completed"]),
+                             (t["parent"]["trial"], t["parent"]["step"]))
+            self.assertFalse([c for c in checkpoints if c["trial"] == t["id"]
+                              and c["steps_completed"] <= t["parent"]["step"]], t["id"])
         for command in ("show", "watch"):
             with self.subTest(command=command):
                 out = self.cairn(command, "1", check=0, timeout=60).stdout
