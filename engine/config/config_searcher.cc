@@ -292,6 +292,13 @@ void check_perturbations(const ConfigNode& searcher_node,
       fail(entry.key_where, key,
            "is a group: name its members, such as " + entry.key + "." +
                (spec->children.empty() ? "x" : spec->children.begin()->first));
+    // A categorical value is kept or resampled, never multiplied: a factors rule for one
+    // would be ignored, so it is refused rather than silently not do what it asks.
+    if (spec->type == HyperparameterSpec::Type::kCategorical) {
+      if (const ConfigNode* factors = entry.value.find("factors"))
+        fail(*factors, key + ".factors",
+             "is categorical: factors multiply numbers; use resample_probability");
+    }
   }
 }
 

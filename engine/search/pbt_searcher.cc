@@ -190,8 +190,10 @@ Json PbtSearcher::describe() const {
     lineage.push_back({{"trial", trial}, {"parent", from.first}, {"cloned_at", from.second}});
   Json population = Json::array();
   for (const Member& m : members_) population.push_back(m.trial);
-  return Json{{"searcher", "pbt"},        {"generation", generation_},  {"length", length_},
-              {"population", population}, {"trials_created", created_}, {"lineage", lineage},
+  // generation_ counts the generations that ended; the one training now (or the last one,
+  // once done) is 1-based, as docs/search.md numbers them: generation g trains to g · interval.
+  return Json{{"searcher", "pbt"},        {"generation", generation_ + 1}, {"length", length_},
+              {"population", population}, {"trials_created", created_},    {"lineage", lineage},
               {"best", best_.describe()}};
 }
 

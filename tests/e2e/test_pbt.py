@@ -112,7 +112,29 @@ class PbtTest(CairnTestCase):
 
     def test_clones_start_from_their_parents_checkpoints_with_their_own_hparams(self):
         self.cairn("run", "pbt.yaml", check=0, timeout=300)
-        self.check_search(self.cairn_json("show", "1", "--json"))
+        exp = self.cairn_json("show", "1", "--json")
+        self.check_search(exp)
+        # `show` and `watch` print the lineage: each clone, its parent and the step, and the
+        # generation numbered as docs/search.md does (the last, 4, trains to 4 × 2 units).
+        clones = [t for t in exp["trials"] if t.get("parent")]
+        # Nothing copied in the store: each clone's record points at a checkpoint its parent
+        # committed at the clone step, and no checkpoint of the clone's own is at that step.
+        checkpoints = self.cairn_json("checkpoints", "1", "--json")
+        for t in clones:
+            (source,) = [c for c in checkpoints if c["id"] == t["parent"]["checkpoint"]]
+            self.assertEqual((source["trial"], source["steps_completed"]),
+                             (t["parent"]["trial"], t["parent"]["step"]))
+            self.assertFalse([c for c in checkpoints if c["trial"] == t["id"]
+                              and c["steps_completed"] <= t["parent"]["step"]], t["id"])
+        for command in ("show", "watch"):
+            with self.subTest(command=command):
+                out = self.cairn(command, "1", check=0, timeout=60).stdout
+                self.assertRegex(out, r"(?m)^search +pbt generation 4 \(to 8 units\), 7 trials created")
+                self.assertRegex(out, r"(?m)^TRIAL +CLONED FROM +AT$")
+                for t in clones:
+                    self.assertRegex(out, r"(?m)^%s +%s +%d$" % (
+                        t["id"].replace(".", r"\."), t["parent"]["trial"].replace(".", r"\."),
+                        t["parent"]["step"]))
 
     def test_killed_and_resumed_search_makes_the_same_decisions(self):
         self.cairn("run", "pbt.yaml", check=0, timeout=300)
@@ -234,6 +256,13 @@ class PbtConfigTest(CairnTestCase):
         err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
                        "  perturbations:\n    x: {resample_probability: 1.5}\n")
         self.assertIn("searcher.perturbations.x.resample_probability", err)
+        # A categorical value is kept or resampled, never multiplied: factors for one would
+        # be silently ignored, so they are refused.
+        err = self.bad("  population_size: 4\n  perturbation_interval: 2\n"
+                       "  perturbations:\n    opt: {factors: [0.5, 2]}\n",
+                       hparams="  x: {type: double, minval: 0.1, maxval: 1.0}\n"
+                               "  opt: {type: categorical, vals: [a, b]}\n")
+        self.assertIn("bad.yaml:13: searcher.perturbations.opt.factors: is categorical", err)
 
 
 if __name__ == "__main__":

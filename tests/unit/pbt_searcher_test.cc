@@ -37,6 +37,8 @@ double loss(const Json& h, int64_t length) {
 TEST_CASE("pbt replaces each generation's bottom quantile by perturbed clones of its top") {
   const ExperimentConfig config = searcher_config(kPbt);
   PbtSearcher searcher(config, 42);
+  // Generations are numbered from 1, as docs/search.md does: generation g trains to g · 2.
+  CHECK(searcher.describe()["generation"] == 1);
   InstantTrials sim(searcher, 8, loss);
   sim.run();
   CHECK(searcher.finished());
@@ -44,6 +46,8 @@ TEST_CASE("pbt replaces each generation's bottom quantile by perturbed clones of
   CHECK(sim.hparams.size() == 8 + 3 * 2);
   CHECK(sim.close_sent.size() == sim.hparams.size());
   const Json view = searcher.describe();
+  CHECK(view["generation"] == 4);
+  CHECK(view["length"] == 8);
   REQUIRE(view["lineage"].size() == 6);
   for (const Json& clone : view["lineage"]) {
     const int64_t child = clone["trial"].get<int64_t>();
