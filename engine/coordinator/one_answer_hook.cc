@@ -26,6 +26,10 @@ bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step) {
   return true;
 }
 
+bool holding_answers_if_testing(std::string_view kind, int64_t step) {
+  return used && armed == std::string(kind) + " at step " + std::to_string(step);
+}
+
 void hold_if_testing() {
   if (armed.empty()) return;
   std::fprintf(stderr, "cairn: test hook: answered one rank's %s; waiting to be killed\n",

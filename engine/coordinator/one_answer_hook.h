@@ -23,6 +23,12 @@ namespace cairn {
 // answers one rank only, and hold_if_testing() then stops the loop.
 bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step);
 
+// True once stop_after_one_answer_if_testing said true for this `kind` and `step`: an answer
+// of that round decided elsewhere in the same pass of the loop (another machine's part of a
+// checkpoint round, staged at the same time) is then not sent either, so only one rank has
+// its answer when the coordinator holds.
+bool holding_answers_if_testing(std::string_view kind, int64_t step);
+
 // After a commit's answers went out: returns at once unless stop_after_one_answer_if_testing
 // said true; then never returns.
 void hold_if_testing();
