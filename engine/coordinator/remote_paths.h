@@ -7,11 +7,12 @@
 // can make the agent point a rank, or write, outside DIR.
 //
 //   variable             kind          on the agent
-//   CAIRN_CONTROL        control       unix:DIR/control/<c>.sock, the connection's
-//   (control_relay.h) CAIRN_WORKDIR        workdir       DIR/work/<cwd> (the rank's working
-//   directory) CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<owner>/<trial id>/attempt-<N>
-//                                      (orphan_messages.h; made only when an orphan is asked
-//                                      for: make_orphan_dir)
+//   CAIRN_CONTROL        control       unix:DIR/control/<c>.sock, one per connection
+//                                      (control_relay.h)
+//   CAIRN_WORKDIR        workdir       DIR/work/<cwd> (the rank's working directory)
+//   CAIRN_ORPHAN_DIR     orphans       DIR/orphans/<owner>/<trial id>/attempt-<N>
+//                                      (orphan_messages.h; made only when an orphan is
+//                                      asked for: make_orphan_dir)
 //   CAIRN_KERNEL_CACHE   kernel_cache  DIR/cache/kernels
 //   PYTHONPATH           python_sdk    DIR/sdk/<cairn version>/python, then the rest of the list
 //
