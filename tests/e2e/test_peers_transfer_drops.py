@@ -326,6 +326,21 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         staged = re.findall(r"\[1\.1\] checkpoint dir (\S+)", text)
         self.assertFalse(staged and os.path.exists(staged[0]), staged)
 
+    def flap(self, proxy, direction, timeout):
+        """Cuts the link each time another 25 MiB passed through `proxy` in `direction` (1:
+        from the agent, 0: to it), seven times, each once the session noticed the one before,
+        and checks that the cuts outlasted the 2 s window counted from the first."""
+        first_cut = None
+        for cut in range(1, 8):
+            wait_until(lambda: proxy.total(direction) >= cut * 25 * MIB, timeout=timeout,
+                       interval=0.01, what="%d MiB of the content through the proxy" % (cut * 25))
+            proxy.kill()
+            first_cut = first_cut or time.monotonic()
+            wait_until(lambda: len(re.findall(r"the connection dropped", self.output())) >= cut,
+                       timeout=30, what="the session to notice cut %d" % cut)
+            proxy.restart()
+        self.assertGreater(time.monotonic() - first_cut, 2, "the cuts lasted less than the window")
+
     def test_a_content_larger_than_a_flapping_link_carries_at_once_arrives(self):
         self.write("train.py", BIG)
         a = Agent(self, "agent-a", 1)
@@ -336,16 +351,7 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         # resumed session, and the checkpoint arrives (counting the window from the first cut
         # only, the fetch gave up: "was not saved").
         run = self.start_run(proxy.address, env={"CAIRN_HEARTBEAT_TIMEOUT": "2"})
-        first_cut = None
-        for cut in range(1, 8):
-            wait_until(lambda: proxy.total(1) >= cut * 25 * MIB, timeout=120, interval=0.01,
-                       what="%d MiB of the content through the proxy" % (cut * 25))
-            proxy.kill()
-            first_cut = first_cut or time.monotonic()
-            wait_until(lambda: len(re.findall(r"the connection dropped", self.output())) >= cut,
-                       timeout=30, what="the session to notice cut %d" % cut)
-            proxy.restart()
-        self.assertGreater(time.monotonic() - first_cut, 2, "the cuts lasted less than the window")
+        self.flap(proxy, direction=1, timeout=120)
         self.assertEqual(run.wait(timeout=240), 0, self.output())
         text = self.output()
         self.assertNotIn("was not saved", text)
@@ -363,16 +369,7 @@ class TransferDropTest(BackgroundRun, PlacementCase):
         # further on than the try before kept what that try sent, which is progress.
         run = self.start_run(proxy.address, max_restarts=1,
                              env={"FAIL_ONCE": "1", "CAIRN_HEARTBEAT_TIMEOUT": "2"})
-        first_cut = None
-        for cut in range(1, 8):
-            wait_until(lambda: proxy.total(0) >= cut * 25 * MIB, timeout=180, interval=0.01,
-                       what="%d MiB of the content through the proxy to the agent" % (cut * 25))
-            proxy.kill()
-            first_cut = first_cut or time.monotonic()
-            wait_until(lambda: len(re.findall(r"the connection dropped", self.output())) >= cut,
-                       timeout=30, what="the session to notice cut %d" % cut)
-            proxy.restart()
-        self.assertGreater(time.monotonic() - first_cut, 2, "the cuts lasted less than the window")
+        self.flap(proxy, direction=0, timeout=180)
         self.assertEqual(run.wait(timeout=240), 0, self.output())
         text = self.output()
         self.assertNotIn("cannot restore the checkpoint", text)
