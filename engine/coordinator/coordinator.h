@@ -238,6 +238,11 @@ class Coordinator {
   void rank_exited(Trial& trial, Rank& rank, ExitInfo info);
   // Reads what the rank wrote since the last call into its log; `final`: it has ended.
   void drain_output(Trial& trial, Rank& rank, bool final);
+  // drain_output() for an output key (rank_output_key) of a live trial.
+  void drain_output_key(int64_t key);
+  // The output files the launchers made since the last round (a remote rank's first byte):
+  // followed from now on, and what they hold read.
+  void follow_new_outputs();
   void log_rank_output(Trial& trial, Rank& rank, std::string_view chunk);
   // cairn's own lines about a trial, in rank 0's log.
   void log_output(Trial& trial, std::string_view chunk);

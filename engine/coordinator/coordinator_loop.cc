@@ -92,19 +92,14 @@ void Coordinator::poll_once() {
     } else if (p.fd == listener_->fd()) {
       accept_connections();
     } else if (p.fd == output_->fd()) {
-      for (int64_t key : output_->changed()) {
-        Trial* trial = trial_by_index(output_key_trial(key));
-        if (!trial) continue;
-        const int rank = output_key_rank(key);
-        if (rank < trial->world_size())
-          drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
-      }
+      for (int64_t key : output_->changed()) drain_output_key(key);
     } else if (connections_.count(p.fd)) {
       if (p.revents & POLLOUT) connections_[p.fd]->flush();
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_connection(p.fd);
     }
   }
   // A SIGCHLD can be coalesced with another; reaping on every round costs one syscall.
+  follow_new_outputs();
   collect_exits();
   finish_checkpoint_transfers();
   watch_machines();

@@ -303,8 +303,14 @@ Status Coordinator::start_ranks(Trial& trial, const TrialEnvironment& env) {
                     ? std::vector<std::string>{options_.self_executable, "__builtin-mlp"}
                     : config_.entrypoint;
   launch.self_program = is_builtin_entrypoint(config_);
-  std::error_code ec;
-  fs::create_directories(trial.chief().output_file.parent_path(), ec);
+  // A local rank's output file is made by its launch (its stdout); a remote rank's when its
+  // first byte arrives (launcher.h take_new_outputs), so a trial of the agents alone that
+  // prints nothing makes no directory here.
+  if (std::any_of(trial.ranks.begin(), trial.ranks.end(),
+                  [](const Rank& r) { return r.machine == 0; })) {
+    std::error_code ec;
+    fs::create_directories(trial.chief().output_file.parent_path(), ec);
+  }
   for (Rank& rank : trial.ranks) {
     launch.env = rank_environment(env, rank.rank);
     launch.output = rank.output_file;
@@ -411,6 +417,18 @@ void Coordinator::drain_output(Trial& trial, Rank& rank, bool final) {
     if (!rank.partial_line.empty()) log_rank_output(trial, rank, "\n");
     output_->stop(key);
   }
+}
+
+void Coordinator::drain_output_key(int64_t key) {
+  Trial* trial = trial_by_index(output_key_trial(key));
+  if (!trial) return;
+  const int rank = output_key_rank(key);
+  if (rank < trial->world_size()) drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
+}
+
+void Coordinator::follow_new_outputs() {
+  for (const fs::path& file : launcher_->take_new_outputs())
+    for (int64_t key : output_->attach(file)) drain_output_key(key);
 }
 
 void Coordinator::collect_exits() {

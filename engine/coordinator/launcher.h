@@ -79,6 +79,13 @@ class Launcher {
   // the coordinator calls it whenever its loop wakes (a local rank's end wakes it through
   // SIGCHLD). Whatever a rank left running is killed before its end is reported.
   virtual std::vector<RankExit> take_exits() = 0;
+  // The output files (RankLaunch::output) this launcher made since the last call. A launcher
+  // that writes a rank's output itself (a remote rank's, relayed by its agent) makes the file
+  // only when the first byte arrives: most short trials print nothing, and a file and its
+  // directory per trial were a third of the coordinator's time per trial on an agent. The
+  // coordinator starts following each file named here (output_tail.h); the loop is woken as
+  // for an exit. A launcher whose ranks write their own files names none.
+  virtual std::vector<std::filesystem::path> take_new_outputs() { return {}; }
   // The agent that runs `rank`, to which its checkpoints travel over the wire
   // (peer/checkpoint_client.h); nullptr for a rank of this machine.
   virtual const AgentEndpoint* agent_of(const LaunchedRank& rank) const { return nullptr; }

@@ -63,6 +63,8 @@ bool MachineLaunchers::signal(const LaunchedRank& rank, int sig) {
 }
 
 void MachineLaunchers::collect(int machine, Launcher& launcher) {
+  for (std::filesystem::path& file : launcher.take_new_outputs())
+    new_outputs_.push_back(std::move(file));
   for (RankExit& exit : launcher.take_exits()) {
     if (machine == 0) {
       exits_.push_back(exit);
@@ -82,6 +84,16 @@ std::vector<RankExit> MachineLaunchers::take_exits() {
   std::vector<RankExit> exits;
   exits.swap(exits_);
   return exits;
+}
+
+std::vector<std::filesystem::path> MachineLaunchers::take_new_outputs() {
+  // With those of a replaced launcher, gathered when it was replaced (collect).
+  for (auto& machine : machines_)
+    for (std::filesystem::path& file : machine->take_new_outputs())
+      new_outputs_.push_back(std::move(file));
+  std::vector<std::filesystem::path> files;
+  files.swap(new_outputs_);
+  return files;
 }
 
 }  // namespace cairn

@@ -45,11 +45,13 @@ class MachineLaunchers final : public Launcher {
   LaunchedRank adopted(int machine, LaunchedRank inner);
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  std::vector<std::filesystem::path> take_new_outputs() override;
   // The agent of the machine the rank runs on (nullptr for this machine's ranks).
   const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
 
  private:
-  // Exits of one machine's launcher, renamed to this class's pids.
+  // Exits of one machine's launcher, renamed to this class's pids, and the output files it
+  // made.
   void collect(int machine, Launcher& launcher);
 
   std::vector<std::unique_ptr<Launcher>> machines_;
@@ -62,6 +64,7 @@ class MachineLaunchers final : public Launcher {
   std::map<std::pair<int, pid_t>, pid_t> outer_of_;  // (machine, inner pid) → our pid
   pid_t next_remote_ = -2;
   std::vector<RankExit> exits_;
+  std::vector<std::filesystem::path> new_outputs_;
 };
 
 }  // namespace cairn

@@ -16,16 +16,35 @@ Result<OutputTail> OutputTail::create() {
   return tail;
 }
 
+Status OutputTail::open(Followed& f) {
+  UniqueFd fd(::open(f.file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return Status::Ok();  // not made yet
+    return Status::Io("cannot open " + f.file.string() + ": " + errno_text());
+  }
+  // The watch before the first read: what is written after it raises an event.
+  const int watch = ::inotify_add_watch(inotify_.get(), f.file.c_str(), IN_MODIFY);
+  if (watch < 0) return Status::Io("inotify_add_watch " + f.file.string() + ": " + errno_text());
+  f.fd = std::move(fd);
+  f.watch = watch;
+  return Status::Ok();
+}
+
 Status OutputTail::follow(int64_t key, const std::filesystem::path& file, uint64_t offset) {
   stop(key);
   Followed f;
-  f.fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!f.fd) return Status::Io("cannot open " + file.string() + ": " + errno_text());
-  f.watch = ::inotify_add_watch(inotify_.get(), file.c_str(), IN_MODIFY);
-  if (f.watch < 0) return Status::Io("inotify_add_watch " + file.string() + ": " + errno_text());
+  f.file = file;
   f.offset = offset;
+  if (Status opened = open(f); !opened.ok()) return opened;
   followed_[key] = std::move(f);
   return Status::Ok();
+}
+
+std::vector<int64_t> OutputTail::attach(const std::filesystem::path& file) {
+  std::vector<int64_t> keys;
+  for (auto& [key, f] : followed_)
+    if (!f.fd && f.file == file && open(f).ok() && f.fd) keys.push_back(key);
+  return keys;
 }
 
 void OutputTail::stop(int64_t key) {
@@ -36,7 +55,7 @@ void OutputTail::stop(int64_t key) {
   bool shared = false;
   for (const auto& [k, f] : followed_)
     if (k != key && f.watch == it->second.watch) shared = true;
-  if (!shared) ::inotify_rm_watch(inotify_.get(), it->second.watch);
+  if (!shared && it->second.watch >= 0) ::inotify_rm_watch(inotify_.get(), it->second.watch);
   followed_.erase(it);
 }
 
@@ -69,6 +88,9 @@ std::string_view OutputTail::read_new(int64_t key) {
   if (it == followed_.end()) return {};
   if (!buffer_) buffer_ = std::make_unique_for_overwrite<char[]>(kReadLimit);
   Followed& f = it->second;
+  // A file made since it was followed, whose attach() has not come yet (its launcher made it
+  // and the rank ended in one round of the loop).
+  if (!f.fd && (!open(f).ok() || !f.fd)) return {};
   ssize_t n = read_at(f);
   struct stat st {};
   if (n == 0 && ::fstat(f.fd.get(), &st) == 0 && static_cast<uint64_t>(st.st_size) < f.offset) {

@@ -1,5 +1,11 @@
 // Follows the files trials write their output to. inotify says which file grew, so the
 // coordinator's poll loop wakes for output without polling the files themselves.
+//
+// A file may be followed before it exists: a remote rank's is made when its first byte
+// arrives (launcher.h take_new_outputs). It is opened and watched when attach() names it,
+// or by the first read_new() that finds it; until then it reads as empty.
+//
+// Not thread-safe: the coordinator's loop is the only caller.
 #pragma once
 
 #include <sys/types.h>
@@ -21,8 +27,13 @@ class OutputTail {
   static Result<OutputTail> create();
   int fd() const { return inotify_.get(); }
 
-  // Starts following `file` for `key` (a trial index); reads begin at `offset`.
+  // Starts following `file` for `key` (a trial index); reads begin at `offset`. A file that
+  // does not exist yet is followed from when it does (above); any other failure to open or
+  // watch it is an error, and the key is not followed.
   Status follow(int64_t key, const std::filesystem::path& file, uint64_t offset);
+  // `file` exists now: the keys that followed it before it did, which are watched from now
+  // on. What was written before the watch raised no event: the caller reads them.
+  std::vector<int64_t> attach(const std::filesystem::path& file);
   void stop(int64_t key);
   // The keys whose files changed since the last call (drains the inotify queue).
   std::vector<int64_t> changed();
@@ -35,10 +46,13 @@ class OutputTail {
 
  private:
   struct Followed {
-    UniqueFd fd;
-    int watch = -1;
+    std::filesystem::path file;
+    UniqueFd fd;     // none while the file does not exist
+    int watch = -1;  // inotify's; -1 while the file does not exist
     uint64_t offset = 0;
   };
+  // Opens and watches f.file. Ok with f still unopened when the file does not exist.
+  Status open(Followed& f);
   ssize_t read_at(Followed& f);  // pread at f.offset into buffer_
 
   UniqueFd inotify_;

@@ -73,7 +73,14 @@ struct RemoteLauncher::State {
   std::mutex mutex;
   std::deque<Json> outgoing;                       // frames for the connection's thread
   std::set<int64_t> pending;                       // launches not yet answered
-  std::map<int64_t, UniqueFd> outputs;             // running ranks' output files
+  // Running ranks' output files (RankLaunch::output), each made and opened when its first
+  // byte arrives (launcher.h take_new_outputs).
+  struct Output {
+    std::filesystem::path file;
+    UniqueFd fd;
+  };
+  std::map<int64_t, Output> outputs;
+  std::vector<std::filesystem::path> new_outputs;  // made since take_new_outputs()
   std::set<int64_t> running;                       // launched, exit not yet taken
   std::map<int64_t, std::string> control_targets;  // running ranks' CAIRN_CONTROL here
   std::unique_ptr<ControlRelay> control;           // the connection thread's
@@ -106,6 +113,10 @@ struct RemoteLauncher::State {
 
   void loop();
   void fail_all(const Status& why);
+  // Appends to rank `rank`'s output file, making it first (and its directory) if need be;
+  // under mutex. A file that cannot be made or written loses those bytes, as a full disk
+  // loses a local rank's; the next bytes try again.
+  void write_output(int64_t rank, std::string_view bytes);
   void restore_then_launch(RemoteLaunch remote, std::string checkpoint, int64_t attempt);
   // The connection failed (`why`): resumed on a new one if the agent answers before the
   // heartbeat timeout counted from `last_heard`; else every rank is lost (fail_all). Whether
@@ -282,8 +293,7 @@ void RemoteLauncher::State::loop() {
     } else if (type == "error" && pending.count(rank)) {
       pending.erase(rank);
       const std::string reason = m.value("reason", std::string("refused")).substr(0, 500);
-      if (auto out = outputs.find(rank); out != outputs.end())
-        (void)write_all(out->second.get(), "cairn: agent " + address + ": " + reason + "\n");
+      write_output(rank, "cairn: agent " + address + ": " + reason + "\n");
       ExitInfo info;
       info.code = 127;  // as a shell reports a command it could not run
       exits.push_back({LaunchedRank{static_cast<pid_t>(-rank), 0}, info});
@@ -292,9 +302,7 @@ void RemoteLauncher::State::loop() {
       control_targets.erase(rank);
       ::kill(::getpid(), SIGCHLD);
     } else if (type == "output") {
-      auto it = outputs.find(rank);
-      auto bytes = output_bytes(m);
-      if (it != outputs.end() && bytes.ok()) (void)write_all(it->second.get(), *bytes);
+      if (auto bytes = output_bytes(m); bytes.ok()) write_output(rank, *bytes);
     } else if (type == "exit" && running.count(rank)) {
       ExitInfo info;
       info.code = m.value("code", 0);
@@ -420,12 +428,14 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
     std::lock_guard lock(s.mutex);
     if (s.broken) return *s.broken;
   }
-  UniqueFd output(::open(launch.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!output) return Status::Io("cannot open " + launch.output.string() + ": " + errno_text());
   RemoteLaunch remote;
   // The agent numbers the rank's output from here, so that an adoption can say what this
-  // file lacks (remote_adoption.h).
-  if (struct stat st{}; ::fstat(output.get(), &st) == 0) remote.output_at = st.st_size;
+  // file lacks (remote_adoption.h). No file yet (it is made when the first byte arrives):
+  // from 0. A file that cannot be looked at otherwise leaves it unnumbered (-1), as before.
+  if (struct stat st{}; ::stat(launch.output.c_str(), &st) == 0)
+    remote.output_at = st.st_size;
+  else if (errno == ENOENT)
+    remote.output_at = 0;
   remote.argv = launch.argv;
   remote.self_program = launch.self_program;
   remote.env = launch.env;
@@ -446,7 +456,7 @@ Result<LaunchedRank> RemoteLauncher::start(const RankLaunch& launch) {
   if (s.broken) return *s.broken;
   remote.rank = s.next_rank++;
   s.pending.insert(remote.rank);
-  s.outputs[remote.rank] = std::move(output);  // output may come before the answer is read
+  s.outputs[remote.rank].file = launch.output;  // output may come before the answer is read
   s.running.insert(remote.rank);
   if (auto control = launch.env.find("CAIRN_CONTROL"); control != launch.env.end())
     s.control_targets[remote.rank] = control->second;
@@ -497,9 +507,8 @@ void RemoteLauncher::State::restore_then_launch(RemoteLaunch remote, std::string
   if (!restoring.erase(remote.rank) || !running.count(remote.rank) || stopping) return;
   if (!pushed.ok()) {
     // Ends as a launch the agent refused: exit status 127, the reason as its last line.
-    if (auto out = outputs.find(remote.rank); out != outputs.end())
-      (void)write_all(out->second.get(), "cairn: cannot restore the checkpoint on " + address +
-                                             ": " + pushed.status().message() + "\n");
+    write_output(remote.rank, "cairn: cannot restore the checkpoint on " + address + ": " +
+                                  pushed.status().message() + "\n");
     ExitInfo info;
     info.code = 127;
     exits.push_back({LaunchedRank{static_cast<pid_t>(-remote.rank), 0}, info});
@@ -619,14 +628,18 @@ Result<LaunchedRank> RemoteLauncher::adopt(int64_t id, const std::string& contro
                                  [&](const KeptRank& k) { return k.id == id && k.running; });
   if (!s.adopting || !known || s.running.count(id))
     return Status::Failed("rank " + std::to_string(id) + " is not a kept rank to adopt");
+  // Made now (the rank may have printed nothing before the kill, so that nothing made it):
+  // the adoption numbers the output the agent sends again from this file's size.
+  std::error_code ec;
+  std::filesystem::create_directories(output.parent_path(), ec);
   UniqueFd file(::open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!file) return Status::Io("cannot open " + output.string() + ": " + errno_text());
-  s.outputs[id] = std::move(file);
+  s.outputs[id] = State::Output{output, std::move(file)};
   s.running.insert(id);
   s.control_targets[id] = control;
   s.adopted.push_back(id);
   struct stat st {};
-  s.adopted_output_at.push_back(::fstat(s.outputs[id].get(), &st) == 0 ? st.st_size : -1);
+  s.adopted_output_at.push_back(::fstat(s.outputs[id].fd.get(), &st) == 0 ? st.st_size : -1);
   return LaunchedRank{static_cast<pid_t>(-id), 0};
 }
 
@@ -638,6 +651,28 @@ void RemoteLauncher::end_adoption() {
   if (s.broken) return;
   s.outgoing.push_back(adopt_ranks_message(s.adopted, s.adopted_output_at));
   s.wake();
+}
+
+void RemoteLauncher::State::write_output(int64_t rank, std::string_view bytes) {
+  auto it = outputs.find(rank);
+  if (it == outputs.end()) return;
+  Output& out = it->second;
+  if (!out.fd) {
+    std::error_code ec;
+    std::filesystem::create_directories(out.file.parent_path(), ec);
+    out.fd.reset(::open(out.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (!out.fd) return;
+    new_outputs.push_back(out.file);
+    ::kill(::getpid(), SIGCHLD);  // wakes the coordinator's loop (launcher.h)
+  }
+  (void)write_all(out.fd.get(), bytes);
+}
+
+std::vector<std::filesystem::path> RemoteLauncher::take_new_outputs() {
+  std::lock_guard lock(state_->mutex);
+  std::vector<std::filesystem::path> files;
+  files.swap(state_->new_outputs);
+  return files;
 }
 
 std::vector<RankExit> RemoteLauncher::take_exits() {

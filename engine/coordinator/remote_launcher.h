@@ -4,7 +4,8 @@
 // thread, and the launch is sent when it is durable there); a refused launch ends the rank
 // with exit status 127 and the agent's reason in its output. The agent's output frames are appended
 // to the rank's local output file (RankLaunch::output), which the coordinator follows as it
-// follows a local rank's; exit frames become take_exits()'s RankExits.
+// follows a local rank's; the file (and its directory) is made when the first byte arrives,
+// and named by take_new_outputs() then. Exit frames become take_exits()'s RankExits.
 //
 // A remote rank has no local process: its LaunchedRank has a pid below -1 (unique among
 // this launcher's ranks; no pid of this machine, so nothing that signals or probes pids can
@@ -79,6 +80,8 @@ class RemoteLauncher final : public Launcher {
   Result<LaunchedRank> start(const RankLaunch& launch) override;
   bool signal(const LaunchedRank& rank, int sig) override;
   std::vector<RankExit> take_exits() override;
+  // The output files made since the last call: a rank's when its first byte arrived.
+  std::vector<std::filesystem::path> take_new_outputs() override;
   // Every rank of this launcher runs on its agent.
   const AgentEndpoint* agent_of(const LaunchedRank& rank) const override;
   bool lost() const override;

@@ -75,12 +75,15 @@ TEST_CASE("remote launcher: ranks start on the agent, output and exits come back
   CHECK(*read_file(launch.output) ==
         "earlier\nout\nerr\n" + (dir / "agent" / "work" / "trials" / "1.1" / "rank-0").string() +
             "\n");
+  // Opened when the first byte came, and named for the coordinator to follow.
+  CHECK((*launcher)->take_new_outputs() == std::vector<std::filesystem::path>{launch.output});
+  CHECK((*launcher)->take_new_outputs().empty());
   CHECK_FALSE((*launcher)->signal(*started, SIGTERM));  // it has ended
 
   // A signal reaches a running rank; a second rank's exit is its own.
   launch.argv = {"/bin/sleep", "60"};
   launch.env["RANK"] = "1";
-  launch.output = dir / "1.1-1.out";
+  launch.output = dir / "silent" / "1.1-1.out";
   auto sleeper = (*launcher)->start(launch);
   REQUIRE_MESSAGE(sleeper.ok(), sleeper.status().message());
   CHECK(sleeper->pid != started->pid);
@@ -89,11 +92,14 @@ TEST_CASE("remote launcher: ranks start on the agent, output and exits come back
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].rank.pid == sleeper->pid);
   CHECK(exits[0].info.signal == SIGTERM);
+  // It printed nothing: neither its output file nor that file's directory was made.
+  CHECK_FALSE(std::filesystem::exists(dir / "silent"));
+  CHECK((*launcher)->take_new_outputs().empty());
 
   // A launch the agent refuses ends the rank with status 127, the agent's reason in its
   // output (start() does not wait for the answer).
   launch.argv = {"no-such-program"};
-  launch.output = dir / "1.1-refused.out";
+  launch.output = dir / "refused" / "1.1.out";  // its directory too is made
   auto refused = (*launcher)->start(launch);
   REQUIRE(refused.ok());
   exits = wait_for_exits(**launcher, 1);
@@ -102,6 +108,7 @@ TEST_CASE("remote launcher: ranks start on the agent, output and exits come back
   CHECK(exits[0].info.code == 127);
   CHECK_FALSE(exits[0].machine_lost);
   CHECK(read_file(launch.output)->find("not found on PATH") != std::string::npos);
+  CHECK((*launcher)->take_new_outputs() == std::vector<std::filesystem::path>{launch.output});
   ::sigaction(SIGCHLD, &old, nullptr);
 }
 
