@@ -423,7 +423,8 @@ void Coordinator::drain_output_key(int64_t key) {
   Trial* trial = trial_by_index(output_key_trial(key));
   if (!trial) return;
   const int rank = output_key_rank(key);
-  if (rank < trial->world_size()) drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
+  if (rank < trial->world_size())
+    drain_output(*trial, trial->ranks[static_cast<size_t>(rank)], false);
 }
 
 void Coordinator::follow_new_outputs() {

@@ -71,8 +71,8 @@ struct RemoteLauncher::State {
   std::optional<Json> probe_answer;   // or a "master_port" answer (one request at a time)
 
   std::mutex mutex;
-  std::deque<Json> outgoing;                       // frames for the connection's thread
-  std::set<int64_t> pending;                       // launches not yet answered
+  std::deque<Json> outgoing;  // frames for the connection's thread
+  std::set<int64_t> pending;  // launches not yet answered
   // Running ranks' output files (RankLaunch::output), each made and opened when its first
   // byte arrives (launcher.h take_new_outputs).
   struct Output {
