@@ -204,8 +204,10 @@ std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
   }
   append_bounded(partial_out_, skip_out_, out);
   size_t start = 0;
-  for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1)
+  for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (!hello_.empty()) hello_answered_ = true;
     answered(partial_out_.substr(start, nl - start));
+  }
   partial_out_.erase(0, start);
   return out;
 }
@@ -226,7 +228,7 @@ std::string StreamLines::replay() {
     out += "}\n";
   }
   out += partial_in_;
-  swallow_ = !hello_.empty();
+  swallow_ = !hello_.empty() && hello_answered_;
   return out;
 }
 

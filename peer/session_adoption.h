@@ -116,7 +116,8 @@ class StreamLines {
   std::string to_rank(std::string_view bytes, size_t* swallowed);
   // What the new coordinator gets on the re-opened stream: the hello, the lines not known to
   // be answered or committed, and a line the rank has not finished. From then on the first
-  // line from the coordinator (its answer to the hello) does not reach the rank.
+  // line from the coordinator (its answer to the hello) does not reach the rank, unless the
+  // rank never had an answer to its hello.
   std::string replay();
 
   bool said_hello() const { return !hello_.empty(); }
@@ -156,6 +157,10 @@ class StreamLines {
   std::string partial_in_, partial_out_;
   bool skip_in_ = false, skip_out_ = false;  // inside a line over kMaxLineBytes
   bool swallow_ = false;                     // drop the next line from the coordinator
+  // A line came from the coordinator after the hello, its answer: a replay's hello is then
+  // answered to the agent only. A rank killed between its hello and the answer gets the new
+  // coordinator's welcome instead of waiting for it until its SDK gives up.
+  bool hello_answered_ = false;
 };
 
 // The output of one rank that its coordinator may not have written to the trial's output

@@ -164,6 +164,19 @@ TEST_CASE("stream lines: the latest answered sync is sent again, marked answered
   CHECK(lines.answered_count() == 1);
 }
 
+TEST_CASE("stream lines: a rank whose hello had no answer gets the new coordinator's") {
+  StreamLines lines;
+  size_t swallowed = 0;
+  lines.from_rank("{\"type\":\"hello\"}\n");
+  CHECK(lines.replay() == "{\"type\":\"hello\"}\n");
+  CHECK(lines.to_rank("{\"type\":\"welcome\"}\n", &swallowed) == "{\"type\":\"welcome\"}\n");
+  CHECK(swallowed == 0);
+  // Answered now: a later replay's welcome is the agent's only.
+  (void)lines.replay();
+  CHECK(lines.to_rank("{\"type\":\"welcome\"}\n", &swallowed).empty());
+  CHECK(swallowed > 0);
+}
+
 TEST_CASE("stream lines: a rank reporting heavily does not push its answered requests out") {
   StreamLines lines;
   size_t swallowed = 0;
