@@ -88,6 +88,7 @@ void StreamLines::from_rank(std::string_view bytes) {
       kept.kind = type == "sync"               ? Kind::kSync
                   : type == "checkpoint_begin" ? Kind::kCheckpointBegin
                   : type == "checkpoint_end"   ? Kind::kCheckpointEnd
+                  : type == "checkpoint_abort" ? Kind::kCheckpointAbort
                   : type == "next_operation"   ? Kind::kNextOperation
                                                : Kind::kOther;
       kept.step = integer_field(m, "step");
@@ -144,10 +145,15 @@ void StreamLines::answered(const std::string& line) {
   // requests kept for the gang, whose other ranks may not have had their answers (an ack
   // goes to one rank), unless the ack ends that round for this rank.
   if (type == "ack") {
+    // The rounds this rank has left: the one whose end is acknowledged, and those it aborted
+    // (the coordinator read the abort: its round failed for every rank).
+    std::set<int64_t> left;
+    if (kind == Kind::kCheckpointEnd) left.insert(step);
+    for (size_t i = 0; i <= at; ++i)
+      if (lines_[i].kind == Kind::kCheckpointAbort) left.insert(lines_[i].step);
     for (size_t i = 0, n = 0; n <= at; ++n) {
       const Line& l = lines_[i];
-      const bool ends_it =
-          kind == Kind::kCheckpointEnd && l.kind == Kind::kCheckpointBegin && l.step == step;
+      const bool ends_it = l.kind == Kind::kCheckpointBegin && left.count(l.step);
       if (!l.answer.empty() && !ends_it)
         ++i;
       else

@@ -134,12 +134,19 @@ class StreamLines {
 
  private:
   // What a line is, as far as the replay cares.
-  enum class Kind { kOther, kSync, kCheckpointBegin, kCheckpointEnd, kNextOperation };
+  enum class Kind {
+    kOther,
+    kSync,
+    kCheckpointBegin,
+    kCheckpointEnd,
+    kCheckpointAbort,
+    kNextOperation
+  };
   struct Line {
     std::string text;  // with its '\n'
     int64_t seq = -1;  // -1: no answer expected
     Kind kind = Kind::kOther;
-    int64_t step = -1;   // kSync, kCheckpointBegin, kCheckpointEnd
+    int64_t step = -1;   // kSync, kCheckpointBegin, kCheckpointEnd, kCheckpointAbort
     std::string answer;  // an answered request kept for the replay: the answer (no '\n')
   };
   void answered(const std::string& line);

@@ -225,6 +225,36 @@ TEST_CASE("stream lines: a rank reporting heavily does not push its answered req
         "\n");
 }
 
+TEST_CASE("stream lines: a checkpoint the rank aborted is not told again once acknowledged") {
+  StreamLines lines;
+  size_t swallowed = 0;
+  lines.from_rank("{\"type\":\"hello\"}\n");
+  lines.from_rank(R"({"type":"checkpoint_begin","seq":1,"step":4})"
+                  "\n");
+  lines.to_rank(R"({"type":"checkpoint_dir","re":1,"path":"/d/4"})"
+                "\n",
+                &swallowed);
+  lines.from_rank(R"({"type":"checkpoint_abort","step":4,"path":"/d/4"})"
+                  "\n");
+  // Not acknowledged yet: the abort is replayed after the answered begin.
+  CHECK(lines.replay() ==
+        "{\"type\":\"hello\"}\n"
+        R"({"type":"answered","request":{"type":"checkpoint_begin","seq":1,)"
+        R"("step":4},"answer":{"type":"checkpoint_dir","re":1,"path":"/d/4"}})"
+        "\n"
+        R"({"type":"checkpoint_abort","step":4,"path":"/d/4"})"
+        "\n");
+  lines.to_rank("{\"type\":\"welcome\"}\n", &swallowed);
+  // A later ack: the coordinator read the abort, the round is over; neither goes again.
+  lines.from_rank(R"({"type":"validation","seq":2,"step":4,"metrics":{}})"
+                  "\n");
+  lines.to_rank(R"({"type":"ack","re":2})"
+                "\n",
+                &swallowed);
+  CHECK(lines.answered_count() == 0);
+  CHECK(lines.replay() == "{\"type\":\"hello\"}\n");
+}
+
 TEST_CASE("stream lines: the answered requests kept apart have bounds of their own") {
   StreamLines lines;
   size_t swallowed = 0;
