@@ -190,6 +190,15 @@ Status ControlRelay::drain_rank(PeerConnection& peer, int64_t rank) {
 
 void ControlRelay::rank_ended(int64_t rank) {
   ranks_.erase(rank);
+  ended_operations_.erase(rank);
+}
+
+AnsweredOperations ControlRelay::operations_of(int64_t rank) const {
+  AnsweredOperations out;
+  if (auto it = ended_operations_.find(rank); it != ended_operations_.end()) out = it->second;
+  for (const auto& [id, s] : streams_)
+    if (s.rank == rank && s.lines.operations().count > out.count) out = s.lines.operations();
+  return out;
 }
 
 std::optional<int64_t> ControlRelay::rank_of_process(int64_t pid) const {
@@ -242,6 +251,8 @@ void ControlRelay::accept_ranks() {
     Stream& s = streams_[id];
     s.fd = std::move(c);
     s.rank = *rank;
+    if (auto ended = ended_operations_.find(*rank); ended != ended_operations_.end())
+      s.lines.set_operations(ended->second);  // a rank connecting again counts on
     outgoing_.push_back(control_open_message(id, *rank));
   }
 }
@@ -254,7 +265,14 @@ bool ControlRelay::was_open(int64_t id) const {
 }
 
 void ControlRelay::end_stream(int64_t id, bool tell_peer) {
-  if (streams_.erase(id) == 0) return;
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  if (agent_ && ranks_.count(it->second.rank)) {
+    const AnsweredOperations& ops = it->second.lines.operations();
+    AnsweredOperations& kept = ended_operations_[it->second.rank];
+    if (ops.count > kept.count) kept = ops;
+  }
+  streams_.erase(it);
   closed_.insert(id);
   while (closed_.size() > kRememberedClosed) closed_.erase(closed_.begin());
   if (tell_peer) outgoing_.push_back(control_close_message(id));

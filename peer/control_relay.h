@@ -110,6 +110,9 @@ class ControlRelay {
   // same id, then the stream's replay: its hello and unanswered requests); the other ranks'
   // streams are closed.
   void adopt(const std::set<int64_t>& ranks);
+  // Agent: the next_operation answers the rank was given, over all its streams (a rank that
+  // connects again counts on): what session_adopted says of it.
+  AnsweredOperations operations_of(int64_t rank) const;
 
  private:
   struct Stream {
@@ -156,6 +159,9 @@ class ControlRelay {
   uint64_t id_ = 0;  // this relay's number in the process, for socket names
   std::vector<Json> outgoing_;
   bool paused_ = false;  // agent: a session being adopted (forget_peer)
+  // Agent: the operations of a running rank's ended streams, which its next stream counts on
+  // from (StreamLines::set_operations). Erased when the rank ends.
+  std::map<int64_t, AnsweredOperations> ended_operations_;
 };
 
 }  // namespace cairn

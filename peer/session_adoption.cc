@@ -88,6 +88,8 @@ void StreamLines::from_rank(std::string_view bytes) {
       kept.kind = type == "sync"               ? Kind::kSync
                   : type == "checkpoint_begin" ? Kind::kCheckpointBegin
                   : type == "checkpoint_end"   ? Kind::kCheckpointEnd
+                  : type == "checkpoint_abort" ? Kind::kCheckpointAbort
+                  : type == "next_operation"   ? Kind::kNextOperation
                                                : Kind::kOther;
       kept.step = integer_field(m, "step");
     }
@@ -99,8 +101,31 @@ void StreamLines::from_rank(std::string_view bytes) {
 }
 
 void StreamLines::erase(size_t i) {
-  bytes_ -= lines_[i].text.size() + lines_[i].answer.size();
+  if (lines_[i].answer.empty()) {
+    bytes_ -= lines_[i].text.size();
+  } else {
+    answered_bytes_ -= lines_[i].text.size() + lines_[i].answer.size();
+    --answered_count_;
+  }
   lines_.erase(lines_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void StreamLines::keep_answered(size_t i, const std::string& answer) {
+  Line& request = lines_[i];
+  if (request.text.size() + answer.size() > kMaxAnsweredBytes) {
+    erase(i);  // no SDK sends such a line: answered, never sent again
+    return;
+  }
+  bytes_ -= request.text.size();
+  request.answer = answer;
+  answered_bytes_ += request.text.size() + request.answer.size();
+  ++answered_count_;
+  // Over the count, the oldest goes: a checkpoint_begin whose end never came (a sync is one).
+  for (size_t j = 0; answered_count_ > kMaxAnswered && j < lines_.size();)
+    if (!lines_[j].answer.empty())
+      erase(j);
+    else
+      ++j;
 }
 
 void StreamLines::answered(const std::string& line) {
@@ -111,22 +136,38 @@ void StreamLines::answered(const std::string& line) {
   while (at < lines_.size() && !(lines_[at].seq == re && lines_[at].answer.empty())) ++at;
   if (at == lines_.size()) return;
   Line& request = lines_[at];
+  const Kind kind = request.kind;
+  const int64_t step = request.step;
   const std::string type = string_field(m, "type");
+  if (kind == Kind::kNextOperation && type == "operation") operations_.add(m);
   // An ack is sent only once everything the coordinator read before the request is durable
-  // (docs/protocol.md): what came before it need never be sent again.
+  // (docs/protocol.md): what came before it need never be sent again — but for the answered
+  // requests kept for the gang, whose other ranks may not have had their answers (an ack
+  // goes to one rank), unless the ack ends that round for this rank.
   if (type == "ack") {
-    for (size_t i = 0; i <= at; ++i) erase(0);
+    // The rounds this rank has left: the one whose end is acknowledged, and those it aborted
+    // (the coordinator read the abort: its round failed for every rank).
+    std::set<int64_t> left;
+    if (kind == Kind::kCheckpointEnd) left.insert(step);
+    for (size_t i = 0; i <= at; ++i)
+      if (lines_[i].kind == Kind::kCheckpointAbort) left.insert(lines_[i].step);
+    for (size_t i = 0, n = 0; n <= at; ++n) {
+      const Line& l = lines_[i];
+      const bool ends_it = l.kind == Kind::kCheckpointBegin && left.count(l.step);
+      if (!l.answer.empty() && !ends_it)
+        ++i;
+      else
+        erase(i);
+    }
     return;
   }
   // Kept with its answer (see the class comment): the gang's other ranks may not have theirs.
   const bool decided =
-      (request.kind == Kind::kSync && type == "sync") ||
-      (request.kind == Kind::kCheckpointBegin &&
+      (kind == Kind::kSync && type == "sync") ||
+      (kind == Kind::kCheckpointBegin &&
        ((type == "checkpoint_dir" && m.value("path", Json()).is_string()) || type == "error"));
-  if (decided && request.step >= 0) {
-    request.answer = line;
-    bytes_ += line.size();
-    if (request.kind == Kind::kSync) {
+  if (decided && step >= 0) {
+    if (kind == Kind::kSync) {
       // Every rank had this sync's answer before any had the next one's: the older ones are
       // settled for the whole gang.
       for (size_t i = 0; i < at;) {
@@ -138,12 +179,11 @@ void StreamLines::answered(const std::string& line) {
         }
       }
     }
-    trim();
+    keep_answered(at, line);
     return;
   }
-  if (request.kind == Kind::kCheckpointEnd) {
+  if (kind == Kind::kCheckpointEnd) {
     // The round of that step is over for this rank: its begin need not be told again.
-    const int64_t step = request.step;
     for (size_t i = 0; i < at;) {
       if (lines_[i].kind == Kind::kCheckpointBegin && !lines_[i].answer.empty() &&
           lines_[i].step == step) {
@@ -170,8 +210,10 @@ std::string StreamLines::to_rank(std::string_view bytes, size_t* swallowed) {
   }
   append_bounded(partial_out_, skip_out_, out);
   size_t start = 0;
-  for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1)
+  for (size_t nl; (nl = partial_out_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (!hello_.empty()) hello_answered_ = true;
     answered(partial_out_.substr(start, nl - start));
+  }
   partial_out_.erase(0, start);
   return out;
 }
@@ -192,12 +234,40 @@ std::string StreamLines::replay() {
     out += "}\n";
   }
   out += partial_in_;
-  swallow_ = !hello_.empty();
+  swallow_ = !hello_.empty() && hello_answered_;
   return out;
 }
 
 void StreamLines::trim() {
-  while (bytes_ > kMaxBytes && !lines_.empty()) erase(0);
+  // The oldest lines without an answer go; the answered requests have their own bounds.
+  for (size_t i = 0; bytes_ > kMaxBytes && i < lines_.size();)
+    if (lines_[i].answer.empty())
+      erase(i);
+    else
+      ++i;
+}
+
+// --- AnsweredOperations ------------------------------------------------------------------
+
+void AnsweredOperations::add(const Json& answer) {
+  Json operation;
+  if (answer.value("done", Json()) == Json(true)) {
+    operation = Json{{"done", true}};
+  } else if (const Json length = answer.value("length", Json());
+             length.is_number_integer() && length.get<int64_t>() >= 0) {
+    operation = Json{{"length", length.get<int64_t>()}};
+  } else {
+    return;  // no cairn answers so: not an operation the rank was given
+  }
+  ++count;
+  latest.push_back(std::move(operation));
+  if (latest.size() > kMaxKept) latest.pop_front();
+}
+
+Json AnsweredOperations::to_json() const {
+  Json out{{"count", count}, {"latest", Json::array()}};
+  for (const Json& op : latest) out["latest"].push_back(op);
+  return out;
 }
 
 // --- KeptOutput --------------------------------------------------------------------------
@@ -403,12 +473,16 @@ bool serve_adopt(AgentSessions& sessions, PeerConnection& peer,
   Json ranks = Json::array();
   for (const auto& [rank, facts] : adopted->adoption.ranks) {
     const bool running = adopted->host && adopted->host->alive(rank);
-    ranks.push_back({{"rank", rank},
-                     {"trial", facts.trial},
-                     {"attempt", facts.attempt},
-                     {"trial_rank", facts.trial_rank},
-                     {"pid", adopted->host ? adopted->host->pid(rank) : 0},
-                     {"running", running}});
+    ranks.push_back(
+        {{"rank", rank},
+         {"trial", facts.trial},
+         {"attempt", facts.attempt},
+         {"trial_rank", facts.trial_rank},
+         {"pid", adopted->host ? adopted->host->pid(rank) : 0},
+         {"running", running},
+         // Which operations it was given: a gang's others get the same (header).
+         {"operations", adopted->control ? adopted->control->operations_of(rank).to_json()
+                                         : AnsweredOperations().to_json()}});
   }
   session = adopted;
   agent_log("adopting session " + short_id(session->id) + " for " + who + " (" +

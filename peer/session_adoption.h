@@ -28,6 +28,12 @@
 // {"type": "adopt_ranks", "ranks": [K, …], "output_at": [S, …]}: S the size of rank K's
 // output file at the new coordinator (-1 or missing: nothing is sent again).
 //
+// Each kept rank of session_adopted also says which operations it was given (its
+// next_operation answers, AnsweredOperations): "operations": {"count": N, "latest": [{"length":
+// L} or {"done": true}, …]}. The new coordinator learns them there, before any stream is
+// replayed, so that every rank of a gang gets the same n-th operation whichever agent's replay
+// it reads first (docs/peers.md "A gang's operations").
+//
 // Thread-safety: a session's connection thread only (AgentSessions::claim_owner locks).
 #pragma once
 
@@ -47,12 +53,35 @@ namespace cairn {
 class AgentSessions;
 struct AgentSession;
 
+// The next_operation answers one rank was given in its attempt: how many, and the latest
+// kMaxKept of them. A gang's ranks get the same sequence of operations (docs/protocol.md,
+// "Multi-rank trials"), but each asks for the next one when it gets there, so a killed
+// coordinator may have answered the n-th to some ranks only; the one that adopts the gang
+// answers the others' n-th alike from these (engine/coordinator/gang_operations.h). A few
+// small values per rank, outside StreamLines' byte bound.
+struct AnsweredOperations {
+  // How far apart a gang's ranks can be: each rank's n-th operation waits for the others at
+  // the first step of the (n-1)-th one, so one or two in practice (an operation of no steps,
+  // such as a restarted attempt's first, lets a rank ask the next one at once).
+  static constexpr size_t kMaxKept = 8;
+
+  int64_t count = 0;        // answers given, this one included
+  std::deque<Json> latest;  // {"length": L} or {"done": true}, oldest first
+
+  // The coordinator's answer to a next_operation ({"type": "operation", "length"|"done"});
+  // anything else is not an operation and is not counted.
+  void add(const Json& answer);
+  // {"count": N, "latest": [...]}, as session_adopted carries it.
+  Json to_json() const;
+};
+
 // The control protocol's lines of one relayed stream (docs/protocol.md), as far as a new
 // coordinator needs them to carry on: the rank's `hello`, and what the rank sent since the
 // last `ack` (after which the coordinator had committed everything it read before) minus
 // the requests already answered. Lines are untrusted (common/untrusted_json.h); a line that
-// is not JSON is kept as a line without "seq". Bounded: at most kMaxBytes are kept, the
-// oldest dropped first (lines read that long ago were committed by their coordinator).
+// is not JSON is kept as a line without "seq". Bounded: at most kMaxBytes of these lines are
+// kept, the oldest dropped first (lines read that long ago were committed by their
+// coordinator).
 //
 // Two answered requests are kept with their answers, because a gang agrees on them: a
 // `sync` (the rank's latest answered one) and a `checkpoint_begin` (until the rank's
@@ -61,10 +90,21 @@ struct AgentSession;
 // know the decision (the sync's stop, the round's staging directory here) to answer the
 // others alike. The replay carries each, in its place among the other lines, as
 // {"type":"answered","request":{…the rank's line…},"answer":{…the dead coordinator's…}}:
-// no answer is due to it (docs/peers.md "Adoption", docs/protocol.md).
+// no answer is due to it (docs/peers.md "Adoption", docs/protocol.md). These answered
+// requests are kept outside kMaxBytes, so that a rank reporting heavily while its round waits
+// cannot push them out, and under bounds of their own: at most kMaxAnswered of them (the
+// rank's latest sync and its checkpoint_begins not yet ended; the oldest begin goes first),
+// each at most kMaxAnsweredBytes (request and answer; a conforming SDK's are about 100 bytes
+// and a path). An ack does not drop them either: it says the coordinator had committed what
+// the rank sent before, not that the gang's other ranks had their answers.
+//
+// The rank's next_operation answers are counted apart (AnsweredOperations, operations()):
+// a new coordinator learns them from session_adopted, not from the replay.
 class StreamLines {
  public:
   static constexpr size_t kMaxBytes = 192 * 1024;  // inside one control window
+  static constexpr size_t kMaxAnswered = 8;
+  static constexpr size_t kMaxAnsweredBytes = 16 * 1024;
   // A line longer than this (the coordinator drops lines over 16 MiB) is not kept: its bytes
   // are skipped up to its end, so a rank that never ends a line grows nothing here.
   static constexpr size_t kMaxLineBytes = size_t{16} << 20;
@@ -76,32 +116,58 @@ class StreamLines {
   std::string to_rank(std::string_view bytes, size_t* swallowed);
   // What the new coordinator gets on the re-opened stream: the hello, the lines not known to
   // be answered or committed, and a line the rank has not finished. From then on the first
-  // line from the coordinator (its answer to the hello) does not reach the rank.
+  // line from the coordinator (its answer to the hello) does not reach the rank, unless the
+  // rank never had an answer to its hello.
   std::string replay();
 
   bool said_hello() const { return !hello_.empty(); }
+  // The lines under kMaxBytes, and the answered requests kept apart (at most kMaxAnswered
+  // of at most kMaxAnsweredBytes each).
   size_t kept_bytes() const { return bytes_; }
+  size_t answered_bytes() const { return answered_bytes_; }
+  size_t answered_count() const { return answered_count_; }
+
+  // The rank's next_operation answers seen on this stream, counted on from those given to
+  // set_operations (the rank's earlier streams: ControlRelay carries them over).
+  const AnsweredOperations& operations() const { return operations_; }
+  void set_operations(AnsweredOperations operations) { operations_ = std::move(operations); }
 
  private:
   // What a line is, as far as the replay cares.
-  enum class Kind { kOther, kSync, kCheckpointBegin, kCheckpointEnd };
+  enum class Kind {
+    kOther,
+    kSync,
+    kCheckpointBegin,
+    kCheckpointEnd,
+    kCheckpointAbort,
+    kNextOperation
+  };
   struct Line {
     std::string text;  // with its '\n'
     int64_t seq = -1;  // -1: no answer expected
     Kind kind = Kind::kOther;
-    int64_t step = -1;   // kSync, kCheckpointBegin, kCheckpointEnd
+    int64_t step = -1;   // kSync, kCheckpointBegin, kCheckpointEnd, kCheckpointAbort
     std::string answer;  // an answered request kept for the replay: the answer (no '\n')
   };
   void answered(const std::string& line);
   void erase(size_t i);  // the i-th kept line
+  // The request at `i` was answered with `answer`, which the gang's other ranks may lack: kept
+  // apart from the byte bound, or dropped when over kMaxAnsweredBytes.
+  void keep_answered(size_t i, const std::string& answer);
   void trim();
 
   std::string hello_;
   std::deque<Line> lines_;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0;  // of the lines without an answer
+  size_t answered_bytes_ = 0, answered_count_ = 0;
+  AnsweredOperations operations_;
   std::string partial_in_, partial_out_;
   bool skip_in_ = false, skip_out_ = false;  // inside a line over kMaxLineBytes
   bool swallow_ = false;                     // drop the next line from the coordinator
+  // A line came from the coordinator after the hello, its answer: a replay's hello is then
+  // answered to the agent only. A rank killed between its hello and the answer gets the new
+  // coordinator's welcome instead of waiting for it until its SDK gives up.
+  bool hello_answered_ = false;
 };
 
 // The output of one rank that its coordinator may not have written to the trial's output

@@ -57,10 +57,29 @@ bool Coordinator::adopt_remote_trial(Trial& trial) {
     }
     found.push_back({machine, remote, *it, SlotRef{machine, place["slot"].get<int>()}});
   }
+  // The operations its ranks were given: a rank the killed coordinator had not answered yet
+  // gets what the others got (gang_operations.h).
+  std::optional<GangOperations> operations;
+  if (trial.world_size() > 1) {
+    std::vector<std::optional<KeptOperations>> told;
+    for (const Found& f : found) told.push_back(f.kept.operations);
+    auto rebuilt = rebuild_gang_operations(told);
+    if (!rebuilt.ok()) {
+      terminal_.note("trial " + id + ": " + rebuilt.status().message() +
+                     "; the trial restarts from its latest checkpoint");
+      return false;
+    }
+    operations = std::move(*rebuilt);
+  }
   std::vector<SlotRef> slots;
   for (const Found& f : found) slots.push_back(f.slot);
   if (!slots_->take(trial.index, slots)) return false;
   trial.reset_attempt();
+  if (operations) {
+    trial.operations = operations->operations;
+    for (size_t r = 0; r < trial.ranks.size(); ++r)
+      trial.ranks[r].operations_asked = operations->asked[r];
+  }
   for (size_t r = 0; r < found.size(); ++r) {
     Rank& rank = trial.ranks[r];
     auto inner = found[r].launcher->adopt(found[r].kept.id, listener_->address(), rank.output_file);
@@ -89,7 +108,10 @@ bool Coordinator::adopt_remote_trial(Trial& trial) {
   }
   trial.attempt_running = true;
   trial.last_heard = Clock::now();
-  trial.released = false;
+  // Told "done" by the killed coordinator: the gang's clean exit releases its slots, as it
+  // would have there (a pause, or a promotion's requeue), not a failure.
+  trial.released = operations && !operations->operations.empty() &&
+                   operations->operations.back().value("done", false) && !trial.closed;
   trial.stop_requested = pausing_;
   // The record names these ranks from now on (a later resume reads them).
   trial.record["pid"] = trial.chief().process->pid;

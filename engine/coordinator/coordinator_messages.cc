@@ -6,6 +6,7 @@
 #include "common/untrusted_json.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/metric_values.h"
+#include "engine/coordinator/one_answer_hook.h"
 #include "engine/coordinator/time_metric.h"
 #include "engine/coordinator/trial_state.h"
 #include "store/checkpoint_files.h"
@@ -248,9 +249,12 @@ void Coordinator::answer_pending_operation(Trial& trial) {
     return;
   }
   Json answer{{"type", "operation"}, {"re", *trial.pending_operation_seq}};
-  answer.update(operation_answer(trial, chief.operations_asked));
+  const size_t n = chief.operations_asked;
+  const bool decided_now = n >= trial.operations.size();
+  answer.update(operation_answer(trial, n));
   if (trial.world_size() > 1) ++chief.operations_asked;
   trial.pending_operation_seq.reset();
+  if (trial.world_size() > 1 && withhold_operation_if_testing(decided_now, n)) return;  // tests
   reply(*it->second, std::move(answer));
 }
 
@@ -262,7 +266,10 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
   }
   Rank& rank = trial.ranks[static_cast<size_t>(conn.rank)];
   Json answer{{"type", "operation"}, {"re", msg.value("seq", int64_t{0})}};
-  answer.update(operation_answer(trial, rank.operations_asked++));
+  const size_t n = rank.operations_asked++;
+  const bool decided_now = n >= trial.operations.size();
+  answer.update(operation_answer(trial, n));
+  if (withhold_operation_if_testing(decided_now, n)) return;  // tests only (one_answer_hook.h)
   reply(conn, std::move(answer));
 }
 

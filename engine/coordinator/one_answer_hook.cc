@@ -15,6 +15,11 @@ namespace {
 bool used = false;
 std::string armed;  // what the hold line says, once armed
 
+std::string what(std::string_view kind, int64_t step) {
+  if (kind == "next_operation") return "next_operation " + std::to_string(step);
+  return std::string(kind) + " at step " + std::to_string(step);
+}
+
 }  // namespace
 
 bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step) {
@@ -22,12 +27,21 @@ bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step) {
   const char* asked = std::getenv("CAIRN_TEST_ONE_ANSWER");
   if (!asked || std::string(asked) != std::string(kind) + ":" + std::to_string(step)) return false;
   used = true;
-  armed = std::string(kind) + " at step " + std::to_string(step);
+  armed = what(kind, step);
   return true;
 }
 
 bool holding_answers_if_testing(std::string_view kind, int64_t step) {
-  return used && armed == std::string(kind) + " at step " + std::to_string(step);
+  return used && armed == what(kind, step);
+}
+
+bool withhold_operation_if_testing(bool decided_now, size_t n) {
+  const int64_t number = static_cast<int64_t>(n) + 1;
+  if (decided_now) {
+    (void)stop_after_one_answer_if_testing("next_operation", number);
+    return false;
+  }
+  return holding_answers_if_testing("next_operation", number);
 }
 
 void hold_if_testing() {

@@ -11,9 +11,15 @@
 // what it sent), so that a test can see the rank go on and then kill it. It kills itself
 // with SIGKILL after 120 s. Once per process; nothing else reads the variable.
 //
+// CAIRN_TEST_ONE_ANSWER=next_operation:N holds a gang's N-th operation (counted from 1 in the
+// attempt: its ranks' N-th next_operation) the same way: the first rank that asks for it gets
+// its answer, the others' requests for it are not answered, and the line says `answered one
+// rank's next_operation N` (docs/peers.md "A gang's operations").
+//
 // Thread-safety: the coordinator's loop only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -28,6 +34,11 @@ bool stop_after_one_answer_if_testing(std::string_view kind, int64_t step);
 // checkpoint round, staged at the same time) is then not sent either, so only one rank has
 // its answer when the coordinator holds.
 bool holding_answers_if_testing(std::string_view kind, int64_t step);
+
+// next_operation (above): `decided_now` when the gang's operation number `n` (from 0) was
+// just decided for the rank asking, as the first to ask. Returns true when this answer must
+// not be sent: the operation is the held one, and the rank is not the first.
+bool withhold_operation_if_testing(bool decided_now, size_t n);
 
 // After a commit's answers went out: returns at once unless stop_after_one_answer_if_testing
 // said true; then never returns.

@@ -16,7 +16,10 @@ std::vector<KeptRank> parse_kept_ranks(const Json& answer) {
     if (!id.is_number_integer() || !trial.is_string() || !attempt.is_number_integer() ||
         !rank.is_number_integer() || !running.is_boolean())
       continue;
+    auto operations = parse_kept_operations(r);
+    if (!operations.ok()) continue;
     KeptRank k;
+    k.operations = std::move(*operations);
     k.id = id.get<int64_t>();
     k.trial = trial.get<std::string>().substr(0, 200);
     k.attempt = attempt.get<int64_t>();

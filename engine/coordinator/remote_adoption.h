@@ -22,6 +22,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "engine/coordinator/gang_operations.h"
 #include "peer/peer_connection.h"
 #include "peer/session_journal.h"
 
@@ -36,9 +37,12 @@ struct KeptRank {
   int64_t rank = 0;
   int64_t pid = 0;
   bool running = false;
+  // The operations it was given (gang_operations.h); nullopt: its agent did not say.
+  std::optional<KeptOperations> operations;
 };
 
-// The ranks of a session_adopted answer; malformed entries are left out.
+// The ranks of a session_adopted answer; malformed entries (their "operations" included) are
+// left out, so their trials are not adopted.
 std::vector<KeptRank> parse_kept_ranks(const Json& answer);
 
 // As open_remote_session (remote_session.h), but when the options say `adopt`, the agent is

@@ -12,11 +12,18 @@ nothing, so that the kill lands exactly between the answers:
   `checkpoint_end` is acknowledged with that checkpoint, not fetched or registered again;
 - a `sync` answered to one rank only: the resumed coordinator learns from the replay that
   the first rank had its answer, answers the other alike, and the gang goes on (before, it
-  waited for a sync the first rank never sends again, and failed).
+  waited for a sync the first rank never sends again, and failed);
+- the same while the rank that had its answer reports more than the agent's 192 KiB of
+  replayable lines before the kill: the answered sync is kept apart from that bound;
+- a `next_operation` answered to one rank only: the resumed coordinator learns from the
+  agents (session_adopted) which operations each rank was given, answers the other's with the
+  same one, and gives the first its next one (before, the new coordinator numbered the gang's
+  operations from 0 again: the first rank was given, as its second, the operation it had
+  done, and trained it a second time: an operation of no steps and a second validation).
 
-Each time: the trial is adopted (nothing started), every step runs once on each rank, every
-training metric is stored once, every checkpoint is registered once, and the experiment
-completes."""
+Each time: the trial is adopted (nothing started), every step runs once on each rank, each
+rank is given the one operation once, every training metric is stored once, every checkpoint
+is registered once, and the experiment completes."""
 import os
 import re
 import subprocess
@@ -29,8 +36,10 @@ from peer_testlib import alive  # noqa: E402
 from test_peers_placement import Agent, PlacementCase  # noqa: E402
 
 # Says its pid, appends every step it runs to $STEPS_DIR/rank<RANK> (so a step run twice
-# shows), checkpoints every 2 units (each rank writes its own file, and leaves a marker
-# "in<RANK>.<STEP>" once it has its directory), and resumes from its checkpoint.
+# shows) and every operation it is given to $STEPS_DIR/ops<RANK>, checkpoints every 2 units
+# (each rank writes its own file, and leaves a marker "in<RANK>.<STEP>" once it has its
+# directory), and resumes from its checkpoint. At step $HEAVY_STEP it sends $HEAVY_KIB KiB of
+# training reports, then leaves the marker "heavy<RANK>".
 TRAIN = r"""
 import os, sys, time
 import cairn
@@ -38,16 +47,33 @@ import cairn
 ctx = cairn.init()
 rank = int(os.environ.get("RANK", "0"))
 where = os.environ["STEPS_DIR"]
+heavy_step = int(os.environ.get("HEAVY_STEP", "0"))
 print("pid", os.getpid(), "starts at", ctx.steps_completed, flush=True)
+with open(os.path.join(where, "pid%d" % rank), "a") as f:
+    f.write("%d\n" % os.getpid())
+if os.environ.get("WAIT_FOR_RANKS"):  # every rank welcomed before any asks for work
+    until = time.time() + 60
+    while time.time() < until and not all(os.path.exists(os.path.join(where, "pid%d" % r))
+                                          for r in range(int(os.environ["WORLD_SIZE"]))):
+        time.sleep(0.02)
 steps = open(os.path.join(where, "rank%d" % rank), "a")
+ops = open(os.path.join(where, "ops%d" % rank), "a")
 step = ctx.steps_completed
 for op in ctx.operations():
+    ops.write("%d %d\n" % (os.getpid(), op.length))
+    ops.flush()
     while step < op.length:
         time.sleep(float(os.environ.get("STEP_SECONDS", "0.05")))
         step += 1
         steps.write("%d %d\n" % (os.getpid(), step))
         steps.flush()
         ctx.report_training(step, {"loss": 1.0 / step})
+        if step == heavy_step:
+            pad = {"m%03d" % i: 0.5 for i in range(100)}  # about 1 KiB a report
+            for _ in range(int(os.environ["HEAVY_KIB"])):
+                ctx.report_training(step, dict(pad, loss=1.0 / step))
+            ctx._channel.flush()
+            open(os.path.join(where, "heavy%d" % rank), "w").close()
         print("step", step, flush=True)
         if ctx.checkpoint_due(step):
             with ctx.checkpoint(step) as path:
@@ -87,17 +113,19 @@ class AdoptRoundsTest(PlacementCase):
         env.update(extra or {})
         return self.env(env)
 
-    def start_run(self, hook, slots=(1, 1), ranks=2):
+    def start_run(self, hook, slots=(1, 1), ranks=2, extra_env=None):
         self.start_agents(slots)
         self.ranks = ranks
         self.write("exp.yaml", CONFIG % (os.path.join(self.dir, "train.py"), self.LENGTH, ranks))
         self.run_out = os.path.join(self.dir, "run.out")
         out = open(self.run_out, "w")
         self.addCleanup(out.close)
+        env = {"CAIRN_TEST_ONE_ANSWER": hook}
+        env.update(extra_env or {})
         run = subprocess.Popen(
             [CAIRN, "run", "exp.yaml", "--slots", "0", "--peers",
              ",".join(a.address for a in self.agent_list)],
-            cwd=self.dir, env=self.cairn_env(self.run_env({"CAIRN_TEST_ONE_ANSWER": hook})),
+            cwd=self.dir, env=self.cairn_env(self.run_env(env)),
             stdout=out, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: run.poll() is None and (run.kill(), run.wait()))
         return run
@@ -116,6 +144,23 @@ class AdoptRoundsTest(PlacementCase):
         except FileNotFoundError:
             return []
 
+    def rank_pids(self):
+        pids = []
+        for rank in range(self.ranks):
+            try:
+                with open(os.path.join(self.steps_dir, "pid%d" % rank)) as f:
+                    pids += [int(p) for p in f.read().split()]
+            except FileNotFoundError:
+                pass
+        return pids
+
+    def ops_given(self, rank):
+        try:
+            with open(os.path.join(self.steps_dir, "ops%d" % rank)) as f:
+                return [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
     def last_step(self, rank):
         ran = self.steps_run(rank)
         return ran[-1][1] if ran else 0
@@ -129,9 +174,10 @@ class AdoptRoundsTest(PlacementCase):
         except AssertionError:
             self.fail("no hook line: " + self.run_output()[-3000:])
         self.assertIn(line, self.run_output(), self.run_output()[-3000:])
-        wait_until(lambda: len(self.pids(self.run_output())) >= self.ranks, timeout=30,
-                   what="every rank's pid line")
-        pids = self.pids(self.run_output())
+        # From the ranks' files: the held coordinator may not have shown every rank's output.
+        wait_until(lambda: len(self.rank_pids()) >= self.ranks, timeout=30,
+                   what="every rank's pid")
+        pids = self.rank_pids()
         for pid in pids:
             self.addCleanup(lambda p=pid: alive(p) and os.kill(p, 9))
         return pids
@@ -159,7 +205,11 @@ class AdoptRoundsTest(PlacementCase):
         metric once, each checkpoint once, completed."""
         self.assertEqual(len(re.findall(r"trial 1\.1(:\d)?: adopted its rank on", text)),
                          self.ranks, text)
-        self.assertEqual(self.pids(text), [], text)  # nothing started
+        # Nothing started: no process but the held ones ever ran (a first line the killed
+        # coordinator never showed may be shown now).
+        self.assertEqual(sorted(self.rank_pids()), sorted(pids))
+        for pid in self.pids(text):
+            self.assertIn(pid, pids, text)
         trial = self.cairn_json("show", "1.1", "--json")
         self.assertEqual(trial["state"], "COMPLETED", trial)
         self.assertEqual(trial["restarts"], 0, trial)
@@ -168,6 +218,17 @@ class AdoptRoundsTest(PlacementCase):
             self.assertEqual([s for _, s in ran], list(range(1, self.LENGTH + 1)), ran)
             self.assertEqual(len({p for p, _ in ran}), 1, ran)
             self.assertIn(ran[0][0], pids)
+        # The gang was given one sequence of operations: each rank the same, in its one
+        # process, the first of the searcher's (single) length. (The same length may come
+        # again, to every rank alike, when rank 1 asks for its next operation before rank 0's
+        # validation is stored: an operation of no steps.)
+        given = [self.ops_given(rank) for rank in range(self.ranks)]
+        for rank in range(self.ranks):
+            self.assertEqual([length for _, length in given[rank]],
+                             [length for _, length in given[0]], given)
+            self.assertEqual({p for p, _ in given[rank]}, {self.steps_run(rank)[0][0]}, given)
+        self.assertEqual(given[0][0][1], self.LENGTH, given)
+        self.assertEqual({length for _, length in given[0]}, {self.LENGTH}, given)
         metrics = self.cairn_json("metrics", "1.1", "--json")
         self.assertEqual([p["step"] for p in metrics["training"]],
                          list(range(1, self.LENGTH + 1)))
@@ -234,6 +295,39 @@ class AdoptRoundsTest(PlacementCase):
         self.assertNotIn("rank_wait_timeout", text)
         trial = self.assert_went_on(text, pids)
         self.assertEqual(self.exported(trial, 8), {"step0": "8", "step1": "8"})
+
+    def test_a_sync_answered_before_heavy_reports_is_still_answered_alike(self):
+        # The rank that had its answer sends 400 KiB of reports at the next step before the
+        # kill: more than the agent's 192 KiB of replayable lines. The answered sync is kept
+        # apart from that bound (before, it was dropped first, and the gang failed).
+        step = 7
+        run = self.start_run("sync:%d" % step,
+                             extra_env={"HEAVY_STEP": str(step + 1), "HEAVY_KIB": "400"})
+        pids = self.held(run, "sync at step %d" % step)
+        ahead = wait_until(lambda: [r for r in (0, 1) if os.path.exists(
+            os.path.join(self.steps_dir, "heavy%d" % r))], timeout=60,
+            what="one rank past its heavy reports")
+        self.assertEqual(len(ahead), 1, ahead)
+        self.kill(run)
+        self.assertEqual(self.last_step(1 - ahead[0]), step)
+        text = self.resume()
+        self.assertNotIn("rank_wait_timeout", text)
+        self.assertNotIn("deadlocked", text)
+        self.assert_went_on(text, pids)
+
+    def test_an_operation_answered_to_one_rank_only_is_given_alike_to_the_other(self):
+        run = self.start_run("next_operation:1", extra_env={"WAIT_FOR_RANKS": "1"})
+        pids = self.held(run, "next_operation 1")
+        # The rank that had its operation runs its first step and waits in its sync; the
+        # other still waits for its operation.
+        ahead = wait_until(lambda: [r for r in (0, 1) if self.last_step(r) >= 1],
+                           timeout=60, what="one rank's first step")
+        self.assertEqual(len(ahead), 1, ahead)
+        self.kill(run)
+        self.assertEqual(self.ops_given(1 - ahead[0]), [])
+        self.assertEqual(self.last_step(1 - ahead[0]), 0)
+        text = self.resume()
+        self.assert_went_on(text, pids)
 
     def test_a_checkpoint_acknowledged_to_one_rank_only_is_acknowledged_to_the_other(self):
         # Registered (and committed) by the killed coordinator, which acknowledged one rank

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -549,6 +550,81 @@ TEST_CASE("control relay: a connection is the rank's its process belongs to; oth
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(got == reap.pid);
   CHECK_FALSE(fs::exists(address.substr(5)));
+}
+
+TEST_CASE("control relay: a rank's operations are counted across its connections") {
+  // What session_adopted says of a kept rank (peer/session_adoption.h AnsweredOperations):
+  // every next_operation answer relayed to the rank, on whichever of its connections.
+  ::signal(SIGPIPE, SIG_IGN);
+  TestDir dir;
+  PeerPair pair;
+  auto relay = ControlRelay::for_agent(dir / "control", [](const std::string&) {});
+  RemoteLaunch launch;
+  launch.rank = 7;
+  launch.paths = {{"CAIRN_CONTROL", "control"}};
+  REQUIRE(relay->give_control(launch).ok());
+  const std::string address = launch.env["CAIRN_CONTROL"];
+  relay->rank_started(7, ::getpid());   // this process speaks as the rank
+  std::map<int64_t, std::string> data;  // what reached the coordinator's side, by stream
+  auto pump_until = [&](const std::function<bool()>& done) {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!done() && Clock::now() < deadline) {
+      (void)relay->receive(*pair.agent, Clock::now() + std::chrono::milliseconds(20));
+      for (;;) {
+        auto m = pair.coordinator->receive(Clock::now());
+        if (!m.ok() || !m->has_value()) break;
+        auto frame = parse_control_frame(**m);
+        REQUIRE(frame.ok());
+        if (frame->kind == ControlFrame::Kind::kOpen) data[frame->stream];
+        if (frame->kind == ControlFrame::Kind::kData) data[frame->stream] += frame->data;
+      }
+    }
+    return done();
+  };
+  // One connection: asks, gets `answer` on its stream, returns what it read.
+  auto ask = [&](UniqueFd& fd, const std::string& answer) {
+    const std::string request = "{\"type\":\"hello\"}\n{\"type\":\"next_operation\",\"seq\":1}\n";
+    REQUIRE(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+    int64_t stream = -1;
+    REQUIRE(pump_until([&] {
+      for (const auto& [id, bytes] : data)
+        if (bytes == request) stream = id;
+      return stream >= 0;
+    }));
+    data.erase(stream);
+    const std::string line =
+        "{\"type\":\"welcome\"}\n{\"type\":\"operation\",\"re\":1," + answer + "}\n";
+    REQUIRE(pair.coordinator
+                ->send(control_data_message(stream, line), Clock::now() + std::chrono::seconds(5))
+                .ok());
+    std::string got;
+    REQUIRE(pump_until([&] {
+      char buffer[4096];
+      const ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n > 0) got.append(buffer, static_cast<size_t>(n));
+      return got.size() >= line.size();
+    }));
+    CHECK(got == line);
+  };
+  UniqueFd first = connect_unix(address);
+  REQUIRE(first);
+  ask(first, "\"length\":5");
+  CHECK(relay->operations_of(7).to_json() == Json::parse(R"({"count":1,"latest":[{"length":5}]})"));
+  first.reset();  // the rank closes its connection and connects again: counted on
+  REQUIRE(pump_until([&] { return relay->open_streams() == 0; }));
+  CHECK(relay->operations_of(7).count == 1);
+  UniqueFd second = connect_unix(address);
+  REQUIRE(second);
+  ask(second, "\"done\":true");
+  CHECK(relay->operations_of(7).to_json() ==
+        Json::parse(R"({"count":2,"latest":[{"length":5},{"done":true}]})"));
+  CHECK(relay->operations_of(8).count == 0);
+  // Its end forgets them with its streams.
+  relay->rank_ended(7);
+  second.reset();
+  REQUIRE(pump_until([&] { return relay->open_streams() == 0; }));
+  CHECK(relay->operations_of(7).count == 0);
 }
 
 TEST_CASE("control relay: a socket path too long for a Unix address falls back to /tmp") {
