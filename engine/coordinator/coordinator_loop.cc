@@ -42,6 +42,8 @@ void Coordinator::read_connection(int fd) {
       // (handle_hello refuses a second connection for a rank).
       for (Rank& r : trial->ranks)
         if (r.connection_fd == fd) r.connection_fd = -1;
+      // Rank 0 gone: the others' requests waiting for its are decided without it.
+      answer_deferred_operations(*trial);
       // Its pending request will never be answered: the rank waits in nothing of cairn's.
       if (conn.rank >= 0 && conn.rank < trial->world_size()) {
         RankWait& wait = trial->ranks[static_cast<size_t>(conn.rank)].wait;

@@ -256,6 +256,32 @@ void Coordinator::answer_pending_operation(Trial& trial) {
   trial.pending_operation_seq.reset();
   if (trial.world_size() > 1 && withhold_operation_if_testing(decided_now, n)) return;  // tests
   reply(*it->second, std::move(answer));
+  answer_deferred_operations(trial);
+}
+
+bool Coordinator::decides_operations(const Trial& trial) const {
+  return connections_.count(trial.chief().connection_fd) > 0;
+}
+
+void Coordinator::answer_rank_operation(Trial& trial, Rank& rank, ControlConnection& conn,
+                                        int64_t seq) {
+  Json answer{{"type", "operation"}, {"re", seq}};
+  const size_t n = rank.operations_asked++;
+  const bool decided_now = n >= trial.operations.size();
+  answer.update(operation_answer(trial, n));
+  if (withhold_operation_if_testing(decided_now, n)) return;  // tests only (one_answer_hook.h)
+  reply(conn, std::move(answer));
+}
+
+void Coordinator::answer_deferred_operations(Trial& trial) {
+  for (Rank& rank : trial.ranks) {
+    if (!rank.deferred_operation_seq) continue;
+    if (rank.operations_asked >= trial.operations.size() && decides_operations(trial)) continue;
+    const int64_t seq = *rank.deferred_operation_seq;
+    rank.deferred_operation_seq.reset();
+    auto it = connections_.find(rank.connection_fd);
+    if (it != connections_.end()) answer_rank_operation(trial, rank, *it->second, seq);
+  }
 }
 
 void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, const Json& msg) {
@@ -265,12 +291,17 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
     return;
   }
   Rank& rank = trial.ranks[static_cast<size_t>(conn.rank)];
-  Json answer{{"type", "operation"}, {"re", msg.value("seq", int64_t{0})}};
-  const size_t n = rank.operations_asked++;
-  const bool decided_now = n >= trial.operations.size();
-  answer.update(operation_answer(trial, n));
-  if (withhold_operation_if_testing(decided_now, n)) return;  // tests only (one_answer_hook.h)
-  reply(conn, std::move(answer));
+  const int64_t seq = msg.value("seq", int64_t{0});
+  // Only rank 0's request decides a new operation. Rank 0 asks once its validation of the
+  // last one is acknowledged, so stored; another rank may ask before that validation has even
+  // arrived, and deciding then would give the gang the same length again (an operation of no
+  // steps, validated a second time). Its request waits for rank 0's, unless rank 0 has no
+  // connection (not connected yet, or gone: then it is decided here, as before).
+  if (rank.operations_asked >= trial.operations.size() && decides_operations(trial)) {
+    rank.deferred_operation_seq = seq;
+    return;
+  }
+  answer_rank_operation(trial, rank, conn, seq);
 }
 
 void Coordinator::handle_training(Trial& trial, ControlConnection& conn, const Json& msg) {

@@ -17,7 +17,11 @@ bool answerable(const std::vector<RankWait>& waits, const RankWait& rank) {
     case RankCall::kKvGet:  // a key that were set would have been answered
       return false;
     case RankCall::kNextOperation:
-      return true;  // the searcher answers it
+      // Rank 0's the searcher answers; another rank's waits for rank 0's request, which
+      // decides the gang's next operation, unless rank 0 has ended (Coordinator::
+      // handle_next_operation).
+      return &rank == &waits.front() || waits.front().call == RankCall::kNextOperation ||
+             waits.front().call == RankCall::kExited;
     case RankCall::kSync:
       return std::all_of(waits.begin(), waits.end(), [&](const RankWait& w) {
         return w.call == RankCall::kSync && w.step == rank.step;

@@ -20,7 +20,7 @@ namespace cairn {
 enum class RankCall {
   kOutside,         // in the trial's own code (or not connected yet): nothing to answer
   kExited,          // the process ended; it will never call again
-  kNextOperation,   // next_operation: answered by the searcher, not by the other ranks
+  kNextOperation,   // next_operation: rank 0's answered by the searcher, the others' with it
   kSync,            // checkpoint_due(step): answered once every rank has sent it
   kCheckpoint,      // checkpoint(step) sent checkpoint_end: answered once the round is whole
   kCheckpointSkip,  // checkpoint_skip: the rank made another call instead of checkpoint(step)

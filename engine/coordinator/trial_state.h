@@ -68,7 +68,10 @@ struct Rank {
   int connection_fd = -1;
   int machine = 0;              // where it runs (slot_pool.h's SlotRef::machine; 0: this machine)
   size_t operations_asked = 0;  // next_operation requests answered in this attempt
-  RankWait wait;                // what it waits in (multi-rank trials)
+  // A rank other than 0 that asked for an operation rank 0 has not asked for yet: its
+  // request's seq, answered with rank 0's (Coordinator::answer_deferred_operations).
+  std::optional<int64_t> deferred_operation_seq;
+  RankWait wait;  // what it waits in (multi-rank trials)
   // Across attempts.
   std::filesystem::path output_file;
   std::string partial_line;      // output not yet ended by '\n'
@@ -80,6 +83,7 @@ struct Rank {
     exit.reset();
     connection_fd = -1;
     operations_asked = 0;
+    deferred_operation_seq.reset();
     wait = RankWait{};
   }
 };

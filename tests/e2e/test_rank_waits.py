@@ -100,6 +100,36 @@ class RankWaitTest(CairnTestCase):
         self.assertEqual(run.returncode, 2, run.stderr)
         self.assertRegex(run.stderr, r"exp\.yaml:\d+.*rank_wait_timeout")
 
+    def test_a_rank_ahead_of_rank_0_waits_for_its_operation_not_a_repeat(self):
+        # Rank 1 validates and asks for its next operation while rank 0 still trains: only
+        # rank 0's request, sent once its validation is stored, decides what comes next.
+        # Decided at rank 1's request, the gang got the same length again (an operation of no
+        # steps, validated a second time).
+        self.write("ops.py", r"""
+import os, time
+import cairn
+
+ctx = cairn.init()
+rank = int(os.environ["RANK"])
+got = []
+for op in ctx.operations():
+    got.append(op.length)
+    if rank == 0:
+        time.sleep(1.0)
+    ctx.report_validation(op.length, {"val_loss": 1.0})
+print("rank %d operations %s" % (rank, got), flush=True)
+""")
+        self.write("exp.yaml", """name: ops
+entrypoint: /usr/bin/python3 ops.py
+searcher: {name: single, metric: val_loss, max_length: 2}
+resources: {slots_per_trial: 2}
+max_restarts: 0
+""")
+        run = self.cairn("run", "exp.yaml", "--slots", "2", timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn("rank 0 operations [2]", run.stdout)
+        self.assertIn("rank 1 operations [2]", run.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -49,6 +49,16 @@ TEST_CASE("no deadlock while a rank runs its own code or the searcher may answer
   CHECK_FALSE(gang_deadlock({in(RankCall::kNextOperation), in(RankCall::kSync, 4)}));
   CHECK_FALSE(gang_deadlock({in(RankCall::kSync, 4), in(RankCall::kSync, 4)}));
   CHECK_FALSE(gang_deadlock({in(RankCall::kSync, 4)}));  // one rank: nothing to agree on
+  // Another rank's next_operation waits for rank 0's, which decides it: answerable once rank 0
+  // asks too, or has ended.
+  CHECK_FALSE(gang_deadlock({in(RankCall::kNextOperation), in(RankCall::kNextOperation)}));
+  CHECK_FALSE(gang_deadlock({RankWait{}, in(RankCall::kNextOperation)}));
+}
+
+TEST_CASE("a rank waiting for rank 0's next_operation while rank 0 waits for it is deadlocked") {
+  auto line = gang_deadlock({in(RankCall::kSync, 4), in(RankCall::kNextOperation)});
+  REQUIRE(line);
+  CHECK(*line == "ranks deadlocked: rank 0 in checkpoint_due(4), rank 1 in operations()");
 }
 
 TEST_CASE("a checkpoint is whole once every rank ended it or left it") {
