@@ -128,9 +128,9 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                   "trials run on the peers only)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--peers", opts->peers,
-                  "Also run trials and ranks on these agents (default: resources.peers; see "
-                  "docs/peers.md)")
-      ->type_name("HOST:PORT,...");
+                  "Also run trials and ranks on these agents (default: resources.peers; "
+                  "\"auto\" adds the agents discovered on the LAN in 3 s; see docs/peers.md)")
+      ->type_name("HOST:PORT,...|auto");
   cmd->add_option("--key-file", opts->key_file,
                   "Cluster key for --peers (default: CAIRN_KEY_FILE, else "
                   "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")
