@@ -87,6 +87,20 @@ std::vector<std::string> numeric_peer_names(const PeerAddress& address) {
   return out;
 }
 
+namespace {
+
+// What went wrong with the peer listed as `text`, as one line: its reasons start with its
+// address ("127.0.0.1:7071 refused our cluster key …"), and read "peer 127.0.0.1:7071
+// refused …"; a connection that could not be made already says "cannot connect to
+// ADDRESS: …" (before, "peer cannot connect to …").
+std::string peer_failure_line(const std::string& text, const std::string& error) {
+  if (error.rfind(text, 0) == 0) return "peer " + error;
+  if (error.find(text) != std::string::npos) return error;
+  return "peer " + text + ": " + error;
+}
+
+}  // namespace
+
 Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
                                       const std::string& key_file, bool require_all) {
   RunPeers peers;
@@ -128,8 +142,8 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
     PeerSlots slots;
     slots.address = text;
     if (status.failure != PeerFailure::kNone) {
-      if (require_all) return Status::BadInput("peer " + status.error);
-      std::cerr << "cairn: warning: peer " << status.error
+      if (require_all) return Status::BadInput(peer_failure_line(text, status.error));
+      std::cerr << "cairn: warning: " << peer_failure_line(text, status.error)
                 << "; its slots are not used until it answers\n";
     } else {
       slots.slots = status.slots_total;
