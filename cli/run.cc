@@ -79,10 +79,19 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   // nothing is created.
   auto peers = check_run_peers(opts.peers, *config, opts.key_file, /*require_all=*/true);
   if (!peers.ok()) return fail(peers.status());
-  if (opts.slots == 0 && peers->addresses.empty())
+  if (opts.slots == 0 && peers->addresses.empty()) {
+    bool discovered = false;  // auto was asked for, and found no agent (said on the line above)
+    if (!opts.peers.empty())
+      (void)peers_without_auto(opts.peers, &discovered);
+    else
+      discovered = config->resources.peers_mode == "auto";
     return fail(Status::BadInput(
-        "--slots 0 runs nothing on this machine: name the agents that run the trials with "
-        "--peers HOST:PORT,… or resources.peers (docs/peers.md)"));
+        discovered ? "--slots 0 runs nothing on this machine, and auto found no agent: start "
+                     "cairn agent with the cluster key on the machines that run the trials, "
+                     "or name them with --peers HOST:PORT,… (docs/peers.md)"
+                   : "--slots 0 runs nothing on this machine: name the agents that run the "
+                     "trials with --peers HOST:PORT,… or resources.peers (docs/peers.md)"));
+  }
   // So are the resources, over this machine and the peers: a config they cannot run must not
   // leave an experiment behind that stays ACTIVE and that every `resume --all` tries again.
   const int gpus = usable_gpus(*config);
