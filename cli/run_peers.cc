@@ -143,8 +143,8 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
     slots.address = text;
     if (status.failure != PeerFailure::kNone) {
       if (require_all) return Status::BadInput(peer_failure_line(text, status.error));
-      std::cerr << "cairn: warning: " << peer_failure_line(text, status.error)
-                << "; its slots are not used until it answers\n";
+      peers.warnings.push_back(peer_failure_line(text, status.error) +
+                               "; its slots are not used until it answers");
     } else {
       slots.slots = status.slots_total;
       for (const Json& device : status.devices)
@@ -187,6 +187,8 @@ Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConf
   // what the user listed must answer.
   auto more = check_peer_addresses(fresh, key_file, /*require_all=*/false);
   if (!more.ok()) return more.status();
+  for (const std::string& warning : more->warnings)
+    std::cerr << "cairn: warning: " << warning << "\n";  // left out: no coordinator says it
   for (size_t i = 0; i < more->addresses.size(); ++i) {
     if (more->slots[i].slots == 0) continue;
     // A listed agent heard at another address (its IPv6 beacon, another interface's): its
