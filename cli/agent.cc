@@ -192,10 +192,12 @@ void add_agent(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                   "Address to listen on, IPv6 in brackets (default: every interface, port "
                   "7070; loopback only, for this user only, without a cluster key)")
       ->type_name("ADDR:PORT");
+  // At least 1: an agent runs ranks only in its slots, and 0 (before: taken as "not given",
+  // so the default) offered every core while the user asked for none.
   cmd->add_option("--slots", options->slots,
-                  "Slots to offer (default: one per GPU, else one per CPU core)")
+                  "Slots to offer, at least 1 (default: one per GPU, else one per CPU core)")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--key-file", options->key_file,
                   "Cluster key (default: CAIRN_KEY_FILE, else "
                   "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")

@@ -121,8 +121,13 @@ int resume_one(const StoreLayout& store, int64_t id, const std::string& key_over
   const int gpus = usable_gpus(*config);
   if (Status st = check_cluster_resources(
           *config, gpus, run_locally ? machine_slots(slots, gpus) : 0, peers->slots);
-      !st.ok())
+      !st.ok()) {
+    // Why an agent offered nothing; when the resume goes on, its coordinator says it instead
+    // (once: both said it before).
+    for (const std::string& warning : peers->warnings)
+      std::cerr << "cairn: warning: " << warning << "\n";
     return fail(st);
+  }
   if (!moved.empty()) {
     std::cout << "cairn: " << moved << std::endl;
     // Data too large to keep is read through links in the run directory, which follow the

@@ -79,10 +79,19 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   // nothing is created.
   auto peers = check_run_peers(opts.peers, *config, opts.key_file, /*require_all=*/true);
   if (!peers.ok()) return fail(peers.status());
-  if (opts.slots == 0 && peers->addresses.empty())
+  if (opts.slots == 0 && peers->addresses.empty()) {
+    bool discovered = false;  // auto was asked for, and found no agent (said on the line above)
+    if (!opts.peers.empty())
+      (void)peers_without_auto(opts.peers, &discovered);
+    else
+      discovered = config->resources.peers_mode == "auto";
     return fail(Status::BadInput(
-        "--slots 0 runs nothing on this machine: name the agents that run the trials with "
-        "--peers HOST:PORT,… or resources.peers (docs/peers.md)"));
+        discovered ? "--slots 0 runs nothing on this machine, and auto found no agent: start "
+                     "cairn agent with the cluster key on the machines that run the trials, "
+                     "or name them with --peers HOST:PORT,… (docs/peers.md)"
+                   : "--slots 0 runs nothing on this machine: name the agents that run the "
+                     "trials with --peers HOST:PORT,… or resources.peers (docs/peers.md)"));
+  }
   // So are the resources, over this machine and the peers: a config they cannot run must not
   // leave an experiment behind that stays ACTIVE and that every `resume --all` tries again.
   const int gpus = usable_gpus(*config);
@@ -128,9 +137,9 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
                   "trials run on the peers only)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--peers", opts->peers,
-                  "Also run trials and ranks on these agents (default: resources.peers; see "
-                  "docs/peers.md)")
-      ->type_name("HOST:PORT,...");
+                  "Also run trials and ranks on these agents (default: resources.peers; "
+                  "\"auto\" adds the agents discovered on the LAN in 3 s; see docs/peers.md)")
+      ->type_name("HOST:PORT,...|auto");
   cmd->add_option("--key-file", opts->key_file,
                   "Cluster key for --peers (default: CAIRN_KEY_FILE, else "
                   "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")

@@ -87,6 +87,20 @@ std::vector<std::string> numeric_peer_names(const PeerAddress& address) {
   return out;
 }
 
+namespace {
+
+// What went wrong with the peer listed as `text`, as one line: its reasons start with its
+// address ("127.0.0.1:7071 refused our cluster key …"), and read "peer 127.0.0.1:7071
+// refused …"; a connection that could not be made already says "cannot connect to
+// ADDRESS: …" (before, "peer cannot connect to …").
+std::string peer_failure_line(const std::string& text, const std::string& error) {
+  if (error.rfind(text, 0) == 0) return "peer " + error;
+  if (error.find(text) != std::string::npos) return error;
+  return "peer " + text + ": " + error;
+}
+
+}  // namespace
+
 Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
                                       const std::string& key_file, bool require_all) {
   RunPeers peers;
@@ -128,9 +142,9 @@ Result<RunPeers> check_peer_addresses(const std::vector<std::string>& addresses,
     PeerSlots slots;
     slots.address = text;
     if (status.failure != PeerFailure::kNone) {
-      if (require_all) return Status::BadInput("peer " + status.error);
-      std::cerr << "cairn: warning: peer " << status.error
-                << "; its slots are not used until it answers\n";
+      if (require_all) return Status::BadInput(peer_failure_line(text, status.error));
+      peers.warnings.push_back(peer_failure_line(text, status.error) +
+                               "; its slots are not used until it answers");
     } else {
       slots.slots = status.slots_total;
       for (const Json& device : status.devices)
@@ -173,6 +187,8 @@ Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConf
   // what the user listed must answer.
   auto more = check_peer_addresses(fresh, key_file, /*require_all=*/false);
   if (!more.ok()) return more.status();
+  for (const std::string& warning : more->warnings)
+    std::cerr << "cairn: warning: " << warning << "\n";  // left out: no coordinator says it
   for (size_t i = 0; i < more->addresses.size(); ++i) {
     if (more->slots[i].slots == 0) continue;
     // A listed agent heard at another address (its IPv6 beacon, another interface's): its

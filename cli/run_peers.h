@@ -17,11 +17,15 @@ struct RunPeers {
   std::vector<std::string> addresses;  // "host:port", in the order listed
   std::vector<PeerSlots> slots;        // what each answered (0 slots: it did not)
   std::vector<std::string> agents;     // each one's agent id ("" when it did not answer)
+  // Without require_all, one line per peer that did not answer ("cannot connect to …; its
+  // slots are not used until it answers"), not printed: the coordinator that goes on says
+  // the same when it connects, so a caller prints them only when it stops before that.
+  std::vector<std::string> warnings;
 };
 
 // `listed` is --peers as given ("" when not given); the config's resources.peers otherwise.
 // `require_all` (run): a peer that does not answer with our key and version is an error
-// (exit 2, nothing created). Otherwise (resume) it is a warning on stderr, and the
+// (exit 2, nothing created). Otherwise (resume) it is one of RunPeers::warnings, and the
 // coordinator keeps trying it.
 Result<RunPeers> check_run_peers(const std::string& listed, const ExperimentConfig& config,
                                  const std::string& key_file, bool require_all);

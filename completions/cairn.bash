@@ -129,6 +129,10 @@ _cairn() {
         mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
         return 0
       fi
+      if [[ $prev == --peers ]]; then
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -W "auto" -- "$cur")
+        return 0
+      fi
       takes_value="--set --name --slots --peers --key-file"
       ;;
     resume)

@@ -131,12 +131,12 @@ complete -c cairn -n __cairn_needs_command -a completion -d 'Print a shell compl
 # init [DIR]
 complete -c cairn -n '__cairn_using_command init; and __cairn_at_argument 1' -a '(__fish_complete_directories)'
 
-# run CONFIG.yaml [--set KEY=VALUE]... [--name NAME] [--detach] [--slots N] [--peers HOST:PORT] [--key-file F]
+# run CONFIG.yaml [--set KEY=VALUE]... [--name NAME] [--detach] [--slots N] [--peers HOST:PORT,...|auto] [--key-file F]
 complete -c cairn -n '__cairn_using_command run' -l set -x -d 'Override a config key (KEY=VALUE)'
 complete -c cairn -n '__cairn_using_command run' -l name -x -d 'Name the experiment'
 complete -c cairn -n '__cairn_using_command run' -l detach -d 'Start the experiment in the background and return'
-complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Number of slots to use'
-complete -c cairn -n '__cairn_using_command run' -l peers -x -d 'Run the ranks on this agent (HOST:PORT)'
+complete -c cairn -n '__cairn_using_command run' -l slots -x -d 'Slots to use on this machine (0: the peers only)'
+complete -c cairn -n '__cairn_using_command run' -l peers -x -a 'auto' -d 'Agents to run trials on too (HOST:PORT,... or auto)'
 complete -c cairn -n '__cairn_using_command run' -l key-file -r -F -d 'Cluster key file for --peers'
 complete -c cairn -n '__cairn_using_command run; and __cairn_at_argument 1' -k -a '(__cairn_configs)'
 

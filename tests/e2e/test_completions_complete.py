@@ -143,6 +143,8 @@ class ZshCompletes(CairnTestCase):
         self.assertIn("--detach", self.complete("cairn run --"))
         self.assertIn("--diff", self.complete("cairn compare 1.1 2.1 --"))
         self.assertEqual(self.complete("cairn resume --a"), ["--all"])
+        self.assertEqual(self.complete("cairn run --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
@@ -199,6 +201,8 @@ class FishCompletes(CairnTestCase):
         self.assertIn("--detach", self.complete("cairn run --"))
         self.assertIn("--diff", self.complete("cairn compare 1.1 2.1 --"))
         self.assertEqual(self.complete("cairn resume --"), ["--all", "--help", "--key-file"])
+        self.assertEqual(self.complete("cairn run --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])

@@ -353,6 +353,9 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(self.complete("cairn ls --"), ["--all", "--help", "--json"])
         self.assertIn("--follow", self.complete("cairn logs 1.1 -"))
         self.assertEqual(self.complete("cairn --v"), ["--version"])
+        # run's --peers takes auto as peers' does (docs/peers.md "Discovery").
+        self.assertEqual(self.complete("cairn run --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
 
     def test_config_files_after_run(self):
         self.assertEqual(self.complete("cairn run "), ["configs", "other.yml", "quick.yaml"])

@@ -441,6 +441,18 @@ class PeersTest(CairnTestCase):
                                     check=1).stdout)
         self.assertEqual(doc[0]["status"], "key_mismatch")
 
+    def test_an_agent_offers_the_slots_it_is_given_and_refuses_none(self):
+        # --slots 0 used to be taken as "not given": the agent offered every core.
+        proc = self.cairn("agent", "--slots", "0", "--listen", "127.0.0.1:0", "--dir",
+                          os.path.join(self.dir, "zero"), env=self.agent_env(), timeout=10)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--slots", proc.stderr.strip().splitlines()[0])
+        self.assertNotIn("listening", proc.stderr)
+        agent = Agent(self, "--listen", "127.0.0.1:0", "--slots", "1")
+        self.assertIn("; 1 slot;", agent.listening)
+        doc = json.loads(self.peers("--peers", agent.address, "--json", check=0).stdout)
+        self.assertEqual(doc[0]["slots"], {"free": 1, "total": 1}, doc)
+
     def test_key_file_that_others_may_read_is_refused(self):
         key, _ = self.new_key("cluster.key")
         os.chmod(key, 0o644)

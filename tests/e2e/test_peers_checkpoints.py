@@ -7,6 +7,7 @@ requests (a path outside the agent's directory, a manifest with `..`, a symlink 
 an unknown trial or attempt) are refused with one line while the agent keeps serving; they
 are sent by build/peer_test_client (tests/peer_client/), which authenticates with the real
 key."""
+import hashlib
 import json
 import os
 import re
@@ -246,6 +247,37 @@ class PeerCheckpointsTest(CairnTestCase):
         self.assertEqual(answer["type"], "error")
         self.assertIn("checkpoint holds a symlink: passwd", answer["reason"])
         agent.line(lambda l: "refused a checkpoint request" in l and "symlink" in l)
+        # A checkpoint_want that asks for a content from beyond its end, or from an offset
+        # that is no number, or for a digest the manifest does not name: refused with one
+        # line, the directory still staged; a good offset gets the rest of the content only
+        # (docs/peers.md "Resuming a content").
+        os.remove(os.path.join(path, "passwd"))
+        content = b"w" * 1000
+        with open(os.path.join(path, "weights.bin"), "wb") as f:
+            f.write(content)
+        digest = hashlib.sha256(content).hexdigest()
+        fetch = {"type": "checkpoint_fetch", "trial": "1.1", "attempt": 2, "path": path}
+        for offsets, why in (({digest: 1001}, "from an offset beyond its 1000 bytes"),
+                             ({digest: "10"}, "from an offset beyond its 1000 bytes"),
+                             ({"a" * 64: 1}, "does not ask for"),
+                             ([1], "offsets is not an object")):
+            want = {"type": "checkpoint_want", "digests": [digest], "offsets": offsets}
+            proc = subprocess.run([TEST_CLIENT, agent.address, key, "fetch-want",
+                                   json.dumps(fetch), json.dumps(want)],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            manifest, answer = (json.loads(l) for l in proc.stdout.splitlines()[-2:])
+            self.assertEqual(manifest["type"], "checkpoint_manifest", manifest)
+            self.assertEqual(answer["type"], "error", answer)
+            self.assertIn(why, answer["reason"])
+            line = agent.line(lambda l: "refused a checkpoint request" in l and why in l)
+            self.assertIn(digest[:12] if "beyond" in why else "checkpoint_want", line)
+        want = {"type": "checkpoint_want", "digests": [digest], "offsets": {digest: 600}}
+        proc = subprocess.run([TEST_CLIENT, agent.address, key, "fetch-want", json.dumps(fetch),
+                               json.dumps(want)], capture_output=True, text=True, timeout=60)
+        chunk = json.loads(proc.stdout.splitlines()[-1])
+        self.assertEqual((chunk["type"], chunk["sha256"], chunk["offset"], chunk["bytes"]),
+                         ("checkpoint_chunk", digest, 600, 400), chunk)
         # A restore whose manifest climbs out, or names an absolute path, or is malformed.
         digest = "0" * 64
         for bad, why in ((("../../escaped", 0o644, digest), "climbs out with '..'"),

@@ -210,6 +210,22 @@ class LoopbackDiscoveryTest(DiscoveryCase):
         proc = self.peers("--discover", "0")
         self.assertEqual(proc.returncode, 2)
 
+    def test_run_slots_0_with_auto_that_finds_no_agent_says_so(self):
+        # The discovery window passes, then one line that names what was asked for (it used
+        # to say "name the agents … with --peers" to a user who had given --peers auto).
+        key, _, _ = self.new_key("cluster.key")
+        self.write("exp.yaml", "entrypoint: builtin:mlp\n"
+                   "searcher: {name: single, metric: val_loss, max_length: 1}\n")
+        env = dict(self.env(), CAIRN_BEACON_PORT=str(free_udp_port()))
+        proc = subprocess.run([CAIRN, "run", "exp.yaml", "--slots", "0", "--peers", "auto",
+                               "--key-file", key], cwd=self.dir, env=env, capture_output=True,
+                              text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("peers auto: 0 agents found", proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1]
+        self.assertIn("--slots 0 runs nothing on this machine, and auto found no agent", last)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
+
 
 @needs("netns", NETNS, NETNS_WHY)
 class NamespaceDiscoveryTest(DiscoveryCase):

@@ -298,6 +298,9 @@ class OrphanTest(PlacementCase):
         warning = ("warning: trial 1.1: agent %s cannot be reached; what its ranks checkpointed "
                    "there while cairn was away is not adopted" % ran.address)
         self.assertEqual(text.count(warning), 1, text)
+        # Said once that it does not answer (the resume's check and its coordinator both
+        # said it before).
+        self.assertEqual(text.count("cannot connect to %s" % ran.address), 1, text)
         self.assertNotIn("adopted the checkpoint it took", text)
         # It goes on on the other agent from its latest registered checkpoint.
         starts = [int(s) for s in re.findall(r"pid \d+ starts at (\d+)", text)]

@@ -526,6 +526,8 @@ for op in ctx.operations():
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("cannot connect to 127.0.0.1:1", proc.stderr)
         self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        # One line that reads as a sentence (it was "error: peer cannot connect to …").
+        self.assertRegex(proc.stderr, r"^cairn: error: cannot connect to 127\.0\.0\.1:1: ")
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".cairn", "experiments", "1")))
 
     def test_the_best_trial_is_the_same_everywhere_while_the_experiment_runs(self):

@@ -10,6 +10,8 @@
 //       run CWD PROGRAM ARGS... | run-term CWD PROGRAM ARGS... | request JSON |
 //       code-pack TREE PACK_FILE (sends the file as a code pack for TREE, prints the answer,
 //       then asks for the status to show the connection is still served)
+//       | fetch-want FETCH_JSON WANT_JSON (sends a checkpoint_fetch, prints the manifest, answers
+//       it with WANT_JSON, a checkpoint_want cairn would not send, and prints the next reply)
 // Prints the agent's reply as one JSON line, "closed" when it closed the connection, or
 // "error: …"; exits 0 when it got that far, 1 when it could not connect.
 #include <signal.h>
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
   }
   if (argc < 4 || (argc > 4 && std::strcmp(argv[3], "run") != 0 &&
                    std::strcmp(argv[3], "run-term") != 0 && std::strcmp(argv[3], "request") != 0 &&
-                   !(argc == 6 && std::strcmp(argv[3], "code-pack") == 0))) {
+                   !(argc == 6 && (std::strcmp(argv[3], "code-pack") == 0 ||
+                                   std::strcmp(argv[3], "fetch-want") == 0)))) {
     std::cerr << "usage: peer_test_client HOST:PORT KEY_FILE MODE\n";
     return 2;
   }
@@ -155,6 +158,19 @@ int main(int argc, char** argv) {
     print_reply(peer, deadline);
     (void)peer.send(Json{{"type", "status"}}, deadline);
     print_reply(peer, deadline);
+    return 0;
+  }
+  if (mode == "fetch-want") {
+    auto fetch = Json::parse(argv[4], nullptr, false);
+    auto want = Json::parse(argv[5], nullptr, false);
+    if (!fetch.is_object() || !want.is_object()) {
+      std::cerr << "fetch-want: not JSON objects\n";
+      return 2;
+    }
+    (void)peer.send(fetch, deadline);
+    print_reply(peer, deadline);  // the manifest (or a refusal)
+    (void)peer.send(want, deadline);
+    print_reply(peer, deadline);  // a refusal, or the first chunk's header
     return 0;
   }
   if (mode == "status") {
