@@ -163,7 +163,19 @@ _cairn() {
       ;;
     gc) options="--json" ;;
     compare) options="--json --diff" ;;
-    reproduce) options="--verify --allow-data-change" ;;
+    reproduce)
+      options="--verify --allow-data-change --slots --peers --key-file"
+      if [[ $prev == --key-file ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      if [[ $prev == --peers ]]; then
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -W "auto" -- "$cur")
+        return 0
+      fi
+      takes_value="--slots --peers --key-file"
+      ;;
     doctor) options="--json" ;;
     agent)
       options="--listen --slots --key-file --dir --new-key --announce-interval --no-announce --announce-to --beacon-port --keep-days --max-cache"

@@ -143,6 +143,10 @@ class ZshCompletes(CairnTestCase):
         self.assertIn("--detach", self.complete("cairn run --"))
         self.assertIn("--diff", self.complete("cairn compare 1.1 2.1 --"))
         self.assertEqual(self.complete("cairn resume --a"), ["--all"])
+        self.assertEqual(self.complete("cairn reproduce --p"), ["--peers"])
+        self.assertEqual(self.complete("cairn reproduce --peers="), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --slots 0 --peers a:1 "),
+                         ["1.1", "1.2", "2.1", "2.2"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
@@ -199,6 +203,12 @@ class FishCompletes(CairnTestCase):
         self.assertIn("--detach", self.complete("cairn run --"))
         self.assertIn("--diff", self.complete("cairn compare 1.1 2.1 --"))
         self.assertEqual(self.complete("cairn resume --"), ["--all", "--help", "--key-file"])
+        self.assertEqual(self.complete("cairn reproduce --"),
+                         ["--allow-data-change", "--help", "--key-file", "--peers", "--slots",
+                          "--verify"])
+        self.assertEqual(self.complete("cairn reproduce --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --slots 0 --peers a:1 "),
+                         ["1.1", "1.2", "2.1", "2.2"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
