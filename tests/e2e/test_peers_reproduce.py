@@ -13,6 +13,7 @@ import cairn_testlib  # noqa: E402
 from cairn_testlib import CairnTestCase  # noqa: E402
 import peer_testlib  # noqa: E402
 from peer_testlib import agent_env, peer_home  # noqa: E402
+import test_reproducibility  # noqa: E402
 
 # tests/e2e/test_peers_placement.py's gang, on 2 slots.
 MLP = """name: mlp-pair
@@ -138,6 +139,36 @@ class ReproduceOnPeersTest(CairnTestCase):
         self.assertTrue(self.a.address in lines[0] or self.b.address in lines[0], lines[0])
         self.assertIn("key id " + other_id, lines[0])
         self.assert_nothing_created()
+
+
+    def test_data_too_large_to_keep_is_checked_where_it_is_not_through_the_checkout(self):
+        # The re-run's workdir is its checkout in the store, whose data entry is a link to
+        # the project's data: an agent on another machine has the data at the path the run
+        # read it (which it must, docs/peers.md "Code and data on a peer"), not this store.
+        self.write("train.py", test_reproducibility.TRAIN.replace("NOISE", "0.0"))
+        self.write("data/train.csv", "1\n2\n3\n")
+        with open(os.path.join(self.dir, "data", "big.bin"), "wb") as f:
+            f.write(b"\1" * (5 << 19))
+        self.write("exp.yaml", test_reproducibility.CONFIG.replace(
+            "seed: 17}", "seed: 17, snapshot_limit_mb: 1}"))
+        proc = self.run_cairn("run", "exp.yaml", "--slots", "0", "--peers", self.a.address,
+                              "--key-file", self.key)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertFalse(self.cairn_json("show", "1", "--json")["data"]["stored"])
+        proc = self.run_cairn("reproduce", "1.1", "--peers", self.a.address, "--slots", "0",
+                              "--key-file", self.key, "--verify")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("cairn: verified: 2.1 reproduces 1.1 exactly", proc.stdout)
+        self.assertEqual(self.cairn_json("show", "2.1", "--json")["placement"][0]["machine"],
+                         self.a.address)
+        # Both run directories on the agent link to the project's data itself.
+        runs = os.path.join(self.a.dir, "work", "runs")
+        links = [os.readlink(os.path.join(runs, run, "data")) for run in sorted(os.listdir(runs))]
+        self.assertEqual(len(links), 2, links)
+        project_data = os.path.join(os.path.realpath(self.dir), "data")
+        for link in links:
+            self.assertEqual(os.path.realpath(link), project_data, links)
+            self.assertNotIn(os.path.join(".cairn", "reproduce"), link, links)
 
 
 if __name__ == "__main__":
