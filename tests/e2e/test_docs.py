@@ -390,6 +390,10 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(self.complete("cairn reproduce --peers a:1,b:2 --slots 0 "),
                          ["1.1", "1.2", "2.1"])
         self.assertEqual(self.complete("cairn reproduce --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn run --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn resume --key-file "),
+                         ["configs", "notes.txt", "other.yml", "page.html", "quick.yaml"])
         self.assertEqual(self.complete("cairn reproduce --slots "), [])
         self.assertEqual(self.complete("cairn reproduce --key-file "),
                          ["configs", "notes.txt", "other.yml", "page.html", "quick.yaml"])
