@@ -1,19 +1,20 @@
-// `cairn reproduce TRIAL [--verify] [--allow-data-change]`: re-runs a recorded trial from its
-// code snapshot, with its hyperparameters, seed, environment and deterministic settings, as a
-// new experiment (a pbt clone: from its parent's checkpoint, as it started); with --verify,
+// `cairn reproduce TRIAL [--verify] [--allow-data-change] [--slots N] [--peers …] [--key-file F]`:
+// re-runs a recorded trial from its code snapshot, with its hyperparameters, seed, environment
+// and deterministic settings, as a new experiment (a pbt clone: from its parent's checkpoint,
+// as it started), on this machine and the peers as `cairn run` would place it; with --verify,
 // compares the new metric series with the recorded one, step by step.
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
+#include "cli/placement_options.h"
 #include "cli/replay_extent.h"
 #include "cli/table.h"
 #include "cli/trial_ref.h"
 #include "common/cpu_features.h"
 #include "common/file_util.h"
 #include "engine/coordinator/dependency_fingerprint.h"
-#include "engine/coordinator/machine_resources.h"
 #include "engine/coordinator/provenance.h"
 #include "engine/coordinator/trial_blas_core.h"
 #include "store/data_fingerprint.h"
@@ -26,6 +27,13 @@ namespace cairn::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+struct ReproduceOptions {
+  std::string trial;
+  bool verify = false;
+  bool allow_data_change = false;
+  PlacementOptions placement;  // --slots, --peers, --key-file
+};
 
 std::string short_value(const Json& v) {
   if (v.is_null()) return "(none)";
@@ -214,15 +222,30 @@ Mismatch first_difference(const char* kind, const std::vector<MetricPoint>& reco
 // differ (1). 130 is what a shell reports for a command ended by Ctrl-C.
 constexpr int kNotVerified = 130;
 
-int reproduce(const GlobalOptions& global, const std::string& id_text, bool verify,
-              bool allow_data_change) {
-  auto id = parse_id(id_text);
+// A re-run that cannot be placed without peers, of a trial whose run had some: where it ran,
+// and how to re-run it there (--peers given to `cairn run` are not part of the config, so a
+// re-run does not go back to them unasked: docs/reproducibility.md).
+Status with_recorded_peers(const Status& refused, const TrialRef& ref,
+                           const ExperimentConfig& config, const PlacementOptions& placement) {
+  std::vector<std::string> peers;
+  for (const Json& peer : ref.experiment.value("peers", Json::array()))
+    if (peer.is_string()) peers.push_back(peer.get<std::string>());
+  if (peers.empty() || !placement.peers.empty() || config.resources.peers_mode != "none")
+    return refused;
+  std::string list;
+  for (const std::string& peer : peers) list += (list.empty() ? "" : ",") + peer;
+  return Status::BadInput(refused.message() + "; trial " + ref.id + " ran on the agents " + list +
+                          ": --peers " + list + " re-runs it there");
+}
+
+int reproduce(const GlobalOptions& global, const ReproduceOptions& opts) {
+  auto id = parse_id(opts.trial);
   if (!id.ok()) return fail(id.status());
   if (id->trial == 0)
-    return fail(Status::BadInput("reproduce needs a trial id (EXP.N), got " + id_text));
+    return fail(Status::BadInput("reproduce needs a trial id (EXP.N), got " + opts.trial));
   auto store = open_store(global);
   if (!store.ok()) return fail(store.status());
-  auto ref = load_trial_ref(*store, id_text);
+  auto ref = load_trial_ref(*store, opts.trial);
   if (!ref.ok()) return fail(ref.status());
   if (!ref->experiment.contains("code"))
     return fail(Status::Failed("trial " + ref->id +
@@ -257,9 +280,13 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   if (!config.ok()) return fail(config.status());
   if (!ref->experiment.value("config", Json::object()).contains("determined_defaults"))
     drop_determined_defaults(*config);  // recorded before cairn applied them
-  // Before the checkout and the experiment exist, as `cairn run` does.
-  what.slots = recorded_slots(ref->experiment);
-  if (Status st = check_machine_resources(*config, what.slots); !st.ok()) return fail(st);
+  // Before the data is read and the experiment exists, as `cairn run` does: the peers
+  // (--peers, else the recorded config's resources.peers) and the slots of this machine
+  // (--slots, else the recorded run's) and theirs.
+  if (Status st =
+          place_new_experiment(opts.placement, *config, recorded_slots(ref->experiment), what);
+      !st.ok())
+    return fail(with_recorded_peers(st, *ref, *config, opts.placement));
 
   // The recorded code and data, written into the checkout; data too large to keep is linked
   // from where the recorded run read it, or, when the project moved with its store, from the
@@ -274,7 +301,7 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
                 << now.string() << ", not " << recorded.workdir.string() << std::endl;
       recorded.workdir = now;
     }
-    auto checked = check_unkept_data(*store, ref->id, *data, recorded, allow_data_change);
+    auto checked = check_unkept_data(*store, ref->id, *data, recorded, opts.allow_data_change);
     if (!checked.ok())
       return fail(checked.status(),
                   checked.status().exit_code() == 2
@@ -333,7 +360,7 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
   int64_t new_id = 0;
   const int rc = create_and_drive(*store, std::move(*config), what, &new_id);
   if (new_id != 0) unrecorded.release();  // the re-run's; `cairn gc` removes it once it ended
-  if (rc != 0 || !verify) return rc;
+  if (rc != 0 || !opts.verify) return rc;
 
   auto again = load_trial_ref(*store, std::to_string(new_id) + ".1");
   if (!again.ok()) return fail(again.status());
@@ -378,21 +405,19 @@ int reproduce(const GlobalOptions& global, const std::string& id_text, bool veri
 }  // namespace
 
 void add_reproduce(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
-  auto id = std::make_shared<std::string>();
-  auto verify = std::make_shared<bool>(false);
+  auto opts = std::make_shared<ReproduceOptions>();
   CLI::App* cmd = app.add_subcommand(
       "reproduce", "Re-run a trial from its recorded code, data, hyperparameters and seed");
-  cmd->add_option("trial", *id, "Trial id")->required()->type_name("TRIAL");
-  auto allow_data_change = std::make_shared<bool>(false);
-  cmd->add_flag("--verify", *verify,
+  cmd->add_option("trial", opts->trial, "Trial id")->required()->type_name("TRIAL");
+  cmd->add_flag("--verify", opts->verify,
                 "Compare the new metric series with the recorded one; exit 1 on a difference "
                 "(130: interrupted, not verified)");
-  cmd->add_flag("--allow-data-change", *allow_data_change,
+  cmd->add_flag("--allow-data-change", opts->allow_data_change,
                 "Re-run even when data too large to keep has changed since the trial (the "
                 "changes are named as a warning)");
-  cmd->callback([&global, &outcome, id, verify, allow_data_change] {
-    outcome.exit_code = reproduce(global, *id, *verify, *allow_data_change);
-  });
+  add_placement_options(cmd, opts->placement,
+                        "the recorded run's --slots, else GPUs, or CPU cores");
+  cmd->callback([&global, &outcome, opts] { outcome.exit_code = reproduce(global, *opts); });
 }
 
 }  // namespace cairn::cli

@@ -10,12 +10,11 @@
 #include "cli/command.h"
 #include "cli/experiment_control.h"
 #include "cli/new_experiment.h"
-#include "cli/run_peers.h"
+#include "cli/placement_options.h"
 #include "common/build_info.h"
 #include "engine/config/config.h"
 #include "engine/coordinator/coordinator.h"
 #include "engine/coordinator/entrypoint_check.h"
-#include "engine/coordinator/machine_resources.h"
 #include "engine/search/searcher_factory.h"
 #include "store/experiment_db.h"
 #include "store/schema.h"
@@ -30,9 +29,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   std::string name;
   bool detach = false;
-  int slots = -1;  // -1: the default; 0: ranks run on the peers only
-  std::string peers;
-  std::string key_file;
+  PlacementOptions placement;  // --slots, --peers, --key-file
 };
 
 }  // namespace
@@ -75,29 +72,10 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
   // Searcher settings only a searcher can judge are checked before anything is created.
   if (auto searcher = make_searcher(*config, 0, 1); !searcher.ok()) return fail(searcher.status());
   if (Status st = check_entrypoint(*config); !st.ok()) return fail(st);
-  // --peers or resources.peers: every agent must answer now (key, version, slots), or
-  // nothing is created.
-  auto peers = check_run_peers(opts.peers, *config, opts.key_file, /*require_all=*/true);
-  if (!peers.ok()) return fail(peers.status());
-  if (opts.slots == 0 && peers->addresses.empty()) {
-    bool discovered = false;  // auto was asked for, and found no agent (said on the line above)
-    if (!opts.peers.empty())
-      (void)peers_without_auto(opts.peers, &discovered);
-    else
-      discovered = config->resources.peers_mode == "auto";
-    return fail(Status::BadInput(
-        discovered ? "--slots 0 runs nothing on this machine, and auto found no agent: start "
-                     "cairn agent with the cluster key on the machines that run the trials, "
-                     "or name them with --peers HOST:PORT,… (docs/peers.md)"
-                   : "--slots 0 runs nothing on this machine: name the agents that run the "
-                     "trials with --peers HOST:PORT,… or resources.peers (docs/peers.md)"));
-  }
-  // So are the resources, over this machine and the peers: a config they cannot run must not
-  // leave an experiment behind that stays ACTIVE and that every `resume --all` tries again.
-  const int gpus = usable_gpus(*config);
-  const int local_slots = opts.slots == 0 ? 0 : machine_slots(std::max(0, opts.slots), gpus);
-  if (Status st = check_cluster_resources(*config, gpus, local_slots, peers->slots); !st.ok())
-    return fail(st);
+  // Where the trials run (--slots, --peers or resources.peers): every agent answers and the
+  // resources fit, or nothing is created.
+  NewExperiment what;
+  if (Status st = place_new_experiment(opts.placement, *config, 0, what); !st.ok()) return fail(st);
 
   auto store = open_store(global);
   if (!store.ok() && store.status().kind() == ErrorKind::kNotFound && global.store.empty() &&
@@ -105,16 +83,11 @@ int run(const GlobalOptions& global, const RunOptions& opts) {
     store = init_store(fs::absolute(opts.config_file).parent_path());
   }
   if (!store.ok()) return fail(store.status());
-  NewExperiment what;
   what.config_file = fs::absolute(opts.config_file).string();
   auto text = read_file(opts.config_file);
   what.config_text = text.ok() ? *text : std::string();
   what.sets = opts.sets;
   what.detach = opts.detach;
-  what.slots = std::max(0, opts.slots);
-  what.run_locally = opts.slots != 0;
-  what.peers = std::move(peers->addresses);
-  what.key_file = opts.key_file;
   return create_and_drive(*store, std::move(*config), what);
 }
 
@@ -132,18 +105,7 @@ void add_run(CLI::App& app, GlobalOptions& global, Outcome& outcome) {
       ->allow_extra_args(false);
   cmd->add_option("--name", opts->name, "Name of the experiment (default: the config's name)");
   cmd->add_flag("--detach", opts->detach, "Print the experiment id and continue in the background");
-  cmd->add_option("--slots", opts->slots,
-                  "Slots to use on this machine (default: GPUs, or CPU cores; 0: none, the "
-                  "trials run on the peers only)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--peers", opts->peers,
-                  "Also run trials and ranks on these agents (default: resources.peers; "
-                  "\"auto\" adds the agents discovered on the LAN in 3 s; see docs/peers.md)")
-      ->type_name("HOST:PORT,...|auto");
-  cmd->add_option("--key-file", opts->key_file,
-                  "Cluster key for --peers (default: CAIRN_KEY_FILE, else "
-                  "$XDG_CONFIG_HOME/cairn/cluster.key or ~/.config/cairn/cluster.key)")
-      ->type_name("FILE");
+  add_placement_options(cmd, opts->placement, "GPUs, or CPU cores");
   cmd->callback([&global, &outcome, opts] { outcome.exit_code = run(global, *opts); });
 }
 

@@ -65,6 +65,19 @@ _cairn_complete_dirs() {
   mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -d -- "$1")
 }
 
+# The value of --key-file (a file) or --peers (HOST:PORT,… or auto) when $1, the word before,
+# is one of them, for the commands that reach agents; returns 1 when it is neither.
+_cairn_complete_peer_option() {
+  case $1 in
+    --key-file)
+      compopt -o filenames 2>/dev/null
+      mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$2")
+      ;;
+    --peers) _cairn_compgen_words "auto" "$2" ;;
+    *) return 1 ;;
+  esac
+}
+
 # The positional argument of COMMAND that is being completed (1, 2, …).
 _cairn_positional_index() {
   local takes_value=$1 n=0 i word
@@ -124,24 +137,12 @@ _cairn() {
     init) ;;
     run)
       options="--set --name --detach --slots --peers --key-file"
-      if [[ $prev == --key-file ]]; then
-        compopt -o filenames 2>/dev/null
-        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
-        return 0
-      fi
-      if [[ $prev == --peers ]]; then
-        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -W "auto" -- "$cur")
-        return 0
-      fi
+      _cairn_complete_peer_option "$prev" "$cur" && return 0
       takes_value="--set --name --slots --peers --key-file"
       ;;
     resume)
       options="--all --key-file"
-      if [[ $prev == --key-file ]]; then
-        compopt -o filenames 2>/dev/null
-        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
-        return 0
-      fi
+      _cairn_complete_peer_option "$prev" "$cur" && return 0
       takes_value="--key-file"
       ;;
     pause | kill) ;;
@@ -167,7 +168,11 @@ _cairn() {
       ;;
     gc) options="--json" ;;
     compare) options="--json --diff" ;;
-    reproduce) options="--verify --allow-data-change" ;;
+    reproduce)
+      options="--verify --allow-data-change --slots --peers --key-file"
+      _cairn_complete_peer_option "$prev" "$cur" && return 0
+      takes_value="--slots --peers --key-file"
+      ;;
     doctor) options="--json" ;;
     agent)
       options="--listen --slots --key-file --dir --new-key --announce-interval --no-announce --announce-to --beacon-port --keep-days --max-cache"
@@ -184,15 +189,7 @@ _cairn() {
       ;;
     peers)
       options="--peers --key-file --timeout --discover --beacon-port --json"
-      if [[ $prev == --key-file ]]; then
-        compopt -o filenames 2>/dev/null
-        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")
-        return 0
-      fi
-      if [[ $prev == --peers ]]; then
-        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -W "auto" -- "$cur")
-        return 0
-      fi
+      _cairn_complete_peer_option "$prev" "$cur" && return 0
       takes_value="--peers --key-file --timeout --discover --beacon-port"
       ;;
     version) options="--json" ;;

@@ -41,7 +41,7 @@ function __cairn_at_argument
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --store --set --name --slots --rank --tail --interval -o --output
+            case --store --set --name --slots --peers --key-file --rank --tail --interval -o --output
                 set i (math $i + 1)
             case '-*'
             case '*'
@@ -195,9 +195,12 @@ complete -c cairn -n '__cairn_using_command compare' -l json -d 'Print JSON'
 complete -c cairn -n '__cairn_using_command compare' -l diff -d 'Also print the code changes as a patch'
 complete -c cairn -n '__cairn_using_command compare' -a '(__cairn_ids all)' -d 'Trial or experiment'
 
-# reproduce TRIAL [--verify] [--allow-data-change]
+# reproduce TRIAL [--verify] [--allow-data-change] [--slots N] [--peers HOST:PORT,...|auto] [--key-file F]
 complete -c cairn -n '__cairn_using_command reproduce' -l verify -d 'Compare the new metrics with the recorded ones'
 complete -c cairn -n '__cairn_using_command reproduce' -l allow-data-change -d 'Re-run even when data too large to keep has changed'
+complete -c cairn -n '__cairn_using_command reproduce' -l slots -x -d 'Number of slots to use here (0: the peers only)'
+complete -c cairn -n '__cairn_using_command reproduce' -l peers -x -a 'auto' -d 'Also run the ranks on these agents (HOST:PORT,... or auto)'
+complete -c cairn -n '__cairn_using_command reproduce' -l key-file -r -F -d 'Cluster key file for --peers'
 complete -c cairn -n '__cairn_using_command reproduce; and __cairn_at_argument 1' -a '(__cairn_ids trials)' -d Trial
 
 # doctor [--json]

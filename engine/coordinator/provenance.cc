@@ -4,6 +4,7 @@
 
 #include "common/file_util.h"
 #include "engine/coordinator/dependency_fingerprint.h"
+#include "engine/coordinator/store_links.h"
 #include "store/code_snapshot.h"
 #include "store/data_fingerprint.h"
 
@@ -33,41 +34,15 @@ Json code_json(const CodeSnapshot& snap) {
   return code;
 }
 
-// `path` with its parent directories resolved, not its last component (which may be a link).
-fs::path resolve_parents(const fs::path& path, std::error_code& ec) {
-  const fs::path name = path.filename();
-  if (name.empty() || name == "." || name == "..") return fs::weakly_canonical(path, ec);
-  return fs::weakly_canonical(path.parent_path(), ec) / name;
-}
-
-// Where a data path leads once the links cairn itself made are followed: the data links of a
-// reproduce checkout or a run directory, which lie inside the store. A re-run of a reproduce
-// runs from its checkout, whose data entries are such links; linking to them would make a
-// chain through the checkout, which dangles once `cairn gc` (or a user) removes it. Followed
-// one step at a time and only while inside the store: a link of the user's outside it (data
-// on another disk) is theirs, and the run directory links to it as to any data entry.
-fs::path through_store_links(const fs::path& store_root, fs::path to) {
-  constexpr int kMaxSteps = 40;  // as the kernel's own limit on a chain: a loop ends here
-  for (int step = 0; step < kMaxSteps && lies_inside(to, store_root); ++step) {
-    std::error_code ec;
-    if (!fs::is_symlink(fs::symlink_status(to, ec))) break;
-    fs::path next = fs::read_symlink(to, ec);
-    if (ec) break;
-    if (next.is_relative()) next = to.parent_path() / next;
-    next = resolve_parents(next, ec);
-    if (ec) break;
-    to = std::move(next);
-  }
-  return to;
-}
-
 // What a data link holds: a path relative to the link when both lie in the tree that holds
 // the store (its parent directory: the project, in the usual layout with .cairn/ inside it;
 // with --store elsewhere, wherever that store's parent is), so that moving the project together
 // with its store moves both ends and the link still finds the data (resume and reproduce read it at
 // the new place); the absolute path of data elsewhere, which a move leaves where it is. Only the
 // parents are resolved, so a data entry that is itself a link stays one, unless it is a link in
-// the store (through_store_links).
+// the store (through_store_links()): a re-run of a reproduce runs from its checkout, whose data
+// entries are such links, and a chain through the checkout would dangle once `cairn gc` (or a
+// user) removes it.
 fs::path link_target(const StoreLayout& store, const fs::path& target, const fs::path& link) {
   std::error_code ec;
   const fs::path root = fs::weakly_canonical(store.root(), ec);

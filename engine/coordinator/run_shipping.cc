@@ -8,6 +8,7 @@
 
 #include "common/file_util.h"
 #include "common/sha256.h"
+#include "engine/coordinator/store_links.h"
 #include "peer/agent_client.h"
 #include "peer/chunk_stream.h"
 #include "store/code_pack.h"
@@ -91,16 +92,44 @@ Json DataPlan::check_json() const {
   return Json{{"entries", check_entries}, {"files", files}};
 }
 
+namespace {
+
+// The absolute path of a data entry or file on this machine: below the workdir when relative.
+std::string absolute_data(const RunSource& source, const std::string& path) {
+  return label_of(
+      (fs::path(path).is_absolute() ? fs::path(path) : source.workdir / path).generic_string());
+}
+
+// Where an entry's data really is, when the entry is a link cairn made in the store (a
+// `cairn reproduce` checkout's, whose workdir lies in the store): the store is on this machine
+// only, the data must be on the agent where it is here. "" for any other entry, which the
+// agent finds at the same path (a link of the user's included).
+std::string leads_to(const RunSource& source, const std::string& absolute) {
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(source.store_root, ec);
+  if (ec) return "";
+  const fs::path resolved = resolve_parents(absolute, ec);
+  if (ec || !lies_inside(resolved, root)) return "";
+  const fs::path to = through_store_links(root, resolved);
+  return to == resolved ? "" : label_of(to.generic_string());
+}
+
+}  // namespace
+
 DataPlan plan_data(const RunSource& source) {
   DataPlan plan;
   std::vector<std::string> checked;  // labels of the entries checked on the agent
+  // (absolute path of an entry, where it leads) for the entries that are links in the store.
+  std::vector<std::pair<std::string, std::string>> moved;
   for (const std::string& entry : source.data_entries) {
     const std::string label = label_of(entry);
     const bool below = stays_below(label);
-    const std::string absolute =
-        label_of((fs::path(entry).is_absolute() ? fs::path(entry) : source.workdir / entry)
-                     .generic_string());
+    std::string absolute = absolute_data(source, entry);
     if (source.data.stored && below) continue;  // shipped file by file
+    if (std::string to = leads_to(source, absolute); !to.empty()) {
+      moved.emplace_back(absolute, to);
+      absolute = std::move(to);
+    }
     checked.push_back(label);
     plan.check_entries.push_back(absolute);
     if (!source.data.stored && below) plan.links.emplace_back(label, absolute);
@@ -112,9 +141,12 @@ DataPlan plan_data(const RunSource& source) {
       plan.ship.push_back(f);
     } else {
       DataFile abs = f;
-      abs.path =
-          label_of((fs::path(f.path).is_absolute() ? fs::path(f.path) : source.workdir / f.path)
-                       .generic_string());
+      abs.path = absolute_data(source, f.path);
+      for (const auto& [from, to] : moved)
+        if (under(abs.path, from)) {
+          abs.path = to + abs.path.substr(from.size());
+          break;
+        }
       plan.check_files.push_back(std::move(abs));
     }
   }

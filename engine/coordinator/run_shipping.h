@@ -62,7 +62,9 @@ Result<std::shared_ptr<const RunSource>> make_run_source(
 // directory), links to make in the run directory (relative entries of data too large to
 // keep → the same absolute path), and what must already be on the agent, with its
 // fingerprint (absolute paths; entries of unstored data, and stored data that lies outside
-// the workdir).
+// the workdir). An entry that is a link cairn made in the store (a `cairn reproduce`
+// checkout's) is named by where it leads (store_links.h): the agent has the data, not the
+// store.
 struct DataPlan {
   std::vector<DataFile> ship;
   std::vector<std::pair<std::string, std::string>> links;  // path in the run dir → target

@@ -145,6 +145,10 @@ class ZshCompletes(CairnTestCase):
         self.assertEqual(self.complete("cairn resume --a"), ["--all"])
         self.assertEqual(self.complete("cairn run --peers "), ["auto"])
         self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --p"), ["--peers"])
+        self.assertEqual(self.complete("cairn reproduce --peers="), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --slots 0 --peers a:1 "),
+                         ["1.1", "1.2", "2.1", "2.2"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])
@@ -203,6 +207,12 @@ class FishCompletes(CairnTestCase):
         self.assertEqual(self.complete("cairn resume --"), ["--all", "--help", "--key-file"])
         self.assertEqual(self.complete("cairn run --peers "), ["auto"])
         self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --"),
+                         ["--allow-data-change", "--help", "--key-file", "--peers", "--slots",
+                          "--verify"])
+        self.assertEqual(self.complete("cairn reproduce --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn reproduce --slots 0 --peers a:1 "),
+                         ["1.1", "1.2", "2.1", "2.2"])
 
     def test_ids_from_the_store(self):
         self.assertEqual(self.complete("cairn show "), ["1", "1.1", "1.2", "2", "2.1", "2.2"])

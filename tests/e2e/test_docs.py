@@ -388,6 +388,22 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(self.complete("cairn resume --all "), [])
         self.assertEqual(self.complete("cairn resume 1 "), [])
 
+    def test_reproduce_offers_trials_after_its_placement_options(self):
+        self.assertEqual(self.complete("cairn reproduce "), ["1.1", "1.2", "2.1"])
+        self.assertEqual(self.complete("cairn reproduce --peers a:1,b:2 --slots 0 "),
+                         ["1.1", "1.2", "2.1"])
+        self.assertEqual(self.complete("cairn reproduce --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn run --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn peers --peers "), ["auto"])
+        self.assertEqual(self.complete("cairn resume --key-file "),
+                         ["configs", "notes.txt", "other.yml", "page.html", "quick.yaml"])
+        self.assertEqual(self.complete("cairn reproduce --slots "), [])
+        self.assertEqual(self.complete("cairn reproduce --key-file "),
+                         ["configs", "notes.txt", "other.yml", "page.html", "quick.yaml"])
+        self.assertEqual(self.complete("cairn reproduce 1.1 --"),
+                         ["--allow-data-change", "--help", "--key-file", "--peers", "--slots",
+                          "--verify"])
+
     def test_options_of_the_experiment_commands(self):
         self.assertEqual(self.complete("cairn best 1 --"), ["--checkpoint", "--help"])
         self.assertEqual(self.complete("cairn watch --"), ["--help", "--interval"])

@@ -67,9 +67,9 @@ class ResumeKeyFile(CairnTestCase):
         self.assertEqual(trial["placement"][0]["machine"], agent.address, trial)
 
     def test_every_coordinator_command_names_the_same_key_search(self):
-        # run, resume and peers find the key as the agent does (docs/peers.md "The cluster
-        # key"); their --help says so, each step of it.
-        for command in ("run", "resume", "peers", "agent"):
+        # run, resume, reproduce and peers find the key as the agent does (docs/peers.md
+        # "The cluster key"); their --help says so, each step of it.
+        for command in ("run", "resume", "reproduce", "peers", "agent"):
             text = " ".join(self.cairn(command, "--help", check=0).stdout.split())
             option = text[text.index("--key-file"):]
             for step in ("CAIRN_KEY_FILE", "$XDG_CONFIG_HOME/cairn/cluster.key",

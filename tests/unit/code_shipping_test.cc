@@ -322,6 +322,33 @@ TEST_CASE("data plan: kept data is shipped, larger data is checked where it is a
   CHECK(larger.check_files[1].path == "/proj/data/a.csv");
 }
 
+TEST_CASE("data plan: a reproduce checkout's data link is checked and linked where it leads") {
+  // The checkout lies in the store and its data entry is a link to the project's data: the
+  // agent has the data at the project's path, never the coordinator's store.
+  TestDir dir;
+  const fs::path project = fs::weakly_canonical(dir.path());
+  put(project / "data" / "a.csv", "1\n");
+  const fs::path checkout = project / ".cairn" / "reproduce" / "1.1-x";
+  fs::create_directories(checkout);
+  fs::create_symlink("../../../data", checkout / "data");
+  RunSource source;
+  source.store_root = project / ".cairn";
+  source.workdir = checkout;
+  source.data_entries = {"data/", "elsewhere"};
+  source.data.files = {{"data/a.csv", std::string(64, '2'), 2},
+                       {"elsewhere/b.csv", std::string(64, '3'), 3}};
+  source.data.stored = false;
+  DataPlan plan = plan_data(source);
+  const std::string data = (project / "data").string();
+  const std::string elsewhere = (checkout / "elsewhere").string();  // no link: as given
+  CHECK(plan.links ==
+        std::vector<std::pair<std::string, std::string>>{{"data", data}, {"elsewhere", elsewhere}});
+  CHECK(plan.check_entries == std::vector<std::string>{data, elsewhere});
+  REQUIRE(plan.check_files.size() == 2);
+  CHECK(plan.check_files[0].path == data + "/a.csv");
+  CHECK(plan.check_files[1].path == elsewhere + "/b.csv");
+}
+
 TEST_CASE("agent data check: the same fingerprint at the same path, or one line saying why") {
   TestDir dir;
   put(dir / "data" / "a.csv", "1,2\n");
