@@ -1,10 +1,10 @@
 // `cairn show ID`: an experiment or a trial.
 #include <iostream>
-#include <set>
 
 #include "cli/command.h"
 #include "cli/experiment_view.h"
 #include "cli/notify_redaction.h"
+#include "cli/placement_history.h"
 #include "cli/search_view.h"
 #include "cli/table.h"
 #include "common/metric_order.h"
@@ -189,6 +189,10 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
   auto ckpts = reader.checkpoints(index);
   if (!ckpts.ok()) return fail(ckpts.status());
   Json out = trial_json(*trial);
+  // Where each attempt ran: the record holds the latest's only.
+  auto attempts = placement_history(reader, index);
+  if (!attempts.ok()) return fail(attempts.status());
+  if (!attempts->empty()) out["attempts"] = *attempts;
   out["checkpoints"] = Json::array();
   for (const Json& c : *ckpts)  // as `cairn checkpoints`: only those whose files are kept
     if (schema::checkpoint_is_kept(c)) out["checkpoints"].push_back(checkpoint_json(c));
@@ -203,17 +207,13 @@ int show_trial(ExperimentReader& reader, int64_t index, bool json) {
   std::cout << "steps       " << out["steps_completed"].dump() << "\n";
   std::cout << "restarts    " << out["restarts"].dump() << "\n";
   if (out.contains("placement") && out["placement"].is_array()) {
-    // "local", or per rank when they ran on several machines: "0: local, 1: gpu2:7070".
-    std::string where;
-    std::set<std::string> machines;
-    for (const Json& p : out["placement"]) machines.insert(p.value("machine", "?"));
-    if (machines.size() == 1 && out["placement"].size() == 1)
-      where = *machines.begin();
-    else
-      for (const Json& p : out["placement"])
-        where += (where.empty() ? "" : ", ") + p.value("rank", Json(0)).dump() + ": " +
-                 p.value("machine", "?");
-    std::cout << "ran on      " << where << "\n";
+    // The latest attempt's, then the earlier ones', newest first, when there were several.
+    const size_t n = attempts->size();
+    std::cout << "ran on      " << placement_text(out["placement"])
+              << (n > 1 ? " (attempt " + std::to_string(n) + ")" : "") << "\n";
+    for (size_t a = n > 1 ? n - 1 : 0; a-- > 0;)
+      std::cout << "            " << placement_text((*attempts)[a]["placement"]) << " (attempt "
+                << a + 1 << ")\n";
   }
   std::cout << "best        " << metrics_text(out["best_validation"]) << "\n";
   if (trial->contains("latest_validation"))

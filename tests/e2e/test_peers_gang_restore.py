@@ -91,6 +91,14 @@ class GangRestoreTest(PlacementCase):
         self.assertEqual(trial["restarts"], 1, trial)
         machines = [p["machine"] for p in trial["placement"]]
         self.assertEqual(sorted(machines), sorted([a.address] * 2 + [b.address] * 2), trial)
+        # Where each attempt ran, the first included (the record holds the latest's only).
+        self.assertEqual([t["attempt"] for t in trial["attempts"]], [1, 2], trial)
+        for attempt in trial["attempts"]:
+            self.assertEqual(sorted(p["machine"] for p in attempt["placement"]),
+                             sorted([a.address] * 2 + [b.address] * 2), attempt)
+        self.assertEqual(trial["attempts"][-1]["placement"], trial["placement"])
+        shown = self.cairn("show", "1.1").stdout
+        self.assertRegex(shown, r"ran on +0: .*\(attempt 2\)\n +0: .*\(attempt 1\)\n", shown)
 
         # Every rank restored the checkpoint of step 4, bit for bit; the ranks on one agent
         # from the one directory its single push made.
