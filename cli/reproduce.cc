@@ -72,9 +72,17 @@ void warn_about_drift(const StoreLayout& store, const TrialRef& ref,
   in.recorded_blas_core = recorded_blas_core(ref);
   const Json now = dependency_fingerprint(store, in);
   const Json then = ref.experiment.value("dependencies", Json::object());
+  // The OpenBLAS kernels are compared by name: "Haswell (user)" then and "Haswell (recorded)"
+  // now (a deterministic re-run takes the recorded ones) are the same kernels.
+  auto kernels = [](const Json& v) {
+    const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    return text.substr(0, text.find(" ("));
+  };
   std::vector<std::string> changed;
   for (auto it = then.begin(); it != then.end(); ++it) {
     const Json current = now.value(it.key(), Json());
+    if (it.key() == "openblas-core" && current.is_string() && kernels(current) == kernels(*it))
+      continue;
     if (current != it.value())
       changed.push_back(it.key() + ": " + short_value(it.value()) + " → " + short_value(current));
   }
