@@ -14,6 +14,7 @@
 #include "peer/checkpoint_want.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
+#include "peer/kept_scans.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -148,11 +149,9 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   const auto started = Clock::now();
   // A fetch of this directory tried again after a dropped link reuses the digests of the files
   // unchanged since the try before (ScanCache, checkpoint_manifest.h).
-  ScanCache cache = cached_scan(path);
   ScanCounts counts;
-  auto manifest = scan_checkpoint_dir(fs::path(path), cache, &counts);
+  auto manifest = scan_again(scans_, fs::path(path), &counts);
   if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
-  remember_scan(path, std::move(cache));
   const auto hashed = Clock::now();
   Json answer{{"type", "checkpoint_manifest"},
               {"trial", trial},
@@ -187,17 +186,12 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   if (!peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", content}}, Clock::now() + kChunkTime)
            .ok())
     return false;
-  const std::string reused = counts.reused == 0
-                                 ? ""
-                                 : ", " + std::to_string(counts.reused) +
-                                       (counts.reused == 1 ? " digest" : " digests") +
-                                       " kept from an earlier listing";
   agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
             "), " + std::to_string(sent.wanted) + " wanted, " + std::to_string(content) +
             " content bytes on the wire" + resumed_text(sent.resumed, sent.kept) + " (listed in " +
-            seconds(hashed - started) + reused + ", sent in " + seconds(Clock::now() - hashed) +
-            ")");
+            seconds(hashed - started) + kept_digests_text(counts.reused) + ", sent in " +
+            seconds(Clock::now() - hashed) + ")");
   // The staging directory goes once the coordinator holds the checkpoint durably.
   auto done = receive_frame(peer);
   if (!done.ok() || (*done)["type"] != "checkpoint_done") {
@@ -208,8 +202,8 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   {
     std::lock_guard lock(mutex_);
     staged_.erase(path);
-    scans_.erase(path);
   }
+  scans_.forget(path);
   // Answered before the directory goes: the coordinator registers and acknowledges the
   // checkpoint once it has this answer, and deleting a freshly written 256 MiB file takes
   // 25-120 ms on the benchmark's machine (bench/RESULTS.md, 2026-11-27), which the trial
@@ -218,27 +212,6 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
       peer.send(Json{{"type", "checkpoint_dropped"}}, Clock::now() + kChunkTime).ok();
   fs::remove_all(fs::path(path), ec);
   return answered;
-}
-
-ScanCache AgentCheckpoints::cached_scan(const std::string& path) {
-  std::lock_guard lock(mutex_);
-  auto it = scans_.find(path);
-  return it == scans_.end() ? ScanCache{} : it->second.cache;
-}
-
-void AgentCheckpoints::remember_scan(const std::string& path, ScanCache cache) {
-  std::lock_guard lock(mutex_);
-  // Only while the directory is staged (a fetch that ended with checkpoint_done forgot it),
-  // and for the directories listed last: a few whose fetch never ended stay until the
-  // agent's garbage collection takes them, and their digests are not worth keeping.
-  if (!staged_.count(path)) return;
-  scans_[path] = {std::move(cache), ++scan_clock_};
-  while (scans_.size() > kScansKept) {
-    auto oldest = scans_.begin();
-    for (auto it = scans_.begin(); it != scans_.end(); ++it)
-      if (it->second.used < oldest->second.used) oldest = it;
-    scans_.erase(oldest);
-  }
 }
 
 bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const std::string& name) {

@@ -25,7 +25,7 @@
 // before are kept per staged directory (ScanCache, checkpoint_manifest.h: keyed by device,
 // inode, size, mtime and ctime, never kept for a file written within a clock tick of its
 // reading), until the directory's fetch ends with checkpoint_done, for the 16 directories
-// listed last.
+// listed last (kept_scans.h).
 //
 // Every exchange logs one line with the content bytes that crossed the wire; the totals are
 // also counted here (for tests).
@@ -44,7 +44,7 @@
 #include <utility>
 
 #include "common/json.h"
-#include "peer/checkpoint_manifest.h"
+#include "peer/kept_scans.h"
 #include "peer/peer_connection.h"
 
 namespace cairn {
@@ -70,20 +70,12 @@ class AgentCheckpoints {
   bool fetch(PeerConnection& peer, const Json& request, const std::string& name);
   bool offer(PeerConnection& peer, const Json& request, const std::string& name);
   bool refuse(PeerConnection& peer, const std::string& name, const std::string& why);
-  ScanCache cached_scan(const std::string& path);
-  void remember_scan(const std::string& path, ScanCache cache);
   class PartialClaims;
-  static constexpr size_t kScansKept = 16;
-  struct KeptScan {
-    ScanCache cache;
-    uint64_t used = 0;  // scan_clock_ when it was listed
-  };
 
   std::filesystem::path dir_;
   std::mutex mutex_;
   std::map<std::string, std::pair<std::string, int64_t>> staged_;  // path -> (trial, attempt)
-  std::map<std::string, KeptScan> scans_;  // staged path -> the digests of its last listing
-  uint64_t scan_clock_ = 0;
+  KeptScans scans_;  // staged path -> the digests of its last listing
   // Contents a restore is receiving into objects/tmp-partial-<digest> now (PartialClaims).
   std::set<std::string> receiving_;
   std::atomic<uint64_t> sent_{0}, received_{0};

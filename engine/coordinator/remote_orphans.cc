@@ -19,6 +19,7 @@
 #include "peer/checkpoint_send.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
+#include "peer/kept_scans.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -111,7 +112,7 @@ Json answer_list(const fs::path& dir, const OrphanRequest& asked) {
 }
 
 Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnection& peer,
-                  const std::string& name) {
+                  const std::string& name, KeptScans& scans) {
   const std::string& trial = asked.trial;
   const int64_t step = asked.step;
   // Never collected by the agent's GC while this sends it (taken before it is looked at).
@@ -126,7 +127,9 @@ Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnectio
                    "no orphaned checkpoint of trial " + trial + " attempt " +
                        std::to_string(asked.attempt) + " at step " + std::to_string(step));
   const auto started = Clock::now();
-  auto manifest = scan_checkpoint_dir(path);
+  // A fetch tried again after a dropped link does not read the unchanged files again.
+  ScanCounts counts;
+  auto manifest = scan_again(scans, path, &counts);
   if (!manifest.ok()) return refusal(name, "orphan_fetch", manifest.status().message());
   Json listed{{"type", "orphan_manifest"},
               {"trial", trial},
@@ -150,7 +153,7 @@ Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnectio
       " to " + name + ": " + std::to_string(manifest->files.size()) + " files (" +
       std::to_string(manifest->bytes) + " bytes), " + std::to_string(sent.wanted) + " wanted, " +
       std::to_string(content) + " content bytes on the wire" +
-      resumed_text(sent.resumed, sent.kept) + ", in " +
+      resumed_text(sent.resumed, sent.kept) + kept_digests_text(counts.reused) + ", in " +
       std::to_string(
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()) +
       " ms");
@@ -203,7 +206,9 @@ Status move_new_file(const fs::path& from, const fs::path& to) {
 }  // namespace
 
 AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next) {
-  return [dir = std::move(dir), next = std::move(next)](
+  // The digests of the orphan directories listed last, for a fetch tried again.
+  auto scans = std::make_shared<KeptScans>();
+  return [dir = std::move(dir), next = std::move(next), scans](
              const Json& request, PeerConnection& peer,
              const std::string& name) -> std::optional<Json> {
     const std::string type = request["type"].get<std::string>();
@@ -213,7 +218,7 @@ AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next)
     if (Status st = parse_orphan_request(request, type == "orphan_fetch", &asked); !st.ok())
       return refusal(name, type, st.message());
     if (type == "orphan_list") return answer_list(dir, asked);
-    if (type == "orphan_fetch") return answer_fetch(dir, asked, peer, name);
+    if (type == "orphan_fetch") return answer_fetch(dir, asked, peer, name, *scans);
     return answer_drop(dir, asked, name);
   };
 }

@@ -13,49 +13,26 @@ again within the heartbeat timeout:
   new listing names the new contents, which are fetched; nothing is sent under an old digest."""
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cairn_testlib  # noqa: E402
-from cairn_testlib import CAIRN, wait_until  # noqa: E402
-from test_peers_orphans import HOLD_AT, OrphanTest  # noqa: E402
+from cairn_testlib import wait_until  # noqa: E402
+from test_peers_orphans import HOLD_AT, TRAIN, OrphanTest  # noqa: E402
 from test_peers_placement import Agent  # noqa: E402
 from test_peers_transfer_drops import (BIG, BIG_BYTES, FILE_BYTES, FILES, MIB, SENT,  # noqa: E402
                                        CountingProxy, FastCountingProxy, TransferDropTest)
 
 # test_peers_orphans.py's trial, whose orphan checkpoint (the one it takes when its channel
 # closes, below the agent's orphans/) also holds one 200 MiB file.
-ORPHAN_TRAIN = r"""
-import hashlib, os, sys, time
-import cairn
-
-BIG_BYTES = %d
-ctx = cairn.init()
-print("pid", os.getpid(), "starts at", ctx.steps_completed, flush=True)
-hold_at = int(os.environ.get("HOLD_AT", "-1"))
-release = os.environ.get("RELEASE", "")
-step = ctx.steps_completed
-for op in ctx.operations():
-    while step < op.length:
-        if step == hold_at and release and not os.path.exists(release):
-            open(os.environ["HELD"] + ".%%d" %% ctx.rank, "w").close()
-            while not os.path.exists(release):
-                time.sleep(0.02)
-        time.sleep(float(os.environ.get("STEP_SECONDS", "0.05")))
-        step += 1
-        ctx.report_training(step, {"loss": 1.0 / step})
-        print("step", step, flush=True)
-        if ctx.checkpoint_due(step):
-            with ctx.checkpoint(step) as path:
-                (path / ("rank%%d" %% ctx.rank)).write_text(str(step))
+RANK_FILE = '                (path / ("rank%d" % ctx.rank)).write_text(str(step))\n'
+assert RANK_FILE in TRAIN
+ORPHAN_TRAIN = TRAIN.replace(RANK_FILE, RANK_FILE + """\
                 if "/orphans/" in str(path):
+                    import hashlib
                     with open(os.path.join(str(path), "big.bin"), "wb") as f:
-                        f.write(hashlib.sha256(b"orphan").digest() * (BIG_BYTES // 32))
-        if ctx.should_preempt():
-            sys.exit(0)
-    ctx.report_validation(step, {"val_loss": 1.0 / (step + 1)})
-""" % BIG_BYTES
+                        f.write(hashlib.sha256(b"orphan").digest() * (%d // 32))
+""" % BIG_BYTES)
 
 FETCHED = re.compile(r"trial 1\.1: fetched the checkpoint it took at step %d while cairn was away "
                      r"from agent \S+ \((\d+) files, (\d+) content bytes on the wire\)"
@@ -86,12 +63,7 @@ class OrphanFetchRetryTest(OrphanTest):
         a.wait_log("to checkpoint as orphans and exit")
         self.release_and_wait_for_orphans([a], pids)
         proxy.carried.clear()  # from here on: the resume's connections only
-        log = open(os.path.join(self.dir, "resume.log"), "w+")
-        self.addCleanup(log.close)
-        resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
-                                  env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
-                                  stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
+        resume, log = self.resume_in_background()
 
         def resume_text():
             with open(log.name) as f:
@@ -120,9 +92,12 @@ class OrphanFetchRetryTest(OrphanTest):
         fetched = FETCHED.search(text)
         self.assertTrue(fetched, text)
         self.assertLess(int(fetched.group(2)), BIG_BYTES + MIB, text)
+        # The try that completed went on from the bytes kept, and listed the orphan without
+        # reading its files again (written long before the first listing).
         self.assertRegex(a.text(), r"sent the orphaned checkpoint of trial 1\.1 at step %d to "
-                         r"\S+: \d+ files \(\d+ bytes\), \d+ wanted, \d+ content bytes on the "
-                         r"wire, 1 content resumed after \d+ bytes kept" % (HOLD_AT + 1))
+                         r"\S+: (\d+) files \(\d+ bytes\), \d+ wanted, \d+ content bytes on the "
+                         r"wire, 1 content resumed after \d+ bytes kept, \1 digests kept from an "
+                         r"earlier listing" % (HOLD_AT + 1))
         # What the resume kept between the tries went with the fetch.
         staging = os.path.join(self.dir, ".cairn", "staging")
         self.assertEqual([n for n in os.listdir(staging) if "-orphan-" in n], [])
