@@ -10,8 +10,8 @@
 //   refused with one line); answers its manifest, reads the digests the coordinator lacks
 //   (each from the offset it asks: checkpoint_want.h, checked before any file is read),
 //   sends only those contents (checkpoint_send.h, as for an orphan's fetch), then waits for
-//   checkpoint_done (sent once the coordinator holds everything durably), removes the directory and
-//   answers checkpoint_dropped.
+//   checkpoint_done (sent once the coordinator holds everything durably), removes the
+//   directory and answers checkpoint_dropped.
 // - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
 //   content cache DIR/objects lacks, each after what an earlier restore cut in the middle
 //   left of it (DIR/objects/tmp-partial-<digest>, kept when a connection breaks), receives

@@ -400,10 +400,6 @@ void ask_one_agent(OrphanQuestions& q, const std::string& owner,
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
 }
 
-}  // namespace
-
-namespace {
-
 // A directory of its own below `staging` for the contents a fetch receives (removed with it).
 Result<fs::path> partial_dir(const fs::path& staging, const std::string& trial,
                              const OrphanStep& orphan) {
