@@ -16,6 +16,7 @@
 #include "peer/checkpoint_client.h"
 #include "peer/checkpoint_manifest.h"
 #include "peer/checkpoint_wire.h"
+#include "peer/kept_scans.h"
 #include "peer/peer_address.h"
 #include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
@@ -209,6 +210,21 @@ TEST_CASE(
   const int64_t coarse = 1795000000LL * 1000000000;
   CHECK_FALSE(scan_may_keep_digest(coarse, coarse + 1500 * ms));
   CHECK(scan_may_keep_digest(coarse, coarse + 3000 * ms));
+}
+
+TEST_CASE("kept scans: the directories listed last, each forgotten when asked") {
+  KeptScans scans(2);
+  ScanCache one;
+  one.files["w.bin"] = {FileIdentity{1, 2, 3, 4, 5}, kDigest};
+  scans.keep("/a", one);
+  scans.keep("/b", one);
+  CHECK(scans.of("/a").files.size() == 1);
+  scans.keep("/c", one);  // past two: the one listed longest ago goes
+  CHECK(scans.of("/a").files.empty());
+  CHECK(scans.of("/b").files.size() == 1);
+  scans.forget("/b");
+  CHECK(scans.of("/b").files.empty());
+  CHECK(scans.of("/c").files.at("w.bin").sha256 == kDigest);
 }
 
 // An agent that keeps checkpoints under `dir` and runs no ranks.
