@@ -10,9 +10,11 @@
 #include "common/file_util.h"
 #include "peer/agent_log.h"
 #include "peer/checkpoint_manifest.h"
+#include "peer/checkpoint_send.h"
 #include "peer/checkpoint_want.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
+#include "peer/kept_scans.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -40,14 +42,6 @@ std::string owner_text(const std::string& trial, int64_t attempt) {
 
 std::string bytes_text(uint64_t n) {
   return std::to_string(n) + " bytes";
-}
-
-// ", 1 content resumed after 104857600 bytes kept": contents a broken try had partly moved,
-// sent from where it stopped ("" when none).
-std::string resumed_text(size_t count, uint64_t kept) {
-  if (count == 0) return "";
-  return ", " + std::to_string(count) + (count == 1 ? " content" : " contents") +
-         " resumed after " + std::to_string(kept) + " bytes kept";
 }
 
 std::string seconds(Clock::duration d) {
@@ -153,7 +147,10 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
                     "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
   }
   const auto started = Clock::now();
-  auto manifest = scan_checkpoint_dir(fs::path(path));
+  // A fetch of this directory tried again after a dropped link reuses the digests of the files
+  // unchanged since the try before (ScanCache, checkpoint_manifest.h).
+  ScanCounts counts;
+  auto manifest = scan_again(scans_, fs::path(path), &counts);
   if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
   const auto hashed = Clock::now();
   Json answer{{"type", "checkpoint_manifest"},
@@ -166,49 +163,35 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
                       " files) does not fit in one frame");
   if (!peer.send(answer, Clock::now() + kChunkTime).ok()) return false;
 
-  // The digests the coordinator lacks: each must be one of the manifest's, once; each from
-  // the offset it asks (what it kept of a try cut in the middle), never beyond the content.
-  auto want = receive_frame(peer);
+  // The digests the coordinator lacks, each from the offset it asks (checkpoint_send.h).
   auto off_protocol = [&](const std::string& why) {
     agent_log("dropped " + name + ": " + why);
     return false;
   };
-  if (!want.ok()) return off_protocol(want.status().message());
-  auto sending = parse_checkpoint_want(*want, *manifest);
-  if (!sending.ok()) {
+  SentContents sent;
+  Status sending = send_wanted_contents(peer, *manifest, fs::path(path), &sent);
+  sent_ += sent.content_bytes;
+  if (sending.kind() == ErrorKind::kBadInput) {
     // Refused with one line; the exchange cannot go on, so neither does the connection.
-    refuse(peer, name, sending.status().message());
+    refuse(peer, name, sending.message());
     return false;
   }
-  uint64_t content = 0, resumed = 0;
-  size_t resumed_count = 0;
-  for (const WantedFile& w : *sending) {
-    const WireFile* f = w.file;
-    UniqueFd fd = open_beneath(fs::path(path), f->path);
-    if (!fd) {
-      (void)peer.send(Json{{"type", "error"}, {"reason", f->path + " vanished: " + errno_text()}},
-                      Clock::now() + kChunkTime);
-      return off_protocol("checkpoint file " + f->path + " vanished while it was sent");
-    }
-    if (w.from > 0) {
-      resumed += w.from;
-      ++resumed_count;
-    }
-    Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content, w.from);
-    if (!sent.ok()) {
-      sent_ += content;
-      return off_protocol(sent.message());
-    }
+  if (sending.kind() == ErrorKind::kNotFound) {
+    (void)peer.send(Json{{"type", "error"}, {"reason", sending.message()}},
+                    Clock::now() + kChunkTime);
+    return off_protocol("checkpoint file " + sending.message() + " while it was sent");
   }
-  sent_ += content;
+  if (!sending.ok()) return off_protocol(sending.message());
+  const uint64_t content = sent.content_bytes;
   if (!peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", content}}, Clock::now() + kChunkTime)
            .ok())
     return false;
   agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
-            "), " + std::to_string(sending->size()) + " wanted, " + std::to_string(content) +
-            " content bytes on the wire" + resumed_text(resumed_count, resumed) + " (listed in " +
-            seconds(hashed - started) + ", sent in " + seconds(Clock::now() - hashed) + ")");
+            "), " + std::to_string(sent.wanted) + " wanted, " + std::to_string(content) +
+            " content bytes on the wire" + resumed_text(sent.resumed, sent.kept) + " (listed in " +
+            seconds(hashed - started) + kept_digests_text(counts.reused) + ", sent in " +
+            seconds(Clock::now() - hashed) + ")");
   // The staging directory goes once the coordinator holds the checkpoint durably.
   auto done = receive_frame(peer);
   if (!done.ok() || (*done)["type"] != "checkpoint_done") {
@@ -220,6 +203,7 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
     std::lock_guard lock(mutex_);
     staged_.erase(path);
   }
+  scans_.forget(path);
   // Answered before the directory goes: the coordinator registers and acknowledges the
   // checkpoint once it has this answer, and deleting a freshly written 256 MiB file takes
   // 25-120 ms on the benchmark's machine (bench/RESULTS.md, 2026-11-27), which the trial

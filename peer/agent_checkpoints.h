@@ -9,8 +9,9 @@
 //   attempt (anything else — a path outside DIR, another attempt's, one never staged — is
 //   refused with one line); answers its manifest, reads the digests the coordinator lacks
 //   (each from the offset it asks: checkpoint_want.h, checked before any file is read),
-//   sends only those contents, then waits for checkpoint_done (sent once the coordinator
-//   holds everything durably), removes the directory and answers checkpoint_dropped.
+//   sends only those contents (checkpoint_send.h, as for an orphan's fetch), then waits for
+//   checkpoint_done (sent once the coordinator holds everything durably), removes the
+//   directory and answers checkpoint_dropped.
 // - checkpoint_offer {trial, attempt, manifest}: a restore. Answers the digests that the
 //   content cache DIR/objects lacks, each after what an earlier restore cut in the middle
 //   left of it (DIR/objects/tmp-partial-<digest>, kept when a connection breaks), receives
@@ -18,6 +19,13 @@
 //   before it gets its name), then writes the checkpoint's files to a fresh
 //   DIR/work/trials/<trial>/restore-<attempt>-<random> and answers
 //   {"type": "checkpoint_restored", "path"}.
+//
+// A fetch tried again (its link dropped) lists the same staged directory again without
+// reading its files a second time: the digests of the files unchanged since the listing
+// before are kept per staged directory (ScanCache, checkpoint_manifest.h: keyed by device,
+// inode, size, mtime and ctime, never kept for a file written within a clock tick of its
+// reading), until the directory's fetch ends with checkpoint_done, for the 16 directories
+// listed last (kept_scans.h).
 //
 // Every exchange logs one line with the content bytes that crossed the wire; the totals are
 // also counted here (for tests).
@@ -36,6 +44,7 @@
 #include <utility>
 
 #include "common/json.h"
+#include "peer/kept_scans.h"
 #include "peer/peer_connection.h"
 
 namespace cairn {
@@ -66,6 +75,7 @@ class AgentCheckpoints {
   std::filesystem::path dir_;
   std::mutex mutex_;
   std::map<std::string, std::pair<std::string, int64_t>> staged_;  // path -> (trial, attempt)
+  KeptScans scans_;  // staged path -> the digests of its last listing
   // Contents a restore is receiving into objects/tmp-partial-<digest> now (PartialClaims).
   std::set<std::string> receiving_;
   std::atomic<uint64_t> sent_{0}, received_{0};

@@ -112,6 +112,49 @@ Result<std::string> stage_checkpoint(const AgentEndpoint& agent, const std::stri
   return path.get<std::string>();
 }
 
+Status receive_contents(PeerConnection& peer, const AgentEndpoint& agent,
+                        const std::vector<FetchedContent>& contents, bool sync, TransferTry* t,
+                        uint64_t* counted,
+                        const std::function<Status(const FetchedContent&)>& each) {
+  // A call on the connection that failed: the link's, unless the agent went off the protocol.
+  auto link = [&](const Status& s) {
+    const Status named = Status::Failed(agent.address.text() + ": " + s.message());
+    return s.kind() == ErrorKind::kBadInput ? named : link_broke(t, named);
+  };
+  // Each from what its file holds already: an earlier try's start of it.
+  std::vector<WantedContent> wanted;
+  for (const FetchedContent& c : contents) {
+    struct stat st {};
+    const bool kept = ::lstat(c.file.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                      static_cast<uint64_t>(st.st_size) <= c.size;
+    wanted.push_back({c.sha256, kept ? static_cast<uint64_t>(st.st_size) : 0});
+  }
+  if (Status s = peer.send(checkpoint_want_message(wanted), Clock::now() + kChunkTime); !s.ok())
+    return link(s);
+  for (size_t i = 0; i < contents.size(); ++i) {
+    const FetchedContent& c = contents[i];
+    UniqueFd fd(::open(c.file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd) return Status::Io("cannot create " + c.file.string() + ": " + errno_text());
+    Status got = receive_content(peer, c.sha256, c.size, fd.get(), sync, counted, wanted[i].from);
+    if (t) t->content_bytes = *counted;
+    // Whole chunks received and written before a break are progress too: the next try goes
+    // on after them (a content far larger than what one try of a flapping link carries still
+    // arrives). A try that fails at the same place each time (this side's disk full) writes
+    // no chunk, so it does not count.
+    if (t && t->content_bytes > 0) t->progressed = true;
+    if (!got.ok()) {
+      // A content whose bytes are in doubt is not gone on from.
+      if (got.kind() == ErrorKind::kBadInput || got.kind() == ErrorKind::kCorrupt)
+        ::unlink(c.file.c_str());
+      return link(got);
+    }
+    if (t) t->progressed = true;
+    if (each)
+      if (Status done = each(c); !done.ok()) return done;
+  }
+  return Status::Ok();
+}
+
 Result<FetchedCheckpoint> fetch_checkpoint(
     const AgentEndpoint& agent, const std::string& trial, int64_t attempt, const std::string& path,
     const std::function<bool(const std::string&)>& lacks, const fs::path& into,
@@ -138,43 +181,25 @@ Result<FetchedCheckpoint> fetch_checkpoint(
   if (!manifest.ok()) return broken(manifest.status());
   FetchedCheckpoint fetched;
   fetched.manifest = std::move(*manifest);
-  // Each content this side lacks, once, after what an earlier try of the transfer left of it
-  // in `into` (cut in the middle: checkpoint_retry.h keeps it), asked from that offset.
+  // Each content this side lacks, once, into `into`, where an earlier try of the transfer
+  // may have left its start (cut in the middle: checkpoint_retry.h keeps it).
   std::set<std::string> asked;
-  std::vector<WantedContent> wanted;
   for (const WireFile& f : fetched.manifest.files) {
     if (asked.count(f.sha256) || !lacks(f.sha256)) continue;
     asked.insert(f.sha256);
     fetched.received.push_back({f.sha256, f.size, into / f.sha256});
-    struct stat st {};
-    const bool kept = ::lstat((into / f.sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-                      static_cast<uint64_t>(st.st_size) <= f.size;
-    wanted.push_back({f.sha256, kept ? static_cast<uint64_t>(st.st_size) : 0});
   }
-  if (Status s = peer.send(checkpoint_want_message(wanted), Clock::now() + kChunkTime); !s.ok())
-    return link(s);
-  for (size_t i = 0; i < fetched.received.size(); ++i) {
-    const FetchedContent& c = fetched.received[i];
-    UniqueFd fd(::open(c.file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (!fd) return Status::Io("cannot create " + c.file.string() + ": " + errno_text());
-    // Not fsynced here: the caller's keep() makes everything durable in one go.
-    Status got = receive_content(peer, c.sha256, c.size, fd.get(), /*sync=*/false,
-                                 &fetched.content_bytes, wanted[i].from);
-    if (t) t->content_bytes = fetched.content_bytes;
-    // Whole chunks received and written before a break are progress too: the next try goes
-    // on after them (a content far larger than what one try of a flapping link carries still
-    // arrives). A try that fails at the same place each time (this side's disk full) writes
-    // no chunk, so it does not count.
-    if (t && t->content_bytes > 0) t->progressed = true;
-    if (!got.ok()) {
-      // A content whose bytes are in doubt is not gone on from.
-      if (got.kind() == ErrorKind::kBadInput || got.kind() == ErrorKind::kCorrupt)
-        ::unlink(c.file.c_str());
-      return link(got);
-    }
-    if (t) t->progressed = true;
-    if (t && t->received) t->received(c);
-  }
+  std::function<Status(const FetchedContent&)> each;
+  if (t && t->received)
+    each = [t](const FetchedContent& c) {
+      t->received(c);
+      return Status::Ok();
+    };
+  // Not fsynced here: the caller's keep() makes everything durable in one go.
+  if (Status got = receive_contents(peer, agent, fetched.received, /*sync=*/false, t,
+                                    &fetched.content_bytes, each);
+      !got.ok())
+    return got;
   auto sent = agent_answer(peer, agent, "checkpoint_sent", link_failed);
   if (!sent.ok()) return sent.status();
   if (Status kept = keep(fetched); !kept.ok()) return kept;

@@ -108,6 +108,23 @@ struct FetchedContent {
   std::filesystem::path file;  // where it was written (below `into`)
 };
 
+// The receiving side of a fetch once the agent's manifest arrived: a staged checkpoint's
+// (fetch_checkpoint) and an orphan's by a `cairn resume` (engine/coordinator/remote_orphans.h)
+// are this one piece of code, so both go on from the bytes an earlier try kept. Asks `agent`
+// for `contents` (checkpoint_want), each from what its `file` holds already — the start of it
+// that an earlier try of the same transfer wrote before its connection broke ("offsets",
+// checkpoint_want.h) — and receives them in order, each into its file and verified against
+// its SHA-256 as a whole, kept bytes included (fsynced with `sync`). `each` (when given) is
+// called with every content once it is verified; its error ends the call. Adds the content
+// bytes that crossed the wire to *counted, and sets `t` (when given) as a fetch's try sets it
+// (link_failed, progressed, content_bytes = *counted). A content whose bytes are in doubt
+// (a chunk off the protocol, a digest that does not match) is removed; one the link cut stays
+// for the next try.
+Status receive_contents(PeerConnection& peer, const AgentEndpoint& agent,
+                        const std::vector<FetchedContent>& contents, bool sync, TransferTry* t,
+                        uint64_t* counted,
+                        const std::function<Status(const FetchedContent&)>& each = {});
+
 struct FetchedCheckpoint {
   WireManifest manifest;                 // checked (checkpoint_manifest.h)
   std::vector<FetchedContent> received;  // only what `lacks` asked for, each digest once

@@ -4,6 +4,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -139,11 +140,23 @@ UniqueFd open_beneath(const fs::path& dir, const std::string& rel) {
   return UniqueFd(::openat(base.get(), rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
 }
 
-Result<WireManifest> scan_checkpoint_dir(const fs::path& dir) {
+namespace {
+
+int64_t nanoseconds(const timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+FileIdentity identity_of(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size), nanoseconds(st.st_mtim), nanoseconds(st.st_ctim)};
+}
+
+Result<WireManifest> scan(const fs::path& dir, ScanCache* cache, ScanCounts* counts) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::BadInput(dir.string() + " is not a directory");
   WireManifest m;
+  ScanCache learned;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -167,16 +180,59 @@ Result<WireManifest> scan_checkpoint_dir(const fs::path& dir) {
     if (!fd || ::fstat(fd.get(), &fst) != 0 || !S_ISREG(fst.st_mode))
       return Status::BadInput("checkpoint file changed while read: " + f.path);
     f.mode = fst.st_mode & 0777;
+    const FileIdentity before = identity_of(fst);
+    if (cache) {
+      auto known = cache->files.find(f.path);
+      if (known != cache->files.end() && known->second.identity == before) {
+        f.size = before.size;
+        f.sha256 = known->second.sha256;
+        learned.files.emplace(f.path, known->second);
+        if (counts) ++counts->reused;
+        m.bytes += f.size;
+        m.files.push_back(std::move(f));
+        continue;
+      }
+    }
+    timespec read_start{};
+    ::clock_gettime(CLOCK_REALTIME, &read_start);
     auto digest = sha256_fd(fd.get(), f.path, &f.size);
     if (!digest.ok()) return digest.status();
     f.sha256 = *digest;
+    if (counts) ++counts->hashed;
+    // Kept for the next scan only when no write can have gone unseen (ScanCache).
+    struct stat after {};
+    if (cache && ::fstat(fd.get(), &after) == 0 && identity_of(after) == before &&
+        f.size == before.size && scan_may_keep_digest(before.ctime_ns, nanoseconds(read_start)))
+      learned.files.emplace(f.path, ScanCache::Entry{before, f.sha256});
     m.bytes += f.size;
     m.files.push_back(std::move(f));
   }
   if (ec) return Status::Io("cannot read " + dir.string() + ": " + ec.message());
   std::sort(m.files.begin(), m.files.end(),
             [](const WireFile& a, const WireFile& b) { return a.path < b.path; });
+  if (cache) *cache = std::move(learned);
   return m;
+}
+
+}  // namespace
+
+bool scan_may_keep_digest(int64_t ctime_ns, int64_t read_ns) {
+  // A tick of the clock the kernel stamps files with, and 2 s more where the file system's
+  // own grain may be coarser (its times end in whole milliseconds).
+  timespec tick{};
+  if (::clock_getres(CLOCK_REALTIME_COARSE, &tick) != 0) return false;
+  int64_t margin = nanoseconds(tick);
+  if (ctime_ns % 1000000 == 0) margin += int64_t{2} * 1000000000;
+  return read_ns - ctime_ns > margin;
+}
+
+Result<WireManifest> scan_checkpoint_dir(const fs::path& dir) {
+  return scan(dir, nullptr, nullptr);
+}
+
+Result<WireManifest> scan_checkpoint_dir(const fs::path& dir, ScanCache& cache,
+                                         ScanCounts* counts) {
+  return scan(dir, &cache, counts);
 }
 
 }  // namespace cairn

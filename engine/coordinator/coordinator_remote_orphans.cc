@@ -253,9 +253,10 @@ void Coordinator::fetch_remote_orphans(Trial& trial_ref) {
         if (ask.trial != trial ||
             !std::binary_search(ask.listing.orphans.begin(), ask.listing.orphans.end(), orphan))
           continue;
-        // Tried again while its link fails, within the agent's link window (checkpoint_retry.h).
-        auto got =
-            fetch_remote_orphan_retrying(ask.agent, owner, trial_id(index), orphan, into, objects_);
+        // Tried again while its link fails, within the agent's link window (checkpoint_retry.h),
+        // each try from where the last stopped (a content cut in the middle kept in staging).
+        auto got = fetch_remote_orphan_retrying(ask.agent, owner, trial_id(index), orphan, into,
+                                                objects_, store_.staging());
         if (!got.ok()) {
           terminal_.warn("warning: trial " + trial_id(index) +
                          ": cannot fetch its orphaned checkpoint at step " + std::to_string(step) +

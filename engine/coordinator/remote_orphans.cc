@@ -16,8 +16,10 @@
 #include "peer/agent_log.h"
 #include "peer/checkpoint_manifest.h"
 #include "peer/checkpoint_retry.h"
+#include "peer/checkpoint_send.h"
 #include "peer/checkpoint_wire.h"
 #include "peer/frame.h"
+#include "peer/kept_scans.h"
 
 namespace cairn {
 namespace fs = std::filesystem;
@@ -110,7 +112,7 @@ Json answer_list(const fs::path& dir, const OrphanRequest& asked) {
 }
 
 Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnection& peer,
-                  const std::string& name) {
+                  const std::string& name, KeptScans& scans) {
   const std::string& trial = asked.trial;
   const int64_t step = asked.step;
   // Never collected by the agent's GC while this sends it (taken before it is looked at).
@@ -125,7 +127,9 @@ Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnectio
                    "no orphaned checkpoint of trial " + trial + " attempt " +
                        std::to_string(asked.attempt) + " at step " + std::to_string(step));
   const auto started = Clock::now();
-  auto manifest = scan_checkpoint_dir(path);
+  // A fetch tried again after a dropped link does not read the unchanged files again.
+  ScanCounts counts;
+  auto manifest = scan_again(scans, path, &counts);
   if (!manifest.ok()) return refusal(name, "orphan_fetch", manifest.status().message());
   Json listed{{"type", "orphan_manifest"},
               {"trial", trial},
@@ -138,33 +142,18 @@ Json answer_fetch(const fs::path& dir, const OrphanRequest& asked, PeerConnectio
                        " files) does not fit in one frame");
   if (!peer.send(listed, Clock::now() + kChunkTime).ok())
     return Json{{"type", "error"}, {"reason", "connection broke"}};
-  auto want = receive_frame(peer);
-  if (!want.ok() || (*want)["type"] != "checkpoint_want" ||
-      !want->value("digests", Json()).is_array())
-    return refusal(name, "orphan_fetch", "expected checkpoint_want");
-  std::map<std::string, const WireFile*> by_digest;
-  for (const WireFile& f : manifest->files) by_digest.emplace(f.sha256, &f);
-  std::set<std::string> wanted;
-  std::vector<const WireFile*> sending;
-  for (const Json& d : (*want)["digests"]) {
-    if (!d.is_string() || !by_digest.count(d.get<std::string>()) ||
-        !wanted.insert(d.get<std::string>()).second)
-      return refusal(name, "orphan_fetch",
-                     "checkpoint_want names a digest the manifest does not, or twice");
-    sending.push_back(by_digest[d.get<std::string>()]);
-  }
-  uint64_t content = 0;
-  for (const WireFile* f : sending) {
-    UniqueFd fd = open_beneath(path, f->path);
-    if (!fd) return refusal(name, "orphan_fetch", f->path + " vanished: " + errno_text());
-    if (Status sent = send_content(peer, fd.get(), f->sha256, f->size, &content); !sent.ok())
-      return refusal(name, "orphan_fetch", sent.message());
-  }
+  // The contents the coordinator's store lacks, each from the offset it asks: what an earlier
+  // try cut in the middle left of it there (checkpoint_send.h, as for a staged checkpoint).
+  SentContents sent;
+  if (Status s = send_wanted_contents(peer, *manifest, path, &sent); !s.ok())
+    return refusal(name, "orphan_fetch", s.message());
+  const uint64_t content = sent.content_bytes;
   agent_log(
       "sent the orphaned checkpoint of trial " + trial + " at step " + std::to_string(step) +
       " to " + name + ": " + std::to_string(manifest->files.size()) + " files (" +
-      std::to_string(manifest->bytes) + " bytes), " + std::to_string(sending.size()) + " wanted, " +
-      std::to_string(content) + " content bytes on the wire, in " +
+      std::to_string(manifest->bytes) + " bytes), " + std::to_string(sent.wanted) + " wanted, " +
+      std::to_string(content) + " content bytes on the wire" +
+      resumed_text(sent.resumed, sent.kept) + kept_digests_text(counts.reused) + ", in " +
       std::to_string(
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()) +
       " ms");
@@ -201,10 +190,25 @@ Status fsync_file(const fs::path& file) {
   return Status::Ok();
 }
 
+// Moves the received (and fsynced) `from` to `to`, which must not exist yet; a copy, fsynced,
+// where they lie on different file systems.
+Status move_new_file(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
+    return Status::Ok();
+  if (errno != EXDEV) return Status::Io("cannot write " + to.string() + ": " + errno_text());
+  std::error_code ec;
+  if (!fs::copy_file(from, to, ec) || ec)
+    return Status::Io("cannot copy to " + to.string() + ": " + ec.message());
+  fs::remove(from, ec);
+  return fsync_file(to);
+}
+
 }  // namespace
 
 AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next) {
-  return [dir = std::move(dir), next = std::move(next)](
+  // The digests of the orphan directories listed last, for a fetch tried again.
+  auto scans = std::make_shared<KeptScans>();
+  return [dir = std::move(dir), next = std::move(next), scans](
              const Json& request, PeerConnection& peer,
              const std::string& name) -> std::optional<Json> {
     const std::string type = request["type"].get<std::string>();
@@ -214,7 +218,7 @@ AgentRequestHandler with_orphan_requests(fs::path dir, AgentRequestHandler next)
     if (Status st = parse_orphan_request(request, type == "orphan_fetch", &asked); !st.ok())
       return refusal(name, type, st.message());
     if (type == "orphan_list") return answer_list(dir, asked);
-    if (type == "orphan_fetch") return answer_fetch(dir, asked, peer, name);
+    if (type == "orphan_fetch") return answer_fetch(dir, asked, peer, name, *scans);
     return answer_drop(dir, asked, name);
   };
 }
@@ -243,11 +247,14 @@ namespace {
 
 // One try of fetch_remote_orphan (remote_orphans.h); `t` (when given) says whether a failure
 // was the link's (checkpoint_retry.h), and `arrived` (when given) counts the contents received
-// whole, which stay in `into` when a later step fails (a try again keeps them).
+// whole, which stay in `into` when a later step fails (a try again keeps them). Each content
+// is received into `partial` (named by its digest; a try cut in the middle of it leaves its
+// start there, which the next try asks the rest of), then moved to its place in `into`.
 Result<FetchedOrphan> fetch_orphan_once(const AgentEndpoint& agent, const std::string& owner,
                                         const std::string& trial, const OrphanStep& orphan,
-                                        const fs::path& into, const ObjectStore& objects,
-                                        TransferTry* t, FetchedOrphan* arrived) {
+                                        const fs::path& into, const fs::path& partial,
+                                        const ObjectStore& objects, TransferTry* t,
+                                        FetchedOrphan* arrived) {
   const int64_t step = orphan.step;
   auto connected =
       t ? connect_for_try(agent, kConnectTime, t) : connect_endpoint(agent, kConnectTime);
@@ -307,31 +314,28 @@ Result<FetchedOrphan> fetch_orphan_once(const AgentEndpoint& agent, const std::s
     writing.push_back(&f);
     if (!objects.contains(f.sha256) && !here.count(f.sha256)) wanted.emplace(f.sha256, &f);
   }
-  Json digests = Json::array();
-  for (const auto& [digest, f] : wanted) digests.push_back(digest);
-  if (Status s = peer.send(Json{{"type", "checkpoint_want"}, {"digests", digests}},
-                           Clock::now() + kChunkTime);
-      !s.ok())
-    return link(s);
-  for (const auto& [digest, f] : wanted) {
-    const fs::path dest = into / f->path;
-    UniqueFd fd(::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) return Status::Io("cannot create " + dest.string() + ": " + errno_text());
-    const uint64_t before = fetched.content_bytes;
-    Status got =
-        receive_content(peer, digest, f->size, fd.get(), /*sync=*/true, &fetched.content_bytes);
-    if (!got.ok()) {
-      // Half written: not kept (a try again receives it whole).
-      fs::remove(dest, ec);
-      return link(got);
-    }
-    if (Status mode = write_mode(dest, f->mode); !mode.ok()) return mode;
-    if (t) t->progressed = true;
-    if (arrived) {
-      ++arrived->files;
-      arrived->content_bytes += fetched.content_bytes - before;
-    }
+  // Each content the store lacks, into `partial` first, from what an earlier try left of it
+  // there (receive_contents, checkpoint_client.h: the live fetch's code), then to its file.
+  std::vector<FetchedContent> receiving;
+  for (const auto& [digest, f] : wanted) receiving.push_back({digest, f->size, partial / digest});
+  if (!receiving.empty()) {
+    fs::create_directories(partial, ec);
+    if (ec) return Status::Io("cannot create " + partial.string() + ": " + ec.message());
   }
+  const uint64_t before = fetched.content_bytes;
+  Status got = receive_contents(peer, agent, receiving, /*sync=*/true, t, &fetched.content_bytes,
+                                [&](const FetchedContent& c) -> Status {
+                                  const WireFile* f = wanted.at(c.sha256);
+                                  const fs::path dest = into / f->path;
+                                  if (Status moved = move_new_file(c.file, dest); !moved.ok())
+                                    return moved;
+                                  if (Status mode = write_mode(dest, f->mode); !mode.ok())
+                                    return mode;
+                                  if (arrived) ++arrived->files;
+                                  return Status::Ok();
+                                });
+  if (arrived) arrived->content_bytes += fetched.content_bytes - before;
+  if (!got.ok()) return got;
   auto sent = agent_answer(peer, agent, "checkpoint_sent", link_failed);
   if (!sent.ok()) return sent.status();
   peer.close(Clock::now() + std::chrono::seconds(1));
@@ -396,20 +400,39 @@ void ask_one_agent(OrphanQuestions& q, const std::string& owner,
   (*peer)->close(Clock::now() + std::chrono::seconds(1));
 }
 
+// A directory of its own below `staging` for the contents a fetch receives (removed with it).
+Result<fs::path> partial_dir(const fs::path& staging, const std::string& trial,
+                             const OrphanStep& orphan) {
+  std::error_code ec;
+  fs::create_directories(staging, ec);
+  if (ec) return Status::Io("cannot create " + staging.string() + ": " + ec.message());
+  return make_unique_dir(staging, trial + "-orphan-" + std::to_string(orphan.step) + "-");
+}
+
 }  // namespace
 
 Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
                                           const std::string& trial, const OrphanStep& orphan,
-                                          const fs::path& into, const ObjectStore& objects) {
-  return fetch_orphan_once(agent, owner, trial, orphan, into, objects, nullptr, nullptr);
+                                          const fs::path& into, const ObjectStore& objects,
+                                          const fs::path& staging) {
+  auto partial = partial_dir(staging, trial, orphan);
+  if (!partial.ok()) return partial.status();
+  ScopedDirRemover cleanup(*partial);
+  return fetch_orphan_once(agent, owner, trial, orphan, into, *partial, objects, nullptr, nullptr);
 }
 
 Result<FetchedOrphan> fetch_remote_orphan_retrying(const AgentEndpoint& agent,
                                                    const std::string& owner,
                                                    const std::string& trial,
                                                    const OrphanStep& orphan, const fs::path& into,
-                                                   const ObjectStore& objects) {
-  // What earlier tries received whole: in `into` now, counted as fetched, not as kept.
+                                                   const ObjectStore& objects,
+                                                   const fs::path& staging) {
+  // What the tries cut in the middle kept of a content, for the next: gone with the fetch.
+  auto partial = partial_dir(staging, trial, orphan);
+  if (!partial.ok()) return partial.status();
+  ScopedDirRemover cleanup(*partial);
+  // What earlier tries received: the contents whole in `into` now, counted as fetched, not as
+  // kept, and the bytes of one cut in the middle.
   FetchedOrphan earlier;
   auto result = with_link_retries<FetchedOrphan>(
       agent,
@@ -417,7 +440,8 @@ Result<FetchedOrphan> fetch_remote_orphan_retrying(const AgentEndpoint& agent,
           std::to_string(orphan.step),
       [&](TransferTry& t) {
         FetchedOrphan arrived;
-        auto got = fetch_orphan_once(agent, owner, trial, orphan, into, objects, &t, &arrived);
+        auto got =
+            fetch_orphan_once(agent, owner, trial, orphan, into, *partial, objects, &t, &arrived);
         if (!got.ok()) {
           earlier.files += arrived.files;
           earlier.content_bytes += arrived.content_bytes;

@@ -20,8 +20,10 @@
 // - orphan_fetch {owner, trial, attempt, step}: answers {"type": "orphan_manifest", "trial",
 //   "attempt", "step",
 //   "manifest"} (checkpoint_manifest.h: the directory's files, symlinks refused), reads
-//   checkpoint_want {digests} (only what the coordinator's store lacks), sends those contents
-//   as chunks (checkpoint_wire.h) and answers {"type": "checkpoint_sent", "bytes"}.
+//   checkpoint_want {digests, offsets?} (only what the coordinator's store lacks, each from the
+//   offset the coordinator asks: what an earlier try cut in the middle left it), sends those
+//   contents as chunks (checkpoint_send.h, as for a staged checkpoint's fetch) and answers
+//   {"type": "checkpoint_sent", "bytes"}.
 // - orphan_drop {owner, trial}: removes DIR/orphans/<owner>/<trial> (every attempt's) once the
 //   coordinator holds what it fetched durably, or once it decided an attempt's orphans are
 //   stale (not the trial's latest attempt: never adopted); refused while ranks of the trial
@@ -89,21 +91,29 @@ struct FetchedOrphan {
 };
 
 // fetch_remote_orphan tried again, as checkpoint_retry.h tries a checkpoint transfer, while
-// its link fails, within the agent's link window (AgentEndpoint::link_window): each try starts
-// `into` anew (a try that broke leaves files half written). A refusal is not tried again.
+// its link fails, within the agent's link window (AgentEndpoint::link_window). A try again
+// goes on from where the last one stopped, as a staged checkpoint's fetch does (docs/peers.md
+// "Checkpoint transfers over a dropped link"): the contents received whole stay in `into` and
+// are not asked for again, and the start of one cut in the middle stays below `staging` and
+// only its rest is asked for (checkpoint_want's "offsets"; receive_contents,
+// checkpoint_client.h). A refusal is not tried again.
 Result<FetchedOrphan> fetch_remote_orphan_retrying(
     const AgentEndpoint& agent, const std::string& owner, const std::string& trial,
-    const OrphanStep& orphan, const std::filesystem::path& into, const ObjectStore& objects);
+    const OrphanStep& orphan, const std::filesystem::path& into, const ObjectStore& objects,
+    const std::filesystem::path& staging);
 
 // Fetches the agent's orphan directory of `trial` at `orphan` (its attempt and step) into the local
 // directory `into` (made when missing): contents `objects` holds are copied from it, only the
 // others travel. A file `into` holds already is kept (a gang's directories are merged, rank 0's
 // agent first). Every file written is fsynced, and so are the directories made; `into` may be left
-// partly written on error.
+// partly written on error. Contents are received into a directory of the call's own below
+// `staging` (made when missing; the store's staging area), verified against their SHA-256 there,
+// then moved into `into`; that directory is removed when the call returns.
 Result<FetchedOrphan> fetch_remote_orphan(const AgentEndpoint& agent, const std::string& owner,
                                           const std::string& trial, const OrphanStep& orphan,
                                           const std::filesystem::path& into,
-                                          const ObjectStore& objects);
+                                          const ObjectStore& objects,
+                                          const std::filesystem::path& staging);
 
 // Asks the agent to remove its orphan directories of `trial`.
 Status drop_remote_orphans(const AgentEndpoint& agent, const std::string& owner,

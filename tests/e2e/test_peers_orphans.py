@@ -163,15 +163,20 @@ class OrphanTest(PlacementCase):
     def resume(self):
         return self.cairn("resume", "1", env=self.env({"CAIRN_KEY_FILE": self.key}), timeout=240)
 
-    def resume_waiting_for(self, agent):
-        """`cairn resume` in the background, once it says it waits for the orphaned rank on
-        `agent`: the process, its log file and that note."""
+    def resume_in_background(self):
+        """`cairn resume` in the background: the process and its log file (resume.log)."""
         log = open(os.path.join(self.dir, "resume.log"), "w+")
         self.addCleanup(log.close)
         resume = subprocess.Popen([CAIRN, "resume", "1"], cwd=self.dir,
                                   env=self.cairn_env(self.env({"CAIRN_KEY_FILE": self.key})),
                                   stdout=log, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: resume.poll() is None and (resume.kill(), resume.wait()))
+        return resume, log
+
+    def resume_waiting_for(self, agent):
+        """`cairn resume` in the background, once it says it waits for the orphaned rank on
+        `agent`: the process, its log file and that note."""
+        resume, log = self.resume_in_background()
         note = "trial 1.1: waiting for its ranks on agent %s" % agent.address
         wait_until(lambda: note in open(log.name).read(), timeout=60,
                    what="resume waiting for the orphaned rank")

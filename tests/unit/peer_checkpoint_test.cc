@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "peer/checkpoint_client.h"
 #include "peer/checkpoint_manifest.h"
 #include "peer/checkpoint_wire.h"
+#include "peer/kept_scans.h"
 #include "peer/peer_address.h"
 #include "tests/unit/test_agent.h"
 #include "tests/unit/test_dir.h"
@@ -132,6 +134,99 @@ TEST_CASE("checkpoint manifest: a directory's scan hashes files and refuses link
   CHECK_FALSE(open_beneath(dir / "ckpt", "../ckpt/a.txt"));
 }
 
+// Sleeps past the clock tick that stamped the files just written, so that their digests may
+// be kept (ScanCache).
+void settle() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+// Rewrites `file` with `text` of the same size and gives it back its mtime: only its ctime
+// says it changed.
+void rewrite_keeping_mtime(const fs::path& file, const std::string& text) {
+  struct stat st {};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+  REQUIRE(fd);
+  REQUIRE(::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()));
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  REQUIRE(::futimens(fd.get(), times) == 0);
+  struct stat now {};
+  REQUIRE(::fstat(fd.get(), &now) == 0);
+  REQUIRE(now.st_size == st.st_size);
+  REQUIRE(now.st_mtim.tv_sec == st.st_mtim.tv_sec);
+  REQUIRE(now.st_mtim.tv_nsec == st.st_mtim.tv_nsec);
+}
+
+TEST_CASE("checkpoint manifest: a scan again reuses the digests of the files unchanged since") {
+  TestDir dir;
+  fs::create_directories(dir / "ckpt/sub");
+  REQUIRE(write_file_atomic(dir / "ckpt/sub/w.bin", "weights").ok());
+  REQUIRE(write_file_atomic(dir / "ckpt/a.txt", "adam").ok());
+  settle();
+  ScanCache cache;
+  ScanCounts first;
+  auto m = scan_checkpoint_dir(dir / "ckpt", cache, &first);
+  REQUIRE(m.ok());
+  CHECK(first.hashed == 2);
+  CHECK(first.reused == 0);
+  CHECK(cache.files.size() == 2);
+  // Nothing changed: nothing is read again, and the manifest is the same.
+  ScanCounts second;
+  auto again = scan_checkpoint_dir(dir / "ckpt", cache, &second);
+  REQUIRE(again.ok());
+  CHECK(second.hashed == 0);
+  CHECK(second.reused == 2);
+  CHECK(again->to_json() == m->to_json());
+  // A file rewritten in place with its size and mtime kept (utimes can set mtime back): its
+  // ctime tells, and its new digest is in the manifest, never the old one.
+  rewrite_keeping_mtime(dir / "ckpt/sub/w.bin", "WEIGHTS");
+  ScanCounts third;
+  auto changed = scan_checkpoint_dir(dir / "ckpt", cache, &third);
+  REQUIRE(changed.ok());
+  CHECK(third.hashed == 1);
+  CHECK(third.reused == 1);
+  CHECK(changed->files[1].sha256 == sha256_hex("WEIGHTS"));
+  // A file replaced by another (a new inode), and a file removed.
+  REQUIRE(write_file_atomic(dir / "ckpt/a.txt", "sgd!").ok());
+  fs::remove(dir / "ckpt/sub/w.bin");
+  ScanCounts fourth;
+  auto replaced = scan_checkpoint_dir(dir / "ckpt", cache, &fourth);
+  REQUIRE(replaced.ok());
+  REQUIRE(replaced->files.size() == 1);
+  CHECK(replaced->files[0].sha256 == sha256_hex("sgd!"));
+  CHECK(fourth.hashed == 1);
+  CHECK(cache.files.size() <= 1);
+}
+
+TEST_CASE(
+    "checkpoint manifest: a digest read within a clock tick of its file's ctime is not kept") {
+  constexpr int64_t ms = 1000000;
+  const int64_t now = 1795000000LL * 1000000000 + 123456789;  // nanoseconds not whole ms
+  CHECK_FALSE(scan_may_keep_digest(now, now));
+  CHECK_FALSE(scan_may_keep_digest(now, now + 1));  // the same tick: a write may go unseen
+  CHECK(scan_may_keep_digest(now, now + 100 * ms));
+  CHECK_FALSE(scan_may_keep_digest(now, now - 100 * ms));  // a ctime after the read began
+  // A time in whole milliseconds may come from a file system of a coarser grain (1 s, 2 s).
+  const int64_t coarse = 1795000000LL * 1000000000;
+  CHECK_FALSE(scan_may_keep_digest(coarse, coarse + 1500 * ms));
+  CHECK(scan_may_keep_digest(coarse, coarse + 3000 * ms));
+}
+
+TEST_CASE("kept scans: the directories listed last, each forgotten when asked") {
+  KeptScans scans(2);
+  ScanCache one;
+  one.files["w.bin"] = {FileIdentity{1, 2, 3, 4, 5}, kDigest};
+  scans.keep("/a", one);
+  scans.keep("/b", one);
+  CHECK(scans.of("/a").files.size() == 1);
+  scans.keep("/c", one);  // past two: the one listed longest ago goes
+  CHECK(scans.of("/a").files.empty());
+  CHECK(scans.of("/b").files.size() == 1);
+  scans.forget("/b");
+  CHECK(scans.of("/b").files.empty());
+  CHECK(scans.of("/c").files.at("w.bin").sha256 == kDigest);
+}
+
 // An agent that keeps checkpoints under `dir` and runs no ranks.
 class CheckpointAgent : public testing::TestAgent {
  public:
@@ -244,6 +339,39 @@ TEST_CASE("checkpoint transfer: another attempt, a path outside, a failed keep")
   fs::create_directories(f.dir / "in3");
   auto retried = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in3", ok);
   CHECK(retried.ok());
+}
+
+TEST_CASE("checkpoint transfer: a file changed after a fetch's listing is listed anew") {
+  // The agent keeps the digests of a staged directory's listing for a fetch tried again; a
+  // file changed in between (its size and mtime kept) is sent under its new digest, never
+  // under the old one (the coordinator would refuse its bytes, or keep the old content).
+  Fixture f;
+  auto staged = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(staged.ok());
+  const std::string weights = big_content(kChunkBytes + 100, 'w');
+  const fs::path w = fs::path(*staged) / "w.bin";
+  REQUIRE(write_file_atomic(w, weights).ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "a.bin", "adam").ok());
+  settle();
+  auto all = [](const std::string&) { return true; };
+  fs::create_directories(f.dir / "in");
+  auto failed = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in",
+                                 [](const FetchedCheckpoint&) { return Status::Io("disk full"); });
+  REQUIRE_FALSE(failed.ok());
+  std::string changed = weights;
+  changed[kChunkBytes + 50] ^= 1;
+  rewrite_keeping_mtime(w, changed);
+  fs::create_directories(f.dir / "in2");
+  std::string listed;
+  auto again = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in2",
+                                [&](const FetchedCheckpoint& got) {
+                                  for (const WireFile& file : got.manifest.files)
+                                    if (file.path == "w.bin") listed = file.sha256;
+                                  return Status::Ok();
+                                });
+  REQUIRE(again.ok());
+  CHECK(listed == sha256_hex(changed));
+  CHECK(read_file(f.dir / "in2" / listed).value_or("") == changed);
 }
 
 TEST_CASE("checkpoint transfer: a restore sends only what the agent's cache lacks") {

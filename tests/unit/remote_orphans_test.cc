@@ -48,6 +48,8 @@ struct OrphanFixture {
     return dir.path() / "agent" / "orphans" / orphan_owner_dir(owner) / "1.1" /
            orphan_attempt_dir(attempt);
   }
+  // The coordinator's staging area, where a fetch receives contents before they get a name.
+  fs::path staging() const { return dir.path() / "staging"; }
   void write(const fs::path& file, const std::string& text) {
     fs::create_directories(file.parent_path());
     REQUIRE(write_file_atomic(file, text).ok());
@@ -120,6 +122,13 @@ class CuttingProxy {
   }
   PeerAddress address() const { return PeerAddress{"127.0.0.1", port_}; }
   int connections() const { return connections_; }
+  // The agent `direct` reaches, through this proxy, with a link window of 5 s.
+  AgentEndpoint through(const AgentEndpoint& direct) const {
+    return AgentEndpoint{address(), direct.tls, std::chrono::seconds(5),
+                         std::make_shared<std::atomic<bool>>(false)};
+  }
+  // The bytes that went from the target to the client, over every connection.
+  size_t carried() const { return carried_; }
 
  private:
   void run() {
@@ -149,6 +158,7 @@ class CuttingProxy {
         if (i == 1) {
           len = std::min(len, budget - to_client);
           to_client += len;
+          carried_ += len;
         }
         for (size_t off = 0; off < len;) {
           pollfd w{p[1 - i].fd, POLLOUT, 0};
@@ -167,6 +177,7 @@ class CuttingProxy {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
+  std::atomic<size_t> carried_{0};
   std::thread thread_;
 };
 
@@ -198,7 +209,7 @@ TEST_CASE("remote orphans: listed, fetched with only what the store lacks, then 
   ObjectStore objects(f.dir.path() / "objects");
   REQUIRE(objects.put_bytes(weights).ok());
   const fs::path into = f.dir.path() / "local" / "remote-7";
-  auto fetched = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 7}, into, objects);
+  auto fetched = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 7}, into, objects, f.staging());
   REQUIRE(fetched.ok());
   CHECK(fetched->files == 4);
   CHECK(fetched->content_bytes == std::string(R"({"step": 7})").size() + 1);
@@ -206,7 +217,7 @@ TEST_CASE("remote orphans: listed, fetched with only what the store lacks, then 
   CHECK(read_file(into / "w.bin").value_or("") == weights);
   CHECK(read_file(into / "rank0").value_or("") == "7");
   // Again into the same directory (another agent's part of a gang): what is there is kept.
-  auto merged = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 7}, into, objects);
+  auto merged = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 7}, into, objects, f.staging());
   REQUIRE(merged.ok());
   CHECK(merged->files == 0);
   CHECK(merged->kept == 4);
@@ -214,15 +225,15 @@ TEST_CASE("remote orphans: listed, fetched with only what the store lacks, then 
 
   // Not an orphan directory, or one that leads out: refused with one line.
   for (int64_t step : {9, 8, 100}) {
-    auto refused =
-        fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, step}, f.dir.path() / "no", objects);
+    auto refused = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, step}, f.dir.path() / "no",
+                                       objects, f.staging());
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().message().find('\n') == std::string::npos);
   }
   f.write(f.orphans() / "11" / "cairn_orphan.json", "{}");
   fs::create_symlink("/etc/passwd", f.orphans() / "11" / "passwd");
-  auto linked =
-      fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 11}, f.dir.path() / "linked", objects);
+  auto linked = fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 11}, f.dir.path() / "linked",
+                                    objects, f.staging());
   REQUIRE_FALSE(linked.ok());
   CHECK_FALSE(fs::exists(f.dir.path() / "linked" / "passwd"));
 
@@ -262,8 +273,9 @@ TEST_CASE("remote orphans: another store's experiment of the same id is never se
   REQUIRE(listed.ok());
   CHECK(listed->orphans.empty());
   ObjectStore objects(f.dir.path() / "objects");
-  CHECK_FALSE(
-      fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 9}, f.dir.path() / "x", objects).ok());
+  CHECK_FALSE(fetch_remote_orphan(f.endpoint, kOwner, "1.1", {1, 9}, f.dir.path() / "x", objects,
+                                  f.staging())
+                  .ok());
   {
     // The other store's rank of its trial 1.1 still runs: this owner does not wait for it.
     auto hold = AgentInUse::hold_running_rank(orphan_trial_key(other, "1.1"));
@@ -298,10 +310,11 @@ TEST_CASE("remote orphans: each attempt's orphans are listed and fetched apart")
   CHECK(listed->orphans == std::vector<OrphanStep>{{1, 9}, {2, 5}});
   ObjectStore objects(f.dir.path() / "objects");
   // Step 9 is attempt 1's only: asked for attempt 2's, refused.
-  CHECK_FALSE(
-      fetch_remote_orphan(f.endpoint, kOwner, "1.1", {2, 9}, f.dir.path() / "a", objects).ok());
+  CHECK_FALSE(fetch_remote_orphan(f.endpoint, kOwner, "1.1", {2, 9}, f.dir.path() / "a", objects,
+                                  f.staging())
+                  .ok());
   const fs::path into = f.dir.path() / "b";
-  REQUIRE(fetch_remote_orphan(f.endpoint, kOwner, "1.1", {2, 5}, into, objects).ok());
+  REQUIRE(fetch_remote_orphan(f.endpoint, kOwner, "1.1", {2, 5}, into, objects, f.staging()).ok());
   CHECK(read_file(into / "w.bin").value_or("") == "attempt 2");
   REQUIRE(drop_remote_orphans(f.endpoint, kOwner, "1.1").ok());
   CHECK_FALSE(fs::exists(f.orphans().parent_path()));  // every attempt's
@@ -350,16 +363,16 @@ TEST_CASE("remote orphans: a fetch that loses its link is tried again on a new c
   // Tried once, a link that drops mid-transfer fails the fetch.
   {
     CuttingProxy proxy(f.agent->address(), 300000);
-    const AgentEndpoint through{proxy.address(), f.endpoint.tls, std::chrono::seconds(5),
-                                std::make_shared<std::atomic<bool>>(false)};
-    auto once = fetch_remote_orphan(through, kOwner, "1.1", {1, 7}, f.dir.path() / "once", objects);
+    const AgentEndpoint through = proxy.through(f.endpoint);
+    auto once = fetch_remote_orphan(through, kOwner, "1.1", {1, 7}, f.dir.path() / "once", objects,
+                                    f.staging());
     CHECK_FALSE(once.ok());
   }
   CuttingProxy proxy(f.agent->address(), 300000);
-  const AgentEndpoint through{proxy.address(), f.endpoint.tls, std::chrono::seconds(5),
-                              std::make_shared<std::atomic<bool>>(false)};
+  const AgentEndpoint through = proxy.through(f.endpoint);
   const fs::path into = f.dir.path() / "local" / "remote-7";
-  auto fetched = fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 7}, into, objects);
+  auto fetched =
+      fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 7}, into, objects, f.staging());
   REQUIRE(fetched.ok());
   CHECK(proxy.connections() == 2);
   CHECK(fetched->files == 3);
@@ -373,10 +386,39 @@ TEST_CASE("remote orphans: a fetch that loses its link is tried again on a new c
 
   // A refusal is not tried again.
   const auto started = Clock::now();
-  auto refused =
-      fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 8}, f.dir.path() / "none", objects);
+  auto refused = fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 8}, f.dir.path() / "none",
+                                              objects, f.staging());
   CHECK_FALSE(refused.ok());
   CHECK(seconds_since(started) < 2.0);
+}
+
+TEST_CASE(
+    "remote orphans: a content cut in the middle of a fetch is asked for from the bytes kept") {
+  // As a staged checkpoint's fetch (docs/peers.md "Resuming a content"): the try again asks
+  // for the rest of the content it was receiving, not for all of it again.
+  OrphanFixture f;
+  std::string weights(3 * 1024 * 1024, 'w');  // three chunks
+  for (size_t i = 0; i < weights.size(); i += 97) weights[i] = static_cast<char>('a' + i % 26);
+  f.write(f.orphans() / "7" / "cairn_orphan.json", R"({"step": 7})");
+  f.write(f.orphans() / "7" / "w.bin", weights);
+  ObjectStore objects(f.dir.path() / "objects");
+  // Cut once two of its chunks and some of the third went through.
+  CuttingProxy proxy(f.agent->address(), 2 * 1024 * 1024 + 600000);
+  const AgentEndpoint through = proxy.through(f.endpoint);
+  const fs::path into = f.dir.path() / "local" / "remote-7";
+  auto fetched =
+      fetch_remote_orphan_retrying(through, kOwner, "1.1", {1, 7}, into, objects, f.staging());
+  REQUIRE(fetched.ok());
+  CHECK(proxy.connections() == 2);
+  CHECK(fetched->files == 2);
+  CHECK(read_file(into / "w.bin").value_or("") == weights);
+  // Every content byte over both connections, once, but for the piece (256 KiB at most) the
+  // cut left unwritten, frames and TLS: received from 0 again, the two chunks and more of the
+  // first try would cross twice.
+  CHECK(proxy.carried() < weights.size() + 512 * 1024);
+  CHECK(fetched->content_bytes <= weights.size() + 16);
+  // The start kept between the tries went with the fetch.
+  CHECK(fs::is_empty(f.staging()));
 }
 
 TEST_CASE("remote orphan wait: a trial settles once its ranks exit; a hung agent fails alone") {
