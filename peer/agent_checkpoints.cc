@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -139,18 +141,25 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   const fs::path resolved = fs::weakly_canonical(fs::path(path), ec);
   if (ec || !fs::path(path).is_absolute() || !lies_inside(resolved, dir_))
     return refuse(peer, name, shown + " is outside the agent's directory " + dir_.string());
+  std::optional<WireManifest> delivered;  // fetched, confirmed and removed before
   {
     std::lock_guard lock(mutex_);
     auto it = staged_.find(path);
-    if (it == staged_.end() || it->second != std::make_pair(trial, attempt))
-      return refuse(peer, name,
-                    "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
+    if (it == staged_.end() || it->second != std::make_pair(trial, attempt)) {
+      auto was = delivered_.find(path);
+      if (was == delivered_.end() || was->second.trial != trial ||
+          was->second.attempt != attempt)
+        return refuse(peer, name,
+                      "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
+      delivered = was->second.manifest;
+    }
   }
   const auto started = Clock::now();
   // A fetch of this directory tried again after a dropped link reuses the digests of the files
   // unchanged since the try before (ScanCache, checkpoint_manifest.h).
   ScanCounts counts;
-  auto manifest = scan_again(scans_, fs::path(path), &counts);
+  auto manifest = delivered ? Result<WireManifest>(std::move(*delivered))
+                            : scan_again(scans_, fs::path(path), &counts);
   if (!manifest.ok()) return refuse(peer, name, manifest.status().message());
   const auto hashed = Clock::now();
   Json answer{{"type", "checkpoint_manifest"},
@@ -186,7 +195,8 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   if (!peer.send(Json{{"type", "checkpoint_sent"}, {"bytes", content}}, Clock::now() + kChunkTime)
            .ok())
     return false;
-  agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name + ": " +
+  agent_log("sent checkpoint of " + owner_text(trial, attempt) + " to " + name +
+            (delivered ? " again (its files were removed once it was confirmed)" : "") + ": " +
             std::to_string(manifest->files.size()) + " files (" + bytes_text(manifest->bytes) +
             "), " + std::to_string(sent.wanted) + " wanted, " + std::to_string(content) +
             " content bytes on the wire" + resumed_text(sent.resumed, sent.kept) + " (listed in " +
@@ -202,6 +212,7 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
   {
     std::lock_guard lock(mutex_);
     staged_.erase(path);
+    keep_delivered(path, Delivered{trial, attempt, *manifest});
   }
   scans_.forget(path);
   // Answered before the directory goes: the coordinator registers and acknowledges the
@@ -212,6 +223,23 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
       peer.send(Json{{"type", "checkpoint_dropped"}}, Clock::now() + kChunkTime).ok();
   fs::remove_all(fs::path(path), ec);
   return answered;
+}
+
+void AgentCheckpoints::keep_delivered(const std::string& path, Delivered delivered) {
+  delivered.order = ++delivered_order_;
+  delivered_[path] = std::move(delivered);
+  auto files = [this] {
+    size_t n = 0;
+    for (const auto& [p, d] : delivered_) n += d.manifest.files.size();
+    return n;
+  };
+  while (delivered_.size() > 1 && (delivered_.size() > kDeliveredKept || files() > kDeliveredFiles)) {
+    auto oldest = std::min_element(delivered_.begin(), delivered_.end(),
+                                   [](const auto& a, const auto& b) {
+                                     return a.second.order < b.second.order;
+                                   });
+    delivered_.erase(oldest);
+  }
 }
 
 bool AgentCheckpoints::offer(PeerConnection& peer, const Json& request, const std::string& name) {

@@ -20,6 +20,15 @@
 //   DIR/work/trials/<trial>/restore-<attempt>-<random> and answers
 //   {"type": "checkpoint_restored", "path"}.
 //
+// A directory fetched, confirmed and removed is still answered for a while: its manifest is
+// kept (the latest kDeliveredKept directories, at most kDeliveredFiles files in all), so that
+// a fetch of it again by the same trial and attempt gets that manifest and, when it wants no
+// content (the coordinator's store has it all), completes. That is a `cairn resume` after a
+// coordinator killed between its checkpoint_done and the checkpoint's registration: the
+// contents are durable in its store, and the rank's checkpoint_end, never acknowledged, is
+// replayed; without the manifest that checkpoint was lost. A content wanted from such a
+// directory is answered with an error: it is gone.
+//
 // A fetch tried again (its link dropped) lists the same staged directory again without
 // reading its files a second time: the digests of the files unchanged since the listing
 // before are kept per staged directory (ScanCache, checkpoint_manifest.h: keyed by device,
@@ -72,9 +81,23 @@ class AgentCheckpoints {
   bool refuse(PeerConnection& peer, const std::string& name, const std::string& why);
   class PartialClaims;
 
+  // A directory fetched, confirmed and removed (see above).
+  struct Delivered {
+    std::string trial;
+    int64_t attempt = 0;
+    WireManifest manifest;
+    uint64_t order = 0;  // when it was delivered: the oldest goes first
+  };
+  static constexpr size_t kDeliveredKept = 64;
+  static constexpr size_t kDeliveredFiles = 1 << 16;
+  // Keeps `path`'s manifest as delivered, forgetting the oldest past the bounds; under mutex_.
+  void keep_delivered(const std::string& path, Delivered delivered);
+
   std::filesystem::path dir_;
   std::mutex mutex_;
   std::map<std::string, std::pair<std::string, int64_t>> staged_;  // path -> (trial, attempt)
+  std::map<std::string, Delivered> delivered_;                     // path -> its manifest
+  uint64_t delivered_order_ = 0;
   KeptScans scans_;  // staged path -> the digests of its last listing
   // Contents a restore is receiving into objects/tmp-partial-<digest> now (PartialClaims).
   std::set<std::string> receiving_;

@@ -147,6 +147,8 @@ void Coordinator::finish_checkpoint_transfers() {
                  Json{{"type", "error"}, {"re", job.seq}, {"message", status.message()}});
       continue;
     }
+    // Tests only: fetched (the agent has removed its copy), not registered (one_answer_hook.h).
+    if (stop_after_one_answer_if_testing("checkpoint_fetched", job.step)) continue;
     register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
     // Tests only: registered, and its one rank not told (one_answer_hook.h).
     if (stop_after_one_answer_if_testing("checkpoint_ack", job.step)) continue;

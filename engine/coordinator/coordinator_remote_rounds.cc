@@ -151,6 +151,9 @@ void Coordinator::finish_round_transfer(CheckpointJobResult& done) {
         reply_to(w.fd, Json{{"type", "error"}, {"re", w.seq}, {"message", status.message()}});
     return;
   }
+  // Tests only: fetched (the agents have removed their copies), not registered
+  // (one_answer_hook.h).
+  if (stop_after_one_answer_if_testing("checkpoint_fetched", job.step)) return;
   staging_to_remove_.push_back(job.local_dir);  // once the record is durable
   register_checkpoint(*trial, done.manifest, job.step, done.new_bytes, job.metadata);
   // Deferred until the batch that registers it is committed (reply_to).

@@ -11,6 +11,11 @@
 // what it sent), so that a test can see the rank go on and then kill it. It kills itself
 // with SIGKILL after 120 s. Once per process; nothing else reads the variable.
 //
+// CAIRN_TEST_ONE_ANSWER=checkpoint_fetched:STEP holds before the registration of the
+// checkpoint at STEP whose every part has been fetched (the agents have removed their
+// copies): the line says `answered one rank's checkpoint_fetched at step STEP`, and no rank
+// is answered (docs/peers.md "A checkpoint fetched, not yet registered").
+//
 // CAIRN_TEST_ONE_ANSWER=next_operation:N holds a gang's N-th operation (counted from 1 in the
 // attempt: its ranks' N-th next_operation) the same way: the first rank that asks for it gets
 // its answer, the others' requests for it are not answered, and the line says `answered one

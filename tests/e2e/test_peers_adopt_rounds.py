@@ -367,6 +367,34 @@ class AdoptRoundsTest(PlacementCase):
         self.assertEqual(ids, [c["id"] for c in before if c["steps_completed"] == step])
         self.assertEqual(self.exported(trial, step), {"step0": str(step)})
 
+    def checkpoint_fetched_not_registered(self, slots, ranks):
+        # Every part of the checkpoint fetched into the store, each agent's copy removed on
+        # the coordinator's word, and the coordinator killed before the registration: the
+        # replayed checkpoint_end gets the manifest the agent kept of the removed directory,
+        # nothing crosses again, and the checkpoint is registered once.
+        step = 6
+        run = self.start_run("checkpoint_fetched:%d" % step, slots=slots, ranks=ranks)
+        # Held once the fetch has ended: each agent has answered checkpoint_dropped.
+        pids = self.held(run, "checkpoint_fetched at step %d" % step)
+        self.kill(run)
+        before = self.cairn_json("show", "1.1", "--json")["checkpoints"]
+        self.assertEqual([c for c in before if c["steps_completed"] == step], [], before)
+        text = self.resume()
+        self.assertNotIn("was not saved", self.cairn("logs", "1.1").stdout)
+        trial = self.assert_went_on(text, pids)
+        ids = [c["id"] for c in trial["checkpoints"] if c["steps_completed"] == step]
+        self.assertEqual(len(ids), 1, trial["checkpoints"])
+        self.assertEqual(self.exported(trial, step),
+                         {"step%d" % r: str(step) for r in range(ranks)})
+        for agent in self.agent_list:
+            self.assertIn("again (its files were removed once it was confirmed): ", agent.text())
+
+    def test_a_checkpoint_fetched_but_not_registered_is_registered_after_the_resume(self):
+        self.checkpoint_fetched_not_registered(slots=(1,), ranks=1)
+
+    def test_a_gang_checkpoint_fetched_but_not_registered_is_registered_after_the_resume(self):
+        self.checkpoint_fetched_not_registered(slots=(1, 1), ranks=2)
+
 
 if __name__ == "__main__":
     sys.exit(cairn_testlib.main())
