@@ -147,8 +147,7 @@ bool AgentCheckpoints::fetch(PeerConnection& peer, const Json& request, const st
     auto it = staged_.find(path);
     if (it == staged_.end() || it->second != std::make_pair(trial, attempt)) {
       auto was = delivered_.find(path);
-      if (was == delivered_.end() || was->second.trial != trial ||
-          was->second.attempt != attempt)
+      if (was == delivered_.end() || was->second.trial != trial || was->second.attempt != attempt)
         return refuse(peer, name,
                       "no checkpoint of " + owner_text(trial, attempt) + " is staged at " + shown);
       delivered = was->second.manifest;
@@ -233,11 +232,11 @@ void AgentCheckpoints::keep_delivered(const std::string& path, Delivered deliver
     for (const auto& [p, d] : delivered_) n += d.manifest.files.size();
     return n;
   };
-  while (delivered_.size() > 1 && (delivered_.size() > kDeliveredKept || files() > kDeliveredFiles)) {
-    auto oldest = std::min_element(delivered_.begin(), delivered_.end(),
-                                   [](const auto& a, const auto& b) {
-                                     return a.second.order < b.second.order;
-                                   });
+  while (delivered_.size() > 1 &&
+         (delivered_.size() > kDeliveredKept || files() > kDeliveredFiles)) {
+    auto oldest = std::min_element(
+        delivered_.begin(), delivered_.end(),
+        [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
     delivered_.erase(oldest);
   }
 }
