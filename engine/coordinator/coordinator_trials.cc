@@ -472,7 +472,15 @@ void Coordinator::rank_exited(Trial& trial, Rank& rank, ExitInfo info) {
   // Gang semantics: the other ranks would wait forever in their next collective. Unless
   // cairn killed them itself and said why.
   if (first_failure && trial.world_size() > 1 && !trial.gang_fault) {
-    log_output(trial, "cairn: rank " + std::to_string(rank.rank) + " " + info.describe() +
+    // A rank of a lost agent is reported killed (the agent kills what it ran once its
+    // coordinator is gone): say what happened, not the signal.
+    const bool lost = trial.machine_lost && rank.machine > 0 &&
+                      rank.machine < static_cast<int>(machines_.size()) &&
+                      launcher_->lost(rank.machine);
+    const std::string how =
+        lost ? "was lost with agent " + machines_[static_cast<size_t>(rank.machine)].address
+             : info.describe();
+    log_output(trial, "cairn: rank " + std::to_string(rank.rank) + " " + how +
                           "; stopping the other ranks\n");
     signal_ranks(trial, SIGKILL);
   }

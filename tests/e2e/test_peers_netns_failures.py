@@ -306,6 +306,9 @@ class NamespaceFailuresTest(FailuresCase):
         self.assertEqual(sorted(p["machine"] for p in trial["placement"]),
                          sorted([self.C, self.addresses["d"]]), trial["placement"])
         self.assertIn("trial 2.1 lost its machine", self.output())
+        # The gang stopped because its rank on b was lost, not "killed by signal 9".
+        self.assertRegex(self.output(), r"\[2\.1\] cairn: rank \d was lost with agent %s; "
+                         r"stopping the other ranks" % re.escape(self.B))
         # Started twice, the second time from a checkpoint past the third epoch.
         starts = [int(e) for e in re.findall(r"\[2\.1\] builtin:mlp: .*epochs completed: (\d+);",
                                              self.output())]
