@@ -341,6 +341,41 @@ TEST_CASE("checkpoint transfer: another attempt, a path outside, a failed keep")
   CHECK(retried.ok());
 }
 
+TEST_CASE("checkpoint transfer: a directory fetched and removed is listed again, contents not") {
+  // A coordinator killed between its checkpoint_done and the registration: the resumed one
+  // fetches the removed directory again, and gets its manifest (agent_checkpoints.h).
+  Fixture f;
+  const std::string weights = big_content(1000, 'd');
+  auto staged = stage_checkpoint(f.endpoint, "1.1", 2, std::chrono::seconds(10));
+  REQUIRE(staged.ok());
+  REQUIRE(write_file_atomic(fs::path(*staged) / "w.bin", weights).ok());
+  auto all = [](const std::string&) { return true; };
+  auto none = [](const std::string&) { return false; };
+  auto ok = [](const FetchedCheckpoint&) { return Status::Ok(); };
+  fs::create_directories(f.dir / "in");
+  auto first = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in", ok);
+  REQUIRE(first.ok());
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (fs::exists(*staged) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE_FALSE(fs::exists(*staged));
+  // The store has everything: the same manifest, nothing on the wire.
+  fs::create_directories(f.dir / "in2");
+  auto again = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, none, f.dir / "in2", ok);
+  REQUIRE_MESSAGE(again.ok(), again.status().message());
+  CHECK(again->manifest.to_json() == first->manifest.to_json());
+  CHECK(again->content_bytes == 0);
+  // Only to the trial and attempt that staged it.
+  auto stale = fetch_checkpoint(f.endpoint, "1.1", 3, *staged, none, f.dir / "in2", ok);
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.status().message().find("no checkpoint of trial 1.1 attempt 3 is staged") !=
+        std::string::npos);
+  // A content the store lacks is gone: an error, not a hang or a made-up file.
+  fs::create_directories(f.dir / "in3");
+  auto lacking = fetch_checkpoint(f.endpoint, "1.1", 2, *staged, all, f.dir / "in3", ok);
+  CHECK_FALSE(lacking.ok());
+}
+
 TEST_CASE("checkpoint transfer: a file changed after a fetch's listing is listed anew") {
   // The agent keeps the digests of a staged directory's listing for a fetch tried again; a
   // file changed in between (its size and mtime kept) is sent under its new digest, never
