@@ -179,13 +179,14 @@ class Coordinator {
   void handle_checkpoint_end(Trial& trial, ControlConnection& conn, const Json& msg);
   void handle_checkpoint_abort(Trial& trial, const Json& msg);
   void answer_pending_operation(Trial& trial);
-  // Whether rank 0 of the trial is connected, so that its next_operation decides the gang's
-  // next operation (coordinator_messages.cc handle_next_operation).
+  // Whether rank 0 of the trial has not left this attempt (Rank::left), so that its
+  // next_operation decides the gang's next operation (coordinator_messages.cc
+  // handle_next_operation).
   bool decides_operations(const Trial& trial) const;
   // Answers rank `rank`'s next_operation `seq` with the gang's next operation for it.
   void answer_rank_operation(Trial& trial, Rank& rank, ControlConnection& conn, int64_t seq);
   // Answers the deferred requests (Rank::deferred_operation_seq) rank 0's have decided, or
-  // all of them once rank 0 has no connection.
+  // all of them once rank 0 has left.
   void answer_deferred_operations(Trial& trial);
   // The answer to a trial's n-th next_operation in this attempt: decided at the first
   // rank's request, the same for every rank.

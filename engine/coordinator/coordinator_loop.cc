@@ -37,13 +37,17 @@ void Coordinator::read_connection(int fd) {
                                      " MiB: dropped (docs/protocol.md)"}});
   if (!open) {
     if (Trial* trial = trial_by_index(conn.trial)) {
-      if (trial->chief().connection_fd == fd) trial->pending_operation_seq.reset();
+      const bool chief = trial->chief().connection_fd == fd;
+      if (chief) trial->pending_operation_seq.reset();
       // Forgotten, or a later connection given this fd number would pass for the rank's
       // (handle_hello refuses a second connection for a rank).
       for (Rank& r : trial->ranks)
         if (r.connection_fd == fd) r.connection_fd = -1;
       // Rank 0 gone: the others' requests waiting for its are decided without it.
-      answer_deferred_operations(*trial);
+      if (chief) {
+        trial->chief().left = true;
+        answer_deferred_operations(*trial);
+      }
       // Its pending request will never be answered: the rank waits in nothing of cairn's.
       if (conn.rank >= 0 && conn.rank < trial->world_size()) {
         RankWait& wait = trial->ranks[static_cast<size_t>(conn.rank)].wait;

@@ -260,7 +260,10 @@ void Coordinator::answer_pending_operation(Trial& trial) {
 }
 
 bool Coordinator::decides_operations(const Trial& trial) const {
-  return connections_.count(trial.chief().connection_fd) > 0;
+  // Not "connected": a rank 0 that is slow to start (connected after the others asked) must
+  // still decide, or the others would make operations of their own, one after another, which
+  // rank 0 then had to run through (the same length each time).
+  return !trial.chief().left;
 }
 
 void Coordinator::answer_rank_operation(Trial& trial, Rank& rank, ControlConnection& conn,
@@ -295,8 +298,9 @@ void Coordinator::handle_next_operation(Trial& trial, ControlConnection& conn, c
   // Only rank 0's request decides a new operation. Rank 0 asks once its validation of the
   // last one is acknowledged, so stored; another rank may ask before that validation has even
   // arrived, and deciding then would give the gang the same length again (an operation of no
-  // steps, validated a second time). Its request waits for rank 0's, unless rank 0 has no
-  // connection (not connected yet, or gone: then it is decided here, as before).
+  // steps, validated a second time). Its request waits for rank 0's, also before rank 0 has
+  // connected, unless rank 0 has left (its connection closed, or it ended: then it is decided
+  // here, as before).
   if (rank.operations_asked >= trial.operations.size() && decides_operations(trial)) {
     rank.deferred_operation_seq = seq;
     return;

@@ -463,6 +463,11 @@ bool Coordinator::declares_permanent(const ExitInfo& info) const {
 
 void Coordinator::rank_exited(Trial& trial, Rank& rank, ExitInfo info) {
   rank.exit = info;
+  if (rank.rank == 0 && !rank.left) {
+    // The others' next_operation requests waiting for rank 0's are decided without it.
+    rank.left = true;
+    answer_deferred_operations(trial);
+  }
   if (trial.world_size() > 1) {
     rank.wait.enter(RankCall::kExited, 0, "", Clock::now());
     // A rank that ended cleanly takes part in no more checkpoints: the others' may be whole.

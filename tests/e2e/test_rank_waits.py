@@ -104,13 +104,17 @@ class RankWaitTest(CairnTestCase):
         # Rank 1 validates and asks for its next operation while rank 0 still trains: only
         # rank 0's request, sent once its validation is stored, decides what comes next.
         # Decided at rank 1's request, the gang got the same length again (an operation of no
-        # steps, validated a second time).
+        # steps, validated a second time). Rank 0 also connects late, after rank 1 has asked:
+        # rank 1 waits for it then too (deciding without it, rank 1 made operation after
+        # operation, which rank 0 had to run through, a second each).
         self.write("ops.py", r"""
 import os, time
+rank = int(os.environ["RANK"])
+if rank == 0:
+    time.sleep(1.5)
 import cairn
 
 ctx = cairn.init()
-rank = int(os.environ["RANK"])
 got = []
 for op in ctx.operations():
     got.append(op.length)
