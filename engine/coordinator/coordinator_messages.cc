@@ -208,7 +208,11 @@ void Coordinator::handle_hello(ControlConnection& conn, const Json& msg) {
   conn.trial = trial->index;
   conn.rank = rank;
   conn.pid = msg.contains("pid") && msg["pid"].is_number_integer() ? msg["pid"].get<int64_t>() : 0;
-  trial->ranks[static_cast<size_t>(rank)].connection_fd = conn.fd();
+  Rank& joined = trial->ranks[static_cast<size_t>(rank)];
+  joined.connection_fd = conn.fd();
+  // A rank 0 that closed its connection and connected again decides the gang's operations
+  // again (Rank::left).
+  if (!joined.exit) joined.left = false;
   // The trial's settings (checkpoint period, deterministic mode, …) reach it once, in its
   // environment (CAIRN_*; docs/protocol.md, "Environment"), not again here.
   reply(conn, Json{{"type", "welcome"}, {"protocol", kProtocolVersion}});

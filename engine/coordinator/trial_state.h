@@ -71,8 +71,9 @@ struct Rank {
   // A rank other than 0 that asked for an operation rank 0 has not asked for yet: its
   // request's seq, answered with rank 0's (Coordinator::answer_deferred_operations).
   std::optional<int64_t> deferred_operation_seq;
-  // Its control connection closed, or it ended, in this attempt: rank 0 that has left no
-  // longer decides the gang's operations (Coordinator::decides_operations).
+  // Its control connection closed (until it connects again), or it ended, in this attempt:
+  // rank 0 that has left does not decide the gang's operations (Coordinator::
+  // decides_operations).
   bool left = false;
   RankWait wait;  // what it waits in (multi-rank trials)
   // Across attempts.
